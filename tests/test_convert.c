@@ -3,7 +3,8 @@
  * malformed header it is given, and the tiny llama.cpp-made fixtures come back from their
  * checkpoints (tests/hf_fixture.c) tensor for tensor, bit for bit in the types llama.cpp's
  * converter writes, with the same metadata and the same tokens; checkpoints Corral cannot
- * convert are refused with a message that says why.
+ * convert are refused with a message that says why. With --write-checkpoint DIR it writes the
+ * qwen2 fixture's checkpoint there instead (for tests/integration/cli.test.sh).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -132,6 +133,8 @@ static void test_safetensors_refuses_malformed_headers(void **state)
 
 /* ---- conversion ---- */
 
+static void rewrite(const char *name, const char *from, const char *to);
+
 static char *g_root;
 
 static int setup(void **state)
@@ -163,7 +166,8 @@ static void list_checkpoint(checkpoint *cp)
     static const char *const names[] = {"config.json", "tokenizer.json", "tokenizer_config.json",
                                         "generation_config.json", "model.safetensors.index.json",
                                         "model-00001-of-00002.safetensors",
-                                        "model-00002-of-00002.safetensors"};
+                                        "model-00002-of-00002.safetensors",
+                                        "chat_template.jinja"};
     cp->n = 0;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         if (!store_fixture_exists(g_root, names[i]))
@@ -342,6 +346,28 @@ static void test_convert_mistral_is_llama(void **state)
                TENSOR_TYPE_BF16, spm_skipped);
 }
 
+/* Transformers keeps a template apart in chat_template.jinja when tokenizer_config.json has
+ * none: it is the model's template then. */
+static void test_convert_reads_chat_template_jinja(void **state)
+{
+    (void)state;
+    static const char jinja[] = "{{ messages[0].content }}";
+    hf_fixture_write(fixture("arch/qwen3.gguf"), g_root, "Qwen3ForCausalLM", SAFETENSORS_BF16,
+                     hf_fixture_qwen2_regex);
+    rewrite("tokenizer_config.json", "\"chat_template\"", "\"no_template\"");
+    store_fixture_write(g_root, "chat_template.jinja", jinja, strlen(jinja));
+    corral_error err = {{0}};
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    gguf_file *got = gguf_open(store_fixture_path(g_root, "out.gguf"), &err);
+    assert_non_null(got);
+    gguf_str tmpl;
+    assert_true(gguf_get_str(got, "tokenizer.chat_template", &tmpl, &err));
+    assert_int_equal(tmpl.size, strlen(jinja));
+    assert_memory_equal(tmpl.data, jinja, tmpl.size);
+    gguf_close(got);
+}
+
 /* ---- refusals ---- */
 
 static void expect_convert_refusal(const char *why)
@@ -419,8 +445,27 @@ static void test_convert_refuses_what_it_cannot_convert(void **state)
     assert_non_null(strstr(err.message, "no config.json"));
 }
 
-int main(void)
+/* For tests/integration/cli.test.sh: the qwen2 fixture's checkpoint into a directory. */
+static const char *g_write_dir;
+
+static void write_checkpoint(void **state)
 {
+    (void)state;
+    hf_fixture_write(fixture("arch/qwen2.gguf"), g_write_dir, "Qwen2ForCausalLM",
+                     SAFETENSORS_F16, hf_fixture_qwen2_regex);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--write-checkpoint") == 0) {
+        g_write_dir = argv[2];
+        const struct CMUnitTest write[] = {cmocka_unit_test(write_checkpoint)};
+        return cmocka_run_group_tests(write, NULL, NULL);
+    }
+    if (argc != 1) {
+        fprintf(stderr, "usage: %s [--write-checkpoint DIR]\n", argv[0]);
+        return 2;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_safetensors_reads_a_valid_file),
         cmocka_unit_test(test_safetensors_refuses_malformed_headers),
@@ -429,6 +474,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_convert_llama_round_trip_permutes_q_and_k, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_convert_mistral_is_llama, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_reads_chat_template_jinja, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_convert_refuses_what_it_cannot_convert, setup,
                                         teardown),
     };

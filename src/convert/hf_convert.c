@@ -18,6 +18,7 @@
 #include "gguf.h"
 #include "quant_half.h"
 #include "tensor_type.h"
+#include "util/file.h"
 
 #define CHUNK_BYTES ((size_t)4 << 20)
 #define MAX_LAYERS 4096u
@@ -161,6 +162,26 @@ static json_t *load_json(converter *c, const char *name, bool required, hf_statu
         return NULL;
     }
     return value;
+}
+
+/* A text file of the checkpoint, NUL-terminated, in *out (left NULL when absent). */
+static hf_status read_text(converter *c, const char *name, char **out)
+{
+    const hf_file *f = find_file(c, name);
+    if (!f)
+        return HF_OK;
+    struct stat st;
+    if (stat(f->path, &st) == 0 && (uint64_t)st.st_size > HF_MAX_JSON_BYTES) {
+        corral_error_set(c->err, "%s is larger than %zu bytes", name, HF_MAX_JSON_BYTES);
+        return HF_INVALID;
+    }
+    corral_error why;
+    size_t len;
+    if (!(*out = util_read_file(f->path, HF_MAX_JSON_BYTES, &len, &why))) {
+        corral_error_set(c->err, "%s: cannot be read", name);
+        return HF_IO;
+    }
+    return HF_OK;
 }
 
 /* ---- config.json ---- */
@@ -644,6 +665,7 @@ hf_status hf_convert(const hf_file *files, size_t n, const char *out_path, corra
 {
     converter c = {.files = files, .n_files = n, .err = err};
     json_t *tokenizer = NULL, *tokenizer_config = NULL, *generation = NULL;
+    char *chat_template = NULL;
     hf_status status = read_config(&c);
     if (status == HF_OK && find_file(&c, "tokenizer.model") && !find_file(&c, "tokenizer.json")) {
         corral_error_set(err, "the checkpoint's tokenizer is a SentencePiece tokenizer.model: "
@@ -654,7 +676,9 @@ hf_status hf_convert(const hf_file *files, size_t n, const char *out_path, corra
         (tokenizer_config = load_json(&c, "tokenizer_config.json", false, &status),
          status == HF_OK) &&
         (generation = load_json(&c, "generation_config.json", false, &status), status == HF_OK) &&
-        !(c.vocab = hf_vocab_load(tokenizer, tokenizer_config, generation, c.p.vocab_size, err)))
+        (status = read_text(&c, "chat_template.jinja", &chat_template)) == HF_OK &&
+        !(c.vocab = hf_vocab_load(tokenizer, tokenizer_config, generation, chat_template,
+                                  c.p.vocab_size, err)))
         status = HF_INVALID;
     if (status == HF_OK)
         status = read_tensors(&c);
@@ -662,6 +686,7 @@ hf_status hf_convert(const hf_file *files, size_t n, const char *out_path, corra
         status = make_rope_freqs(&c);
     if (status == HF_OK)
         status = write_gguf(&c, out_path);
+    free(chat_template);
     json_decref(tokenizer);
     json_decref(tokenizer_config);
     json_decref(generation);

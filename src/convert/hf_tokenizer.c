@@ -353,7 +353,8 @@ static bool read_specials(hf_vocab *v, const json_t *added, const json_t *config
 }
 
 hf_vocab *hf_vocab_load(const json_t *tokenizer, const json_t *tokenizer_config,
-                        const json_t *generation_config, uint64_t vocab_size, corral_error *err)
+                        const json_t *generation_config, const char *chat_template,
+                        uint64_t vocab_size, corral_error *err)
 {
     const json_t *model = json_object_get(tokenizer, "model");
     const char *type = json_string_value(json_object_get(model, "type"));
@@ -379,6 +380,11 @@ hf_vocab *hf_vocab_load(const json_t *tokenizer, const json_t *tokenizer_config,
         !name_pre_tokenizer(v, tokenizer, err) || !read_chat_template(v, tokenizer_config, err) ||
         !read_specials(v, added, tokenizer_config, generation_config, err)) {
         hf_vocab_free(v);
+        return NULL;
+    }
+    if (!v->chat_template && chat_template && !(v->chat_template = strdup(chat_template))) {
+        hf_vocab_free(v);
+        oom(err);
         return NULL;
     }
     return v;

@@ -21,13 +21,16 @@
 typedef struct hf_vocab hf_vocab;
 
 /*
- * Read the tokenizer. tokenizer_config and generation_config may be NULL (absent files).
+ * Read the tokenizer. tokenizer_config and generation_config may be NULL (absent files);
+ * chat_template (NULL when absent) is chat_template.jinja's text, used when tokenizer_config
+ * has no template.
  * vocab_size is config.json's (0 when absent): a shorter vocabulary is padded to it with
  * "[PAD<id>]" user-defined tokens, as are ids that no token has. NULL with err set on a
  * tokenizer Corral cannot convert or a malformed one.
  */
 hf_vocab *hf_vocab_load(const json_t *tokenizer, const json_t *tokenizer_config,
-                        const json_t *generation_config, uint64_t vocab_size, corral_error *err);
+                        const json_t *generation_config, const char *chat_template,
+                        uint64_t vocab_size, corral_error *err);
 void hf_vocab_free(hf_vocab *vocab);
 
 uint32_t hf_vocab_count(const hf_vocab *vocab);

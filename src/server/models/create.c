@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "convert/hf_convert.h"
 #include "options/options.h"
 #include "server/models/background_pull.h"
 #include "server/models/model_info.h"
@@ -377,13 +378,13 @@ static void forget_gguf_config(json_t *config);
 static unsigned use_gguf_file(create_job *job, const char *name, const char *digest,
                               bool *have_model)
 {
-    if (ends_with(name, ".safetensors") || ends_with(name, ".bin") || ends_with(name, ".pth")) {
-        corral_error_set(job->err, "'%.200s': Corral imports GGUF files only; convert the model "
-                         "with llama.cpp's convert_hf_to_gguf.py first", name);
+    if (ends_with(name, ".bin") || ends_with(name, ".pth")) {
+        corral_error_set(job->err, "'%.200s': Corral converts safetensors checkpoints, not "
+                         "PyTorch weights: save the model with safetensors first", name);
         return 400;
     }
     if (ends_with(name, ".json") || ends_with(name, ".model") || ends_with(name, ".jinja"))
-        return 200; /* tokenizer/config side files of a safetensors directory: not needed */
+        return 200; /* side files of a checkpoint, without its weights: not needed */
     uint64_t size;
     unsigned status = 200;
     char *path = uploaded_blob(job, name, digest, &size, &status);
@@ -450,8 +451,107 @@ static void forget_gguf_config(json_t *config)
         json_object_del(config, gguf_config_keys[i]);
 }
 
+static void report(create_job *job, const char *fmt, const char *arg);
+
+/* Copy the file at path into the store under its digest; the blob writer checks it. */
+static corral_store_status store_file(create_job *job, const char *path,
+                                      char digest[CORRAL_DIGEST_BUF], uint64_t *size_bytes,
+                                      bool *existed);
+
+/* A file beside the blobs for the engine to write (the store's file system, for the import;
+ * what a crash leaves there the start-up housekeeping removes). */
+static char *scratch_file(create_job *job, const char *prefix)
+{
+    size_t len = strlen(corral_store_root(job->store)) + strlen(prefix) + 32;
+    char *path = malloc(len);
+    if (!path) {
+        corral_error_set(job->err, "out of memory");
+        return NULL;
+    }
+    snprintf(path, len, "%s/blobs/%s-XXXXXX", corral_store_root(job->store), prefix);
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        corral_error_set(job->err, "cannot create %s: %s", path, strerror(errno));
+        free(path);
+        return NULL;
+    }
+    close(fd);
+    return path;
+}
+
+/*
+ * A Hugging Face checkpoint among 'files' (ollama's CLI uploads a FROM directory's
+ * *.safetensors, *.json, chat_template.jinja and tokenizer.model): converted to one GGUF,
+ * which becomes the model layer. Files of another kind are refused; files the conversion
+ * does not read are ignored, as ollama ignores them.
+ */
+static unsigned use_checkpoint(create_job *job, const json_t *files)
+{
+    size_t n = json_object_size(files), n_used = 0;
+    hf_file *used = calloc(n, sizeof *used);
+    char **paths = calloc(n, sizeof *paths);
+    unsigned status = used && paths ? 200 : 500;
+    if (status != 200)
+        corral_error_set(job->err, "out of memory");
+    const char *name;
+    const json_t *digest;
+    json_object_foreach((json_t *)files, name, digest) {
+        if (status != 200)
+            break;
+        if (!hf_is_checkpoint_file(name) && strcmp(name, "chat_template.jinja") != 0) {
+            if (!ends_with(name, ".json") && !ends_with(name, ".jinja") &&
+                !ends_with(name, ".model") && !ends_with(name, ".safetensors")) {
+                corral_error_set(job->err, "'%.200s' is not part of a safetensors checkpoint: "
+                                 "create a GGUF model apart from one", name);
+                status = 400;
+            }
+            continue;
+        }
+        uint64_t size;
+        if (!(paths[n_used] = uploaded_blob(job, name, json_string_value(digest), &size,
+                                            &status)))
+            break;
+        used[n_used] = (hf_file){name, paths[n_used]};
+        n_used++;
+    }
+    char *out = status == 200 ? scratch_file(job, "corral-convert") : NULL;
+    if (status == 200 && !out)
+        status = 500;
+    if (status == 200) {
+        report(job, "%s", "converting model");
+        hf_status converted = hf_convert(used, n_used, out, job->err);
+        status = converted == HF_OK ? 200 : converted == HF_INVALID ? 400 : 500;
+    }
+    for (size_t i = 0; i < n_used; i++)
+        free(paths[i]);
+    free(paths);
+    free(used);
+    char digest_text[CORRAL_DIGEST_BUF];
+    uint64_t size = 0;
+    bool existed = false;
+    if (status == 200 && store_file(job, out, digest_text, &size, &existed) != CORRAL_STORE_OK)
+        status = 500;
+    if (status == 200) {
+        if (job->base) /* the checkpoint describes the model now */
+            forget_gguf_config(job->config);
+        status = add_gguf_to_config(job, out);
+    }
+    if (out)
+        unlink(out);
+    free(out);
+    if (status != 200)
+        return status;
+    remove_layers(job, CORRAL_MEDIA_MODEL);
+    return add_layer(job, CORRAL_MEDIA_MODEL, digest_text, size, NULL, existed) ? 200 : 400;
+}
+
 static unsigned use_files(create_job *job, const json_t *files)
 {
+    const char *file_name;
+    const json_t *file_digest;
+    json_object_foreach((json_t *)files, file_name, file_digest)
+        if (strchr(file_name, '/') == NULL && ends_with(file_name, ".safetensors"))
+            return use_checkpoint(job, files);
     bool have_model = false;
     const char *name;
     const json_t *digest;
@@ -889,39 +989,24 @@ static void report_quantizing(create_job *job)
     json_array_append_new(job->progress, line);
 }
 
-/* The output goes beside the blobs (same file system for the import; a crash leaves a file
- * that the start-up housekeeping removes). */
 static unsigned begin_quantization(create_job *job)
 {
-    size_t len = strlen(corral_store_root(job->store)) + 64;
-    if (!(job->quantized_path = malloc(len))) {
-        corral_error_set(job->err, "out of memory");
+    if (!(job->quantized_path = scratch_file(job, "corral-quantize")))
         return 500;
-    }
-    snprintf(job->quantized_path, len, "%s/blobs/corral-quantize-XXXXXX",
-             corral_store_root(job->store));
-    int fd = mkstemp(job->quantized_path);
-    if (fd < 0) {
-        corral_error_set(job->err, "cannot create %s: %s", job->quantized_path, strerror(errno));
-        free(job->quantized_path);
-        job->quantized_path = NULL;
-        return 500;
-    }
-    close(fd);
     if (!corral_quantizer_begin(job->quantizer, job->quantized_path, job->err))
         return 500;
     report_quantizing(job);
     return 200;
 }
 
-/* Copy the quantized file into the store under its digest; the blob writer checks it. */
-static corral_store_status store_file(create_job *job, char digest[CORRAL_DIGEST_BUF],
-                                      uint64_t *size_bytes, bool *existed)
+static corral_store_status store_file(create_job *job, const char *path,
+                                      char digest[CORRAL_DIGEST_BUF], uint64_t *size_bytes,
+                                      bool *existed)
 {
-    int fd = open(job->quantized_path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
-        corral_error_set(job->err, "cannot read %s: %s", job->quantized_path, strerror(errno));
+        corral_error_set(job->err, "cannot read %s: %s", path, strerror(errno));
         if (fd >= 0)
             close(fd);
         return CORRAL_STORE_IO;
@@ -930,7 +1015,7 @@ static corral_store_status store_file(create_job *job, char digest[CORRAL_DIGEST
     const uint8_t *data = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (data == MAP_FAILED) {
-        corral_error_set(job->err, "cannot map %s: %s", job->quantized_path, strerror(errno));
+        corral_error_set(job->err, "cannot map %s: %s", path, strerror(errno));
         return CORRAL_STORE_IO;
     }
     corral_digest_of(data, size, digest);
@@ -960,7 +1045,7 @@ static unsigned import_quantized(create_job *job)
     char digest[CORRAL_DIGEST_BUF];
     uint64_t size;
     bool existed;
-    if (store_file(job, digest, &size, &existed) != CORRAL_STORE_OK)
+    if (store_file(job, job->quantized_path, digest, &size, &existed) != CORRAL_STORE_OK)
         return 500;
     forget_gguf_config(job->config);
     unsigned status = add_gguf_to_config(job, job->quantized_path);
