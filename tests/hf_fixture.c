@@ -114,6 +114,65 @@ static json_t *token_text(const gguf_kv *tokens, uint32_t id)
     return json_stringn(s.data, s.size);
 }
 
+/* ---- SentencePiece's tokenizer.model: protobuf, written by hand ---- */
+
+typedef struct bytes {
+    uint8_t *data;
+    size_t len, cap;
+} bytes;
+
+static void put(bytes *b, const void *data, size_t n)
+{
+    if (b->len + n > b->cap) {
+        b->cap = (b->len + n) * 2;
+        b->data = realloc(b->data, b->cap);
+        assert_non_null(b->data);
+    }
+    memcpy(b->data + b->len, data, n);
+    b->len += n;
+}
+
+static void put_varint(bytes *b, uint64_t v)
+{
+    do {
+        uint8_t byte = (uint8_t)(v & 0x7f) | (v > 0x7f ? 0x80 : 0);
+        put(b, &byte, 1);
+        v >>= 7;
+    } while (v);
+}
+
+/* ModelProto: a trainer_spec (field 2, skipped by readers of the pieces), then one
+ * SentencePiece (field 1: piece 1, score 2, type 3) per token. */
+static void write_spm(const gguf_file *f, const char *dir)
+{
+    const gguf_kv *tokens = gguf_find_kv(f, "tokenizer.ggml.tokens");
+    const gguf_kv *scores = gguf_find_kv(f, "tokenizer.ggml.scores");
+    const gguf_kv *types = gguf_find_kv(f, "tokenizer.ggml.token_type");
+    bytes out = {0};
+    static const uint8_t trainer_spec[] = {0x12, 0x02, 0x18, 0x01};
+    put(&out, trainer_spec, sizeof trainer_spec);
+    for (uint64_t id = 0; id < tokens->n; id++) {
+        bytes piece = {0};
+        gguf_str text = gguf_kv_str(tokens, id);
+        put_varint(&piece, 0x0a);
+        put_varint(&piece, text.size);
+        put(&piece, text.data, text.size);
+        float score = gguf_kv_f32(scores, id);
+        put_varint(&piece, 0x15);
+        put(&piece, &score, 4);
+        if (gguf_kv_i64(types, id) != 1) { /* NORMAL is the default */
+            put_varint(&piece, 0x18);
+            put_varint(&piece, (uint64_t)gguf_kv_i64(types, id));
+        }
+        put_varint(&out, 0x0a);
+        put_varint(&out, piece.len);
+        put(&out, piece.data, piece.len);
+        free(piece.data);
+    }
+    store_fixture_write(dir, "tokenizer.model", out.data, out.len);
+    free(out.data);
+}
+
 static void write_tokenizer(const gguf_file *f, const char *dir, const char *pre_regex)
 {
     const gguf_kv *tokens = gguf_find_kv(f, "tokenizer.ggml.tokens");
@@ -144,6 +203,14 @@ static void write_tokenizer(const gguf_file *f, const char *dir, const char *pre
         if (strcmp(specials[s][1], "eos") == 0) /* and the ids that end a turn */
             json_object_set_new(generation, "eos_token_id", json_pack("[i,i]", (json_int_t)id,
                                                                      (json_int_t)0));
+    }
+    const gguf_kv *model = gguf_find_kv(f, "tokenizer.ggml.model");
+    if (model && gguf_kv_str(model, 0).size == 5 && memcmp(gguf_kv_str(model, 0).data, "llama",
+                                                          5) == 0) {
+        write_spm(f, dir);
+        write_json(dir, "tokenizer_config.json", config);
+        write_json(dir, "generation_config.json", generation);
+        return;
     }
     json_t *vocab = json_object(), *added = json_array();
     assert_true(tokens->n < sizeof named);

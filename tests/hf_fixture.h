@@ -1,7 +1,8 @@
 /*
  * A Hugging Face checkpoint directory made from a tiny llama.cpp-made GGUF fixture, by the
- * inverse of the conversion: config.json from the architecture's keys, tokenizer.json,
- * tokenizer_config.json and generation_config.json from the tokenizer's, and the weights in
+ * inverse of the conversion: config.json from the architecture's keys, tokenizer.json (or, for
+ * a SentencePiece vocabulary, tokenizer.model), tokenizer_config.json and
+ * generation_config.json from the tokenizer's, and the weights in
  * two safetensors shards with their index, under Hugging Face's names, Llama's Q/K rows in
  * Hugging Face's order. Converting the directory must give the fixture back. Fails the
  * current cmocka test on an error.

@@ -167,7 +167,7 @@ static void list_checkpoint(checkpoint *cp)
                                         "generation_config.json", "model.safetensors.index.json",
                                         "model-00001-of-00002.safetensors",
                                         "model-00002-of-00002.safetensors",
-                                        "chat_template.jinja"};
+                                        "chat_template.jinja", "tokenizer.model"};
     cp->n = 0;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         if (!store_fixture_exists(g_root, names[i]))
@@ -308,13 +308,13 @@ static void same_tokens(const char *fixture_name)
     corral_vocab_free(got);
 }
 
-static const char *const bpe_skipped[] = {"general.name", "general.file_type", NULL};
+static const char *const skipped[] = {"general.name", "general.file_type", NULL};
 
 static void test_convert_qwen2_round_trip_f16(void **state)
 {
     (void)state;
     round_trip("arch/qwen2.gguf", "Qwen2ForCausalLM", SAFETENSORS_F16, hf_fixture_qwen2_regex,
-               TENSOR_TYPE_F16, bpe_skipped);
+               TENSOR_TYPE_F16, skipped);
     same_tokens("arch/qwen2.gguf");
 }
 
@@ -322,28 +322,24 @@ static void test_convert_qwen3_round_trip_bf16(void **state)
 {
     (void)state;
     round_trip("arch/qwen3.gguf", "Qwen3ForCausalLM", SAFETENSORS_BF16, hf_fixture_qwen2_regex,
-               TENSOR_TYPE_BF16, bpe_skipped);
+               TENSOR_TYPE_BF16, skipped);
     same_tokens("arch/qwen3.gguf");
 }
 
-/* An SPM vocabulary goes through tokenizer.json as BPE: the tokens stay, their model not. */
-static const char *const spm_skipped[] = {"general.name", "general.file_type",
-                                          "tokenizer.ggml.model", "tokenizer.ggml.pre",
-                                          "tokenizer.ggml.scores", "tokenizer.ggml.token_type",
-                                          NULL};
-
+/* llama-gqa's vocabulary is SentencePiece's: its checkpoint has a tokenizer.model */
 static void test_convert_llama_round_trip_permutes_q_and_k(void **state)
 {
     (void)state;
     round_trip("arch/llama-gqa.gguf", "LlamaForCausalLM", SAFETENSORS_F32, NULL,
-               TENSOR_TYPE_F16, spm_skipped);
+               TENSOR_TYPE_F16, skipped);
+    same_tokens("arch/llama-gqa.gguf");
 }
 
 static void test_convert_mistral_is_llama(void **state)
 {
     (void)state;
     round_trip("arch/llama-gqa.gguf", "MistralForCausalLM", SAFETENSORS_BF16, NULL,
-               TENSOR_TYPE_BF16, spm_skipped);
+               TENSOR_TYPE_BF16, skipped);
 }
 
 /* Transformers keeps a template apart in chat_template.jinja when tokenizer_config.json has
@@ -421,6 +417,11 @@ static void test_convert_refuses_what_it_cannot_convert(void **state)
 
     hf_fixture_write(fixture("arch/qwen2.gguf"), g_root, "Qwen2ForCausalLM", SAFETENSORS_F16,
                      hf_fixture_qwen2_regex);
+    rewrite("tokenizer.json", "\"BPE\"", "\"BPE\", \"byte_fallback\": true");
+    expect_convert_refusal("give its tokenizer.model too");
+
+    hf_fixture_write(fixture("arch/qwen2.gguf"), g_root, "Qwen2ForCausalLM", SAFETENSORS_F16,
+                     hf_fixture_qwen2_regex);
     rewrite("config.json", "\"num_hidden_layers\": 2", "\"num_hidden_layers\": 1");
     expect_convert_refusal("'model.layers.1.");
 
@@ -438,6 +439,11 @@ static void test_convert_refuses_what_it_cannot_convert(void **state)
                      NULL);
     rewrite("config.json", "\"num_attention_heads\": 4", "\"num_attention_heads\": 3");
     expect_convert_refusal("do not make an attention layer");
+
+    hf_fixture_write(fixture("arch/llama-gqa.gguf"), g_root, "LlamaForCausalLM", SAFETENSORS_F16,
+                     NULL);
+    store_fixture_write(g_root, "tokenizer.model", "\x0a\x05" "ab", 4); /* a piece cut short */
+    expect_convert_refusal("tokenizer.model is not a SentencePiece model");
 
     corral_error err = {{0}};
     hf_file none[1] = {{"tokenizer.json", "/nonexistent"}};

@@ -93,6 +93,10 @@ typedef struct converter {
     float *rope_freqs;
     uint32_t n_rope_freqs;
     bool any_bf16;
+    /* the tokenizer's files: the vocabulary's strings point into them */
+    json_t *tokenizer_json[5];
+    char *chat_template;
+    char *spm_model;
 } converter;
 
 static bool ends_with(const char *s, const char *suffix)
@@ -165,7 +169,7 @@ static json_t *load_json(converter *c, const char *name, bool required, hf_statu
 }
 
 /* A text file of the checkpoint, NUL-terminated, in *out (left NULL when absent). */
-static hf_status read_text(converter *c, const char *name, char **out)
+static hf_status read_text(converter *c, const char *name, char **out, size_t *out_len)
 {
     const hf_file *f = find_file(c, name);
     if (!f)
@@ -181,6 +185,8 @@ static hf_status read_text(converter *c, const char *name, char **out)
         corral_error_set(c->err, "%s: cannot be read", name);
         return HF_IO;
     }
+    if (out_len)
+        *out_len = len;
     return HF_OK;
 }
 
@@ -301,6 +307,32 @@ static hf_status read_config(converter *c)
         !read_rope_scaling(c))
         return HF_INVALID;
     return HF_OK;
+}
+
+/* ---- the tokenizer ---- */
+
+/* tokenizer.model (SentencePiece) when there is one, as ollama prefers it; else tokenizer.json. */
+static hf_status read_tokenizer(converter *c)
+{
+    static const char *const names[5] = {"tokenizer.json", "tokenizer_config.json",
+                                         "generation_config.json", "added_tokens.json",
+                                         "special_tokens_map.json"};
+    bool spm = find_file(c, "tokenizer.model") != NULL;
+    hf_status status = HF_OK;
+    for (size_t i = 0; i < 5 && status == HF_OK; i++)
+        c->tokenizer_json[i] = load_json(c, names[i], i == 0 && !spm, &status);
+    size_t spm_len = 0;
+    if (status == HF_OK)
+        status = read_text(c, "chat_template.jinja", &c->chat_template, NULL);
+    if (status == HF_OK && spm)
+        status = read_text(c, "tokenizer.model", &c->spm_model, &spm_len);
+    if (status != HF_OK)
+        return status;
+    json_t *const *j = c->tokenizer_json;
+    c->vocab = spm ? hf_vocab_load_spm(c->spm_model, spm_len, j[0], j[3], j[4], j[1], j[2],
+                                       c->chat_template, c->p.vocab_size, c->err)
+                   : hf_vocab_load(j[0], j[1], j[2], c->chat_template, c->p.vocab_size, c->err);
+    return c->vocab ? HF_OK : HF_INVALID;
 }
 
 /* ---- tensors ---- */
@@ -664,34 +696,21 @@ static hf_status write_gguf(converter *c, const char *out_path)
 hf_status hf_convert(const hf_file *files, size_t n, const char *out_path, corral_error *err)
 {
     converter c = {.files = files, .n_files = n, .err = err};
-    json_t *tokenizer = NULL, *tokenizer_config = NULL, *generation = NULL;
-    char *chat_template = NULL;
     hf_status status = read_config(&c);
-    if (status == HF_OK && find_file(&c, "tokenizer.model") && !find_file(&c, "tokenizer.json")) {
-        corral_error_set(err, "the checkpoint's tokenizer is a SentencePiece tokenizer.model: "
-                         "Corral converts tokenizer.json tokenizers");
-        status = HF_INVALID;
-    }
-    if (status == HF_OK && (tokenizer = load_json(&c, "tokenizer.json", true, &status)) &&
-        (tokenizer_config = load_json(&c, "tokenizer_config.json", false, &status),
-         status == HF_OK) &&
-        (generation = load_json(&c, "generation_config.json", false, &status), status == HF_OK) &&
-        (status = read_text(&c, "chat_template.jinja", &chat_template)) == HF_OK &&
-        !(c.vocab = hf_vocab_load(tokenizer, tokenizer_config, generation, chat_template,
-                                  c.p.vocab_size, err)))
-        status = HF_INVALID;
+    if (status == HF_OK)
+        status = read_tokenizer(&c);
     if (status == HF_OK)
         status = read_tensors(&c);
     if (status == HF_OK)
         status = make_rope_freqs(&c);
     if (status == HF_OK)
         status = write_gguf(&c, out_path);
-    free(chat_template);
-    json_decref(tokenizer);
-    json_decref(tokenizer_config);
-    json_decref(generation);
-    json_decref(c.config);
     hf_vocab_free(c.vocab);
+    for (size_t i = 0; i < 5; i++)
+        json_decref(c.tokenizer_json[i]);
+    free(c.chat_template);
+    free(c.spm_model);
+    json_decref(c.config);
     for (size_t i = 0; i < c.n_shards; i++)
         safetensors_close(c.shards[i]);
     free(c.shards);

@@ -6,7 +6,8 @@
  *
  * Architectures (config.json's "architectures"[0]): LlamaForCausalLM and MistralForCausalLM
  * (GGUF "llama"), Qwen2ForCausalLM ("qwen2"), Qwen3ForCausalLM ("qwen3"). The tokenizer is
- * tokenizer.json's BPE (see hf_tokenizer.h). Shards are read in name order;
+ * a SentencePiece tokenizer.model when there is one, else tokenizer.json's BPE (see
+ * hf_tokenizer.h). Shards are read in name order;
  * model.safetensors.index.json, when given, must name only shards that are given too.
  */
 #ifndef CORRAL_CONVERT_HF_CONVERT_H

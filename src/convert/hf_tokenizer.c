@@ -47,6 +47,7 @@ typedef struct special_token {
 } special_token;
 
 struct hf_vocab {
+    const char *model; /* "gpt2" (tokenizer.json's BPE) or "llama" (SentencePiece) */
     gguf_str *tokens;
     int32_t *types;
     float *scores;
@@ -105,6 +106,23 @@ static bool valid_id(const json_t *value, uint32_t *out)
         json_integer_value(value) >= (json_int_t)HF_MAX_VOCAB)
         return false;
     *out = (uint32_t)json_integer_value(value);
+    return true;
+}
+
+/* Ids no token has: "[PAD<id>]", user-defined. */
+static bool fill_gaps(hf_vocab *v, float score, corral_error *err)
+{
+    for (uint32_t id = 0; id < v->n; id++) {
+        if (v->tokens[id].data)
+            continue;
+        char name[32];
+        int len = snprintf(name, sizeof name, "[PAD%u]", id);
+        if (!own(v, strdup(name)))
+            return oom(err);
+        v->tokens[id] = (gguf_str){v->owned[v->n_owned - 1], (size_t)len};
+        v->types[id] = TOKEN_USER_DEFINED;
+        v->scores[id] = score;
+    }
     return true;
 }
 
@@ -180,18 +198,9 @@ static bool read_tokens(hf_vocab *v, const json_t *model, const json_t *added,
         v->types[id] = json_is_true(json_object_get(token, "special")) ? TOKEN_CONTROL
                                                                        : TOKEN_USER_DEFINED;
     }
-    for (uint32_t id = 0; id < v->n; id++) {
+    for (uint32_t id = 0; id < v->n; id++)
         v->scores[id] = (float)id;
-        if (v->tokens[id].data)
-            continue;
-        char name[32];
-        int len = snprintf(name, sizeof name, "[PAD%u]", id);
-        if (!own(v, strdup(name)))
-            return oom(err);
-        v->tokens[id] = (gguf_str){v->owned[v->n_owned - 1], (size_t)len};
-        v->types[id] = TOKEN_USER_DEFINED;
-    }
-    return true;
+    return fill_gaps(v, -1.0f, err);
 }
 
 static bool read_merges(hf_vocab *v, const json_t *model, corral_error *err)
@@ -327,6 +336,13 @@ static bool read_specials(hf_vocab *v, const json_t *added, const json_t *config
                 sp->id = (uint32_t)json_integer_value(json_object_get(a, "id"));
             }
         }
+        /* a SentencePiece model's own pieces hold its special tokens */
+        for (uint32_t id = 0; !sp->found && strcmp(v->model, "llama") == 0 && id < v->n; id++)
+            if (v->tokens[id].size == json_string_length(token) &&
+                memcmp(v->tokens[id].data, json_string_value(token), v->tokens[id].size) == 0) {
+                sp->found = true;
+                sp->id = id;
+            }
         snprintf(key, sizeof key, "%s_token_id", special_names[s].hf);
         const json_t *ids = json_object_get(generation, key);
         if (!sp->found || !json_is_array(ids))
@@ -352,6 +368,283 @@ static bool read_specials(hf_vocab *v, const json_t *added, const json_t *config
     return true;
 }
 
+/* ---- SentencePiece's tokenizer.model: a protobuf ModelProto ---- */
+
+typedef struct proto_reader {
+    const uint8_t *p, *end;
+} proto_reader;
+
+static bool proto_varint(proto_reader *r, uint64_t *out)
+{
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64 && r->p < r->end; shift += 7) {
+        uint8_t b = *r->p++;
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *out = v;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The next field: its number, wire type, and for a length-delimited one its bytes. */
+static bool proto_field(proto_reader *r, uint32_t *field, uint32_t *wire, uint64_t *value,
+                        proto_reader *bytes)
+{
+    uint64_t key;
+    if (!proto_varint(r, &key) || key >> 32)
+        return false;
+    *field = (uint32_t)(key >> 3);
+    *wire = (uint32_t)(key & 7);
+    switch (*wire) {
+    case 0: return proto_varint(r, value);
+    case 1:
+    case 5: {
+        size_t n = *wire == 1 ? 8 : 4;
+        if ((size_t)(r->end - r->p) < n)
+            return false;
+        *value = 0;
+        for (size_t i = 0; i < n; i++)
+            *value |= (uint64_t)r->p[i] << (8 * i);
+        r->p += n;
+        return true;
+    }
+    case 2:
+        if (!proto_varint(r, value) || *value > (uint64_t)(r->end - r->p))
+            return false;
+        *bytes = (proto_reader){r->p, r->p + *value};
+        r->p += *value;
+        return true;
+    default: return false; /* groups: not in a SentencePiece model */
+    }
+}
+
+/* Room for n tokens in the three arrays. */
+static bool grow(hf_vocab *v, size_t n, corral_error *err)
+{
+    gguf_str *tokens = realloc(v->tokens, n * sizeof *tokens);
+    if (tokens)
+        v->tokens = tokens;
+    int32_t *types = tokens ? realloc(v->types, n * sizeof *types) : NULL;
+    if (types)
+        v->types = types;
+    float *scores = types ? realloc(v->scores, n * sizeof *scores) : NULL;
+    if (!scores)
+        return oom(err);
+    v->scores = scores;
+    return true;
+}
+
+/* Append one SentencePiece message: piece (1), score (2, float), type (3, NORMAL if absent). */
+static bool add_piece(hf_vocab *v, uint32_t *cap, proto_reader piece, corral_error *err)
+{
+    if (v->n == *cap && !grow(v, *cap ? *cap * 2 : 1024, err))
+        return false;
+    if (v->n == *cap)
+        *cap = *cap ? *cap * 2 : 1024;
+    gguf_str text = {NULL, 0};
+    float score = 0;
+    uint64_t type = 1;
+    while (piece.p < piece.end) {
+        uint32_t field, wire;
+        uint64_t value = 0;
+        proto_reader bytes = {0};
+        if (!proto_field(&piece, &field, &wire, &value, &bytes)) {
+            corral_error_set(err, "tokenizer.model: piece %u is malformed", v->n);
+            return false;
+        }
+        if (field == 1 && wire == 2) {
+            text = (gguf_str){(const char *)bytes.p, (size_t)value};
+        } else if (field == 2 && wire == 5) {
+            uint32_t bits = (uint32_t)value;
+            memcpy(&score, &bits, 4);
+        } else if (field == 3 && wire == 0) {
+            type = value;
+        }
+    }
+    if (!text.data || type < 1 || type > 6) {
+        corral_error_set(err, "tokenizer.model: piece %u has no text or an unknown type", v->n);
+        return false;
+    }
+    v->tokens[v->n] = text;
+    v->scores[v->n] = score;
+    v->types[v->n] = (int32_t)type;
+    v->n++;
+    return true;
+}
+
+static bool read_spm(hf_vocab *v, const uint8_t *bytes, size_t len, corral_error *err)
+{
+    proto_reader r = {bytes, bytes + len};
+    uint32_t cap = 0;
+    while (r.p < r.end) {
+        uint32_t field, wire;
+        uint64_t value = 0;
+        proto_reader sub = {0};
+        if (!proto_field(&r, &field, &wire, &value, &sub)) {
+            corral_error_set(err, "tokenizer.model is not a SentencePiece model");
+            return false;
+        }
+        if (field != 1 || wire != 2)
+            continue;
+        if (v->n == HF_MAX_VOCAB) {
+            corral_error_set(err, "tokenizer.model has more than %u pieces", HF_MAX_VOCAB);
+            return false;
+        }
+        if (!add_piece(v, &cap, sub, err))
+            return false;
+    }
+    if (v->n == 0) {
+        corral_error_set(err, "tokenizer.model has no pieces");
+        return false;
+    }
+    return true;
+}
+
+/* special_tokens_map.json's additional special tokens are control tokens, as ollama reads. */
+static void mark_additional_specials(hf_vocab *v, const json_t *special_tokens_map)
+{
+    size_t i;
+    const json_t *t;
+    json_array_foreach(json_object_get(special_tokens_map, "additional_special_tokens"), i, t) {
+        const json_t *content = json_is_object(t) ? json_object_get(t, "content") : t;
+        if (!json_is_string(content))
+            continue;
+        for (uint32_t id = 0; id < v->n; id++)
+            if (v->types[id] == TOKEN_NORMAL && v->tokens[id].size == json_string_length(content) &&
+                memcmp(v->tokens[id].data, json_string_value(content), v->tokens[id].size) == 0)
+                v->types[id] = TOKEN_CONTROL;
+    }
+}
+
+typedef struct added_entry {
+    uint32_t id;
+    const char *content;
+} added_entry;
+
+static int by_id(const void *a, const void *b)
+{
+    uint32_t x = ((const added_entry *)a)->id, y = ((const added_entry *)b)->id;
+    return x < y ? -1 : x > y;
+}
+
+/*
+ * added_tokens.json ({"content": id}): user-defined tokens after the model's pieces, in id
+ * order with no gap; one that repeats a piece at its id is already there.
+ */
+static bool read_added_tokens_json(hf_vocab *v, const json_t *added, corral_error *err)
+{
+    size_t n = json_object_size(added), k = 0;
+    if (n == 0)
+        return true;
+    added_entry *entries = n <= HF_MAX_VOCAB ? malloc(n * sizeof *entries) : NULL;
+    if (!entries)
+        return oom(err);
+    const char *content;
+    const json_t *id_value;
+    bool ok = true;
+    json_object_foreach((json_t *)added, content, id_value) {
+        if (!valid_id(id_value, &entries[k].id)) {
+            corral_error_set(err, "added_tokens.json: '%.100s' has no id below %u", content,
+                             HF_MAX_VOCAB);
+            ok = false;
+            break;
+        }
+        entries[k++].content = content;
+    }
+    qsort(entries, k, sizeof *entries, by_id);
+    for (size_t i = 0; ok && i < k; i++) {
+        const added_entry *e = &entries[i];
+        size_t len = strlen(e->content);
+        if (e->id < v->n) {
+            if (v->tokens[e->id].size != len || memcmp(v->tokens[e->id].data, e->content, len)) {
+                corral_error_set(err, "added_tokens.json: '%.100s' is not token %u", e->content,
+                                 e->id);
+                ok = false;
+            }
+            continue;
+        }
+        if (e->id != v->n) {
+            corral_error_set(err, "added_tokens.json: no token has id %u", v->n);
+            ok = false;
+        } else if ((ok = grow(v, (size_t)v->n + 1, err))) {
+            v->tokens[v->n] = (gguf_str){e->content, len};
+            v->types[v->n] = TOKEN_USER_DEFINED;
+            v->scores[v->n] = -1000.0f;
+            v->n++;
+        }
+    }
+    free(entries);
+    return ok;
+}
+
+/* The pieces padded to vocab_size. */
+static bool pad_to(hf_vocab *v, uint64_t vocab_size, corral_error *err)
+{
+    if (vocab_size <= v->n)
+        return true;
+    if (!grow(v, (size_t)vocab_size, err))
+        return false;
+    for (uint64_t id = v->n; id < vocab_size; id++)
+        v->tokens[id] = (gguf_str){NULL, 0};
+    v->n = (uint32_t)vocab_size;
+    return fill_gaps(v, -1.0f, err);
+}
+
+static bool check_vocab_size(uint64_t vocab_size, corral_error *err)
+{
+    if (vocab_size > HF_MAX_VOCAB) {
+        corral_error_set(err, "config.json: vocab_size %llu is larger than %u",
+                         (unsigned long long)vocab_size, HF_MAX_VOCAB);
+        return false;
+    }
+    return true;
+}
+
+hf_vocab *hf_vocab_load_spm(const void *model, size_t model_len, const json_t *tokenizer,
+                            const json_t *added_tokens, const json_t *special_tokens_map,
+                            const json_t *tokenizer_config, const json_t *generation_config,
+                            const char *chat_template, uint64_t vocab_size, corral_error *err)
+{
+    if (!check_vocab_size(vocab_size, err))
+        return NULL;
+    hf_vocab *v = calloc(1, sizeof *v);
+    if (!v) {
+        oom(err);
+        return NULL;
+    }
+    v->model = "llama";
+    v->pre = "default";
+    const json_t *added = json_object_get(tokenizer, "added_tokens");
+    if (!json_is_array(added))
+        added = NULL;
+    bool ok = read_spm(v, model, model_len, err);
+    if (ok)
+        mark_additional_specials(v, special_tokens_map);
+    ok = ok && read_added_tokens_json(v, added_tokens, err) && pad_to(v, vocab_size, err) &&
+         read_chat_template(v, tokenizer_config, err) &&
+         read_specials(v, added, tokenizer_config, generation_config, err);
+    if (ok && !v->chat_template && chat_template && !(v->chat_template = strdup(chat_template)))
+        ok = oom(err);
+    if (!ok) {
+        hf_vocab_free(v);
+        return NULL;
+    }
+    return v;
+}
+
+/* tokenizer.json's BPE over SentencePiece pieces (Llama 2, Mistral): not byte-level BPE. */
+static bool is_spm_style(const json_t *tokenizer)
+{
+    const json_t *model = json_object_get(tokenizer, "model");
+    const char *pre = json_string_value(json_object_get(json_object_get(tokenizer,
+                                                                        "pre_tokenizer"),
+                                                        "type"));
+    return json_is_true(json_object_get(model, "byte_fallback")) ||
+           (pre && strcmp(pre, "Metaspace") == 0);
+}
+
 hf_vocab *hf_vocab_load(const json_t *tokenizer, const json_t *tokenizer_config,
                         const json_t *generation_config, const char *chat_template,
                         uint64_t vocab_size, corral_error *err)
@@ -363,16 +656,19 @@ hf_vocab *hf_vocab_load(const json_t *tokenizer, const json_t *tokenizer_config,
                          type ? type : "(no model.type)");
         return NULL;
     }
-    if (vocab_size > HF_MAX_VOCAB) {
-        corral_error_set(err, "config.json: vocab_size %llu is larger than %u",
-                         (unsigned long long)vocab_size, HF_MAX_VOCAB);
+    if (is_spm_style(tokenizer)) {
+        corral_error_set(err, "tokenizer.json is a SentencePiece tokenizer's BPE (byte fallback, "
+                         "Metaspace): give its tokenizer.model too");
         return NULL;
     }
+    if (!check_vocab_size(vocab_size, err))
+        return NULL;
     hf_vocab *v = calloc(1, sizeof *v);
     if (!v) {
         oom(err);
         return NULL;
     }
+    v->model = "gpt2";
     const json_t *added = json_object_get(tokenizer, "added_tokens");
     if (json_is_null(added))
         added = NULL;
@@ -392,14 +688,14 @@ hf_vocab *hf_vocab_load(const json_t *tokenizer, const json_t *tokenizer_config,
 
 bool hf_vocab_write(const hf_vocab *v, gguf_writer *w, corral_error *err)
 {
-    bool ok = gguf_writer_add_str(w, "tokenizer.ggml.model", "gpt2", 4, err) &&
+    bool ok = gguf_writer_add_str(w, "tokenizer.ggml.model", v->model, strlen(v->model), err) &&
               gguf_writer_add_str(w, "tokenizer.ggml.pre", v->pre, strlen(v->pre), err) &&
               gguf_writer_add_str_array(w, "tokenizer.ggml.tokens", v->tokens, v->n, err) &&
               gguf_writer_add_array(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, v->scores,
                                     v->n, err) &&
               gguf_writer_add_array(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, v->types,
                                     v->n, err);
-    if (ok) /* a BPE model's, even when it has none */
+    if (ok && strcmp(v->model, "gpt2") == 0) /* a BPE model's, even when it has none */
         ok = gguf_writer_add_str_array(w, "tokenizer.ggml.merges", v->merges, v->n_merges, err);
     if (ok && v->chat_template)
         ok = gguf_writer_add_str(w, "tokenizer.chat_template", v->chat_template,
