@@ -35,7 +35,14 @@ static const char *const block_names[][2] = {
     {"ffn_down", "mlp.down_proj"},
 };
 
-static void hf_name(const char *gguf, char *out, size_t cap)
+/* gemma2's and gemma3's norms around attention and the FFN */
+static const char *const sandwich_names[][2] = {
+    {"post_attention_norm", "post_attention_layernorm"},
+    {"ffn_norm", "pre_feedforward_layernorm"},
+    {"post_ffw_norm", "post_feedforward_layernorm"},
+};
+
+static void hf_name(const char *gguf, bool sandwich, char *out, size_t cap)
 {
     if (strcmp(gguf, "token_embd.weight") == 0) {
         snprintf(out, cap, "model.embed_tokens.weight");
@@ -53,6 +60,11 @@ static void hf_name(const char *gguf, char *out, size_t cap)
     char part[64], kind[16];
     if (sscanf(gguf, "blk.%u.%63[a-z_].%15s", &layer, part, kind) != 3)
         fail_msg("no Hugging Face name for %s", gguf);
+    for (size_t i = 0; sandwich && i < sizeof sandwich_names / sizeof sandwich_names[0]; i++)
+        if (strcmp(part, sandwich_names[i][0]) == 0) {
+            snprintf(out, cap, "model.layers.%u.%s.%s", layer, sandwich_names[i][1], kind);
+            return;
+        }
     for (size_t i = 0; i < sizeof block_names / sizeof block_names[0]; i++)
         if (strcmp(part, block_names[i][0]) == 0) {
             snprintf(out, cap, "model.layers.%u.%s.%s", layer, block_names[i][1], kind);
@@ -87,7 +99,7 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
     char a[32], key[96];
     snprintf(a, sizeof a, "%.*s", (int)arch.size, arch.data);
 #define K(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
-    json_t *c = json_pack("{s:[s],s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "architectures", hf_arch,
+    json_t *c = json_pack("{s:[s],s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "architectures", hf_arch,
                           "num_hidden_layers", (json_int_t)get_u32(f, K("block_count")),
                           "hidden_size", (json_int_t)get_u32(f, K("embedding_length")),
                           "intermediate_size", (json_int_t)get_u32(f, K("feed_forward_length")),
@@ -95,7 +107,8 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
                           "num_key_value_heads",
                           (json_int_t)get_u32(f, K("attention.head_count_kv")),
                           "max_position_embeddings", (json_int_t)get_u32(f, K("context_length")),
-                          "vocab_size", (json_int_t)get_u32(f, K("vocab_size")));
+                          "vocab_size",
+                          (json_int_t)gguf_find_kv(f, "tokenizer.ggml.tokens")->n);
     float theta, eps;
     assert_true(gguf_get_f32(f, K("rope.freq_base"), &theta, &err));
     assert_true(gguf_get_f32(f, K("attention.layer_norm_rms_epsilon"), &eps, &err));
@@ -104,6 +117,19 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
     if (gguf_find_kv(f, K("attention.key_length")))
         json_object_set_new(c, "head_dim", json_integer(get_u32(f, K("attention.key_length"))));
     json_object_set_new(c, "torch_dtype", json_string("bfloat16"));
+    static const char *const gemma_keys[][2] = {
+        {"attention.sliding_window", "sliding_window"},
+        {"attn_logit_softcapping", "attn_logit_softcapping"},
+        {"final_logit_softcapping", "final_logit_softcapping"},
+    };
+    for (size_t i = 0; i < sizeof gemma_keys / sizeof gemma_keys[0]; i++) {
+        snprintf(key, sizeof key, "%s.%s", a, gemma_keys[i][0]);
+        const gguf_kv *kv = gguf_find_kv(f, key);
+        if (kv)
+            json_object_set_new(c, gemma_keys[i][1],
+                                kv->type == GGUF_TYPE_FLOAT32 ? json_real(gguf_kv_f32(kv, 0))
+                                                              : json_integer(gguf_kv_i64(kv, 0)));
+    }
 #undef K
     write_json(dir, "config.json", c);
 }
@@ -201,7 +227,7 @@ static void write_tokenizer(const gguf_file *f, const char *dir, const char *pre
         if (add)
             json_object_set_new(config, key, json_boolean(gguf_kv_bool(add, 0)));
         if (strcmp(specials[s][1], "eos") == 0) /* and the ids that end a turn */
-            json_object_set_new(generation, "eos_token_id", json_pack("[i,i]", (json_int_t)id,
+            json_object_set_new(generation, "eos_token_id", json_pack("[I,I]", (json_int_t)id,
                                                                      (json_int_t)0));
     }
     const gguf_kv *model = gguf_find_kv(f, "tokenizer.ggml.model");
@@ -217,7 +243,7 @@ static void write_tokenizer(const gguf_file *f, const char *dir, const char *pre
     for (uint32_t id = 0; id < tokens->n; id++) {
         int64_t type = gguf_kv_i64(types, id);
         if (type == 3 || type == 4 || named[id])
-            json_array_append_new(added, json_pack("{s:i,s:o,s:b}", "id", (json_int_t)id,
+            json_array_append_new(added, json_pack("{s:I,s:o,s:b}", "id", (json_int_t)id,
                                                    "content", token_text(tokens, id),
                                                    "special", type == 3));
         else
@@ -263,7 +289,7 @@ typedef struct shard {
 } shard;
 
 static void put_tensor(shard *s, const char *name, safetensors_dtype dtype, const gguf_tensor *t,
-                       uint32_t permute_heads)
+                       uint32_t permute_heads, bool minus_one)
 {
     uint64_t cols = (uint64_t)t->ne[0], rows = gguf_tensor_n_elems(t) / cols;
     size_t esize = dtype == SAFETENSORS_F32 ? 4 : 2;
@@ -276,7 +302,7 @@ static void put_tensor(shard *s, const char *name, safetensors_dtype dtype, cons
             for (g = 0; hf_row_of(rows, permute_heads, g) != r; g++)
                 ;
         for (uint64_t c = 0; c < cols; c++) {
-            float x = src[g * cols + c];
+            float x = src[g * cols + c] - (minus_one ? 1.0f : 0.0f);
             uint16_t h = dtype == SAFETENSORS_F16 ? quant_f32_to_f16(x) : quant_f32_to_bf16(x);
             assert_int_equal(fwrite(dtype == SAFETENSORS_F32 ? (void *)&x : (void *)&h, esize, 1,
                                     s->data), 1);
@@ -326,6 +352,8 @@ void hf_fixture_write(const char *gguf_path, const char *dir, const char *hf_arc
     gguf_str arch;
     assert_true(gguf_get_str(f, "general.architecture", &arch, &err));
     bool llama = arch.size == 5 && memcmp(arch.data, "llama", 5) == 0;
+    bool gemma = arch.size >= 5 && memcmp(arch.data, "gemma", 5) == 0;
+    bool sandwich = gemma && arch.size == 6; /* gemma2, gemma3 */
     char key[96];
     snprintf(key, sizeof key, "%.*s.attention.head_count", (int)arch.size, arch.data);
     uint32_t heads = get_u32(f, key);
@@ -345,14 +373,16 @@ void hf_fixture_write(const char *gguf_path, const char *dir, const char *hf_arc
     for (size_t i = 0; i < n; i++) {
         const gguf_tensor *t = gguf_tensor_at(f, i);
         char name[256];
-        hf_name(t->name, name, sizeof name);
+        hf_name(t->name, sandwich, name, sizeof name);
         uint32_t permute = 0;
         if (llama && strstr(t->name, ".attn_q.weight"))
             permute = heads;
         if (llama && strstr(t->name, ".attn_k.weight"))
             permute = kv_heads;
         shard *s = &shards[i < n / 2 ? 0 : 1];
-        put_tensor(s, name, t->n_dims == 1 ? SAFETENSORS_F32 : matrix_dtype, t, permute);
+        /* Gemma's checkpoints keep norms as w - 1 */
+        put_tensor(s, name, t->n_dims == 1 ? SAFETENSORS_F32 : matrix_dtype, t, permute,
+                   gemma && strstr(t->name, "_norm.weight") != NULL);
         json_object_set_new(weight_map, name, json_string(shard_names[i < n / 2 ? 0 : 1]));
     }
     for (int s = 0; s < 2; s++)

@@ -24,20 +24,47 @@
 #define MAX_LAYERS 4096u
 #define MAX_WIDTH (1u << 20)
 
+typedef enum arch_family {
+    FAMILY_LLAMA,  /* HF rotates halves; GGUF's llama pairs neighbours: Q/K rows permuted */
+    FAMILY_QWEN2,  /* q/k/v biases */
+    FAMILY_QWEN3,  /* per-head q/k norms */
+    FAMILY_GEMMA,  /* norms stored as w - 1 (Gemma's RMSNorm scales by 1 + w) */
+    FAMILY_GEMMA2, /* gemma's, with norms after attention and around the FFN, softcaps */
+    FAMILY_GEMMA3, /* gemma2's, with q/k norms and a local RoPE base */
+} arch_family;
+
 typedef struct hf_arch {
     const char *hf_name;
     const char *gguf_name;
-    bool permute_qk;   /* HF rotates halves; GGUF's llama pairs neighbours */
-    bool qkv_bias;
-    bool qk_norm;
-    bool head_dim_keys; /* attention.key_length/value_length always written */
+    arch_family family;
 } hf_arch;
 
 static const hf_arch archs[] = {
-    {"LlamaForCausalLM", "llama", true, false, false, false},
-    {"MistralForCausalLM", "llama", true, false, false, false},
-    {"Qwen2ForCausalLM", "qwen2", false, true, false, false},
-    {"Qwen3ForCausalLM", "qwen3", false, false, true, true},
+    {"LlamaForCausalLM", "llama", FAMILY_LLAMA},
+    {"MistralForCausalLM", "llama", FAMILY_LLAMA},
+    {"Qwen2ForCausalLM", "qwen2", FAMILY_QWEN2},
+    {"Qwen3ForCausalLM", "qwen3", FAMILY_QWEN3},
+    {"GemmaForCausalLM", "gemma", FAMILY_GEMMA},
+    {"Gemma2ForCausalLM", "gemma2", FAMILY_GEMMA2},
+    {"Gemma3ForCausalLM", "gemma3", FAMILY_GEMMA3},
+};
+
+static bool is_gemma(const hf_arch *a)
+{
+    return a->family == FAMILY_GEMMA || a->family == FAMILY_GEMMA2 || a->family == FAMILY_GEMMA3;
+}
+
+/* gemma2's and gemma3's norms around attention and the FFN */
+static bool has_sandwich_norms(const hf_arch *a)
+{
+    return a->family == FAMILY_GEMMA2 || a->family == FAMILY_GEMMA3;
+}
+
+/* The names of those norms, tried before the others where they exist. */
+static const char *const sandwich_renames[][2] = {
+    {"post_attention_layernorm", "post_attention_norm"},
+    {"pre_feedforward_layernorm", "ffn_norm"},
+    {"post_feedforward_layernorm", "post_ffw_norm"},
 };
 
 /* Hugging Face name pieces and their GGUF names, tried in this order at each position. */
@@ -68,6 +95,11 @@ typedef struct hf_params {
     const char *rope_type; /* rope_scaling's, or NULL */
     float rope_factor, low_freq_factor, high_freq_factor;
     uint32_t rope_original_ctx;
+    /* Gemma's */
+    uint32_t sliding_window;
+    float attn_softcap, final_softcap, rope_local_theta;
+    uint8_t *sliding_pattern; /* per layer: 1 for a sliding-window layer */
+    uint32_t n_sliding_pattern;
 } hf_params;
 
 typedef struct out_tensor {
@@ -77,6 +109,7 @@ typedef struct out_tensor {
     uint32_t n_dims;
     int64_t ne[4];
     uint32_t permute_heads; /* > 0: Llama's Q/K row order, with this many heads */
+    bool add_one;           /* a Gemma norm: 1 + the stored value */
 } out_tensor;
 
 typedef struct converter {
@@ -257,6 +290,38 @@ static bool read_rope_scaling(converter *c)
            read_f32(c, s, "high_freq_factor", NULL, &p->high_freq_factor);
 }
 
+/* Gemma 2's and 3's window, softcaps and which layers slide (layer_types, or every layer but
+ * each sliding_window_pattern-th). */
+static hf_status read_gemma_config(converter *c)
+{
+    hf_params *p = &c->p;
+    if (!read_u32(c, "sliding_window", false, UINT32_MAX, &p->sliding_window) ||
+        !read_f32(c, c->config, "attn_logit_softcapping", NULL, &p->attn_softcap) ||
+        !read_f32(c, c->config, "final_logit_softcapping", NULL, &p->final_softcap) ||
+        !read_f32(c, c->config, "rope_local_base_freq", NULL, &p->rope_local_theta))
+        return HF_INVALID;
+    if (p->arch->family != FAMILY_GEMMA3)
+        return HF_OK;
+    const json_t *types = json_object_get(c->config, "layer_types");
+    uint32_t every = 0;
+    if (!json_is_array(types) &&
+        !read_u32(c, "sliding_window_pattern", false, MAX_LAYERS, &every))
+        return HF_INVALID;
+    if (!json_is_array(types) && every == 0)
+        return HF_OK;
+    if (!(p->sliding_pattern = calloc(p->n_layer, 1))) {
+        corral_error_set(c->err, "out of memory");
+        return HF_IO;
+    }
+    p->n_sliding_pattern = p->n_layer;
+    for (uint32_t i = 0; i < p->n_layer; i++) {
+        const char *type = json_string_value(json_array_get(types, i));
+        p->sliding_pattern[i] = json_is_array(types) ? type && !strcmp(type, "sliding_attention")
+                                                     : (i + 1) % every != 0;
+    }
+    return HF_OK;
+}
+
 static hf_status read_config(converter *c)
 {
     hf_status status;
@@ -306,7 +371,11 @@ static hf_status read_config(converter *c)
         !read_f32(c, c->config, "rms_norm_eps", &p->has_eps, &p->rms_eps) ||
         !read_rope_scaling(c))
         return HF_INVALID;
-    return HF_OK;
+    if (p->arch->family == FAMILY_GEMMA3 && !p->has_theta) {
+        p->has_theta = true; /* Gemma 3's global layers' base when its config leaves it out */
+        p->rope_theta = 1000000.0f;
+    }
+    return has_sandwich_norms(p->arch) ? read_gemma_config(c) : HF_OK;
 }
 
 /* ---- the tokenizer ---- */
@@ -337,18 +406,30 @@ static hf_status read_tokenizer(converter *c)
 
 /* ---- tensors ---- */
 
-static void rename_tensor(const char *in, char *out, size_t cap)
+/* The pair of the rename tables that starts s, or NULL. */
+static const char *const *rename_at(const hf_arch *a, const char *s)
+{
+    size_t n = sizeof sandwich_renames / sizeof sandwich_renames[0];
+    for (size_t r = 0; has_sandwich_norms(a) && r < n; r++)
+        if (strncmp(s, sandwich_renames[r][0], strlen(sandwich_renames[r][0])) == 0)
+            return sandwich_renames[r];
+    n = sizeof renames / sizeof renames[0];
+    for (size_t r = 0; r < n; r++)
+        if (strncmp(s, renames[r][0], strlen(renames[r][0])) == 0)
+            return renames[r];
+    return NULL;
+}
+
+static void rename_tensor(const hf_arch *a, const char *in, char *out, size_t cap)
 {
     size_t o = 0;
     for (const char *s = in; *s && o + 1 < cap;) {
-        size_t r = 0, n = sizeof renames / sizeof renames[0];
-        while (r < n && strncmp(s, renames[r][0], strlen(renames[r][0])) != 0)
-            r++;
-        const char *piece = r < n ? renames[r][1] : s;
-        size_t len = r < n ? strlen(piece) : 1;
+        const char *const *pair = rename_at(a, s);
+        const char *piece = pair ? pair[1] : s;
+        size_t len = pair ? strlen(piece) : 1;
         for (size_t i = 0; i < len && o + 1 < cap; i++)
             out[o++] = piece[i];
-        s += r < n ? strlen(renames[r][0]) : 1;
+        s += pair ? strlen(pair[0]) : 1;
     }
     out[o] = '\0';
 }
@@ -373,11 +454,15 @@ static bool known_tensor(const hf_params *p, const char *name)
     for (size_t i = 0; i < sizeof block / sizeof block[0]; i++)
         if (!strcmp(suffix, block[i]))
             return true;
-    if (p->arch->qkv_bias && (!strcmp(suffix, "attn_q.bias") || !strcmp(suffix, "attn_k.bias") ||
+    arch_family f = p->arch->family;
+    if (f == FAMILY_QWEN2 && (!strcmp(suffix, "attn_q.bias") || !strcmp(suffix, "attn_k.bias") ||
                               !strcmp(suffix, "attn_v.bias")))
         return true;
-    return p->arch->qk_norm && (!strcmp(suffix, "attn_q_norm.weight") ||
-                                !strcmp(suffix, "attn_k_norm.weight"));
+    if (has_sandwich_norms(p->arch) && (!strcmp(suffix, "post_attention_norm.weight") ||
+                                        !strcmp(suffix, "post_ffw_norm.weight")))
+        return true;
+    return (f == FAMILY_QWEN3 || f == FAMILY_GEMMA3) &&
+           (!strcmp(suffix, "attn_q_norm.weight") || !strcmp(suffix, "attn_k_norm.weight"));
 }
 
 static hf_status add_tensor(converter *c, const safetensors_tensor *src)
@@ -385,7 +470,7 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
     if (ends_with(src->name, ".rotary_emb.inv_freq"))
         return HF_OK; /* recomputed from rope_theta */
     out_tensor t = {.src = src};
-    rename_tensor(src->name, t.name, sizeof t.name);
+    rename_tensor(c->p.arch, src->name, t.name, sizeof t.name);
     if (!known_tensor(&c->p, t.name)) {
         corral_error_set(c->err, "tensor '%.200s' is not one of a %s's that Corral converts",
                          src->name, c->p.arch->hf_name);
@@ -417,7 +502,8 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
         t.type = src->dtype == SAFETENSORS_BF16 ? TENSOR_TYPE_BF16 : TENSOR_TYPE_F16;
     c->any_bf16 = c->any_bf16 || t.type == TENSOR_TYPE_BF16;
     bool q = ends_with(t.name, ".attn_q.weight"), k = ends_with(t.name, ".attn_k.weight");
-    if (c->p.arch->permute_qk && (q || k)) {
+    t.add_one = is_gemma(c->p.arch) && ends_with(t.name, "_norm.weight");
+    if (c->p.arch->family == FAMILY_LLAMA && (q || k)) {
         uint32_t heads = q ? c->p.n_head : c->p.n_head_kv;
         uint64_t rows = src->n_dims == 2 ? src->shape[0] : 0;
         if (rows == 0 || rows % heads || (rows / heads) % 2) {
@@ -548,6 +634,29 @@ static hf_status make_rope_freqs(converter *c)
 
 /* ---- writing ---- */
 
+/* Gemma 2's and 3's attention windows and softcaps, Gemma 3's local RoPE base. */
+static bool write_gemma_keys(converter *c, gguf_writer *w, const char *a)
+{
+    const hf_params *p = &c->p;
+    char key[96];
+    bool ok = true;
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
+    if (p->sliding_window)
+        ok = gguf_writer_add_u32(w, KEY("attention.sliding_window"), p->sliding_window, c->err);
+    if (ok && p->attn_softcap > 0)
+        ok = gguf_writer_add_f32(w, KEY("attn_logit_softcapping"), p->attn_softcap, c->err);
+    if (ok && p->final_softcap > 0)
+        ok = gguf_writer_add_f32(w, KEY("final_logit_softcapping"), p->final_softcap, c->err);
+    if (ok && p->arch->family == FAMILY_GEMMA3)
+        ok = gguf_writer_add_f32(w, KEY("rope.local.freq_base"),
+                                 p->rope_local_theta > 0 ? p->rope_local_theta : 10000.0f, c->err);
+    if (ok && p->n_sliding_pattern)
+        ok = gguf_writer_add_array(w, KEY("attention.sliding_window_pattern"), GGUF_TYPE_BOOL,
+                                   p->sliding_pattern, p->n_sliding_pattern, c->err);
+#undef KEY
+    return ok;
+}
+
 static bool write_keys(converter *c, gguf_writer *w)
 {
     const hf_params *p = &c->p;
@@ -569,7 +678,7 @@ static bool write_keys(converter *c, gguf_writer *w)
         ok = gguf_writer_add_u32(w, KEY("context_length"), p->n_ctx, err);
     if (ok && llama)
         ok = gguf_writer_add_u32(w, KEY("rope.dimension_count"), p->head_dim, err);
-    if (ok && (p->has_head_dim || p->arch->head_dim_keys))
+    if (ok && (p->has_head_dim || p->arch->family == FAMILY_QWEN3 || is_gemma(p->arch)))
         ok = gguf_writer_add_u32(w, KEY("attention.key_length"), p->head_dim, err) &&
              gguf_writer_add_u32(w, KEY("attention.value_length"), p->head_dim, err);
     if (ok && p->has_theta)
@@ -586,6 +695,8 @@ static bool write_keys(converter *c, gguf_writer *w)
                                      p->rope_original_ctx, err);
     }
 #undef KEY
+    if (ok && is_gemma(p->arch))
+        ok = write_gemma_keys(c, w, a);
     return ok && hf_vocab_write(c->vocab, w, err);
 }
 
@@ -601,19 +712,19 @@ static float element_f32(const uint8_t *src, safetensors_dtype dtype, size_t i)
     return 0;
 }
 
-/* n elements of src into dst in the output type. */
+/* n elements of src into dst in the output type, plus one where add_one. */
 static void convert_elements(const uint8_t *src, safetensors_dtype dtype, uint32_t type,
-                             uint8_t *dst, size_t n)
+                             bool add_one, uint8_t *dst, size_t n)
 {
     bool same = (dtype == SAFETENSORS_F32 && type == TENSOR_TYPE_F32) ||
                 (dtype == SAFETENSORS_F16 && type == TENSOR_TYPE_F16) ||
                 (dtype == SAFETENSORS_BF16 && type == TENSOR_TYPE_BF16);
-    if (same) {
+    if (same && !add_one) {
         memcpy(dst, src, n * safetensors_dtype_size(dtype));
         return;
     }
     for (size_t i = 0; i < n; i++) {
-        float f = element_f32(src, dtype, i);
+        float f = element_f32(src, dtype, i) + (add_one ? 1.0f : 0.0f);
         if (type == TENSOR_TYPE_F32) {
             memcpy(dst + 4 * i, &f, 4);
         } else {
@@ -652,7 +763,7 @@ static bool write_tensor(converter *c, gguf_writer *w, const out_tensor *t, uint
         const uint8_t *row = s->data + source_row(t, rows, r) * row_elems * in_size;
         for (uint64_t at = 0; at < row_elems; at += piece) {
             size_t n = (size_t)(row_elems - at < piece ? row_elems - at : piece);
-            convert_elements(row + at * in_size, s->dtype, t->type, buf, n);
+            convert_elements(row + at * in_size, s->dtype, t->type, t->add_one, buf, n);
             if (!gguf_writer_write_tensor(w, buf, n * out_size, c->err))
                 return false;
         }
@@ -716,5 +827,6 @@ hf_status hf_convert(const hf_file *files, size_t n, const char *out_path, corra
     free(c.shards);
     free(c.tensors);
     free(c.rope_freqs);
+    free(c.p.sliding_pattern);
     return status;
 }

@@ -502,9 +502,24 @@ static bool read_spm(hf_vocab *v, const uint8_t *bytes, size_t len, corral_error
     return true;
 }
 
-/* special_tokens_map.json's additional special tokens are control tokens, as ollama reads. */
-static void mark_additional_specials(hf_vocab *v, const json_t *special_tokens_map)
+/* Gemma's turn and tool-call marks, normal pieces in its tokenizer.model, are control tokens
+ * as ollama's converter makes them, so that a text cannot spell them. */
+static const char *const gemma_marks[] = {
+    "<end_of_turn>", "<start_of_turn>", "<start_function_declaration>",
+    "<end_function_declaration>", "<start_function_call>", "<end_function_call>",
+    "<start_function_response>", "<end_function_response>", "<escape>",
+};
+
+/* Gemma's marks and special_tokens_map.json's additional special tokens are control tokens,
+ * as ollama reads them. */
+static void mark_control_pieces(hf_vocab *v, const json_t *special_tokens_map)
 {
+    for (uint32_t id = 0; id < v->n; id++)
+        for (size_t m = 0; v->types[id] == TOKEN_NORMAL &&
+                           m < sizeof gemma_marks / sizeof gemma_marks[0]; m++)
+            if (v->tokens[id].size == strlen(gemma_marks[m]) &&
+                memcmp(v->tokens[id].data, gemma_marks[m], v->tokens[id].size) == 0)
+                v->types[id] = TOKEN_CONTROL;
     size_t i;
     const json_t *t;
     json_array_foreach(json_object_get(special_tokens_map, "additional_special_tokens"), i, t) {
@@ -621,7 +636,7 @@ hf_vocab *hf_vocab_load_spm(const void *model, size_t model_len, const json_t *t
         added = NULL;
     bool ok = read_spm(v, model, model_len, err);
     if (ok)
-        mark_additional_specials(v, special_tokens_map);
+        mark_control_pieces(v, special_tokens_map);
     ok = ok && read_added_tokens_json(v, added_tokens, err) && pad_to(v, vocab_size, err) &&
          read_chat_template(v, tokenizer_config, err) &&
          read_specials(v, added, tokenizer_config, generation_config, err);
