@@ -32,8 +32,11 @@ static const char *const block_names[][2] = {
     {"attn_k", "self_attn.k_proj"},       {"attn_v", "self_attn.v_proj"},
     {"attn_output", "self_attn.o_proj"},  {"ffn_norm", "post_attention_layernorm"},
     {"ffn_gate", "mlp.gate_proj"},        {"ffn_up", "mlp.up_proj"},
-    {"ffn_down", "mlp.down_proj"},
+    {"ffn_down", "mlp.down_proj"}, {"attn_qkv", "self_attn.qkv_proj"},
 };
+
+/* Phi-3's up is gate and up together */
+static const char *const phi3_names[][2] = {{"ffn_up", "mlp.gate_up_proj"}};
 
 /* gemma2's and gemma3's norms around attention and the FFN */
 static const char *const sandwich_names[][2] = {
@@ -42,7 +45,7 @@ static const char *const sandwich_names[][2] = {
     {"post_ffw_norm", "post_feedforward_layernorm"},
 };
 
-static void hf_name(const char *gguf, bool sandwich, char *out, size_t cap)
+static void hf_name(const char *gguf, bool sandwich, bool phi3, char *out, size_t cap)
 {
     if (strcmp(gguf, "token_embd.weight") == 0) {
         snprintf(out, cap, "model.embed_tokens.weight");
@@ -60,6 +63,10 @@ static void hf_name(const char *gguf, bool sandwich, char *out, size_t cap)
     char part[64], kind[16];
     if (sscanf(gguf, "blk.%u.%63[a-z_].%15s", &layer, part, kind) != 3)
         fail_msg("no Hugging Face name for %s", gguf);
+    if (phi3 && strcmp(part, phi3_names[0][0]) == 0) {
+        snprintf(out, cap, "model.layers.%u.%s.%s", layer, phi3_names[0][1], kind);
+        return;
+    }
     for (size_t i = 0; sandwich && i < sizeof sandwich_names / sizeof sandwich_names[0]; i++)
         if (strcmp(part, sandwich_names[i][0]) == 0) {
             snprintf(out, cap, "model.layers.%u.%s.%s", layer, sandwich_names[i][1], kind);
@@ -118,6 +125,7 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
         json_object_set_new(c, "head_dim", json_integer(get_u32(f, K("attention.key_length"))));
     json_object_set_new(c, "torch_dtype", json_string("bfloat16"));
     static const char *const gemma_keys[][2] = {
+        {"rope.scaling.original_context_length", "original_max_position_embeddings"},
         {"attention.sliding_window", "sliding_window"},
         {"attn_logit_softcapping", "attn_logit_softcapping"},
         {"final_logit_softcapping", "final_logit_softcapping"},
@@ -131,6 +139,18 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
                                                               : json_integer(gguf_kv_i64(kv, 0)));
     }
 #undef K
+    /* Phi-3's LongRoPE factors */
+    const gguf_tensor *factors[2] = {gguf_find_tensor(f, "rope_factors_long.weight"),
+                                     gguf_find_tensor(f, "rope_factors_short.weight")};
+    if (factors[0] && factors[1]) {
+        json_t *lists[2] = {json_array(), json_array()};
+        for (int k = 0; k < 2; k++)
+            for (uint64_t i = 0; i < gguf_tensor_n_elems(factors[k]); i++)
+                json_array_append_new(lists[k], json_real(((const float *)factors[k]->data)[i]));
+        json_object_set_new(c, "rope_scaling", json_pack("{s:s,s:o,s:o}", "type", "longrope",
+                                                         "long_factor", lists[0], "short_factor",
+                                                         lists[1]));
+    }
     write_json(dir, "config.json", c);
 }
 
@@ -354,6 +374,7 @@ void hf_fixture_write(const char *gguf_path, const char *dir, const char *hf_arc
     bool llama = arch.size == 5 && memcmp(arch.data, "llama", 5) == 0;
     bool gemma = arch.size >= 5 && memcmp(arch.data, "gemma", 5) == 0;
     bool sandwich = gemma && arch.size == 6; /* gemma2, gemma3 */
+    bool phi3 = arch.size == 4 && memcmp(arch.data, "phi3", 4) == 0;
     char key[96];
     snprintf(key, sizeof key, "%.*s.attention.head_count", (int)arch.size, arch.data);
     uint32_t heads = get_u32(f, key);
@@ -373,7 +394,9 @@ void hf_fixture_write(const char *gguf_path, const char *dir, const char *hf_arc
     for (size_t i = 0; i < n; i++) {
         const gguf_tensor *t = gguf_tensor_at(f, i);
         char name[256];
-        hf_name(t->name, sandwich, name, sizeof name);
+        if (strncmp(t->name, "rope_factors_", 13) == 0)
+            continue; /* config.json's rope_scaling holds them */
+        hf_name(t->name, sandwich, phi3, name, sizeof name);
         uint32_t permute = 0;
         if (llama && strstr(t->name, ".attn_q.weight"))
             permute = heads;

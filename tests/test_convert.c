@@ -390,6 +390,21 @@ static void test_convert_gemma3_round_trip(void **state)
                skipped);
 }
 
+static void test_convert_phi3_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/phi3.gguf", "Phi3ForCausalLM", SAFETENSORS_BF16, NULL, TENSOR_TYPE_BF16,
+               skipped);
+}
+
+/* LongRoPE: rope_scaling's factors become tensors, its attention factor a key */
+static void test_convert_phi3_longrope_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/phi3-longrope.gguf", "Phi3ForCausalLM", SAFETENSORS_F16, NULL,
+               TENSOR_TYPE_F16, skipped);
+}
+
 /* ---- refusals ---- */
 
 static void expect_convert_refusal(const char *why)
@@ -509,6 +524,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_convert_gemma_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_gemma2_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_gemma3_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_phi3_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_phi3_longrope_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_reads_chat_template_jinja, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_convert_refuses_what_it_cannot_convert, setup,

@@ -938,7 +938,7 @@ static void test_create_refuses_checkpoints_it_cannot_convert(void **state)
     expect_error("POST", "/api/create", body, 400,
                  "unsupported architecture 'GPTNeoXForCausalLM': Corral converts "
                  "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
-                 "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM");
+                 "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM");
     free(body);
 
     json_object_del(files, "config.json");

@@ -31,6 +31,7 @@ typedef enum arch_family {
     FAMILY_GEMMA,  /* norms stored as w - 1 (Gemma's RMSNorm scales by 1 + w) */
     FAMILY_GEMMA2, /* gemma's, with norms after attention and around the FFN, softcaps */
     FAMILY_GEMMA3, /* gemma2's, with q/k norms and a local RoPE base */
+    FAMILY_PHI3,   /* fused q/k/v and gate/up; LongRoPE's factors as tensors */
 } arch_family;
 
 typedef struct hf_arch {
@@ -47,6 +48,7 @@ static const hf_arch archs[] = {
     {"GemmaForCausalLM", "gemma", FAMILY_GEMMA},
     {"Gemma2ForCausalLM", "gemma2", FAMILY_GEMMA2},
     {"Gemma3ForCausalLM", "gemma3", FAMILY_GEMMA3},
+    {"Phi3ForCausalLM", "phi3", FAMILY_PHI3},
 };
 
 static bool is_gemma(const hf_arch *a)
@@ -78,11 +80,13 @@ static const char *const renames[][2] = {
     {"self_attn.k_proj", "attn_k"},
     {"self_attn.v_proj", "attn_v"},
     {"self_attn.o_proj", "attn_output"},
+    {"self_attn.qkv_proj", "attn_qkv"},
     {"self_attn.q_norm", "attn_q_norm"},
     {"self_attn.k_norm", "attn_k_norm"},
     {"mlp.gate_proj", "ffn_gate"},
     {"mlp.up_proj", "ffn_up"},
     {"mlp.down_proj", "ffn_down"},
+    {"mlp.gate_up_proj", "ffn_up"},
     {"post_attention_layernorm", "ffn_norm"},
 };
 
@@ -104,13 +108,20 @@ typedef struct hf_params {
 
 typedef struct out_tensor {
     char name[GGUF_MAX_NAME_BYTES + 1];
-    const safetensors_tensor *src; /* NULL for rope_freqs */
+    const safetensors_tensor *src; /* NULL for one made here (see extra_tensor) */
     uint32_t type;
     uint32_t n_dims;
     int64_t ne[4];
     uint32_t permute_heads; /* > 0: Llama's Q/K row order, with this many heads */
     bool add_one;           /* a Gemma norm: 1 + the stored value */
 } out_tensor;
+
+/* An F32 vector made from config.json: Llama 3's rope_freqs, Phi-3's LongRoPE factors. */
+typedef struct extra_tensor {
+    const char *name;
+    float *data;
+    uint32_t n;
+} extra_tensor;
 
 typedef struct converter {
     const hf_file *files;
@@ -123,8 +134,8 @@ typedef struct converter {
     size_t n_shards;
     out_tensor *tensors;
     size_t n_tensors;
-    float *rope_freqs;
-    uint32_t n_rope_freqs;
+    extra_tensor extras[2]; /* RoPE factors made from config.json, written first */
+    size_t n_extras;
     bool any_bf16;
     /* the tokenizer's files: the vocabulary's strings point into them */
     json_t *tokenizer_json[5];
@@ -270,11 +281,12 @@ static bool read_rope_scaling(converter *c)
         corral_error_set(c->err, "config.json: rope_scaling needs a rope_type");
         return false;
     }
-    bool llama = strcmp(p->arch->gguf_name, "llama") == 0;
+    bool llama = p->arch->family == FAMILY_LLAMA, phi3 = p->arch->family == FAMILY_PHI3;
     if (strcmp(type, "default") == 0)
         return true;
     if (!(strcmp(type, "linear") == 0 || strcmp(type, "yarn") == 0 ||
-          (llama && strcmp(type, "llama3") == 0))) {
+          (llama && strcmp(type, "llama3") == 0) ||
+          (phi3 && (strcmp(type, "longrope") == 0 || strcmp(type, "su") == 0)))) {
         corral_error_set(c->err, "config.json: rope_scaling type '%.40s' is not supported for "
                          "%s", type, p->arch->hf_name);
         return false;
@@ -375,6 +387,14 @@ static hf_status read_config(converter *c)
         p->has_theta = true; /* Gemma 3's global layers' base when its config leaves it out */
         p->rope_theta = 1000000.0f;
     }
+    if (p->arch->family == FAMILY_PHI3) {
+        uint32_t original = 0;
+        if (!read_u32(c, "sliding_window", false, UINT32_MAX, &p->sliding_window) ||
+            !read_u32(c, "original_max_position_embeddings", false, UINT32_MAX, &original))
+            return HF_INVALID;
+        if (original)
+            p->rope_original_ctx = original;
+    }
     return has_sandwich_norms(p->arch) ? read_gemma_config(c) : HF_OK;
 }
 
@@ -448,13 +468,17 @@ static bool known_tensor(const hf_params *p, const char *name)
     if (strncmp(name, prefix, (size_t)used) != 0) /* "blk.01." or "blk.+1." */
         return false;
     const char *suffix = name + used;
-    static const char *const block[] = {"attn_norm.weight", "attn_q.weight", "attn_k.weight",
-                                        "attn_v.weight", "attn_output.weight", "ffn_norm.weight",
-                                        "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"};
+    static const char *const block[] = {"attn_norm.weight", "attn_output.weight",
+                                        "ffn_norm.weight", "ffn_up.weight", "ffn_down.weight"};
     for (size_t i = 0; i < sizeof block / sizeof block[0]; i++)
         if (!strcmp(suffix, block[i]))
             return true;
     arch_family f = p->arch->family;
+    if (f == FAMILY_PHI3) /* q/k/v in one matrix, gate and up in one */
+        return !strcmp(suffix, "attn_qkv.weight");
+    if (!strcmp(suffix, "attn_q.weight") || !strcmp(suffix, "attn_k.weight") ||
+        !strcmp(suffix, "attn_v.weight") || !strcmp(suffix, "ffn_gate.weight"))
+        return true;
     if (f == FAMILY_QWEN2 && (!strcmp(suffix, "attn_q.bias") || !strcmp(suffix, "attn_k.bias") ||
                               !strcmp(suffix, "attn_v.bias")))
         return true;
@@ -596,10 +620,57 @@ static hf_status read_tensors(converter *c)
     return status;
 }
 
+static float *add_extra(converter *c, const char *name, uint32_t n)
+{
+    extra_tensor *e = &c->extras[c->n_extras];
+    if (!(e->data = malloc((n ? n : 1) * sizeof *e->data))) {
+        corral_error_set(c->err, "out of memory");
+        return NULL;
+    }
+    e->name = name;
+    e->n = n;
+    c->n_extras++;
+    return e->data;
+}
+
+/* Phi-3's LongRoPE factors (rope_scaling's long_factor and short_factor), one per pair. */
+static hf_status make_longrope_factors(converter *c)
+{
+    const hf_params *p = &c->p;
+    const json_t *s = json_object_get(c->config, "rope_scaling");
+    static const char *const keys[2] = {"long_factor", "short_factor"};
+    static const char *const names[2] = {"rope_factors_long.weight", "rope_factors_short.weight"};
+    for (int k = 0; k < 2; k++) {
+        const json_t *list = json_object_get(s, keys[k]);
+        if (!json_is_array(list) || json_array_size(list) != p->head_dim / 2) {
+            corral_error_set(c->err, "config.json: rope_scaling's %s must be %u numbers",
+                             keys[k], p->head_dim / 2);
+            return HF_INVALID;
+        }
+        float *out = add_extra(c, names[k], p->head_dim / 2);
+        if (!out)
+            return HF_IO;
+        for (uint32_t i = 0; i < p->head_dim / 2; i++) {
+            const json_t *v = json_array_get(list, i);
+            double d = json_number_value(v);
+            if (!json_is_number(v) || !(d > 0) || d > 3.4e38) {
+                corral_error_set(c->err, "config.json: rope_scaling's %s[%u] is not a positive "
+                                 "number", keys[k], i);
+                return HF_INVALID;
+            }
+            out[i] = (float)d;
+        }
+    }
+    return HF_OK;
+}
+
 /* Llama 3's per-frequency RoPE scale (its "llama3" rope_scaling), one factor per pair. */
 static hf_status make_rope_freqs(converter *c)
 {
     const hf_params *p = &c->p;
+    if (p->rope_type && p->arch->family == FAMILY_PHI3 &&
+        (!strcmp(p->rope_type, "longrope") || !strcmp(p->rope_type, "su")))
+        return make_longrope_factors(c);
     if (!p->rope_type || strcmp(p->rope_type, "llama3") != 0)
         return HF_OK;
     float factor = p->rope_factor > 0 ? p->rope_factor : 8.0f;
@@ -612,27 +683,58 @@ static hf_status make_rope_freqs(converter *c)
                          "its low_freq_factor");
         return HF_INVALID;
     }
-    c->n_rope_freqs = p->head_dim / 2;
-    if (!(c->rope_freqs = malloc(c->n_rope_freqs * sizeof *c->rope_freqs))) {
-        corral_error_set(c->err, "out of memory");
+    float *freqs = add_extra(c, "rope_freqs.weight", p->head_dim / 2);
+    if (!freqs)
         return HF_IO;
-    }
     float low_wavelen = original / low, high_wavelen = original / high;
-    for (uint32_t i = 0; i < c->n_rope_freqs; i++) {
+    for (uint32_t i = 0; i < p->head_dim / 2; i++) {
         double wavelen = 2 * M_PI * pow(theta, (double)(2 * i) / p->head_dim);
         if (wavelen < high_wavelen) {
-            c->rope_freqs[i] = 1.0f;
+            freqs[i] = 1.0f;
         } else if (wavelen > low_wavelen) {
-            c->rope_freqs[i] = factor;
+            freqs[i] = factor;
         } else {
             float smooth = (original / (float)wavelen - low) / (high - low);
-            c->rope_freqs[i] = 1.0f / ((1 - smooth) / factor + smooth);
+            freqs[i] = 1.0f / ((1 - smooth) / factor + smooth);
         }
     }
     return HF_OK;
 }
 
 /* ---- writing ---- */
+
+/*
+ * Phi-3's window, the context its RoPE was trained for, and the attention factor its scaled
+ * RoPE takes (LongRoPE: sqrt(1 + ln(scale) / ln(original)); yarn: 0.1 ln(scale) + 1; at
+ * least 1), scale being max_position_embeddings over the original.
+ */
+static bool write_phi3_keys(converter *c, gguf_writer *w, const char *a)
+{
+    const hf_params *p = &c->p;
+    char key[96];
+    bool ok = true;
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
+    if (p->sliding_window)
+        ok = gguf_writer_add_u32(w, KEY("attention.sliding_window"), p->sliding_window, c->err);
+    uint32_t original = p->rope_original_ctx;
+    if (ok && original && !p->rope_type)
+        ok = gguf_writer_add_u32(w, KEY("rope.scaling.original_context_length"), original,
+                                 c->err);
+    if (ok && original && p->n_ctx && p->rope_type) {
+        double scale = (double)p->n_ctx / original, factor;
+        if (!strcmp(p->rope_type, "yarn"))
+            factor = 0.1 * log(scale) + 1.0;
+        else
+            factor = sqrt(1.0 + log(scale) / log((double)original));
+        ok = gguf_writer_add_f32(w, KEY("rope.scaling.attn_factor"),
+                                 (float)(factor > 1.0 ? factor : 1.0), c->err);
+        if (ok && strcmp(p->rope_type, "yarn") != 0)
+            ok = gguf_writer_add_u32(w, KEY("rope.scaling.original_context_length"), original,
+                                     c->err);
+    }
+#undef KEY
+    return ok;
+}
 
 /* Gemma 2's and 3's attention windows and softcaps, Gemma 3's local RoPE base. */
 static bool write_gemma_keys(converter *c, gguf_writer *w, const char *a)
@@ -676,7 +778,8 @@ static bool write_keys(converter *c, gguf_writer *w)
               gguf_writer_add_u32(w, KEY("attention.head_count_kv"), p->n_head_kv, err);
     if (ok && p->n_ctx)
         ok = gguf_writer_add_u32(w, KEY("context_length"), p->n_ctx, err);
-    if (ok && llama)
+    bool phi3 = p->arch->family == FAMILY_PHI3;
+    if (ok && (llama || phi3))
         ok = gguf_writer_add_u32(w, KEY("rope.dimension_count"), p->head_dim, err);
     if (ok && (p->has_head_dim || p->arch->family == FAMILY_QWEN3 || is_gemma(p->arch)))
         ok = gguf_writer_add_u32(w, KEY("attention.key_length"), p->head_dim, err) &&
@@ -685,7 +788,12 @@ static bool write_keys(converter *c, gguf_writer *w)
         ok = gguf_writer_add_f32(w, KEY("rope.freq_base"), p->rope_theta, err);
     if (ok && p->has_eps)
         ok = gguf_writer_add_f32(w, KEY("attention.layer_norm_rms_epsilon"), p->rms_eps, err);
-    if (ok && p->rope_type && strcmp(p->rope_type, "llama3") != 0) {
+    if (ok && phi3)
+        ok = write_phi3_keys(c, w, a);
+    bool factors = p->rope_type && (!strcmp(p->rope_type, "llama3") ||
+                                    !strcmp(p->rope_type, "longrope") ||
+                                    !strcmp(p->rope_type, "su"));
+    if (ok && p->rope_type && !factors) {
         ok = gguf_writer_add_str(w, KEY("rope.scaling.type"), p->rope_type,
                                  strlen(p->rope_type), err);
         if (ok && p->rope_factor > 0)
@@ -750,9 +858,6 @@ static uint64_t source_row(const out_tensor *t, uint64_t rows, uint64_t r)
 static bool write_tensor(converter *c, gguf_writer *w, const out_tensor *t, uint8_t *buf)
 {
     const safetensors_tensor *s = t->src;
-    if (!s)
-        return gguf_writer_write_tensor(w, c->rope_freqs, c->n_rope_freqs * sizeof(float),
-                                        c->err);
     uint64_t rows = s->n_dims > 1 ? s->shape[0] : 1;
     uint64_t row_elems = s->n_elems / rows;
     size_t in_size = safetensors_dtype_size(s->dtype);
@@ -783,9 +888,9 @@ static hf_status write_gguf(converter *c, const char *out_path)
     }
     hf_status status = HF_INVALID;
     bool ok = write_keys(c, w);
-    if (ok && c->rope_freqs) {
-        int64_t ne[1] = {c->n_rope_freqs};
-        ok = gguf_writer_add_tensor(w, "rope_freqs.weight", TENSOR_TYPE_F32, 1, ne, c->err);
+    for (size_t i = 0; ok && i < c->n_extras; i++) {
+        int64_t ne[1] = {c->extras[i].n};
+        ok = gguf_writer_add_tensor(w, c->extras[i].name, TENSOR_TYPE_F32, 1, ne, c->err);
     }
     for (size_t i = 0; ok && i < c->n_tensors; i++)
         ok = gguf_writer_add_tensor(w, c->tensors[i].name, c->tensors[i].type,
@@ -794,8 +899,9 @@ static hf_status write_gguf(converter *c, const char *out_path)
         status = HF_IO;
         ok = gguf_writer_begin(w, out_path, c->err);
     }
-    if (ok && c->rope_freqs)
-        ok = write_tensor(c, w, &(out_tensor){.src = NULL}, buf);
+    for (size_t i = 0; ok && i < c->n_extras; i++)
+        ok = gguf_writer_write_tensor(w, c->extras[i].data, c->extras[i].n * sizeof(float),
+                                      c->err);
     for (size_t i = 0; ok && i < c->n_tensors; i++)
         ok = write_tensor(c, w, &c->tensors[i], buf);
     ok = ok && gguf_writer_finish(w, c->err);
@@ -826,7 +932,8 @@ hf_status hf_convert(const hf_file *files, size_t n, const char *out_path, corra
         safetensors_close(c.shards[i]);
     free(c.shards);
     free(c.tensors);
-    free(c.rope_freqs);
+    for (size_t i = 0; i < c.n_extras; i++)
+        free(c.extras[i].data);
     free(c.p.sliding_pattern);
     return status;
 }

@@ -7,7 +7,8 @@
  * Architectures (config.json's "architectures"[0]): LlamaForCausalLM and MistralForCausalLM
  * (GGUF "llama"), Qwen2ForCausalLM ("qwen2"), Qwen3ForCausalLM ("qwen3"), GemmaForCausalLM,
  * Gemma2ForCausalLM and Gemma3ForCausalLM (text; "gemma", "gemma2", "gemma3": their norms,
- * stored as w - 1, become 1 + w). The tokenizer is
+ * stored as w - 1, become 1 + w), Phi3ForCausalLM ("phi3": fused q/k/v and gate/up kept
+ * fused, LongRoPE's factors as rope_factors_long/short tensors). The tokenizer is
  * a SentencePiece tokenizer.model when there is one, else tokenizer.json's BPE (see
  * hf_tokenizer.h). Shards are read in name order;
  * model.safetensors.index.json, when given, must name only shards that are given too.
@@ -23,7 +24,7 @@
 #define HF_MAX_JSON_BYTES ((size_t)256 << 20) /* tokenizer.json of a large vocabulary fits */
 #define HF_SUPPORTED_ARCHITECTURES                                                           \
     "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "              \
-    "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM"
+    "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM"
 
 /* One file of the checkpoint: its name relative to the directory, and where it is. */
 typedef struct hf_file {
