@@ -218,8 +218,8 @@ static bool add_directory(corral_client *client, progress *shown, const char *di
     }
     closedir(dir);
     if (ok && added == 0) {
-        corral_error_set(err, "no GGUF file in directory %s (and no model*.safetensors "
-                         "checkpoint)", dir_path);
+        corral_error_set(err, "no GGUF file in directory %s%s", dir_path,
+                         from ? " (and no model*.safetensors checkpoint)" : "");
         ok = false;
     }
     return ok;

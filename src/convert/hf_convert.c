@@ -149,24 +149,31 @@ static bool ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
+static bool is_shard(const char *name)
+{
+    return strchr(name, '/') == NULL && ends_with(name, ".safetensors");
+}
+
+static bool is_model_shard(const char *name)
+{
+    return is_shard(name) && strncmp(name, "model", 5) == 0;
+}
+
 bool hf_is_checkpoint_file(const char *name)
 {
     static const char *const names[] = {"config.json", "tokenizer.json", "tokenizer_config.json",
                                         "generation_config.json", "tokenizer.model",
                                         "special_tokens_map.json", "added_tokens.json",
-                                        "model.safetensors.index.json"};
+                                        "model.safetensors.index.json", "chat_template.jinja"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(name, names[i]) == 0)
             return true;
-    return strchr(name, '/') == NULL && ends_with(name, ".safetensors");
+    return is_shard(name);
 }
 
-bool hf_has_weights(const hf_file *files, size_t n)
+bool hf_is_weights_file(const char *name)
 {
-    for (size_t i = 0; i < n; i++)
-        if (strchr(files[i].name, '/') == NULL && ends_with(files[i].name, ".safetensors"))
-            return true;
-    return false;
+    return is_shard(name);
 }
 
 static const hf_file *find_file(const converter *c, const char *name)
@@ -590,9 +597,14 @@ static hf_status read_tensors(converter *c)
         corral_error_set(c->err, "out of memory");
         return HF_IO;
     }
+    /* model*.safetensors when there are any: Mistral's repositories also hold the same weights
+     * under Mistral's own names (consolidated.safetensors) */
+    bool model_shards = false;
+    for (size_t i = 0; i < c->n_files; i++)
+        model_shards = model_shards || is_model_shard(c->files[i].name);
     size_t n = 0;
     for (size_t i = 0; i < c->n_files; i++)
-        if (strchr(c->files[i].name, '/') == NULL && ends_with(c->files[i].name, ".safetensors"))
+        if (model_shards ? is_model_shard(c->files[i].name) : is_shard(c->files[i].name))
             shards[n++] = &c->files[i];
     qsort(shards, n, sizeof *shards, by_file_name);
     for (size_t i = 0; i < n && status == HF_OK; i++) {

@@ -10,7 +10,8 @@
  * stored as w - 1, become 1 + w), Phi3ForCausalLM ("phi3": fused q/k/v and gate/up kept
  * fused, LongRoPE's factors as rope_factors_long/short tensors). The tokenizer is
  * a SentencePiece tokenizer.model when there is one, else tokenizer.json's BPE (see
- * hf_tokenizer.h). Shards are read in name order;
+ * hf_tokenizer.h). Shards (model*.safetensors when there are any, else *.safetensors) are
+ * read in name order;
  * model.safetensors.index.json, when given, must name only shards that are given too.
  */
 #ifndef CORRAL_CONVERT_HF_CONVERT_H
@@ -21,7 +22,7 @@
 
 #include "corral/error.h"
 
-#define HF_MAX_JSON_BYTES ((size_t)256 << 20) /* tokenizer.json of a large vocabulary fits */
+#define HF_MAX_JSON_BYTES ((size_t)64 << 20) /* the largest vocabularies' tokenizer.json fit */
 #define HF_SUPPORTED_ARCHITECTURES                                                           \
     "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "              \
     "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM"
@@ -41,8 +42,8 @@ typedef enum hf_status {
 /* Whether a file of a FROM directory belongs to a checkpoint (weights, config, tokenizer). */
 bool hf_is_checkpoint_file(const char *name);
 
-/* Whether these files hold a checkpoint to convert (a *.safetensors among them). */
-bool hf_has_weights(const hf_file *files, size_t n);
+/* Whether a file's name makes it a checkpoint's weights (*.safetensors, not in a folder). */
+bool hf_is_weights_file(const char *name);
 
 /* Convert to out_path (written beside it, then renamed into place). */
 hf_status hf_convert(const hf_file *files, size_t n, const char *out_path, corral_error *err);

@@ -498,7 +498,7 @@ static unsigned use_checkpoint(create_job *job, const json_t *files)
     json_object_foreach((json_t *)files, name, digest) {
         if (status != 200)
             break;
-        if (!hf_is_checkpoint_file(name) && strcmp(name, "chat_template.jinja") != 0) {
+        if (!hf_is_checkpoint_file(name)) {
             if (!ends_with(name, ".json") && !ends_with(name, ".jinja") &&
                 !ends_with(name, ".model") && !ends_with(name, ".safetensors")) {
                 corral_error_set(job->err, "'%.200s' is not part of a safetensors checkpoint: "
@@ -550,7 +550,7 @@ static unsigned use_files(create_job *job, const json_t *files)
     const char *file_name;
     const json_t *file_digest;
     json_object_foreach((json_t *)files, file_name, file_digest)
-        if (strchr(file_name, '/') == NULL && ends_with(file_name, ".safetensors"))
+        if (hf_is_weights_file(file_name))
             return use_checkpoint(job, files);
     bool have_model = false;
     const char *name;
