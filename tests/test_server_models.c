@@ -898,7 +898,16 @@ static void test_create_converts_a_safetensors_checkpoint(void **state)
     json_t *lines = parse_lines(&r);
     size_t n = json_array_size(lines), i = 0;
     assert_string_equal(status_of(lines, i++), "parsing GGUF");
-    assert_string_equal(status_of(lines, i++), "converting model");
+    /* the conversion streams: total the tensors' bytes, completed growing to it */
+    json_int_t total = 0, completed = 0;
+    for (; i < n && strcmp(status_of(lines, i), "converting model") == 0; i++) {
+        json_t *line = json_array_get(lines, i);
+        total = json_integer_value(json_object_get(line, "total"));
+        assert_true(json_integer_value(json_object_get(line, "completed")) >= completed);
+        completed = json_integer_value(json_object_get(line, "completed"));
+    }
+    assert_true(total > 0);
+    assert_int_equal(completed, total);
     assert_string_equal(status_of(lines, i), "quantizing F16 model to Q8_0");
     assert_string_equal(status_of(lines, n - 1), "success");
     json_decref(lines);
@@ -941,6 +950,22 @@ static void test_create_refuses_checkpoints_it_cannot_convert(void **state)
                  "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM");
     free(body);
 
+    /* an adapter is checked against the converted weights, once they exist: without
+     * streaming the answer is still the 400 */
+    hf_fixture_write(fixture_path("arch/qwen2.gguf"), dir, "Qwen2ForCausalLM", SAFETENSORS_F16,
+                     hf_fixture_qwen2_regex);
+    json_t *good = upload_checkpoint(dir);
+    char adapter[CORRAL_DIGEST_BUF];
+    size_t adapter_len;
+    upload_fixture("lora/adapter-f32-r4.gguf", adapter, &adapter_len);
+    json_t *req = json_pack("{s:s,s:O,s:{s:s},s:b}", "model", "qwen2-adapted", "files", good,
+                            "adapters", "a.gguf", adapter, "stream", false);
+    body = json_dumps(req, JSON_COMPACT);
+    expect_error("POST", "/api/create", body, 400, "'a.gguf'");
+    free(body);
+    json_decref(req);
+    json_decref(good);
+
     json_object_del(files, "config.json");
     body = create_body("neox", files, NULL);
     expect_error("POST", "/api/create", body, 400, "the checkpoint has no config.json");
@@ -952,6 +977,7 @@ static void test_create_refuses_checkpoints_it_cannot_convert(void **state)
                  "'extra.gguf' is not part of a safetensors checkpoint");
     free(body);
     expect_error("POST", "/api/show", "{\"model\":\"neox\"}", 404, "not found");
+    expect_error("POST", "/api/show", "{\"model\":\"qwen2-adapted\"}", 404, "not found");
     assert_int_equal(count_quantize_leftovers(), 0);
     json_decref(files);
     store_fixture_remove_root(dir);

@@ -21,6 +21,7 @@
 #include "util/file.h"
 
 #define CHUNK_BYTES ((size_t)4 << 20)
+#define STEP_BYTES ((uint64_t)64 << 20) /* written per hf_converter_step */
 #define MAX_LAYERS 4096u
 #define MAX_WIDTH (1u << 20)
 
@@ -123,7 +124,7 @@ typedef struct extra_tensor {
     uint32_t n;
 } extra_tensor;
 
-typedef struct converter {
+struct hf_converter {
     const hf_file *files;
     size_t n_files;
     corral_error *err;
@@ -141,7 +142,15 @@ typedef struct converter {
     json_t *tokenizer_json[5];
     char *chat_template;
     char *spm_model;
-} converter;
+    /* writing */
+    gguf_writer *writer;
+    uint8_t *buf;
+    size_t next_extra, next_tensor;
+    uint64_t next_row; /* of tensors[next_tensor] */
+    uint64_t bytes_done, bytes_total;
+};
+
+typedef struct hf_converter converter;
 
 static bool ends_with(const char *s, const char *suffix)
 {
@@ -867,85 +876,152 @@ static uint64_t source_row(const out_tensor *t, uint64_t rows, uint64_t r)
     return head * d + (j % 2) * (d / 2) + j / 2;
 }
 
-static bool write_tensor(converter *c, gguf_writer *w, const out_tensor *t, uint8_t *buf)
+/* Output rows [from, to) of a tensor from the checkpoint. */
+static bool write_rows(converter *c, const out_tensor *t, uint64_t from, uint64_t to)
 {
     const safetensors_tensor *s = t->src;
     uint64_t rows = s->n_dims > 1 ? s->shape[0] : 1;
     uint64_t row_elems = s->n_elems / rows;
     size_t in_size = safetensors_dtype_size(s->dtype);
     size_t out_size = t->type == TENSOR_TYPE_F32 ? 4 : 2;
-    /* whole rows per chunk when a row fits; a longer row goes in pieces */
-    uint64_t piece = CHUNK_BYTES / out_size;
-    for (uint64_t r = 0; r < rows; r++) {
+    uint64_t piece = CHUNK_BYTES / out_size; /* a row longer than the buffer goes in pieces */
+    for (uint64_t r = from; r < to; r++) {
         const uint8_t *row = s->data + source_row(t, rows, r) * row_elems * in_size;
         for (uint64_t at = 0; at < row_elems; at += piece) {
             size_t n = (size_t)(row_elems - at < piece ? row_elems - at : piece);
-            convert_elements(row + at * in_size, s->dtype, t->type, t->add_one, buf, n);
-            if (!gguf_writer_write_tensor(w, buf, n * out_size, c->err))
+            convert_elements(row + at * in_size, s->dtype, t->type, t->add_one, c->buf, n);
+            if (!gguf_writer_write_tensor(c->writer, c->buf, n * out_size, c->err))
                 return false;
         }
     }
+    c->bytes_done += (to - from) * row_elems * out_size;
     return true;
 }
 
-static hf_status write_gguf(converter *c, const char *out_path)
+static void converter_free(converter *c)
 {
-    gguf_writer *w = gguf_writer_create();
-    uint8_t *buf = malloc(CHUNK_BYTES);
-    if (!w || !buf) {
-        gguf_writer_free(w);
-        free(buf);
-        corral_error_set(c->err, "out of memory");
+    if (!c)
+        return;
+    gguf_writer_free(c->writer); /* an unfinished output's temporary file goes with it */
+    free(c->buf);
+    hf_vocab_free(c->vocab);
+    for (size_t i = 0; i < 5; i++)
+        json_decref(c->tokenizer_json[i]);
+    free(c->chat_template);
+    free(c->spm_model);
+    json_decref(c->config);
+    for (size_t i = 0; i < c->n_shards; i++)
+        safetensors_close(c->shards[i]);
+    free(c->shards);
+    free(c->tensors);
+    for (size_t i = 0; i < c->n_extras; i++)
+        free(c->extras[i].data);
+    free(c->p.sliding_pattern);
+    free(c);
+}
+
+void hf_converter_free(hf_converter *c)
+{
+    converter_free(c);
+}
+
+hf_status hf_converter_open(const hf_file *files, size_t n, hf_converter **out,
+                            corral_error *err)
+{
+    converter *c = calloc(1, sizeof *c);
+    *out = NULL;
+    if (!c) {
+        corral_error_set(err, "out of memory");
         return HF_IO;
     }
-    hf_status status = HF_INVALID;
-    bool ok = write_keys(c, w);
+    *c = (converter){.files = files, .n_files = n, .err = err};
+    hf_status status = read_config(c);
+    if (status == HF_OK)
+        status = read_tokenizer(c);
+    if (status == HF_OK)
+        status = read_tensors(c);
+    if (status == HF_OK)
+        status = make_rope_freqs(c);
+    if (status != HF_OK) {
+        converter_free(c);
+        return status;
+    }
+    *out = c;
+    return HF_OK;
+}
+
+hf_status hf_converter_begin(hf_converter *c, const char *out_path, corral_error *err)
+{
+    c->err = err;
+    if (!(c->writer = gguf_writer_create()) || !(c->buf = malloc(CHUNK_BYTES))) {
+        corral_error_set(err, "out of memory");
+        return HF_IO;
+    }
+    bool ok = write_keys(c, c->writer);
     for (size_t i = 0; ok && i < c->n_extras; i++) {
         int64_t ne[1] = {c->extras[i].n};
-        ok = gguf_writer_add_tensor(w, c->extras[i].name, TENSOR_TYPE_F32, 1, ne, c->err);
+        ok = gguf_writer_add_tensor(c->writer, c->extras[i].name, TENSOR_TYPE_F32, 1, ne, err);
+        c->bytes_total += c->extras[i].n * sizeof(float);
     }
-    for (size_t i = 0; ok && i < c->n_tensors; i++)
-        ok = gguf_writer_add_tensor(w, c->tensors[i].name, c->tensors[i].type,
-                                    c->tensors[i].n_dims, c->tensors[i].ne, c->err);
-    if (ok) { /* what fails from here on is the output file */
-        status = HF_IO;
-        ok = gguf_writer_begin(w, out_path, c->err);
+    for (size_t i = 0; ok && i < c->n_tensors; i++) {
+        const out_tensor *t = &c->tensors[i];
+        ok = gguf_writer_add_tensor(c->writer, t->name, t->type, t->n_dims, t->ne, err);
+        c->bytes_total += t->src->n_elems * (t->type == TENSOR_TYPE_F32 ? 4 : 2);
     }
-    for (size_t i = 0; ok && i < c->n_extras; i++)
-        ok = gguf_writer_write_tensor(w, c->extras[i].data, c->extras[i].n * sizeof(float),
-                                      c->err);
-    for (size_t i = 0; ok && i < c->n_tensors; i++)
-        ok = write_tensor(c, w, &c->tensors[i], buf);
-    ok = ok && gguf_writer_finish(w, c->err);
-    gguf_writer_free(w);
-    free(buf);
-    return ok ? HF_OK : status;
+    if (!ok)
+        return HF_INVALID;
+    return gguf_writer_begin(c->writer, out_path, err) ? HF_OK : HF_IO;
+}
+
+hf_status hf_converter_step(hf_converter *c, bool *done, corral_error *err)
+{
+    c->err = err;
+    *done = false;
+    bool ok = true;
+    for (; ok && c->next_extra < c->n_extras; c->next_extra++) {
+        const extra_tensor *e = &c->extras[c->next_extra];
+        ok = gguf_writer_write_tensor(c->writer, e->data, e->n * sizeof(float), err);
+        c->bytes_done += e->n * sizeof(float);
+    }
+    uint64_t budget = c->bytes_done + STEP_BYTES;
+    while (ok && c->next_tensor < c->n_tensors && c->bytes_done < budget) {
+        const out_tensor *t = &c->tensors[c->next_tensor];
+        const safetensors_tensor *s = t->src;
+        uint64_t rows = s->n_dims > 1 ? s->shape[0] : 1;
+        uint64_t row_bytes = s->n_elems / rows * (t->type == TENSOR_TYPE_F32 ? 4 : 2);
+        uint64_t n = (budget - c->bytes_done) / (row_bytes ? row_bytes : 1);
+        n = n == 0 ? 1 : n > rows - c->next_row ? rows - c->next_row : n;
+        ok = write_rows(c, t, c->next_row, c->next_row + n);
+        if ((c->next_row += n) == rows) {
+            c->next_tensor++;
+            c->next_row = 0;
+        }
+    }
+    if (ok && c->next_tensor == c->n_tensors) {
+        ok = gguf_writer_finish(c->writer, err);
+        *done = ok;
+    }
+    return ok ? HF_OK : HF_IO;
+}
+
+uint64_t hf_converter_bytes_done(const hf_converter *c)
+{
+    return c->bytes_done;
+}
+
+uint64_t hf_converter_bytes_total(const hf_converter *c)
+{
+    return c->bytes_total;
 }
 
 hf_status hf_convert(const hf_file *files, size_t n, const char *out_path, corral_error *err)
 {
-    converter c = {.files = files, .n_files = n, .err = err};
-    hf_status status = read_config(&c);
+    hf_converter *c;
+    hf_status status = hf_converter_open(files, n, &c, err);
     if (status == HF_OK)
-        status = read_tokenizer(&c);
-    if (status == HF_OK)
-        status = read_tensors(&c);
-    if (status == HF_OK)
-        status = make_rope_freqs(&c);
-    if (status == HF_OK)
-        status = write_gguf(&c, out_path);
-    hf_vocab_free(c.vocab);
-    for (size_t i = 0; i < 5; i++)
-        json_decref(c.tokenizer_json[i]);
-    free(c.chat_template);
-    free(c.spm_model);
-    json_decref(c.config);
-    for (size_t i = 0; i < c.n_shards; i++)
-        safetensors_close(c.shards[i]);
-    free(c.shards);
-    free(c.tensors);
-    for (size_t i = 0; i < c.n_extras; i++)
-        free(c.extras[i].data);
-    free(c.p.sliding_pattern);
+        status = hf_converter_begin(c, out_path, err);
+    for (bool done = false; status == HF_OK && !done;)
+        status = hf_converter_step(c, &done, err);
+    hf_converter_free(c);
     return status;
 }

@@ -19,6 +19,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "corral/error.h"
 
@@ -45,7 +46,25 @@ bool hf_is_checkpoint_file(const char *name);
 /* Whether a file's name makes it a checkpoint's weights (*.safetensors, not in a folder). */
 bool hf_is_weights_file(const char *name);
 
-/* Convert to out_path (written beside it, then renamed into place). */
+/*
+ * A conversion in steps, so that a server can report progress and stop when its client leaves.
+ * hf_converter_open reads and checks everything it can before any output: config.json, the
+ * tokenizer, every shard's header and every tensor's name and shape; files (and the strings
+ * in it) must outlive the converter. hf_converter_begin starts the output at out_path (written
+ * beside it, renamed into place when done); each hf_converter_step writes about 64 MiB of it
+ * and sets *done after the last. Freeing an unfinished converter removes its output.
+ */
+typedef struct hf_converter hf_converter;
+
+hf_status hf_converter_open(const hf_file *files, size_t n, hf_converter **out,
+                            corral_error *err);
+hf_status hf_converter_begin(hf_converter *c, const char *out_path, corral_error *err);
+hf_status hf_converter_step(hf_converter *c, bool *done, corral_error *err);
+uint64_t hf_converter_bytes_done(const hf_converter *c);  /* tensor bytes written */
+uint64_t hf_converter_bytes_total(const hf_converter *c); /* known after begin */
+void hf_converter_free(hf_converter *c);
+
+/* The whole conversion to out_path in one call. */
 hf_status hf_convert(const hf_file *files, size_t n, const char *out_path, corral_error *err);
 
 #endif

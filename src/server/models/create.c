@@ -41,6 +41,9 @@ typedef struct pending_layer {
 /* Where a job stands: quantization (when asked) comes before the request's own layers. */
 typedef enum create_phase {
     PHASE_PULL,     /* the base model ('from') is being pulled */
+    PHASE_CONVERT_BEGIN,
+    PHASE_CONVERT,  /* a checkpoint among 'files' becomes a GGUF */
+    PHASE_CONVERT_IMPORT, /* ... the model layer's blob, then what needed a model layer */
     PHASE_QUANTIZE_BEGIN,
     PHASE_QUANTIZE,
     PHASE_IMPORT,   /* the quantized file becomes the model layer's blob */
@@ -64,6 +67,10 @@ typedef struct create_job {
     uint64_t source_size;      /* of the model blob being quantized: the bar's total */
     char *quantized_path;      /* the quantized GGUF before it enters the store */
     background_pull *pull;     /* of the base model, while PHASE_PULL */
+    hf_converter *converter;   /* of a checkpoint among 'files', until PHASE_CONVERT_IMPORT */
+    hf_file *checkpoint;       /* its files: names in request, blob paths owned */
+    size_t n_checkpoint;
+    char *converted_path;      /* the converted GGUF before it enters the store */
     /* a vision projector among 'files', checked against the model once that is known */
     const char *projector_name;
     char projector_digest[CORRAL_DIGEST_BUF];
@@ -481,68 +488,46 @@ static char *scratch_file(create_job *job, const char *prefix)
 
 /*
  * A Hugging Face checkpoint among 'files' (ollama's CLI uploads a FROM directory's
- * *.safetensors, *.json, chat_template.jinja and tokenizer.model): converted to one GGUF,
- * which becomes the model layer. Files of another kind are refused; files the conversion
- * does not read are ignored, as ollama ignores them.
+ * *.safetensors, *.json, chat_template.jinja and tokenizer.model): everything the conversion
+ * reads is checked here, before the reply (a bad checkpoint is a 400 that leaves nothing
+ * behind); the GGUF is written in the job's steps (PHASE_CONVERT) and then becomes the model
+ * layer. Files of another kind are refused; files the conversion does not read are ignored,
+ * as ollama ignores them.
  */
 static unsigned use_checkpoint(create_job *job, const json_t *files)
 {
-    size_t n = json_object_size(files), n_used = 0;
-    hf_file *used = calloc(n, sizeof *used);
-    char **paths = calloc(n, sizeof *paths);
-    unsigned status = used && paths ? 200 : 500;
-    if (status != 200)
+    size_t n = json_object_size(files);
+    job->checkpoint = calloc(n, sizeof *job->checkpoint);
+    if (!job->checkpoint) {
         corral_error_set(job->err, "out of memory");
+        return 500;
+    }
+    unsigned status = 200;
     const char *name;
     const json_t *digest;
     json_object_foreach((json_t *)files, name, digest) {
-        if (status != 200)
-            break;
         if (!hf_is_checkpoint_file(name)) {
             if (!ends_with(name, ".json") && !ends_with(name, ".jinja") &&
                 !ends_with(name, ".model") && !ends_with(name, ".safetensors")) {
                 corral_error_set(job->err, "'%.200s' is not part of a safetensors checkpoint: "
                                  "create a GGUF model apart from one", name);
-                status = 400;
+                return 400;
             }
             continue;
         }
         uint64_t size;
-        if (!(paths[n_used] = uploaded_blob(job, name, json_string_value(digest), &size,
-                                            &status)))
-            break;
-        used[n_used] = (hf_file){name, paths[n_used]};
-        n_used++;
+        char *path = uploaded_blob(job, name, json_string_value(digest), &size, &status);
+        if (!path)
+            return status;
+        /* name lives in job->request, path until job_free */
+        job->checkpoint[job->n_checkpoint++] = (hf_file){name, path};
     }
-    char *out = status == 200 ? scratch_file(job, "corral-convert") : NULL;
-    if (status == 200 && !out)
-        status = 500;
-    if (status == 200) {
-        report(job, "%s", "converting model");
-        hf_status converted = hf_convert(used, n_used, out, job->err);
-        status = converted == HF_OK ? 200 : converted == HF_INVALID ? 400 : 500;
-    }
-    for (size_t i = 0; i < n_used; i++)
-        free(paths[i]);
-    free(paths);
-    free(used);
-    char digest_text[CORRAL_DIGEST_BUF];
-    uint64_t size = 0;
-    bool existed = false;
-    if (status == 200 && store_file(job, out, digest_text, &size, &existed) != CORRAL_STORE_OK)
-        status = 500;
-    if (status == 200) {
-        if (job->base) /* the checkpoint describes the model now */
-            forget_gguf_config(job->config);
-        status = add_gguf_to_config(job, out);
-    }
-    if (out)
-        unlink(out);
-    free(out);
-    if (status != 200)
-        return status;
-    remove_layers(job, CORRAL_MEDIA_MODEL);
-    return add_layer(job, CORRAL_MEDIA_MODEL, digest_text, size, NULL, existed) ? 200 : 400;
+    hf_status opened = hf_converter_open(job->checkpoint, job->n_checkpoint, &job->converter,
+                                         job->err);
+    if (opened != HF_OK)
+        return opened == HF_INVALID ? 400 : 500;
+    job->phase = PHASE_CONVERT_BEGIN;
+    return 200;
 }
 
 static unsigned use_files(create_job *job, const json_t *files)
@@ -1064,6 +1049,53 @@ static unsigned import_quantized(create_job *job)
     return status;
 }
 
+/* ---- conversion of a checkpoint ---- */
+
+static unsigned use_model_layer(create_job *job);
+
+static void report_converting(create_job *job)
+{
+    json_t *line = json_pack("{s:s,s:I}", "status", "converting model", "total",
+                             (json_int_t)hf_converter_bytes_total(job->converter));
+    uint64_t done = hf_converter_bytes_done(job->converter);
+    if (line && done > 0) /* ollama omits zero values */
+        json_object_set_new(line, "completed", json_integer((json_int_t)done));
+    json_array_append_new(job->progress, line);
+}
+
+static unsigned begin_conversion(create_job *job)
+{
+    if (!(job->converted_path = scratch_file(job, "corral-convert")))
+        return 500;
+    hf_status begun = hf_converter_begin(job->converter, job->converted_path, job->err);
+    if (begun != HF_OK)
+        return begun == HF_INVALID ? 400 : 500;
+    report_converting(job);
+    return 200;
+}
+
+/* The converted GGUF becomes the model layer (replacing a base's), with its config; then
+ * what needed a model layer runs. */
+static unsigned import_converted(create_job *job)
+{
+    char digest[CORRAL_DIGEST_BUF];
+    uint64_t size;
+    bool existed;
+    if (store_file(job, job->converted_path, digest, &size, &existed) != CORRAL_STORE_OK)
+        return 500;
+    forget_gguf_config(job->config); /* a base model's: the checkpoint describes the model */
+    unsigned status = add_gguf_to_config(job, job->converted_path);
+    unlink(job->converted_path);
+    free(job->converted_path);
+    job->converted_path = NULL;
+    if (status != 200)
+        return status;
+    remove_layers(job, CORRAL_MEDIA_MODEL);
+    if (!add_layer(job, CORRAL_MEDIA_MODEL, digest, size, NULL, existed))
+        return 400;
+    return use_model_layer(job);
+}
+
 /* ---- the job ---- */
 
 static void job_free(create_job *job)
@@ -1072,6 +1104,13 @@ static void job_free(create_job *job)
         return;
     background_pull_free(job->pull); /* a pull still running stops; its partial files stay */
     corral_quantizer_free(job->quantizer); /* an unfinished output's temporary file goes too */
+    hf_converter_free(job->converter);    /* so does an unfinished conversion's */
+    for (size_t i = 0; i < job->n_checkpoint; i++)
+        free((char *)job->checkpoint[i].path);
+    free(job->checkpoint);
+    if (job->converted_path)
+        unlink(job->converted_path);
+    free(job->converted_path);
     if (job->quantized_path)
         unlink(job->quantized_path);
     free(job->quantized_path);
@@ -1095,8 +1134,16 @@ static unsigned use_sources(create_job *job)
         report(job, "%s", "parsing GGUF");
         status = use_files(job, files);
     }
-    if (status == 200)
-        status = use_projector(job);
+    if (status == 200 && job->converter)
+        return 200; /* what needs the model layer waits for the conversion (use_model_layer) */
+    return status == 200 ? use_model_layer(job) : status;
+}
+
+/* What needs the model layer: projector, adapters and draft checked against it; quantization. */
+static unsigned use_model_layer(create_job *job)
+{
+    const json_t *req = job->request;
+    unsigned status = use_projector(job);
     if (status == 200)
         status = use_adapters(job, json_object_get(req, "adapters"));
     if (status == 200)
@@ -1223,6 +1270,26 @@ static unsigned job_step(create_job *job)
     case PHASE_PULL:
         if (collect_pull_progress(job))
             status = finish_pull(job);
+        break;
+    case PHASE_CONVERT_BEGIN:
+        status = begin_conversion(job);
+        job->phase = PHASE_CONVERT;
+        break;
+    case PHASE_CONVERT: {
+        hf_status stepped = hf_converter_step(job->converter, &done, job->err);
+        if (stepped != HF_OK)
+            return stepped == HF_INVALID ? 400 : 500;
+        report_converting(job);
+        if (done) {
+            hf_converter_free(job->converter);
+            job->converter = NULL;
+            job->phase = PHASE_CONVERT_IMPORT;
+        }
+        break;
+    }
+    case PHASE_CONVERT_IMPORT:
+        job->phase = PHASE_FINISH; /* quantization, when asked, goes next */
+        status = import_converted(job);
         break;
     case PHASE_QUANTIZE_BEGIN:
         status = begin_quantization(job);

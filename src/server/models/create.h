@@ -2,7 +2,8 @@
  * /api/create: build a model from uploaded GGUF blobs and/or an existing
  * model, with template, system, parameters, messages and license layers, optionally quantizing
  * its weights with the engine (llama-quantize's recipes), then write its config and manifest.
- * Imports GGUF files, and converts a Hugging Face safetensors checkpoint (src/convert) into one;
+ * Imports GGUF files, and converts a Hugging Face safetensors checkpoint (src/convert) into one
+ * while the reply streams;
  * split GGUFs, PyTorch weights and checkpoints of architectures Corral cannot convert are
  * refused with 400.
  */
