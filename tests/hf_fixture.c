@@ -33,6 +33,7 @@ static const char *const block_names[][2] = {
     {"attn_output", "self_attn.o_proj"},  {"ffn_norm", "post_attention_layernorm"},
     {"ffn_gate", "mlp.gate_proj"},        {"ffn_up", "mlp.up_proj"},
     {"ffn_down", "mlp.down_proj"}, {"attn_qkv", "self_attn.qkv_proj"},
+    {"ffn_gate_inp", "mlp.gate"},
 };
 
 /* Phi-3's up is gate and up together */
@@ -45,7 +46,8 @@ static const char *const sandwich_names[][2] = {
     {"post_ffw_norm", "post_feedforward_layernorm"},
 };
 
-static void hf_name(const char *gguf, bool sandwich, bool phi3, char *out, size_t cap)
+static void hf_name(const char *gguf, bool sandwich, bool phi3, bool mixtral, char *out,
+                    size_t cap)
 {
     if (strcmp(gguf, "token_embd.weight") == 0) {
         snprintf(out, cap, "model.embed_tokens.weight");
@@ -63,6 +65,10 @@ static void hf_name(const char *gguf, bool sandwich, bool phi3, char *out, size_
     char part[64], kind[16];
     if (sscanf(gguf, "blk.%u.%63[a-z_].%15s", &layer, part, kind) != 3)
         fail_msg("no Hugging Face name for %s", gguf);
+    if (mixtral && strcmp(part, "ffn_gate_inp") == 0) {
+        snprintf(out, cap, "model.layers.%u.block_sparse_moe.gate.%s", layer, kind);
+        return;
+    }
     if (phi3 && strcmp(part, phi3_names[0][0]) == 0) {
         snprintf(out, cap, "model.layers.%u.%s.%s", layer, phi3_names[0][1], kind);
         return;
@@ -124,7 +130,10 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
     if (gguf_find_kv(f, K("attention.key_length")))
         json_object_set_new(c, "head_dim", json_integer(get_u32(f, K("attention.key_length"))));
     json_object_set_new(c, "torch_dtype", json_string("bfloat16"));
+    bool mixtral = strcmp(a, "llama") == 0;
     static const char *const gemma_keys[][2] = {
+        {"expert_used_count", "num_experts_per_tok"},
+        {"expert_feed_forward_length", "moe_intermediate_size"},
         {"rope.scaling.original_context_length", "original_max_position_embeddings"},
         {"attention.sliding_window", "sliding_window"},
         {"attn_logit_softcapping", "attn_logit_softcapping"},
@@ -138,6 +147,10 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
                                 kv->type == GGUF_TYPE_FLOAT32 ? json_real(gguf_kv_f32(kv, 0))
                                                               : json_integer(gguf_kv_i64(kv, 0)));
     }
+    snprintf(key, sizeof key, "%s.expert_count", a);
+    if (gguf_find_kv(f, key))
+        json_object_set_new(c, mixtral ? "num_local_experts" : "num_experts",
+                            json_integer(get_u32(f, key)));
 #undef K
     /* Phi-3's LongRoPE factors */
     const gguf_tensor *factors[2] = {gguf_find_tensor(f, "rope_factors_long.weight"),
@@ -308,13 +321,14 @@ typedef struct shard {
     uint64_t size;
 } shard;
 
-static void put_tensor(shard *s, const char *name, safetensors_dtype dtype, const gguf_tensor *t,
-                       uint32_t permute_heads, bool minus_one)
+/* rows x cols floats (a vector when rows is 0) as one tensor of the shard. */
+static void put_matrix(shard *s, const char *name, safetensors_dtype dtype, const float *src,
+                       uint64_t rows, uint64_t cols, uint32_t permute_heads, bool minus_one)
 {
-    uint64_t cols = (uint64_t)t->ne[0], rows = gguf_tensor_n_elems(t) / cols;
+    json_t *shape = rows ? json_pack("[I,I]", (json_int_t)rows, (json_int_t)cols)
+                         : json_pack("[I]", (json_int_t)cols);
+    rows = rows ? rows : 1;
     size_t esize = dtype == SAFETENSORS_F32 ? 4 : 2;
-    assert_int_equal(t->type, TENSOR_TYPE_F32);
-    const float *src = t->data;
     for (uint64_t r = 0; r < rows; r++) {
         /* the Hugging Face row r is GGUF's row g with hf_row_of(g) == r */
         uint64_t g = r;
@@ -328,9 +342,6 @@ static void put_tensor(shard *s, const char *name, safetensors_dtype dtype, cons
                                     s->data), 1);
         }
     }
-    json_t *shape = json_array();
-    for (int d = (int)t->n_dims - 1; d >= 0; d--)
-        json_array_append_new(shape, json_integer(t->ne[d]));
     uint64_t bytes = rows * cols * esize;
     static const char *const names[] = {"F32", "F16", "BF16"};
     json_object_set_new(s->header, name,
@@ -338,6 +349,33 @@ static void put_tensor(shard *s, const char *name, safetensors_dtype dtype, cons
                                   "data_offsets", (json_int_t)s->size,
                                   (json_int_t)(s->size + bytes)));
     s->size += bytes;
+}
+
+/* blk.L.ffn_KIND_exps.weight as its experts' matrices: Mixtral's names for llama, Qwen's else. */
+static void put_experts(shard *s, json_t *weight_map, const char *shard_name,
+                        const gguf_tensor *t, bool mixtral, safetensors_dtype dtype)
+{
+    unsigned layer;
+    char kind[8];
+    assert_int_equal(sscanf(t->name, "blk.%u.ffn_%7[a-z]_exps.weight", &layer, kind), 2);
+    static const char *const names[][3] = {{"gate", "gate_proj", "w1"},
+                                           {"up", "up_proj", "w3"},
+                                           {"down", "down_proj", "w2"}};
+    size_t k = 0;
+    while (k < 3 && strcmp(names[k][0], kind) != 0)
+        k++;
+    assert_true(k < 3);
+    uint64_t cols = (uint64_t)t->ne[0], rows = (uint64_t)t->ne[1];
+    for (int64_t e = 0; e < t->ne[2]; e++) {
+        char name[256];
+        snprintf(name, sizeof name,
+                 mixtral ? "model.layers.%u.block_sparse_moe.experts.%lld.%s.weight"
+                         : "model.layers.%u.mlp.experts.%lld.%s.weight",
+                 layer, (long long)e, names[k][mixtral ? 2 : 1]);
+        put_matrix(s, name, dtype, (const float *)t->data + (uint64_t)e * rows * cols, rows, cols,
+                   0, false);
+        json_object_set_new(weight_map, name, json_string(shard_name));
+    }
 }
 
 static void finish_shard(shard *s, const char *dir, const char *name)
@@ -396,15 +434,23 @@ void hf_fixture_write(const char *gguf_path, const char *dir, const char *hf_arc
         char name[256];
         if (strncmp(t->name, "rope_factors_", 13) == 0)
             continue; /* config.json's rope_scaling holds them */
-        hf_name(t->name, sandwich, phi3, name, sizeof name);
+        if (t->n_dims == 3) { /* experts: one matrix each */
+            put_experts(&shards[i < n / 2 ? 0 : 1], weight_map, shard_names[i < n / 2 ? 0 : 1],
+                        t, llama, matrix_dtype);
+            continue;
+        }
+        hf_name(t->name, sandwich, phi3, llama, name, sizeof name);
         uint32_t permute = 0;
         if (llama && strstr(t->name, ".attn_q.weight"))
             permute = heads;
         if (llama && strstr(t->name, ".attn_k.weight"))
             permute = kv_heads;
         shard *s = &shards[i < n / 2 ? 0 : 1];
+        assert_int_equal(t->type, TENSOR_TYPE_F32);
         /* Gemma's checkpoints keep norms as w - 1 */
-        put_tensor(s, name, t->n_dims == 1 ? SAFETENSORS_F32 : matrix_dtype, t, permute,
+        uint64_t cols = (uint64_t)t->ne[0];
+        put_matrix(s, name, t->n_dims == 1 ? SAFETENSORS_F32 : matrix_dtype, t->data,
+                   t->n_dims == 1 ? 0 : gguf_tensor_n_elems(t) / cols, cols, permute,
                    gemma && strstr(t->name, "_norm.weight") != NULL);
         json_object_set_new(weight_map, name, json_string(shard_names[i < n / 2 ? 0 : 1]));
     }

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -251,15 +252,25 @@ static void round_trip(const char *fixture_name, const char *hf_arch, safetensor
         assert_int_equal(g->n_dims, w->n_dims);
         for (int d = 0; d < 4; d++)
             assert_int_equal(g->ne[d], w->ne[d]);
-        uint32_t type = w->n_dims == 1 ? TENSOR_TYPE_F32 : matrix_type;
+        /* vectors, and a router's few columns, stay F32 */
+        uint32_t type = w->n_dims == 1 || strstr(w->name, "ffn_gate_inp") ? TENSOR_TYPE_F32
+                                                                          : matrix_type;
         if (g->type != type)
             fail_msg("%s: %s is %s, expected %s", fixture_name, w->name,
                      tensor_type_name(g->type), tensor_type_name(type));
-        /* a Gemma norm: the checkpoint's w - 1, plus one */
+        /* a Gemma norm: the checkpoint's w - 1, plus one; a router: F32 from the
+         * checkpoint's matrix type */
         bool gemma_norm = strncmp(hf_arch, "Gemma", 5) == 0 && strstr(w->name, "_norm.weight");
+        bool router = strstr(w->name, "ffn_gate_inp") != NULL;
         for (uint64_t e = 0; e < gguf_tensor_n_elems(w); e++) {
             float x = ((const float *)w->data)[e];
-            expect_element(gemma_norm ? (x - 1.0f) + 1.0f : x, type, g->data, e, w->name);
+            if (gemma_norm)
+                x = (x - 1.0f) + 1.0f;
+            if (router && dtype == SAFETENSORS_F16)
+                x = quant_f16_to_f32(quant_f32_to_f16(x));
+            if (router && dtype == SAFETENSORS_BF16)
+                x = quant_bf16_to_f32(quant_f32_to_bf16(x));
+            expect_element(x, type, g->data, e, w->name);
         }
     }
     for (size_t i = 0; i < gguf_n_kv(want); i++) {
@@ -408,6 +419,21 @@ static void test_convert_phi3_longrope_round_trip(void **state)
                TENSOR_TYPE_F16, skipped);
 }
 
+/* A mixture of experts: each expert's matrices stack into one tensor per layer and kind */
+static void test_convert_qwen3moe_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/qwen3moe.gguf", "Qwen3MoeForCausalLM", SAFETENSORS_BF16,
+               hf_fixture_qwen2_regex, TENSOR_TYPE_BF16, skipped);
+}
+
+static void test_convert_mixtral_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/llama-moe.gguf", "MixtralForCausalLM", SAFETENSORS_F16, NULL,
+               TENSOR_TYPE_F16, skipped);
+}
+
 /* ---- refusals ---- */
 
 static void expect_convert_refusal(const char *why)
@@ -489,6 +515,17 @@ static void test_convert_refuses_what_it_cannot_convert(void **state)
     store_fixture_write(g_root, "tokenizer.model", "\x0a\x05" "ab", 4); /* a piece cut short */
     expect_convert_refusal("tokenizer.model is not a SentencePiece model");
 
+    unlink(store_fixture_path(g_root, "tokenizer.model")); /* BPE from here on */
+    hf_fixture_write(fixture("arch/qwen3moe.gguf"), g_root, "Qwen3MoeForCausalLM",
+                     SAFETENSORS_F16, hf_fixture_qwen2_regex);
+    rewrite("config.json", "\"num_experts\": 8", "\"num_experts\": 9");
+    expect_convert_refusal("the checkpoint has no expert 8 for 'blk.0.ffn_");
+
+    hf_fixture_write(fixture("arch/qwen3moe.gguf"), g_root, "Qwen3MoeForCausalLM",
+                     SAFETENSORS_F16, hf_fixture_qwen2_regex);
+    rewrite("config.json", "\"num_experts\": 8", "\"num_experts\": 7");
+    expect_convert_refusal("is not an expert's matrix of this Qwen3MoeForCausalLM");
+
     corral_error err = {{0}};
     hf_file none[1] = {{"tokenizer.json", "/nonexistent"}};
     assert_int_equal(hf_convert(none, 1, store_fixture_path(g_root, "x.gguf"), &err), HF_INVALID);
@@ -529,6 +566,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_convert_gemma3_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_phi3_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_phi3_longrope_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_qwen3moe_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_mixtral_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_reads_chat_template_jinja, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_convert_refuses_what_it_cannot_convert, setup,

@@ -946,8 +946,9 @@ static void test_create_refuses_checkpoints_it_cannot_convert(void **state)
     char *body = create_body("neox", files, NULL);
     expect_error("POST", "/api/create", body, 400,
                  "unsupported architecture 'GPTNeoXForCausalLM': Corral converts "
-                 "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
-                 "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM");
+                 "LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, "
+                 "Qwen3ForCausalLM, Qwen3MoeForCausalLM, GemmaForCausalLM, Gemma2ForCausalLM, "
+                 "Gemma3ForCausalLM, Phi3ForCausalLM");
     free(body);
 
     /* an adapter is checked against the converted weights, once they exist: without

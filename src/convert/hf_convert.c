@@ -24,6 +24,7 @@
 #define STEP_BYTES ((uint64_t)64 << 20) /* written per hf_converter_step */
 #define MAX_LAYERS 4096u
 #define MAX_WIDTH (1u << 20)
+#define MAX_EXPERTS 4096u
 
 typedef enum arch_family {
     FAMILY_LLAMA,  /* HF rotates halves; GGUF's llama pairs neighbours: Q/K rows permuted */
@@ -46,6 +47,8 @@ static const hf_arch archs[] = {
     {"MistralForCausalLM", "llama", FAMILY_LLAMA},
     {"Qwen2ForCausalLM", "qwen2", FAMILY_QWEN2},
     {"Qwen3ForCausalLM", "qwen3", FAMILY_QWEN3},
+    {"Qwen3MoeForCausalLM", "qwen3moe", FAMILY_QWEN3},
+    {"MixtralForCausalLM", "llama", FAMILY_LLAMA},
     {"GemmaForCausalLM", "gemma", FAMILY_GEMMA},
     {"Gemma2ForCausalLM", "gemma2", FAMILY_GEMMA2},
     {"Gemma3ForCausalLM", "gemma3", FAMILY_GEMMA3},
@@ -88,12 +91,15 @@ static const char *const renames[][2] = {
     {"mlp.up_proj", "ffn_up"},
     {"mlp.down_proj", "ffn_down"},
     {"mlp.gate_up_proj", "ffn_up"},
+    {"mlp.gate.", "ffn_gate_inp."},              /* a mixture of experts' router */
+    {"block_sparse_moe.gate.", "ffn_gate_inp."}, /* Mixtral's */
     {"post_attention_layernorm", "ffn_norm"},
 };
 
 typedef struct hf_params {
     const hf_arch *arch;
     uint32_t n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_ctx;
+    uint32_t n_expert, n_expert_used, n_ff_expert; /* a mixture of experts: n_expert > 0 */
     uint64_t vocab_size;
     bool has_head_dim, has_theta, has_eps;
     float rope_theta, rms_eps;
@@ -115,6 +121,9 @@ typedef struct out_tensor {
     int64_t ne[4];
     uint32_t permute_heads; /* > 0: Llama's Q/K row order, with this many heads */
     bool add_one;           /* a Gemma norm: 1 + the stored value */
+    /* experts' matrices stacked (ffn_*_exps): experts[e] is expert e's, src the first found */
+    const safetensors_tensor **experts;
+    uint32_t n_experts;
 } out_tensor;
 
 /* An F32 vector made from config.json: Llama 3's rope_freqs, Phi-3's LongRoPE factors. */
@@ -403,6 +412,12 @@ static hf_status read_config(converter *c)
         p->has_theta = true; /* Gemma 3's global layers' base when its config leaves it out */
         p->rope_theta = 1000000.0f;
     }
+    if (!read_u32(c, strcmp(p->arch->gguf_name, "llama") ? "num_experts" : "num_local_experts",
+                  false, MAX_EXPERTS, &p->n_expert) ||
+        !read_u32(c, "num_experts_per_tok", p->n_expert > 0, p->n_expert ? p->n_expert : 1,
+                  &p->n_expert_used) ||
+        !read_u32(c, "moe_intermediate_size", false, 1u << 24, &p->n_ff_expert))
+        return HF_INVALID;
     if (p->arch->family == FAMILY_PHI3) {
         uint32_t original = 0;
         if (!read_u32(c, "sliding_window", false, UINT32_MAX, &p->sliding_window) ||
@@ -490,6 +505,8 @@ static bool known_tensor(const hf_params *p, const char *name)
         if (!strcmp(suffix, block[i]))
             return true;
     arch_family f = p->arch->family;
+    if (p->n_expert && !strcmp(suffix, "ffn_gate_inp.weight"))
+        return true;
     if (f == FAMILY_PHI3) /* q/k/v in one matrix, gate and up in one */
         return !strcmp(suffix, "attn_qkv.weight");
     if (!strcmp(suffix, "attn_q.weight") || !strcmp(suffix, "attn_k.weight") ||
@@ -505,10 +522,119 @@ static bool known_tensor(const hf_params *p, const char *name)
            (!strcmp(suffix, "attn_q_norm.weight") || !strcmp(suffix, "attn_k_norm.weight"));
 }
 
+static hf_status append_tensor(converter *c, const out_tensor *t)
+{
+    out_tensor *grown = realloc(c->tensors, (c->n_tensors + 1) * sizeof *grown);
+    if (!grown) {
+        corral_error_set(c->err, "out of memory");
+        return HF_IO;
+    }
+    c->tensors = grown;
+    c->tensors[c->n_tensors++] = *t;
+    return HF_OK;
+}
+
+/*
+ * An expert's matrix ("model.layers.L.mlp.experts.E.gate_proj.weight", Mixtral's
+ * "model.layers.L.block_sparse_moe.experts.E.w1.weight"): which layer, expert and GGUF kind
+ * (gate, up, down). False for any other name.
+ */
+static bool parse_expert(const char *name, unsigned *layer, unsigned *expert, const char **kind)
+{
+    static const char *const hf[][2] = {{"gate_proj", "gate"}, {"up_proj", "up"},
+                                        {"down_proj", "down"}, {"w1", "gate"},
+                                        {"w3", "up"}, {"w2", "down"}};
+    char part[16], again[256];
+    if (sscanf(name, "model.layers.%u.mlp.experts.%u.%15[a-z_].weight", layer, expert,
+               part) == 3 ||
+        sscanf(name, "model.layers.%u.block_sparse_moe.experts.%u.%15[a-z0-9].weight", layer,
+               expert, part) == 3) {
+        for (size_t i = 0; i < sizeof hf / sizeof hf[0]; i++) {
+            bool mixtral = hf[i][0][0] == 'w';
+            snprintf(again, sizeof again, mixtral ? "model.layers.%u.block_sparse_moe.experts.%u.%s"
+                                                    ".weight"
+                                                  : "model.layers.%u.mlp.experts.%u.%s.weight",
+                     *layer, *expert, hf[i][0]);
+            if (strcmp(again, name) == 0) { /* exactly that spelling: no "+1" or "01" */
+                *kind = hf[i][1];
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+/* One expert's matrix into its layer's stack (blk.L.ffn_KIND_exps.weight: experts outermost). */
+static hf_status add_expert(converter *c, const safetensors_tensor *src, unsigned layer,
+                            unsigned expert, const char *kind)
+{
+    const hf_params *p = &c->p;
+    if (!p->n_expert || layer >= p->n_layer || expert >= p->n_expert || src->n_dims != 2 ||
+        src->shape[0] == 0 || src->shape[1] == 0 || src->shape[0] > INT64_MAX ||
+        src->shape[1] > INT64_MAX) {
+        corral_error_set(c->err, "tensor '%.200s' is not an expert's matrix of this %s (%u "
+                         "layers, %u experts)", src->name, p->arch->hf_name, p->n_layer,
+                         p->n_expert);
+        return HF_INVALID;
+    }
+    char name[GGUF_MAX_NAME_BYTES + 1];
+    snprintf(name, sizeof name, "blk.%u.ffn_%s_exps.weight", layer, kind);
+    out_tensor *t = NULL;
+    for (size_t i = 0; i < c->n_tensors && !t; i++)
+        if (strcmp(c->tensors[i].name, name) == 0)
+            t = &c->tensors[i];
+    if (!t) {
+        out_tensor stack = {.src = src, .n_dims = 3, .n_experts = p->n_expert,
+                            .ne = {(int64_t)src->shape[1], (int64_t)src->shape[0],
+                                   (int64_t)p->n_expert, 1},
+                            .type = src->dtype == SAFETENSORS_BF16 ? TENSOR_TYPE_BF16
+                                                                   : TENSOR_TYPE_F16};
+        snprintf(stack.name, sizeof stack.name, "%s", name);
+        if (!(stack.experts = calloc(p->n_expert, sizeof *stack.experts))) {
+            corral_error_set(c->err, "out of memory");
+            return HF_IO;
+        }
+        hf_status status = append_tensor(c, &stack);
+        if (status != HF_OK) {
+            free(stack.experts);
+            return status;
+        }
+        t = &c->tensors[c->n_tensors - 1];
+        c->any_bf16 = c->any_bf16 || t->type == TENSOR_TYPE_BF16;
+    }
+    if (t->experts[expert] || src->dtype != t->src->dtype ||
+        src->shape[0] != t->src->shape[0] || src->shape[1] != t->src->shape[1]) {
+        corral_error_set(c->err, "tensor '%.200s' %s", src->name,
+                         t->experts[expert] ? "is in the checkpoint twice"
+                                            : "differs in shape or dtype from its layer's other "
+                                              "experts");
+        return HF_INVALID;
+    }
+    t->experts[expert] = src;
+    return HF_OK;
+}
+
+/* Every stack has all its experts. */
+static hf_status check_experts(converter *c)
+{
+    for (size_t i = 0; i < c->n_tensors; i++)
+        for (uint32_t e = 0; e < c->tensors[i].n_experts; e++)
+            if (!c->tensors[i].experts[e]) {
+                corral_error_set(c->err, "the checkpoint has no expert %u for '%s'", e,
+                                 c->tensors[i].name);
+                return HF_INVALID;
+            }
+    return HF_OK;
+}
+
 static hf_status add_tensor(converter *c, const safetensors_tensor *src)
 {
     if (ends_with(src->name, ".rotary_emb.inv_freq"))
         return HF_OK; /* recomputed from rope_theta */
+    unsigned layer, expert;
+    const char *kind;
+    if (parse_expert(src->name, &layer, &expert, &kind))
+        return add_expert(c, src, layer, expert, kind);
     out_tensor t = {.src = src};
     rename_tensor(c->p.arch, src->name, t.name, sizeof t.name);
     if (!known_tensor(&c->p, t.name)) {
@@ -536,8 +662,8 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
         }
         t.ne[src->n_dims - 1 - d] = (int64_t)src->shape[d];
     }
-    if (t.n_dims == 1 || ends_with(t.name, ".bias"))
-        t.type = TENSOR_TYPE_F32;
+    if (t.n_dims == 1 || ends_with(t.name, ".bias") || ends_with(t.name, ".ffn_gate_inp.weight"))
+        t.type = TENSOR_TYPE_F32; /* a router's few columns decide which experts run */
     else
         t.type = src->dtype == SAFETENSORS_BF16 ? TENSOR_TYPE_BF16 : TENSOR_TYPE_F16;
     c->any_bf16 = c->any_bf16 || t.type == TENSOR_TYPE_BF16;
@@ -553,14 +679,7 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
         }
         t.permute_heads = heads;
     }
-    out_tensor *grown = realloc(c->tensors, (c->n_tensors + 1) * sizeof *grown);
-    if (!grown) {
-        corral_error_set(c->err, "out of memory");
-        return HF_IO;
-    }
-    c->tensors = grown;
-    c->tensors[c->n_tensors++] = t;
-    return HF_OK;
+    return append_tensor(c, &t);
 }
 
 static int by_file_name(const void *a, const void *b)
@@ -634,6 +753,8 @@ static hf_status read_tensors(converter *c)
             status = add_tensor(c, safetensors_at(f, t));
     }
     free(shards);
+    if (status == HF_OK)
+        status = check_experts(c);
     if (status == HF_OK && c->n_tensors == 0) {
         corral_error_set(c->err, "the checkpoint has no tensors (no *.safetensors files)");
         status = HF_INVALID;
@@ -799,6 +920,11 @@ static bool write_keys(converter *c, gguf_writer *w)
               gguf_writer_add_u32(w, KEY("attention.head_count_kv"), p->n_head_kv, err);
     if (ok && p->n_ctx)
         ok = gguf_writer_add_u32(w, KEY("context_length"), p->n_ctx, err);
+    if (ok && p->n_expert)
+        ok = gguf_writer_add_u32(w, KEY("expert_count"), p->n_expert, err) &&
+             gguf_writer_add_u32(w, KEY("expert_used_count"), p->n_expert_used, err);
+    if (ok && p->n_expert && p->n_ff_expert)
+        ok = gguf_writer_add_u32(w, KEY("expert_feed_forward_length"), p->n_ff_expert, err);
     bool phi3 = p->arch->family == FAMILY_PHI3;
     if (ok && (llama || phi3))
         ok = gguf_writer_add_u32(w, KEY("rope.dimension_count"), p->head_dim, err);
@@ -876,17 +1002,35 @@ static uint64_t source_row(const out_tensor *t, uint64_t rows, uint64_t r)
     return head * d + (j % 2) * (d / 2) + j / 2;
 }
 
+/* Rows of a source matrix (1 for a vector), and the output tensor's (all experts' for a stack). */
+static uint64_t source_rows(const out_tensor *t)
+{
+    return t->src->n_dims > 1 ? t->src->shape[0] : 1;
+}
+
+static uint64_t output_rows(const out_tensor *t)
+{
+    return source_rows(t) * (t->n_experts ? t->n_experts : 1);
+}
+
+static uint64_t output_row_bytes(const out_tensor *t)
+{
+    return t->src->n_elems / source_rows(t) * (t->type == TENSOR_TYPE_F32 ? 4 : 2);
+}
+
 /* Output rows [from, to) of a tensor from the checkpoint. */
 static bool write_rows(converter *c, const out_tensor *t, uint64_t from, uint64_t to)
 {
     const safetensors_tensor *s = t->src;
-    uint64_t rows = s->n_dims > 1 ? s->shape[0] : 1;
+    uint64_t rows = source_rows(t);
     uint64_t row_elems = s->n_elems / rows;
     size_t in_size = safetensors_dtype_size(s->dtype);
     size_t out_size = t->type == TENSOR_TYPE_F32 ? 4 : 2;
     uint64_t piece = CHUNK_BYTES / out_size; /* a row longer than the buffer goes in pieces */
     for (uint64_t r = from; r < to; r++) {
-        const uint8_t *row = s->data + source_row(t, rows, r) * row_elems * in_size;
+        const uint8_t *row = t->n_experts
+                                 ? t->experts[r / rows]->data + (r % rows) * row_elems * in_size
+                                 : s->data + source_row(t, rows, r) * row_elems * in_size;
         for (uint64_t at = 0; at < row_elems; at += piece) {
             size_t n = (size_t)(row_elems - at < piece ? row_elems - at : piece);
             convert_elements(row + at * in_size, s->dtype, t->type, t->add_one, c->buf, n);
@@ -913,6 +1057,8 @@ static void converter_free(converter *c)
     for (size_t i = 0; i < c->n_shards; i++)
         safetensors_close(c->shards[i]);
     free(c->shards);
+    for (size_t i = 0; i < c->n_tensors; i++)
+        free(c->tensors[i].experts);
     free(c->tensors);
     for (size_t i = 0; i < c->n_extras; i++)
         free(c->extras[i].data);
@@ -966,7 +1112,7 @@ hf_status hf_converter_begin(hf_converter *c, const char *out_path, corral_error
     for (size_t i = 0; ok && i < c->n_tensors; i++) {
         const out_tensor *t = &c->tensors[i];
         ok = gguf_writer_add_tensor(c->writer, t->name, t->type, t->n_dims, t->ne, err);
-        c->bytes_total += t->src->n_elems * (t->type == TENSOR_TYPE_F32 ? 4 : 2);
+        c->bytes_total += output_rows(t) * output_row_bytes(t);
     }
     if (!ok)
         return HF_INVALID;
@@ -986,9 +1132,7 @@ hf_status hf_converter_step(hf_converter *c, bool *done, corral_error *err)
     uint64_t budget = c->bytes_done + STEP_BYTES;
     while (ok && c->next_tensor < c->n_tensors && c->bytes_done < budget) {
         const out_tensor *t = &c->tensors[c->next_tensor];
-        const safetensors_tensor *s = t->src;
-        uint64_t rows = s->n_dims > 1 ? s->shape[0] : 1;
-        uint64_t row_bytes = s->n_elems / rows * (t->type == TENSOR_TYPE_F32 ? 4 : 2);
+        uint64_t rows = output_rows(t), row_bytes = output_row_bytes(t);
         uint64_t n = (budget - c->bytes_done) / (row_bytes ? row_bytes : 1);
         n = n == 0 ? 1 : n > rows - c->next_row ? rows - c->next_row : n;
         ok = write_rows(c, t, c->next_row, c->next_row + n);

@@ -4,11 +4,14 @@
  * names, shapes and types (1-D tensors and biases F32, BF16 weights BF16, others F16), the
  * same metadata keys, Llama's Q/K rows permuted back to GGUF's RoPE pairing.
  *
- * Architectures (config.json's "architectures"[0]): LlamaForCausalLM and MistralForCausalLM
- * (GGUF "llama"), Qwen2ForCausalLM ("qwen2"), Qwen3ForCausalLM ("qwen3"), GemmaForCausalLM,
+ * Architectures (config.json's "architectures"[0]): LlamaForCausalLM, MistralForCausalLM and
+ * MixtralForCausalLM (GGUF "llama"), Qwen2ForCausalLM ("qwen2"), Qwen3ForCausalLM ("qwen3"),
+ * Qwen3MoeForCausalLM ("qwen3moe"), GemmaForCausalLM,
  * Gemma2ForCausalLM and Gemma3ForCausalLM (text; "gemma", "gemma2", "gemma3": their norms,
  * stored as w - 1, become 1 + w), Phi3ForCausalLM ("phi3": fused q/k/v and gate/up kept
- * fused, LongRoPE's factors as rope_factors_long/short tensors). The tokenizer is
+ * fused, LongRoPE's factors as rope_factors_long/short tensors). A mixture of experts' matrices
+ * are stacked per layer into ffn_{gate,up,down}_exps (experts outermost), its router
+ * (ffn_gate_inp) kept F32. The tokenizer is
  * a SentencePiece tokenizer.model when there is one, else tokenizer.json's BPE (see
  * hf_tokenizer.h). Shards (model*.safetensors when there are any, else *.safetensors) are
  * read in name order;
@@ -25,8 +28,9 @@
 
 #define HF_MAX_JSON_BYTES ((size_t)64 << 20) /* the largest vocabularies' tokenizer.json fit */
 #define HF_SUPPORTED_ARCHITECTURES                                                           \
-    "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "              \
-    "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM"
+    "LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, "            \
+    "Qwen3ForCausalLM, Qwen3MoeForCausalLM, GemmaForCausalLM, Gemma2ForCausalLM, "            \
+    "Gemma3ForCausalLM, Phi3ForCausalLM"
 
 /* One file of the checkpoint: its name relative to the directory, and where it is. */
 typedef struct hf_file {
