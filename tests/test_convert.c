@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "convert/hf_convert.h"
 #include "convert/safetensors.h"
@@ -169,7 +170,7 @@ static void list_checkpoint(checkpoint *cp)
                                         "model-00001-of-00002.safetensors",
                                         "model-00002-of-00002.safetensors",
                                         "chat_template.jinja", "tokenizer.model",
-                                        "consolidated.safetensors"};
+                                        "consolidated.safetensors", "added_tokens.json"};
     cp->n = 0;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         if (!store_fixture_exists(g_root, names[i]))
@@ -532,6 +533,72 @@ static void test_convert_refuses_what_it_cannot_convert(void **state)
     assert_non_null(strstr(err.message, "no config.json"));
 }
 
+/* One JSON file of the checkpoint with key set to value (a JSON text) in its object at path
+ * ("" for the top, else one key). */
+static void set_json(const char *name, const char *path, const char *key, const char *value)
+{
+    json_error_t jerr;
+    json_t *root = json_load_file(store_fixture_path(g_root, name), 0, &jerr);
+    json_t *v = json_loads(value, JSON_DECODE_ANY, &jerr);
+    assert_non_null(root);
+    assert_non_null(v);
+    json_t *obj = *path ? json_object_get(root, path) : root;
+    assert_non_null(obj);
+    json_object_set_new(obj, key, v);
+    char *text = json_dumps(root, 0);
+    store_fixture_write(g_root, name, text, strlen(text));
+    free(text);
+    json_decref(root);
+}
+
+/* Every tokenizer file's fields are checked before they index anything. */
+static void test_convert_refuses_malformed_tokenizers(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *file, *path, *key, *value, *why;
+    } cases[] = {
+        {"tokenizer.json", "model", "merges", "[[1, 2]]", "merges[0] is neither"},
+        {"tokenizer.json", "model", "vocab", "{\"a\": 16777216}", "has no id below 16777216"},
+        {"tokenizer.json", "model", "vocab", "{\"a\": 3, \"b\": 3}", "id 3 is given to two"},
+        {"tokenizer.json", "", "added_tokens", "[{\"id\": -1, \"content\": \"x\"}]",
+         "added_tokens[0] needs a content string and an id below"},
+        {"tokenizer_config.json", "", "add_bos_token", "\"yes\"", "must be true or false"},
+        {"tokenizer_config.json", "", "chat_template", "5", "chat_template must be a string"},
+        {"generation_config.json", "", "eos_token_id", "[301, 99999]", "is not a token id"},
+        {"config.json", "", "vocab_size", "16777217", "vocab_size must be an integer"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        hf_fixture_write(fixture("arch/qwen2.gguf"), g_root, "Qwen2ForCausalLM", SAFETENSORS_F16,
+                         hf_fixture_qwen2_regex);
+        set_json(cases[i].file, cases[i].path, cases[i].key, cases[i].value);
+        expect_convert_refusal(cases[i].why);
+    }
+    /* added_tokens.json beside a tokenizer.model must continue its ids without a gap */
+    hf_fixture_write(fixture("arch/llama-gqa.gguf"), g_root, "LlamaForCausalLM",
+                     SAFETENSORS_F16, NULL);
+    static const char gap[] = "{\"<x>\": 600}", clash[] = "{\"<x>\": 5}";
+    store_fixture_write(g_root, "added_tokens.json", gap, strlen(gap));
+    expect_convert_refusal("added_tokens.json: no token has id 512");
+    store_fixture_write(g_root, "added_tokens.json", clash, strlen(clash));
+    expect_convert_refusal("added_tokens.json: '<x>' is not token 5");
+    /* a token past the pieces (and one that repeats its piece) is accepted: user-defined */
+    static const char more[] = "{\"<x>\": 512, \"<s>\": 1}";
+    store_fixture_write(g_root, "added_tokens.json", more, strlen(more));
+    corral_error err = {{0}};
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    gguf_file *got = gguf_open(store_fixture_path(g_root, "out.gguf"), &err);
+    assert_non_null(got);
+    const gguf_kv *tokens = gguf_find_kv(got, "tokenizer.ggml.tokens");
+    const gguf_kv *types = gguf_find_kv(got, "tokenizer.ggml.token_type");
+    assert_int_equal(tokens->n, 513);
+    assert_int_equal(gguf_kv_str(tokens, 512).size, 3);
+    assert_memory_equal(gguf_kv_str(tokens, 512).data, "<x>", 3);
+    assert_int_equal(gguf_kv_i64(types, 512), 4);
+    gguf_close(got);
+}
+
 /* For tests/integration/cli.test.sh: the qwen2 fixture's checkpoint into a directory. */
 static const char *g_write_dir;
 
@@ -571,6 +638,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_convert_reads_chat_template_jinja, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_convert_refuses_what_it_cannot_convert, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_convert_refuses_malformed_tokenizers, setup,
                                         teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -439,10 +439,12 @@ static bool grow(hf_vocab *v, size_t n, corral_error *err)
 /* Append one SentencePiece message: piece (1), score (2, float), type (3, NORMAL if absent). */
 static bool add_piece(hf_vocab *v, uint32_t *cap, proto_reader piece, corral_error *err)
 {
-    if (v->n == *cap && !grow(v, *cap ? *cap * 2 : 1024, err))
-        return false;
-    if (v->n == *cap)
-        *cap = *cap ? *cap * 2 : 1024;
+    if (v->n == *cap) {
+        uint32_t more = *cap ? *cap * 2 : 1024;
+        if (!grow(v, more, err))
+            return false;
+        *cap = more;
+    }
     gguf_str text = {NULL, 0};
     float score = 0;
     uint64_t type = 1;
