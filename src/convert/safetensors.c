@@ -37,11 +37,6 @@ size_t safetensors_dtype_size(safetensors_dtype dtype)
     return dtypes[dtype].size;
 }
 
-const char *safetensors_dtype_name(safetensors_dtype dtype)
-{
-    return dtypes[dtype].name;
-}
-
 void safetensors_close(safetensors_file *file)
 {
     if (!file)

@@ -56,6 +56,5 @@ const safetensors_tensor *safetensors_find(const safetensors_file *file, const c
 
 /* Bytes per element of a dtype. */
 size_t safetensors_dtype_size(safetensors_dtype dtype);
-const char *safetensors_dtype_name(safetensors_dtype dtype);
 
 #endif
