@@ -23,6 +23,7 @@
 
 #include "engine/gguf.h"
 #include "file_fixture.h"
+#include "hf_fixture.h"
 #include "server/server.h"
 #include "registry_fixture.h"
 #include "store_fixture.h"
@@ -847,6 +848,142 @@ static void test_create_refuses_to_quantize_a_quantized_model(void **state)
     assert_int_equal(count_quantize_leftovers(), 0);
 }
 
+/* ---- Hugging Face checkpoints ---- */
+
+/* Upload every file of a checkpoint directory; the files map of a create request. */
+static json_t *upload_checkpoint(const char *dir)
+{
+    static const char *const names[] = {"config.json", "tokenizer.json", "tokenizer_config.json",
+                                        "generation_config.json", "model.safetensors.index.json",
+                                        "model-00001-of-00002.safetensors",
+                                        "model-00002-of-00002.safetensors"};
+    json_t *files = json_object();
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        size_t len;
+        char *data = file_fixture_read(store_fixture_path(dir, names[i]), &len);
+        char digest[CORRAL_DIGEST_BUF], path[128];
+        corral_digest_of(data, len, digest);
+        snprintf(path, sizeof path, "/api/blobs/%s", digest);
+        response r = call("POST", path, data, len);
+        assert_true(r.status == 201 || r.status == 200);
+        free(r.body);
+        free(data);
+        json_object_set_new(files, names[i], json_string(digest));
+    }
+    return files;
+}
+
+static char *create_body(const char *model, json_t *files, const char *quantize)
+{
+    json_t *req = json_pack("{s:s,s:O}", "model", model, "files", files);
+    if (quantize)
+        json_object_set_new(req, "quantize", json_string(quantize));
+    char *body = json_dumps(req, JSON_COMPACT);
+    json_decref(req);
+    return body;
+}
+
+/* A safetensors checkpoint's files are converted to the model's GGUF, which quantizes. */
+static void test_create_converts_a_safetensors_checkpoint(void **state)
+{
+    (void)state;
+    char *dir = store_fixture_make_root();
+    hf_fixture_write(fixture_path("arch/qwen2.gguf"), dir, "Qwen2ForCausalLM", SAFETENSORS_F16,
+                     hf_fixture_qwen2_regex);
+    json_t *files = upload_checkpoint(dir);
+    char *body = create_body("qwen2-hf", files, "q8_0");
+    response r = call_json("POST", "/api/create", body);
+    free(body);
+    assert_int_equal(r.status, 200);
+    json_t *lines = parse_lines(&r);
+    size_t n = json_array_size(lines), i = 0;
+    assert_string_equal(status_of(lines, i++), "parsing GGUF");
+    /* the conversion streams: total the tensors' bytes, completed growing to it */
+    json_int_t total = 0, completed = 0;
+    for (; i < n && strcmp(status_of(lines, i), "converting model") == 0; i++) {
+        json_t *line = json_array_get(lines, i);
+        total = json_integer_value(json_object_get(line, "total"));
+        assert_true(json_integer_value(json_object_get(line, "completed")) >= completed);
+        completed = json_integer_value(json_object_get(line, "completed"));
+    }
+    assert_true(total > 0);
+    assert_int_equal(completed, total);
+    assert_string_equal(status_of(lines, i), "quantizing F16 model to Q8_0");
+    assert_string_equal(status_of(lines, n - 1), "success");
+    json_decref(lines);
+    free(r.body);
+    json_t *show = show_details("qwen2-hf");
+    json_t *info = json_object_get(show, "model_info");
+    assert_string_equal(json_string_value(json_object_get(info, "general.architecture")),
+                        "qwen2");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(show, "details"),
+                                                          "quantization_level")), "Q8_0");
+    json_decref(show);
+
+    /* without quantize the model is the converted F16 file */
+    body = create_body("qwen2-hf-f16", files, NULL);
+    r = call_json("POST", "/api/create", body);
+    free(body);
+    assert_int_equal(r.status, 200);
+    free(r.body);
+    show = show_details("qwen2-hf-f16");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(show, "details"),
+                                                          "quantization_level")), "F16");
+    json_decref(show);
+    assert_int_equal(count_quantize_leftovers(), 0);
+    json_decref(files);
+    store_fixture_remove_root(dir);
+}
+
+/* What cannot be converted is a 400 that says why, before anything is stored. */
+static void test_create_refuses_checkpoints_it_cannot_convert(void **state)
+{
+    (void)state;
+    char *dir = store_fixture_make_root();
+    hf_fixture_write(fixture_path("arch/qwen2.gguf"), dir, "GPTNeoXForCausalLM", SAFETENSORS_F16,
+                     hf_fixture_qwen2_regex);
+    json_t *files = upload_checkpoint(dir);
+    char *body = create_body("neox", files, NULL);
+    expect_error("POST", "/api/create", body, 400,
+                 "unsupported architecture 'GPTNeoXForCausalLM': Corral converts "
+                 "LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, "
+                 "Qwen3ForCausalLM, Qwen3MoeForCausalLM, GemmaForCausalLM, Gemma2ForCausalLM, "
+                 "Gemma3ForCausalLM, Phi3ForCausalLM");
+    free(body);
+
+    /* an adapter is checked against the converted weights, once they exist: without
+     * streaming the answer is still the 400 */
+    hf_fixture_write(fixture_path("arch/qwen2.gguf"), dir, "Qwen2ForCausalLM", SAFETENSORS_F16,
+                     hf_fixture_qwen2_regex);
+    json_t *good = upload_checkpoint(dir);
+    char adapter[CORRAL_DIGEST_BUF];
+    size_t adapter_len;
+    upload_fixture("lora/adapter-f32-r4.gguf", adapter, &adapter_len);
+    json_t *req = json_pack("{s:s,s:O,s:{s:s},s:b}", "model", "qwen2-adapted", "files", good,
+                            "adapters", "a.gguf", adapter, "stream", false);
+    body = json_dumps(req, JSON_COMPACT);
+    expect_error("POST", "/api/create", body, 400, "'a.gguf'");
+    free(body);
+    json_decref(req);
+    json_decref(good);
+
+    json_object_del(files, "config.json");
+    body = create_body("neox", files, NULL);
+    expect_error("POST", "/api/create", body, 400, "the checkpoint has no config.json");
+    free(body);
+
+    json_object_set_new(files, "extra.gguf", json_string(g_gguf_digest));
+    body = create_body("neox", files, NULL);
+    expect_error("POST", "/api/create", body, 400,
+                 "'extra.gguf' is not part of a safetensors checkpoint");
+    free(body);
+    expect_error("POST", "/api/show", "{\"model\":\"neox\"}", 404, "not found");
+    expect_error("POST", "/api/show", "{\"model\":\"qwen2-adapted\"}", 404, "not found");
+    assert_int_equal(count_quantize_leftovers(), 0);
+    json_decref(files);
+    store_fixture_remove_root(dir);
+}
+
 /* ---- copy and delete ---- */
 
 static void test_copy_then_delete_collects_unreferenced_blobs(void **state)
@@ -918,6 +1055,8 @@ int main(void)
         cmocka_unit_test(test_create_quantizes_streaming_ollama_statuses),
         cmocka_unit_test(test_create_quantizes_an_existing_model_without_streaming),
         cmocka_unit_test(test_create_refuses_to_quantize_a_quantized_model),
+        cmocka_unit_test(test_create_converts_a_safetensors_checkpoint),
+        cmocka_unit_test(test_create_refuses_checkpoints_it_cannot_convert),
         cmocka_unit_test(test_show_reports_ollama_gptoss_family),
         cmocka_unit_test(test_show_lists_vision_only_for_a_tower_the_engine_reads),
         cmocka_unit_test(test_tags_lists_created_model_with_details),

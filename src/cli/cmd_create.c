@@ -1,6 +1,7 @@
 /*
  * `corral create MODEL [-f Modelfile] [-q LEVEL]`: parse the Modelfile, resolve FROM / ADAPTER
- * / DRAFT to local GGUF files (a file, or a directory holding them) or a model name, hash each
+ * / DRAFT to local GGUF files (a file, or a directory holding them), a FROM directory holding a
+ * Hugging Face safetensors checkpoint (the server converts it) or a model name, hash each
  * file with sha256, upload the blobs the server lacks, then POST /api/create with `files` and
  * draw the server's progress. Paths are relative to the Modelfile's directory; `~` is home.
  */
@@ -24,6 +25,7 @@
 #include "util/file.h"
 
 #define MAX_DIR_FILES 64
+#define MAX_CHECKPOINT_FILES 1024 /* shards of the largest checkpoints, and their JSON */
 #define DIGEST_TEXT 72 /* "sha256:" + 64 hex + NUL */
 
 typedef struct create_args {
@@ -157,10 +159,38 @@ static bool has_suffix(const char *name, const char *suffix)
     return n >= m && strcasecmp(name + n - m, suffix) == 0;
 }
 
-/* The GGUF files of a directory (the only weights Corral imports), keyed by their names. */
-static bool add_directory(corral_client *client, progress *shown, const char *dir_path,
-                          json_t *files, corral_error *err)
+/* Does the directory hold a Hugging Face checkpoint (model*.safetensors)? */
+static bool is_checkpoint_directory(const char *dir_path)
 {
+    DIR *dir = opendir(dir_path);
+    bool found = false;
+    struct dirent *entry;
+    while (dir && !found && (entry = readdir(dir)))
+        found = strncmp(entry->d_name, "model", 5) == 0 &&
+                has_suffix(entry->d_name, ".safetensors");
+    if (dir)
+        closedir(dir);
+    return found;
+}
+
+/* A checkpoint's file as ollama's CLI picks them: weights, JSON files, the tokenizer model and
+ * a standalone chat template. */
+static bool is_checkpoint_file(const char *name)
+{
+    return (strncmp(name, "model", 5) == 0 && has_suffix(name, ".safetensors")) ||
+           has_suffix(name, ".json") || strcmp(name, "chat_template.jinja") == 0 ||
+           strcmp(name, "tokenizer.model") == 0;
+}
+
+/*
+ * The files of a directory that Corral reads, keyed by their names: a Hugging Face checkpoint's
+ * (for the server to convert) when the directory holds one, else its GGUF files.
+ */
+static bool add_directory(corral_client *client, progress *shown, const char *dir_path,
+                          bool from, json_t *files, corral_error *err)
+{
+    bool checkpoint = from && is_checkpoint_directory(dir_path);
+    size_t max_files = checkpoint ? MAX_CHECKPOINT_FILES : MAX_DIR_FILES;
     DIR *dir = opendir(dir_path);
     if (!dir) {
         corral_error_set(err, "%s: %s", dir_path, strerror(errno));
@@ -170,15 +200,17 @@ static bool add_directory(corral_client *client, progress *shown, const char *di
     bool ok = true;
     struct dirent *entry;
     while (ok && (entry = readdir(dir))) {
-        if (!has_suffix(entry->d_name, ".gguf"))
+        if (checkpoint ? !is_checkpoint_file(entry->d_name)
+                       : !has_suffix(entry->d_name, ".gguf"))
             continue;
         char path[PATH_MAX];
         struct stat st;
         if ((size_t)snprintf(path, sizeof path, "%s/%s", dir_path, entry->d_name) >= sizeof path ||
             stat(path, &st) != 0 || !S_ISREG(st.st_mode))
             continue;
-        if (++added > MAX_DIR_FILES) {
-            corral_error_set(err, "%s holds more than %d GGUF files", dir_path, MAX_DIR_FILES);
+        if (++added > max_files) {
+            corral_error_set(err, "%s holds more than %zu %s files", dir_path, max_files,
+                             checkpoint ? "checkpoint" : "GGUF");
             ok = false;
             break;
         }
@@ -186,8 +218,8 @@ static bool add_directory(corral_client *client, progress *shown, const char *di
     }
     closedir(dir);
     if (ok && added == 0) {
-        corral_error_set(err, "no GGUF file in directory %s (Corral imports GGUF models only)",
-                         dir_path);
+        corral_error_set(err, "no GGUF file in directory %s%s", dir_path,
+                         from ? " (and no model*.safetensors checkpoint)" : "");
         ok = false;
     }
     return ok;
@@ -244,7 +276,8 @@ static bool resolve_source(corral_client *client, progress *shown, const modelfi
         return false;
     }
     json_t *files = json_object();
-    bool ok = S_ISDIR(st.st_mode) ? add_directory(client, shown, path, files, err)
+    bool ok = S_ISDIR(st.st_mode) ? add_directory(client, shown, path,
+                                                  cmd->kind == MODELFILE_FROM, files, err)
                                   : add_file(client, shown, path,
                                              strrchr(path, '/') ? strrchr(path, '/') + 1 : path,
                                              files, err);

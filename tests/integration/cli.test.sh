@@ -3,10 +3,12 @@
 # itself, a proxy in the environment left out for it, create from a Modelfile, list, show (a
 # vision model's Projector too), run (argument and piped stdin, --format json or a schema,
 # compared with the server's own /api/generate text; words after --), cp, rm, ps (and its
-# columns from a canned /api/ps), stop, create --quantize, Modelfile errors naming the line,
+# columns from a canned /api/ps), stop, create --quantize, create from a safetensors checkpoint
+# directory, Modelfile errors naming the line,
 # flags in the forms ollama reads (--verbose=false, -fPATH, --file=PATH, -q=LEVEL),
 # help, unknown commands, and the REPL in a pseudo-terminal (repl_pty.py).
-# Env: CORRAL_BIN, CORRAL_FIXTURES. Exits non-zero on the first failed check.
+# Env: CORRAL_BIN, CORRAL_FIXTURES, CORRAL_CHECKPOINT_WRITER (test_convert). Exits non-zero on
+# the first failed check.
 set -eu
 . "$(dirname "$0")/lib.sh"
 here=$(cd "$(dirname "$0")" && pwd)
@@ -293,6 +295,19 @@ ok "the quantized model answers"
 "$corral" stop tolstoy-q4
 if "$corral" create bad-q -q q3_K_M -f "$work/src/Modelfile" >"$work/out" 2>&1; then fail "create -q q3_K_M succeeded"; fi
 expect "create -q refuses an unknown level" "unsupported quantization type q3_K_M" "$work/out"
+
+# create FROM a Hugging Face checkpoint directory: the server converts it, then quantizes
+"$CORRAL_CHECKPOINT_WRITER" --write-checkpoint "$work/src/qwen2-hf" >"$work/out" 2>&1 || fail "writing the checkpoint: $(cat "$work/out")"
+echo "a model card the client does not upload" > "$work/src/qwen2-hf/README.md"
+printf 'FROM ./qwen2-hf\n' > "$work/src/Modelfile.hf"
+"$corral" create qwen2-hf -q q8_0 -f "$work/src/Modelfile.hf" >"$work/out" 2>&1 || fail "create from a checkpoint: $(cat "$work/out")"
+expect "create from a checkpoint converts it" "converting model" "$work/out"
+expect "create from a checkpoint quantizes the converted model" "quantizing F16 model to Q8_0" "$work/out"
+"$corral" show qwen2-hf >"$work/out"
+expect "show reports the converted architecture" "qwen2" "$work/out"
+"$corral" run qwen2-hf hello >"$work/out" 2>"$work/err" </dev/null || fail "run of the converted model: $(cat "$work/err")"
+ok "the converted model runs"
+"$corral" stop qwen2-hf
 
 # speculative decoding: a DRAFT model (the F16 copy) and prompt lookup give the tokens plain
 # decoding gives (draft_num_predict 0 turns both off); the request log counts the guesses

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "convert/hf_convert.h"
 #include "options/options.h"
 #include "server/models/background_pull.h"
 #include "server/models/model_info.h"
@@ -40,6 +41,9 @@ typedef struct pending_layer {
 /* Where a job stands: quantization (when asked) comes before the request's own layers. */
 typedef enum create_phase {
     PHASE_PULL,     /* the base model ('from') is being pulled */
+    PHASE_CONVERT_BEGIN,
+    PHASE_CONVERT,  /* a checkpoint among 'files' becomes a GGUF */
+    PHASE_CONVERT_IMPORT, /* ... the model layer's blob, then what needed a model layer */
     PHASE_QUANTIZE_BEGIN,
     PHASE_QUANTIZE,
     PHASE_IMPORT,   /* the quantized file becomes the model layer's blob */
@@ -63,6 +67,10 @@ typedef struct create_job {
     uint64_t source_size;      /* of the model blob being quantized: the bar's total */
     char *quantized_path;      /* the quantized GGUF before it enters the store */
     background_pull *pull;     /* of the base model, while PHASE_PULL */
+    hf_converter *converter;   /* of a checkpoint among 'files', until PHASE_CONVERT_IMPORT */
+    hf_file *checkpoint;       /* its files: names in request, blob paths owned */
+    size_t n_checkpoint;
+    char *converted_path;      /* the converted GGUF before it enters the store */
     /* a vision projector among 'files', checked against the model once that is known */
     const char *projector_name;
     char projector_digest[CORRAL_DIGEST_BUF];
@@ -377,13 +385,13 @@ static void forget_gguf_config(json_t *config);
 static unsigned use_gguf_file(create_job *job, const char *name, const char *digest,
                               bool *have_model)
 {
-    if (ends_with(name, ".safetensors") || ends_with(name, ".bin") || ends_with(name, ".pth")) {
-        corral_error_set(job->err, "'%.200s': Corral imports GGUF files only; convert the model "
-                         "with llama.cpp's convert_hf_to_gguf.py first", name);
+    if (ends_with(name, ".bin") || ends_with(name, ".pth")) {
+        corral_error_set(job->err, "'%.200s': Corral converts safetensors checkpoints, not "
+                         "PyTorch weights: save the model with safetensors first", name);
         return 400;
     }
     if (ends_with(name, ".json") || ends_with(name, ".model") || ends_with(name, ".jinja"))
-        return 200; /* tokenizer/config side files of a safetensors directory: not needed */
+        return 200; /* side files of a checkpoint, without its weights: not needed */
     uint64_t size;
     unsigned status = 200;
     char *path = uploaded_blob(job, name, digest, &size, &status);
@@ -450,8 +458,85 @@ static void forget_gguf_config(json_t *config)
         json_object_del(config, gguf_config_keys[i]);
 }
 
+static void report(create_job *job, const char *fmt, const char *arg);
+
+/* Copy the file at path into the store under its digest; the blob writer checks it. */
+static corral_store_status store_file(create_job *job, const char *path,
+                                      char digest[CORRAL_DIGEST_BUF], uint64_t *size_bytes,
+                                      bool *existed);
+
+/* A file beside the blobs for the engine to write (the store's file system, for the import;
+ * what a crash leaves there the start-up housekeeping removes). */
+static char *scratch_file(create_job *job, const char *prefix)
+{
+    size_t len = strlen(corral_store_root(job->store)) + strlen(prefix) + 32;
+    char *path = malloc(len);
+    if (!path) {
+        corral_error_set(job->err, "out of memory");
+        return NULL;
+    }
+    snprintf(path, len, "%s/blobs/%s-XXXXXX", corral_store_root(job->store), prefix);
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        corral_error_set(job->err, "cannot create %s: %s", path, strerror(errno));
+        free(path);
+        return NULL;
+    }
+    close(fd);
+    return path;
+}
+
+/*
+ * A Hugging Face checkpoint among 'files' (ollama's CLI uploads a FROM directory's
+ * *.safetensors, *.json, chat_template.jinja and tokenizer.model): everything the conversion
+ * reads is checked here, before the reply (a bad checkpoint is a 400 that leaves nothing
+ * behind); the GGUF is written in the job's steps (PHASE_CONVERT) and then becomes the model
+ * layer. Files of another kind are refused; files the conversion does not read are ignored,
+ * as ollama ignores them.
+ */
+static unsigned use_checkpoint(create_job *job, const json_t *files)
+{
+    size_t n = json_object_size(files);
+    job->checkpoint = calloc(n, sizeof *job->checkpoint);
+    if (!job->checkpoint) {
+        corral_error_set(job->err, "out of memory");
+        return 500;
+    }
+    unsigned status = 200;
+    const char *name;
+    const json_t *digest;
+    json_object_foreach((json_t *)files, name, digest) {
+        if (!hf_is_checkpoint_file(name)) {
+            if (!ends_with(name, ".json") && !ends_with(name, ".jinja") &&
+                !ends_with(name, ".model") && !ends_with(name, ".safetensors")) {
+                corral_error_set(job->err, "'%.200s' is not part of a safetensors checkpoint: "
+                                 "create a GGUF model apart from one", name);
+                return 400;
+            }
+            continue;
+        }
+        uint64_t size;
+        char *path = uploaded_blob(job, name, json_string_value(digest), &size, &status);
+        if (!path)
+            return status;
+        /* name lives in job->request, path until job_free */
+        job->checkpoint[job->n_checkpoint++] = (hf_file){name, path};
+    }
+    hf_status opened = hf_converter_open(job->checkpoint, job->n_checkpoint, &job->converter,
+                                         job->err);
+    if (opened != HF_OK)
+        return opened == HF_INVALID ? 400 : 500;
+    job->phase = PHASE_CONVERT_BEGIN;
+    return 200;
+}
+
 static unsigned use_files(create_job *job, const json_t *files)
 {
+    const char *file_name;
+    const json_t *file_digest;
+    json_object_foreach((json_t *)files, file_name, file_digest)
+        if (hf_is_weights_file(file_name))
+            return use_checkpoint(job, files);
     bool have_model = false;
     const char *name;
     const json_t *digest;
@@ -889,39 +974,24 @@ static void report_quantizing(create_job *job)
     json_array_append_new(job->progress, line);
 }
 
-/* The output goes beside the blobs (same file system for the import; a crash leaves a file
- * that the start-up housekeeping removes). */
 static unsigned begin_quantization(create_job *job)
 {
-    size_t len = strlen(corral_store_root(job->store)) + 64;
-    if (!(job->quantized_path = malloc(len))) {
-        corral_error_set(job->err, "out of memory");
+    if (!(job->quantized_path = scratch_file(job, "corral-quantize")))
         return 500;
-    }
-    snprintf(job->quantized_path, len, "%s/blobs/corral-quantize-XXXXXX",
-             corral_store_root(job->store));
-    int fd = mkstemp(job->quantized_path);
-    if (fd < 0) {
-        corral_error_set(job->err, "cannot create %s: %s", job->quantized_path, strerror(errno));
-        free(job->quantized_path);
-        job->quantized_path = NULL;
-        return 500;
-    }
-    close(fd);
     if (!corral_quantizer_begin(job->quantizer, job->quantized_path, job->err))
         return 500;
     report_quantizing(job);
     return 200;
 }
 
-/* Copy the quantized file into the store under its digest; the blob writer checks it. */
-static corral_store_status store_file(create_job *job, char digest[CORRAL_DIGEST_BUF],
-                                      uint64_t *size_bytes, bool *existed)
+static corral_store_status store_file(create_job *job, const char *path,
+                                      char digest[CORRAL_DIGEST_BUF], uint64_t *size_bytes,
+                                      bool *existed)
 {
-    int fd = open(job->quantized_path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
-        corral_error_set(job->err, "cannot read %s: %s", job->quantized_path, strerror(errno));
+        corral_error_set(job->err, "cannot read %s: %s", path, strerror(errno));
         if (fd >= 0)
             close(fd);
         return CORRAL_STORE_IO;
@@ -930,7 +1000,7 @@ static corral_store_status store_file(create_job *job, char digest[CORRAL_DIGEST
     const uint8_t *data = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (data == MAP_FAILED) {
-        corral_error_set(job->err, "cannot map %s: %s", job->quantized_path, strerror(errno));
+        corral_error_set(job->err, "cannot map %s: %s", path, strerror(errno));
         return CORRAL_STORE_IO;
     }
     corral_digest_of(data, size, digest);
@@ -960,7 +1030,7 @@ static unsigned import_quantized(create_job *job)
     char digest[CORRAL_DIGEST_BUF];
     uint64_t size;
     bool existed;
-    if (store_file(job, digest, &size, &existed) != CORRAL_STORE_OK)
+    if (store_file(job, job->quantized_path, digest, &size, &existed) != CORRAL_STORE_OK)
         return 500;
     forget_gguf_config(job->config);
     unsigned status = add_gguf_to_config(job, job->quantized_path);
@@ -979,6 +1049,53 @@ static unsigned import_quantized(create_job *job)
     return status;
 }
 
+/* ---- conversion of a checkpoint ---- */
+
+static unsigned use_model_layer(create_job *job);
+
+static void report_converting(create_job *job)
+{
+    json_t *line = json_pack("{s:s,s:I}", "status", "converting model", "total",
+                             (json_int_t)hf_converter_bytes_total(job->converter));
+    uint64_t done = hf_converter_bytes_done(job->converter);
+    if (line && done > 0) /* ollama omits zero values */
+        json_object_set_new(line, "completed", json_integer((json_int_t)done));
+    json_array_append_new(job->progress, line);
+}
+
+static unsigned begin_conversion(create_job *job)
+{
+    if (!(job->converted_path = scratch_file(job, "corral-convert")))
+        return 500;
+    hf_status begun = hf_converter_begin(job->converter, job->converted_path, job->err);
+    if (begun != HF_OK)
+        return begun == HF_INVALID ? 400 : 500;
+    report_converting(job);
+    return 200;
+}
+
+/* The converted GGUF becomes the model layer (replacing a base's), with its config; then
+ * what needed a model layer runs. */
+static unsigned import_converted(create_job *job)
+{
+    char digest[CORRAL_DIGEST_BUF];
+    uint64_t size;
+    bool existed;
+    if (store_file(job, job->converted_path, digest, &size, &existed) != CORRAL_STORE_OK)
+        return 500;
+    forget_gguf_config(job->config); /* a base model's: the checkpoint describes the model */
+    unsigned status = add_gguf_to_config(job, job->converted_path);
+    unlink(job->converted_path);
+    free(job->converted_path);
+    job->converted_path = NULL;
+    if (status != 200)
+        return status;
+    remove_layers(job, CORRAL_MEDIA_MODEL);
+    if (!add_layer(job, CORRAL_MEDIA_MODEL, digest, size, NULL, existed))
+        return 400;
+    return use_model_layer(job);
+}
+
 /* ---- the job ---- */
 
 static void job_free(create_job *job)
@@ -987,6 +1104,13 @@ static void job_free(create_job *job)
         return;
     background_pull_free(job->pull); /* a pull still running stops; its partial files stay */
     corral_quantizer_free(job->quantizer); /* an unfinished output's temporary file goes too */
+    hf_converter_free(job->converter);    /* so does an unfinished conversion's */
+    for (size_t i = 0; i < job->n_checkpoint; i++)
+        free((char *)job->checkpoint[i].path);
+    free(job->checkpoint);
+    if (job->converted_path)
+        unlink(job->converted_path);
+    free(job->converted_path);
     if (job->quantized_path)
         unlink(job->quantized_path);
     free(job->quantized_path);
@@ -1010,8 +1134,16 @@ static unsigned use_sources(create_job *job)
         report(job, "%s", "parsing GGUF");
         status = use_files(job, files);
     }
-    if (status == 200)
-        status = use_projector(job);
+    if (status == 200 && job->converter)
+        return 200; /* what needs the model layer waits for the conversion (use_model_layer) */
+    return status == 200 ? use_model_layer(job) : status;
+}
+
+/* What needs the model layer: projector, adapters and draft checked against it; quantization. */
+static unsigned use_model_layer(create_job *job)
+{
+    const json_t *req = job->request;
+    unsigned status = use_projector(job);
     if (status == 200)
         status = use_adapters(job, json_object_get(req, "adapters"));
     if (status == 200)
@@ -1138,6 +1270,26 @@ static unsigned job_step(create_job *job)
     case PHASE_PULL:
         if (collect_pull_progress(job))
             status = finish_pull(job);
+        break;
+    case PHASE_CONVERT_BEGIN:
+        status = begin_conversion(job);
+        job->phase = PHASE_CONVERT;
+        break;
+    case PHASE_CONVERT: {
+        hf_status stepped = hf_converter_step(job->converter, &done, job->err);
+        if (stepped != HF_OK)
+            return stepped == HF_INVALID ? 400 : 500;
+        report_converting(job);
+        if (done) {
+            hf_converter_free(job->converter);
+            job->converter = NULL;
+            job->phase = PHASE_CONVERT_IMPORT;
+        }
+        break;
+    }
+    case PHASE_CONVERT_IMPORT:
+        job->phase = PHASE_FINISH; /* quantization, when asked, goes next */
+        status = import_converted(job);
         break;
     case PHASE_QUANTIZE_BEGIN:
         status = begin_quantization(job);

@@ -2,8 +2,10 @@
  * /api/create: build a model from uploaded GGUF blobs and/or an existing
  * model, with template, system, parameters, messages and license layers, optionally quantizing
  * its weights with the engine (llama-quantize's recipes), then write its config and manifest.
- * Imports GGUF only; adapters, projectors, split GGUFs and safetensors conversion are refused
- * with 400.
+ * Imports GGUF files, and converts a Hugging Face safetensors checkpoint (src/convert) into one
+ * while the reply streams;
+ * split GGUFs, PyTorch weights and checkpoints of architectures Corral cannot convert are
+ * refused with 400.
  */
 #ifndef CORRAL_SERVER_CREATE_H
 #define CORRAL_SERVER_CREATE_H

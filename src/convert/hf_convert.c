@@ -1,0 +1,631 @@
+/*
+ * The checkpoint-to-GGUF driver (see hf_convert.h): the checkpoint's files found and read,
+ * its tensors gathered from the shards under their GGUF names (experts stacked) with their
+ * GGUF types, and each tensor's rows streamed to the writer, permuted where Llama's RoPE
+ * pairing asks for it. What differs by architecture is hf_family.c's.
+ */
+#include "convert/hf_convert.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "convert/hf_family.h"
+#include "convert/hf_tokenizer.h"
+#include "convert/safetensors.h"
+#include "gguf.h"
+#include "quant_half.h"
+#include "tensor_type.h"
+#include "util/file.h"
+
+#define CHUNK_BYTES ((size_t)4 << 20)
+#define STEP_BYTES ((uint64_t)64 << 20) /* written per hf_converter_step */
+
+typedef struct out_tensor {
+    char name[GGUF_MAX_NAME_BYTES + 1];
+    const safetensors_tensor *src;
+    uint32_t type;
+    uint32_t n_dims;
+    int64_t ne[4];
+    uint32_t permute_heads; /* > 0: Llama's Q/K row order, with this many heads */
+    bool add_one;           /* a Gemma norm: 1 + the stored value */
+    /* experts' matrices stacked (ffn_*_exps): experts[e] is expert e's, src the first found */
+    const safetensors_tensor **experts;
+    uint32_t n_experts;
+} out_tensor;
+
+struct hf_converter {
+    const hf_file *files;
+    size_t n_files;
+    corral_error *err;
+    hf_params p;
+    json_t *config;
+    hf_vocab *vocab;
+    safetensors_file **shards;
+    size_t n_shards;
+    out_tensor *tensors;
+    size_t n_tensors;
+    hf_extra_tensor extras[2]; /* RoPE factors made from config.json, written first */
+    size_t n_extras;
+    bool any_bf16;
+    /* the tokenizer's files: the vocabulary's strings point into them */
+    json_t *tokenizer_json[5];
+    char *chat_template;
+    char *spm_model;
+    /* writing */
+    gguf_writer *writer;
+    uint8_t *buf;
+    size_t next_extra, next_tensor;
+    uint64_t next_row; /* of tensors[next_tensor] */
+    uint64_t bytes_done, bytes_total;
+};
+
+typedef struct hf_converter converter;
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static bool is_shard(const char *name)
+{
+    return strchr(name, '/') == NULL && ends_with(name, ".safetensors");
+}
+
+static bool is_model_shard(const char *name)
+{
+    return is_shard(name) && strncmp(name, "model", 5) == 0;
+}
+
+bool hf_is_checkpoint_file(const char *name)
+{
+    static const char *const names[] = {"config.json", "tokenizer.json", "tokenizer_config.json",
+                                        "generation_config.json", "tokenizer.model",
+                                        "special_tokens_map.json", "added_tokens.json",
+                                        "model.safetensors.index.json", "chat_template.jinja"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(name, names[i]) == 0)
+            return true;
+    return is_shard(name);
+}
+
+bool hf_is_weights_file(const char *name)
+{
+    return is_shard(name);
+}
+
+static const hf_file *find_file(const converter *c, const char *name)
+{
+    for (size_t i = 0; i < c->n_files; i++)
+        if (strcmp(c->files[i].name, name) == 0)
+            return &c->files[i];
+    return NULL;
+}
+
+/* A JSON file of the checkpoint: NULL with *status HF_OK when absent and not required. */
+static json_t *load_json(converter *c, const char *name, bool required, hf_status *status)
+{
+    const hf_file *f = find_file(c, name);
+    *status = HF_OK;
+    if (!f) {
+        if (required) {
+            corral_error_set(c->err, "the checkpoint has no %s", name);
+            *status = HF_INVALID;
+        }
+        return NULL;
+    }
+    struct stat st;
+    if (stat(f->path, &st) != 0) {
+        corral_error_set(c->err, "%s: %s", name, strerror(errno));
+        *status = HF_IO;
+        return NULL;
+    }
+    if ((uint64_t)st.st_size > HF_MAX_JSON_BYTES) {
+        corral_error_set(c->err, "%s is larger than %zu bytes", name, HF_MAX_JSON_BYTES);
+        *status = HF_INVALID;
+        return NULL;
+    }
+    json_error_t jerr;
+    json_t *value = json_load_file(f->path, JSON_REJECT_DUPLICATES, &jerr);
+    if (!value || !json_is_object(value)) {
+        corral_error_set(c->err, "%s is not a JSON object%s%.200s", name, value ? "" : ": ",
+                         value ? "" : jerr.text);
+        json_decref(value);
+        *status = HF_INVALID;
+        return NULL;
+    }
+    return value;
+}
+
+/* A text file of the checkpoint, NUL-terminated, in *out (left NULL when absent). */
+static hf_status read_text(converter *c, const char *name, char **out, size_t *out_len)
+{
+    const hf_file *f = find_file(c, name);
+    if (!f)
+        return HF_OK;
+    struct stat st;
+    if (stat(f->path, &st) == 0 && (uint64_t)st.st_size > HF_MAX_JSON_BYTES) {
+        corral_error_set(c->err, "%s is larger than %zu bytes", name, HF_MAX_JSON_BYTES);
+        return HF_INVALID;
+    }
+    corral_error why;
+    size_t len;
+    if (!(*out = util_read_file(f->path, HF_MAX_JSON_BYTES, &len, &why))) {
+        corral_error_set(c->err, "%s: cannot be read", name);
+        return HF_IO;
+    }
+    if (out_len)
+        *out_len = len;
+    return HF_OK;
+}
+
+/* ---- config.json ---- */
+
+static hf_status read_config(converter *c)
+{
+    hf_status status;
+    if (!(c->config = load_json(c, "config.json", true, &status)))
+        return status;
+    return hf_family_read_config(c->config, &c->p, c->err);
+}
+
+/* ---- the tokenizer ---- */
+
+/* tokenizer.model (SentencePiece) when there is one, as ollama prefers it; else tokenizer.json. */
+static hf_status read_tokenizer(converter *c)
+{
+    static const char *const names[5] = {"tokenizer.json", "tokenizer_config.json",
+                                         "generation_config.json", "added_tokens.json",
+                                         "special_tokens_map.json"};
+    bool spm = find_file(c, "tokenizer.model") != NULL;
+    hf_status status = HF_OK;
+    for (size_t i = 0; i < 5 && status == HF_OK; i++)
+        c->tokenizer_json[i] = load_json(c, names[i], i == 0 && !spm, &status);
+    size_t spm_len = 0;
+    if (status == HF_OK)
+        status = read_text(c, "chat_template.jinja", &c->chat_template, NULL);
+    if (status == HF_OK && spm)
+        status = read_text(c, "tokenizer.model", &c->spm_model, &spm_len);
+    if (status != HF_OK)
+        return status;
+    json_t *const *j = c->tokenizer_json;
+    c->vocab = spm ? hf_vocab_load_spm(c->spm_model, spm_len, j[0], j[3], j[4], j[1], j[2],
+                                       c->chat_template, c->p.vocab_size, c->err)
+                   : hf_vocab_load(j[0], j[1], j[2], c->chat_template, c->p.vocab_size, c->err);
+    return c->vocab ? HF_OK : HF_INVALID;
+}
+
+/* ---- tensors ---- */
+
+static hf_status append_tensor(converter *c, const out_tensor *t)
+{
+    out_tensor *grown = realloc(c->tensors, (c->n_tensors + 1) * sizeof *grown);
+    if (!grown) {
+        corral_error_set(c->err, "out of memory");
+        return HF_IO;
+    }
+    c->tensors = grown;
+    c->tensors[c->n_tensors++] = *t;
+    return HF_OK;
+}
+
+/* One expert's matrix into its layer's stack (blk.L.ffn_KIND_exps.weight: experts outermost). */
+static hf_status add_expert(converter *c, const safetensors_tensor *src, unsigned layer,
+                            unsigned expert, const char *kind)
+{
+    const hf_params *p = &c->p;
+    if (!p->n_expert || layer >= p->n_layer || expert >= p->n_expert || src->n_dims != 2 ||
+        src->shape[0] == 0 || src->shape[1] == 0 || src->shape[0] > INT64_MAX ||
+        src->shape[1] > INT64_MAX) {
+        corral_error_set(c->err, "tensor '%.200s' is not an expert's matrix of this %s (%u "
+                         "layers, %u experts)", src->name, p->arch->hf_name, p->n_layer,
+                         p->n_expert);
+        return HF_INVALID;
+    }
+    char name[GGUF_MAX_NAME_BYTES + 1];
+    snprintf(name, sizeof name, "blk.%u.ffn_%s_exps.weight", layer, kind);
+    out_tensor *t = NULL;
+    for (size_t i = 0; i < c->n_tensors && !t; i++)
+        if (strcmp(c->tensors[i].name, name) == 0)
+            t = &c->tensors[i];
+    if (!t) {
+        out_tensor stack = {.src = src, .n_dims = 3, .n_experts = p->n_expert,
+                            .ne = {(int64_t)src->shape[1], (int64_t)src->shape[0],
+                                   (int64_t)p->n_expert, 1},
+                            .type = src->dtype == SAFETENSORS_BF16 ? TENSOR_TYPE_BF16
+                                                                   : TENSOR_TYPE_F16};
+        snprintf(stack.name, sizeof stack.name, "%s", name);
+        if (!(stack.experts = calloc(p->n_expert, sizeof *stack.experts))) {
+            corral_error_set(c->err, "out of memory");
+            return HF_IO;
+        }
+        hf_status status = append_tensor(c, &stack);
+        if (status != HF_OK) {
+            free(stack.experts);
+            return status;
+        }
+        t = &c->tensors[c->n_tensors - 1];
+        c->any_bf16 = c->any_bf16 || t->type == TENSOR_TYPE_BF16;
+    }
+    if (t->experts[expert] || src->dtype != t->src->dtype ||
+        src->shape[0] != t->src->shape[0] || src->shape[1] != t->src->shape[1]) {
+        corral_error_set(c->err, "tensor '%.200s' %s", src->name,
+                         t->experts[expert] ? "is in the checkpoint twice"
+                                            : "differs in shape or dtype from its layer's other "
+                                              "experts");
+        return HF_INVALID;
+    }
+    t->experts[expert] = src;
+    return HF_OK;
+}
+
+/* Every stack has all its experts. */
+static hf_status check_experts(converter *c)
+{
+    for (size_t i = 0; i < c->n_tensors; i++)
+        for (uint32_t e = 0; e < c->tensors[i].n_experts; e++)
+            if (!c->tensors[i].experts[e]) {
+                corral_error_set(c->err, "the checkpoint has no expert %u for '%s'", e,
+                                 c->tensors[i].name);
+                return HF_INVALID;
+            }
+    return HF_OK;
+}
+
+static hf_status add_tensor(converter *c, const safetensors_tensor *src)
+{
+    if (ends_with(src->name, ".rotary_emb.inv_freq"))
+        return HF_OK; /* recomputed from rope_theta */
+    unsigned layer, expert;
+    const char *kind;
+    if (hf_family_parse_expert(src->name, &layer, &expert, &kind))
+        return add_expert(c, src, layer, expert, kind);
+    out_tensor t = {.src = src};
+    hf_family_rename(c->p.arch, src->name, t.name, sizeof t.name);
+    if (!hf_family_known_tensor(&c->p, t.name)) {
+        corral_error_set(c->err, "tensor '%.200s' is not one of a %s's that Corral converts",
+                         src->name, c->p.arch->hf_name);
+        return HF_INVALID;
+    }
+    if (src->n_dims > 4) {
+        corral_error_set(c->err, "tensor '%.200s' has %u dimensions", src->name, src->n_dims);
+        return HF_INVALID;
+    }
+    for (size_t i = 0; i < c->n_tensors; i++)
+        if (strcmp(c->tensors[i].name, t.name) == 0) {
+            corral_error_set(c->err, "tensor '%.200s' is in the checkpoint twice", src->name);
+            return HF_INVALID;
+        }
+    /* GGUF lists dimensions innermost first; a scalar is one element */
+    t.n_dims = src->n_dims ? src->n_dims : 1;
+    for (uint32_t d = 0; d < 4; d++)
+        t.ne[d] = 1;
+    for (uint32_t d = 0; d < src->n_dims; d++) {
+        if (src->shape[d] == 0 || src->shape[d] > INT64_MAX) {
+            corral_error_set(c->err, "tensor '%.200s' has an empty dimension", src->name);
+            return HF_INVALID;
+        }
+        t.ne[src->n_dims - 1 - d] = (int64_t)src->shape[d];
+    }
+    if (t.n_dims == 1 || ends_with(t.name, ".bias") || ends_with(t.name, ".ffn_gate_inp.weight"))
+        t.type = TENSOR_TYPE_F32; /* a router's few columns decide which experts run */
+    else
+        t.type = src->dtype == SAFETENSORS_BF16 ? TENSOR_TYPE_BF16 : TENSOR_TYPE_F16;
+    c->any_bf16 = c->any_bf16 || t.type == TENSOR_TYPE_BF16;
+    bool q = ends_with(t.name, ".attn_q.weight"), k = ends_with(t.name, ".attn_k.weight");
+    t.add_one = hf_family_is_gemma(c->p.arch) && ends_with(t.name, "_norm.weight");
+    if (c->p.arch->family == FAMILY_LLAMA && (q || k)) {
+        uint32_t heads = q ? c->p.n_head : c->p.n_head_kv;
+        uint64_t rows = src->n_dims == 2 ? src->shape[0] : 0;
+        if (rows == 0 || rows % heads || (rows / heads) % 2) {
+            corral_error_set(c->err, "tensor '%.200s': %llu rows do not split into %u heads of "
+                             "an even size", src->name, (unsigned long long)rows, heads);
+            return HF_INVALID;
+        }
+        t.permute_heads = heads;
+    }
+    return append_tensor(c, &t);
+}
+
+static int by_file_name(const void *a, const void *b)
+{
+    return strcmp((*(const hf_file *const *)a)->name, (*(const hf_file *const *)b)->name);
+}
+
+/* An index's shards must all be among the files, or the checkpoint is incomplete. */
+static hf_status check_index(converter *c)
+{
+    hf_status status;
+    json_t *index = load_json(c, "model.safetensors.index.json", false, &status);
+    if (!index)
+        return status;
+    const json_t *map = json_object_get(index, "weight_map");
+    const char *tensor;
+    const json_t *shard;
+    status = json_is_object(map) ? HF_OK : HF_INVALID;
+    if (status != HF_OK)
+        corral_error_set(c->err, "model.safetensors.index.json has no weight_map");
+    json_object_foreach((json_t *)map, tensor, shard) {
+        if (status != HF_OK)
+            break;
+        const char *name = json_string_value(shard);
+        if (!name || !find_file(c, name)) {
+            corral_error_set(c->err, "model.safetensors.index.json puts '%.100s' in '%.100s', "
+                             "which is not among the files", tensor, name ? name : "?");
+            status = HF_INVALID;
+        }
+    }
+    json_decref(index);
+    return status;
+}
+
+static hf_status read_tensors(converter *c)
+{
+    hf_status status = check_index(c);
+    if (status != HF_OK)
+        return status;
+    const hf_file **shards = calloc(c->n_files ? c->n_files : 1, sizeof *shards);
+    if (!shards || !(c->shards = calloc(c->n_files ? c->n_files : 1, sizeof *c->shards))) {
+        free(shards);
+        corral_error_set(c->err, "out of memory");
+        return HF_IO;
+    }
+    /* model*.safetensors when there are any: Mistral's repositories also hold the same weights
+     * under Mistral's own names (consolidated.safetensors) */
+    bool model_shards = false;
+    for (size_t i = 0; i < c->n_files; i++)
+        model_shards = model_shards || is_model_shard(c->files[i].name);
+    size_t n = 0;
+    for (size_t i = 0; i < c->n_files; i++)
+        if (model_shards ? is_model_shard(c->files[i].name) : is_shard(c->files[i].name))
+            shards[n++] = &c->files[i];
+    qsort(shards, n, sizeof *shards, by_file_name);
+    for (size_t i = 0; i < n && status == HF_OK; i++) {
+        corral_error why;
+        safetensors_file *f = safetensors_open(shards[i]->path, &why);
+        if (!f) {
+            /* the reader names the path it was given; the user knows the file's name */
+            const char *msg = why.message;
+            size_t len = strlen(shards[i]->path);
+            if (strncmp(msg, shards[i]->path, len) == 0)
+                msg += len;
+            corral_error_set(c->err, "%.200s%.400s", shards[i]->name, msg);
+            status = HF_INVALID;
+            break;
+        }
+        c->shards[c->n_shards++] = f;
+        for (size_t t = 0; t < safetensors_count(f) && status == HF_OK; t++)
+            status = add_tensor(c, safetensors_at(f, t));
+    }
+    free(shards);
+    if (status == HF_OK)
+        status = check_experts(c);
+    if (status == HF_OK && c->n_tensors == 0) {
+        corral_error_set(c->err, "the checkpoint has no tensors (no *.safetensors files)");
+        status = HF_INVALID;
+    }
+    return status;
+}
+
+/* ---- writing ---- */
+
+static float element_f32(const uint8_t *src, safetensors_dtype dtype, size_t i)
+{
+    uint16_t h;
+    float f;
+    switch (dtype) {
+    case SAFETENSORS_F32: memcpy(&f, src + 4 * i, 4); return f;
+    case SAFETENSORS_F16: memcpy(&h, src + 2 * i, 2); return quant_f16_to_f32(h);
+    case SAFETENSORS_BF16: memcpy(&h, src + 2 * i, 2); return quant_bf16_to_f32(h);
+    }
+    return 0;
+}
+
+/* n elements of src into dst in the output type, plus one where add_one. */
+static void convert_elements(const uint8_t *src, safetensors_dtype dtype, uint32_t type,
+                             bool add_one, uint8_t *dst, size_t n)
+{
+    bool same = (dtype == SAFETENSORS_F32 && type == TENSOR_TYPE_F32) ||
+                (dtype == SAFETENSORS_F16 && type == TENSOR_TYPE_F16) ||
+                (dtype == SAFETENSORS_BF16 && type == TENSOR_TYPE_BF16);
+    if (same && !add_one) {
+        memcpy(dst, src, n * safetensors_dtype_size(dtype));
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        float f = element_f32(src, dtype, i) + (add_one ? 1.0f : 0.0f);
+        if (type == TENSOR_TYPE_F32) {
+            memcpy(dst + 4 * i, &f, 4);
+        } else {
+            uint16_t h = type == TENSOR_TYPE_F16 ? quant_f32_to_f16(f) : quant_f32_to_bf16(f);
+            memcpy(dst + 2 * i, &h, 2);
+        }
+    }
+}
+
+/*
+ * The source row of output row r. Hugging Face keeps each head's rotated halves apart
+ * (first half of the head dimension, then the second); GGUF's llama pairs them up, so
+ * output row 2i+s of a head is its source row s*D/2 + i.
+ */
+static uint64_t source_row(const out_tensor *t, uint64_t rows, uint64_t r)
+{
+    if (!t->permute_heads)
+        return r;
+    uint64_t d = rows / t->permute_heads, head = r / d, j = r % d;
+    return head * d + (j % 2) * (d / 2) + j / 2;
+}
+
+/* Rows of a source matrix (1 for a vector), and the output tensor's (all experts' for a stack). */
+static uint64_t source_rows(const out_tensor *t)
+{
+    return t->src->n_dims > 1 ? t->src->shape[0] : 1;
+}
+
+static uint64_t output_rows(const out_tensor *t)
+{
+    return source_rows(t) * (t->n_experts ? t->n_experts : 1);
+}
+
+static uint64_t output_row_bytes(const out_tensor *t)
+{
+    return t->src->n_elems / source_rows(t) * (t->type == TENSOR_TYPE_F32 ? 4 : 2);
+}
+
+/* Output rows [from, to) of a tensor from the checkpoint. */
+static bool write_rows(converter *c, const out_tensor *t, uint64_t from, uint64_t to)
+{
+    const safetensors_tensor *s = t->src;
+    uint64_t rows = source_rows(t);
+    uint64_t row_elems = s->n_elems / rows;
+    size_t in_size = safetensors_dtype_size(s->dtype);
+    size_t out_size = t->type == TENSOR_TYPE_F32 ? 4 : 2;
+    uint64_t piece = CHUNK_BYTES / out_size; /* a row longer than the buffer goes in pieces */
+    for (uint64_t r = from; r < to; r++) {
+        const uint8_t *row = t->n_experts
+                                 ? t->experts[r / rows]->data + (r % rows) * row_elems * in_size
+                                 : s->data + source_row(t, rows, r) * row_elems * in_size;
+        for (uint64_t at = 0; at < row_elems; at += piece) {
+            size_t n = (size_t)(row_elems - at < piece ? row_elems - at : piece);
+            convert_elements(row + at * in_size, s->dtype, t->type, t->add_one, c->buf, n);
+            if (!gguf_writer_write_tensor(c->writer, c->buf, n * out_size, c->err))
+                return false;
+        }
+    }
+    c->bytes_done += (to - from) * row_elems * out_size;
+    return true;
+}
+
+static void converter_free(converter *c)
+{
+    if (!c)
+        return;
+    gguf_writer_free(c->writer); /* an unfinished output's temporary file goes with it */
+    free(c->buf);
+    hf_vocab_free(c->vocab);
+    for (size_t i = 0; i < 5; i++)
+        json_decref(c->tokenizer_json[i]);
+    free(c->chat_template);
+    free(c->spm_model);
+    json_decref(c->config);
+    for (size_t i = 0; i < c->n_shards; i++)
+        safetensors_close(c->shards[i]);
+    free(c->shards);
+    for (size_t i = 0; i < c->n_tensors; i++)
+        free(c->tensors[i].experts);
+    free(c->tensors);
+    for (size_t i = 0; i < c->n_extras; i++)
+        free(c->extras[i].data);
+    hf_family_params_free(&c->p);
+    free(c);
+}
+
+void hf_converter_free(hf_converter *c)
+{
+    converter_free(c);
+}
+
+hf_status hf_converter_open(const hf_file *files, size_t n, hf_converter **out,
+                            corral_error *err)
+{
+    converter *c = calloc(1, sizeof *c);
+    *out = NULL;
+    if (!c) {
+        corral_error_set(err, "out of memory");
+        return HF_IO;
+    }
+    *c = (converter){.files = files, .n_files = n, .err = err};
+    hf_status status = read_config(c);
+    if (status == HF_OK)
+        status = read_tokenizer(c);
+    if (status == HF_OK)
+        status = read_tensors(c);
+    if (status == HF_OK)
+        status = hf_family_rope_tensors(c->config, &c->p, c->extras, &c->n_extras, c->err);
+    if (status != HF_OK) {
+        converter_free(c);
+        return status;
+    }
+    *out = c;
+    return HF_OK;
+}
+
+hf_status hf_converter_begin(hf_converter *c, const char *out_path, corral_error *err)
+{
+    c->err = err;
+    if (!(c->writer = gguf_writer_create()) || !(c->buf = malloc(CHUNK_BYTES))) {
+        corral_error_set(err, "out of memory");
+        return HF_IO;
+    }
+    bool ok = hf_family_write_keys(&c->p, hf_vocab_count(c->vocab), c->any_bf16, c->writer,
+                                   err) &&
+              hf_vocab_write(c->vocab, c->writer, err);
+    for (size_t i = 0; ok && i < c->n_extras; i++) {
+        int64_t ne[1] = {c->extras[i].n};
+        ok = gguf_writer_add_tensor(c->writer, c->extras[i].name, TENSOR_TYPE_F32, 1, ne, err);
+        c->bytes_total += c->extras[i].n * sizeof(float);
+    }
+    for (size_t i = 0; ok && i < c->n_tensors; i++) {
+        const out_tensor *t = &c->tensors[i];
+        ok = gguf_writer_add_tensor(c->writer, t->name, t->type, t->n_dims, t->ne, err);
+        c->bytes_total += output_rows(t) * output_row_bytes(t);
+    }
+    if (!ok)
+        return HF_INVALID;
+    return gguf_writer_begin(c->writer, out_path, err) ? HF_OK : HF_IO;
+}
+
+hf_status hf_converter_step(hf_converter *c, bool *done, corral_error *err)
+{
+    c->err = err;
+    *done = false;
+    bool ok = true;
+    for (; ok && c->next_extra < c->n_extras; c->next_extra++) {
+        const hf_extra_tensor *e = &c->extras[c->next_extra];
+        ok = gguf_writer_write_tensor(c->writer, e->data, e->n * sizeof(float), err);
+        c->bytes_done += e->n * sizeof(float);
+    }
+    uint64_t budget = c->bytes_done + STEP_BYTES;
+    while (ok && c->next_tensor < c->n_tensors && c->bytes_done < budget) {
+        const out_tensor *t = &c->tensors[c->next_tensor];
+        uint64_t rows = output_rows(t), row_bytes = output_row_bytes(t);
+        uint64_t n = (budget - c->bytes_done) / (row_bytes ? row_bytes : 1);
+        n = n == 0 ? 1 : n > rows - c->next_row ? rows - c->next_row : n;
+        ok = write_rows(c, t, c->next_row, c->next_row + n);
+        if ((c->next_row += n) == rows) {
+            c->next_tensor++;
+            c->next_row = 0;
+        }
+    }
+    if (ok && c->next_tensor == c->n_tensors) {
+        ok = gguf_writer_finish(c->writer, err);
+        *done = ok;
+    }
+    return ok ? HF_OK : HF_IO;
+}
+
+uint64_t hf_converter_bytes_done(const hf_converter *c)
+{
+    return c->bytes_done;
+}
+
+uint64_t hf_converter_bytes_total(const hf_converter *c)
+{
+    return c->bytes_total;
+}
+
+hf_status hf_convert(const hf_file *files, size_t n, const char *out_path, corral_error *err)
+{
+    hf_converter *c;
+    hf_status status = hf_converter_open(files, n, &c, err);
+    if (status == HF_OK)
+        status = hf_converter_begin(c, out_path, err);
+    for (bool done = false; status == HF_OK && !done;)
+        status = hf_converter_step(c, &done, err);
+    hf_converter_free(c);
+    return status;
+}

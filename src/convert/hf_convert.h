@@ -1,0 +1,74 @@
+/*
+ * Hugging Face checkpoint (a directory of config.json, tokenizer files and *.safetensors
+ * shards) to one GGUF file, as llama.cpp's and ollama's converters write it: the same tensor
+ * names, shapes and types (1-D tensors and biases F32, BF16 weights BF16, others F16), the
+ * same metadata keys, Llama's Q/K rows permuted back to GGUF's RoPE pairing.
+ *
+ * Architectures (config.json's "architectures"[0]): LlamaForCausalLM, MistralForCausalLM and
+ * MixtralForCausalLM (GGUF "llama"), Qwen2ForCausalLM ("qwen2"), Qwen3ForCausalLM ("qwen3"),
+ * Qwen3MoeForCausalLM ("qwen3moe"), GemmaForCausalLM,
+ * Gemma2ForCausalLM and Gemma3ForCausalLM (text; "gemma", "gemma2", "gemma3": their norms,
+ * stored as w - 1, become 1 + w), Phi3ForCausalLM ("phi3": fused q/k/v and gate/up kept
+ * fused, LongRoPE's factors as rope_factors_long/short tensors). A mixture of experts' matrices
+ * are stacked per layer into ffn_{gate,up,down}_exps (experts outermost), its router
+ * (ffn_gate_inp) kept F32. The tokenizer is
+ * a SentencePiece tokenizer.model when there is one, else tokenizer.json's BPE (see
+ * hf_tokenizer.h). Shards (model*.safetensors when there are any, else *.safetensors) are
+ * read in name order;
+ * model.safetensors.index.json, when given, must name only shards that are given too.
+ */
+#ifndef CORRAL_CONVERT_HF_CONVERT_H
+#define CORRAL_CONVERT_HF_CONVERT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "corral/error.h"
+
+#define HF_MAX_JSON_BYTES ((size_t)64 << 20) /* the largest vocabularies' tokenizer.json fit */
+#define HF_SUPPORTED_ARCHITECTURES                                                           \
+    "LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, "            \
+    "Qwen3ForCausalLM, Qwen3MoeForCausalLM, GemmaForCausalLM, Gemma2ForCausalLM, "            \
+    "Gemma3ForCausalLM, Phi3ForCausalLM"
+
+/* One file of the checkpoint: its name relative to the directory, and where it is. */
+typedef struct hf_file {
+    const char *name;
+    const char *path;
+} hf_file;
+
+typedef enum hf_status {
+    HF_OK,
+    HF_INVALID, /* the checkpoint: unsupported, incomplete or malformed */
+    HF_IO,      /* reading or writing failed */
+} hf_status;
+
+/* Whether a file of a FROM directory belongs to a checkpoint (weights, config, tokenizer). */
+bool hf_is_checkpoint_file(const char *name);
+
+/* Whether a file's name makes it a checkpoint's weights (*.safetensors, not in a folder). */
+bool hf_is_weights_file(const char *name);
+
+/*
+ * A conversion in steps, so that a server can report progress and stop when its client leaves.
+ * hf_converter_open reads and checks everything it can before any output: config.json, the
+ * tokenizer, every shard's header and every tensor's name and shape; files (and the strings
+ * in it) must outlive the converter. hf_converter_begin starts the output at out_path (written
+ * beside it, renamed into place when done); each hf_converter_step writes about 64 MiB of it
+ * and sets *done after the last. Freeing an unfinished converter removes its output.
+ */
+typedef struct hf_converter hf_converter;
+
+hf_status hf_converter_open(const hf_file *files, size_t n, hf_converter **out,
+                            corral_error *err);
+hf_status hf_converter_begin(hf_converter *c, const char *out_path, corral_error *err);
+hf_status hf_converter_step(hf_converter *c, bool *done, corral_error *err);
+uint64_t hf_converter_bytes_done(const hf_converter *c);  /* tensor bytes written */
+uint64_t hf_converter_bytes_total(const hf_converter *c); /* known after begin */
+void hf_converter_free(hf_converter *c);
+
+/* The whole conversion to out_path in one call. */
+hf_status hf_convert(const hf_file *files, size_t n, const char *out_path, corral_error *err);
+
+#endif

@@ -1,0 +1,558 @@
+/*
+ * Hugging Face architectures (see hf_family.h): the table of those Corral converts, their
+ * config.json keys, tensor names and GGUF metadata.
+ */
+#include "convert/hf_family.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "convert/hf_tokenizer.h"
+
+#define MAX_LAYERS 4096u
+#define MAX_WIDTH (1u << 20)
+#define MAX_EXPERTS 4096u
+
+/* What the functions below read and write. */
+typedef struct family {
+    const json_t *config;
+    hf_params p;
+    corral_error *err;
+    hf_extra_tensor *extras; /* make_rope_freqs' */
+    size_t n_extras;
+    uint32_t n_vocab;        /* write_keys' */
+    bool any_bf16;
+} family;
+
+static const hf_arch archs[] = {
+    {"LlamaForCausalLM", "llama", FAMILY_LLAMA},
+    {"MistralForCausalLM", "llama", FAMILY_LLAMA},
+    {"Qwen2ForCausalLM", "qwen2", FAMILY_QWEN2},
+    {"Qwen3ForCausalLM", "qwen3", FAMILY_QWEN3},
+    {"Qwen3MoeForCausalLM", "qwen3moe", FAMILY_QWEN3},
+    {"MixtralForCausalLM", "llama", FAMILY_LLAMA},
+    {"GemmaForCausalLM", "gemma", FAMILY_GEMMA},
+    {"Gemma2ForCausalLM", "gemma2", FAMILY_GEMMA2},
+    {"Gemma3ForCausalLM", "gemma3", FAMILY_GEMMA3},
+    {"Phi3ForCausalLM", "phi3", FAMILY_PHI3},
+};
+
+bool hf_family_is_gemma(const hf_arch *a)
+{
+    return a->family == FAMILY_GEMMA || a->family == FAMILY_GEMMA2 || a->family == FAMILY_GEMMA3;
+}
+
+/* gemma2's and gemma3's norms around attention and the FFN */
+static bool has_sandwich_norms(const hf_arch *a)
+{
+    return a->family == FAMILY_GEMMA2 || a->family == FAMILY_GEMMA3;
+}
+
+/* The names of those norms, tried before the others where they exist. */
+static const char *const sandwich_renames[][2] = {
+    {"post_attention_layernorm", "post_attention_norm"},
+    {"pre_feedforward_layernorm", "ffn_norm"},
+    {"post_feedforward_layernorm", "post_ffw_norm"},
+};
+
+/* Hugging Face name pieces and their GGUF names, tried in this order at each position. */
+static const char *const renames[][2] = {
+    {"lm_head", "output"},
+    {"model.embed_tokens", "token_embd"},
+    {"model.norm", "output_norm"},
+    {"model.layers", "blk"},
+    {"input_layernorm", "attn_norm"},
+    {"self_attn.q_proj", "attn_q"},
+    {"self_attn.k_proj", "attn_k"},
+    {"self_attn.v_proj", "attn_v"},
+    {"self_attn.o_proj", "attn_output"},
+    {"self_attn.qkv_proj", "attn_qkv"},
+    {"self_attn.q_norm", "attn_q_norm"},
+    {"self_attn.k_norm", "attn_k_norm"},
+    {"mlp.gate_proj", "ffn_gate"},
+    {"mlp.up_proj", "ffn_up"},
+    {"mlp.down_proj", "ffn_down"},
+    {"mlp.gate_up_proj", "ffn_up"},
+    {"mlp.gate.", "ffn_gate_inp."},              /* a mixture of experts' router */
+    {"block_sparse_moe.gate.", "ffn_gate_inp."}, /* Mixtral's */
+    {"post_attention_layernorm", "ffn_norm"},
+};
+
+
+static bool read_u32(family *c, const char *key, bool required, uint32_t max, uint32_t *out)
+{
+    const json_t *v = json_object_get(c->config, key);
+    if (!v || json_is_null(v)) {
+        if (required)
+            corral_error_set(c->err, "config.json has no %s", key);
+        return !required;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > max) {
+        corral_error_set(c->err, "config.json: %s must be an integer from 1 to %u", key, max);
+        return false;
+    }
+    *out = (uint32_t)json_integer_value(v);
+    return true;
+}
+
+static bool read_f32(family *c, const json_t *obj, const char *key, bool *present, float *out)
+{
+    const json_t *v = json_object_get(obj, key);
+    if (!v || json_is_null(v))
+        return true;
+    double d = json_number_value(v);
+    if (!json_is_number(v) || !(d > 0) || d > 3.4e38) {
+        corral_error_set(c->err, "config.json: %s must be a positive number", key);
+        return false;
+    }
+    *out = (float)d;
+    if (present)
+        *present = true;
+    return true;
+}
+
+static bool read_rope_scaling(family *c)
+{
+    hf_params *p = &c->p;
+    const json_t *s = json_object_get(c->config, "rope_scaling");
+    if (!s || json_is_null(s))
+        return true;
+    const char *type = json_string_value(json_object_get(s, "rope_type"));
+    if (!type)
+        type = json_string_value(json_object_get(s, "type"));
+    if (!json_is_object(s) || !type) {
+        corral_error_set(c->err, "config.json: rope_scaling needs a rope_type");
+        return false;
+    }
+    bool llama = p->arch->family == FAMILY_LLAMA, phi3 = p->arch->family == FAMILY_PHI3;
+    if (strcmp(type, "default") == 0)
+        return true;
+    if (!(strcmp(type, "linear") == 0 || strcmp(type, "yarn") == 0 ||
+          (llama && strcmp(type, "llama3") == 0) ||
+          (phi3 && (strcmp(type, "longrope") == 0 || strcmp(type, "su") == 0)))) {
+        corral_error_set(c->err, "config.json: rope_scaling type '%.40s' is not supported for "
+                         "%s", type, p->arch->hf_name);
+        return false;
+    }
+    p->rope_type = type;
+    uint32_t original = 0;
+    const json_t *o = json_object_get(s, "original_max_position_embeddings");
+    if (json_is_integer(o) && json_integer_value(o) > 0 && json_integer_value(o) <= UINT32_MAX)
+        original = (uint32_t)json_integer_value(o);
+    p->rope_original_ctx = original;
+    return read_f32(c, s, "factor", NULL, &p->rope_factor) &&
+           read_f32(c, s, "low_freq_factor", NULL, &p->low_freq_factor) &&
+           read_f32(c, s, "high_freq_factor", NULL, &p->high_freq_factor);
+}
+
+/* Gemma 2's and 3's window, softcaps and which layers slide (layer_types, or every layer but
+ * each sliding_window_pattern-th). */
+static hf_status read_gemma_config(family *c)
+{
+    hf_params *p = &c->p;
+    if (!read_u32(c, "sliding_window", false, UINT32_MAX, &p->sliding_window) ||
+        !read_f32(c, c->config, "attn_logit_softcapping", NULL, &p->attn_softcap) ||
+        !read_f32(c, c->config, "final_logit_softcapping", NULL, &p->final_softcap) ||
+        !read_f32(c, c->config, "rope_local_base_freq", NULL, &p->rope_local_theta))
+        return HF_INVALID;
+    if (p->arch->family != FAMILY_GEMMA3)
+        return HF_OK;
+    const json_t *types = json_object_get(c->config, "layer_types");
+    uint32_t every = 0;
+    if (!json_is_array(types) &&
+        !read_u32(c, "sliding_window_pattern", false, MAX_LAYERS, &every))
+        return HF_INVALID;
+    if (!json_is_array(types) && every == 0)
+        return HF_OK;
+    if (!(p->sliding_pattern = calloc(p->n_layer, 1))) {
+        corral_error_set(c->err, "out of memory");
+        return HF_IO;
+    }
+    p->n_sliding_pattern = p->n_layer;
+    for (uint32_t i = 0; i < p->n_layer; i++) {
+        const char *type = json_string_value(json_array_get(types, i));
+        p->sliding_pattern[i] = json_is_array(types) ? type && !strcmp(type, "sliding_attention")
+                                                     : (i + 1) % every != 0;
+    }
+    return HF_OK;
+}
+
+static hf_status read_config(family *c)
+{
+    const json_t *list = json_object_get(c->config, "architectures");
+    const char *name = json_string_value(json_array_get(list, 0));
+    if (!name) {
+        corral_error_set(c->err, "config.json names no architecture (\"architectures\")");
+        return HF_INVALID;
+    }
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
+        if (strcmp(archs[i].hf_name, name) == 0)
+            c->p.arch = &archs[i];
+    if (!c->p.arch) {
+        corral_error_set(c->err, "unsupported architecture '%.80s': Corral converts "
+                         HF_SUPPORTED_ARCHITECTURES, name);
+        return HF_INVALID;
+    }
+    hf_params *p = &c->p;
+    uint32_t vocab = 0;
+    if (!read_u32(c, "num_hidden_layers", true, MAX_LAYERS, &p->n_layer) ||
+        !read_u32(c, "hidden_size", true, MAX_WIDTH, &p->n_embd) ||
+        !read_u32(c, "intermediate_size", true, 1u << 24, &p->n_ff) ||
+        !read_u32(c, "num_attention_heads", true, 65536, &p->n_head) ||
+        !read_u32(c, "max_position_embeddings", false, UINT32_MAX, &p->n_ctx) ||
+        !read_u32(c, "vocab_size", false, HF_MAX_VOCAB, &vocab))
+        return HF_INVALID;
+    p->vocab_size = vocab;
+    p->n_head_kv = p->n_head;
+    if (!read_u32(c, "num_key_value_heads", false, p->n_head, &p->n_head_kv))
+        return HF_INVALID;
+    if (json_object_get(c->config, "head_dim") && !json_is_null(json_object_get(c->config,
+                                                                                 "head_dim"))) {
+        if (!read_u32(c, "head_dim", true, 65536, &p->head_dim))
+            return HF_INVALID;
+        p->has_head_dim = true;
+    } else {
+        p->head_dim = p->n_embd / p->n_head;
+    }
+    if (p->head_dim == 0 || p->head_dim % 2 || p->n_head % p->n_head_kv) {
+        corral_error_set(c->err, "config.json: %u heads of %u dimensions (%u key/value heads) "
+                         "do not make an attention layer", p->n_head, p->head_dim, p->n_head_kv);
+        return HF_INVALID;
+    }
+    if (!read_f32(c, c->config, "rope_theta", &p->has_theta, &p->rope_theta) ||
+        !read_f32(c, c->config, "rms_norm_eps", &p->has_eps, &p->rms_eps) ||
+        !read_rope_scaling(c))
+        return HF_INVALID;
+    if (p->arch->family == FAMILY_GEMMA3 && !p->has_theta) {
+        p->has_theta = true; /* Gemma 3's global layers' base when its config leaves it out */
+        p->rope_theta = 1000000.0f;
+    }
+    if (!read_u32(c, strcmp(p->arch->gguf_name, "llama") ? "num_experts" : "num_local_experts",
+                  false, MAX_EXPERTS, &p->n_expert) ||
+        !read_u32(c, "num_experts_per_tok", p->n_expert > 0, p->n_expert ? p->n_expert : 1,
+                  &p->n_expert_used) ||
+        !read_u32(c, "moe_intermediate_size", false, 1u << 24, &p->n_ff_expert))
+        return HF_INVALID;
+    if (p->arch->family == FAMILY_PHI3) {
+        uint32_t original = 0;
+        if (!read_u32(c, "sliding_window", false, UINT32_MAX, &p->sliding_window) ||
+            !read_u32(c, "original_max_position_embeddings", false, UINT32_MAX, &original))
+            return HF_INVALID;
+        if (original)
+            p->rope_original_ctx = original;
+    }
+    return has_sandwich_norms(p->arch) ? read_gemma_config(c) : HF_OK;
+}
+
+hf_status hf_family_read_config(const json_t *config, hf_params *p, corral_error *err)
+{
+    family c = {.config = config, .err = err};
+    hf_status status = read_config(&c);
+    *p = c.p;
+    return status;
+}
+
+void hf_family_params_free(hf_params *p)
+{
+    free(p->sliding_pattern);
+    p->sliding_pattern = NULL;
+}
+
+/* The pair of the rename tables that starts s, or NULL. */
+static const char *const *rename_at(const hf_arch *a, const char *s)
+{
+    size_t n = sizeof sandwich_renames / sizeof sandwich_renames[0];
+    for (size_t r = 0; has_sandwich_norms(a) && r < n; r++)
+        if (strncmp(s, sandwich_renames[r][0], strlen(sandwich_renames[r][0])) == 0)
+            return sandwich_renames[r];
+    n = sizeof renames / sizeof renames[0];
+    for (size_t r = 0; r < n; r++)
+        if (strncmp(s, renames[r][0], strlen(renames[r][0])) == 0)
+            return renames[r];
+    return NULL;
+}
+
+void hf_family_rename(const hf_arch *a, const char *in, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (const char *s = in; *s && o + 1 < cap;) {
+        const char *const *pair = rename_at(a, s);
+        const char *piece = pair ? pair[1] : s;
+        size_t len = pair ? strlen(piece) : 1;
+        for (size_t i = 0; i < len && o + 1 < cap; i++)
+            out[o++] = piece[i];
+        s += pair ? strlen(pair[0]) : 1;
+    }
+    out[o] = '\0';
+}
+
+bool hf_family_known_tensor(const hf_params *p, const char *name)
+{
+    if (!strcmp(name, "token_embd.weight") || !strcmp(name, "output_norm.weight") ||
+        !strcmp(name, "output.weight"))
+        return true;
+    unsigned layer;
+    char prefix[32];
+    if (sscanf(name, "blk.%u.", &layer) != 1 || layer >= p->n_layer)
+        return false;
+    int used = snprintf(prefix, sizeof prefix, "blk.%u.", layer);
+    if (strncmp(name, prefix, (size_t)used) != 0) /* "blk.01." or "blk.+1." */
+        return false;
+    const char *suffix = name + used;
+    static const char *const block[] = {"attn_norm.weight", "attn_output.weight",
+                                        "ffn_norm.weight", "ffn_up.weight", "ffn_down.weight"};
+    for (size_t i = 0; i < sizeof block / sizeof block[0]; i++)
+        if (!strcmp(suffix, block[i]))
+            return true;
+    arch_family f = p->arch->family;
+    if (p->n_expert && !strcmp(suffix, "ffn_gate_inp.weight"))
+        return true;
+    if (f == FAMILY_PHI3) /* q/k/v in one matrix, gate and up in one */
+        return !strcmp(suffix, "attn_qkv.weight");
+    if (!strcmp(suffix, "attn_q.weight") || !strcmp(suffix, "attn_k.weight") ||
+        !strcmp(suffix, "attn_v.weight") || !strcmp(suffix, "ffn_gate.weight"))
+        return true;
+    if (f == FAMILY_QWEN2 && (!strcmp(suffix, "attn_q.bias") || !strcmp(suffix, "attn_k.bias") ||
+                              !strcmp(suffix, "attn_v.bias")))
+        return true;
+    if (has_sandwich_norms(p->arch) && (!strcmp(suffix, "post_attention_norm.weight") ||
+                                        !strcmp(suffix, "post_ffw_norm.weight")))
+        return true;
+    return (f == FAMILY_QWEN3 || f == FAMILY_GEMMA3) &&
+           (!strcmp(suffix, "attn_q_norm.weight") || !strcmp(suffix, "attn_k_norm.weight"));
+}
+
+bool hf_family_parse_expert(const char *name, unsigned *layer, unsigned *expert,
+                            const char **kind)
+{
+    static const char *const hf[][2] = {{"gate_proj", "gate"}, {"up_proj", "up"},
+                                        {"down_proj", "down"}, {"w1", "gate"},
+                                        {"w3", "up"}, {"w2", "down"}};
+    char part[16], again[256];
+    if (sscanf(name, "model.layers.%u.mlp.experts.%u.%15[a-z_].weight", layer, expert,
+               part) == 3 ||
+        sscanf(name, "model.layers.%u.block_sparse_moe.experts.%u.%15[a-z0-9].weight", layer,
+               expert, part) == 3) {
+        for (size_t i = 0; i < sizeof hf / sizeof hf[0]; i++) {
+            bool mixtral = hf[i][0][0] == 'w';
+            snprintf(again, sizeof again, mixtral ? "model.layers.%u.block_sparse_moe.experts.%u.%s"
+                                                    ".weight"
+                                                  : "model.layers.%u.mlp.experts.%u.%s.weight",
+                     *layer, *expert, hf[i][0]);
+            if (strcmp(again, name) == 0) { /* exactly that spelling: no "+1" or "01" */
+                *kind = hf[i][1];
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+static float *add_extra(family *c, const char *name, uint32_t n)
+{
+    hf_extra_tensor *e = &c->extras[c->n_extras];
+    if (!(e->data = malloc((n ? n : 1) * sizeof *e->data))) {
+        corral_error_set(c->err, "out of memory");
+        return NULL;
+    }
+    e->name = name;
+    e->n = n;
+    c->n_extras++;
+    return e->data;
+}
+
+/* Phi-3's LongRoPE factors (rope_scaling's long_factor and short_factor), one per pair. */
+static hf_status make_longrope_factors(family *c)
+{
+    const hf_params *p = &c->p;
+    const json_t *s = json_object_get(c->config, "rope_scaling");
+    static const char *const keys[2] = {"long_factor", "short_factor"};
+    static const char *const names[2] = {"rope_factors_long.weight", "rope_factors_short.weight"};
+    for (int k = 0; k < 2; k++) {
+        const json_t *list = json_object_get(s, keys[k]);
+        if (!json_is_array(list) || json_array_size(list) != p->head_dim / 2) {
+            corral_error_set(c->err, "config.json: rope_scaling's %s must be %u numbers",
+                             keys[k], p->head_dim / 2);
+            return HF_INVALID;
+        }
+        float *out = add_extra(c, names[k], p->head_dim / 2);
+        if (!out)
+            return HF_IO;
+        for (uint32_t i = 0; i < p->head_dim / 2; i++) {
+            const json_t *v = json_array_get(list, i);
+            double d = json_number_value(v);
+            if (!json_is_number(v) || !(d > 0) || d > 3.4e38) {
+                corral_error_set(c->err, "config.json: rope_scaling's %s[%u] is not a positive "
+                                 "number", keys[k], i);
+                return HF_INVALID;
+            }
+            out[i] = (float)d;
+        }
+    }
+    return HF_OK;
+}
+
+/* Llama 3's per-frequency RoPE scale (its "llama3" rope_scaling), one factor per pair. */
+static hf_status make_rope_freqs(family *c)
+{
+    const hf_params *p = &c->p;
+    if (p->rope_type && p->arch->family == FAMILY_PHI3 &&
+        (!strcmp(p->rope_type, "longrope") || !strcmp(p->rope_type, "su")))
+        return make_longrope_factors(c);
+    if (!p->rope_type || strcmp(p->rope_type, "llama3") != 0)
+        return HF_OK;
+    float factor = p->rope_factor > 0 ? p->rope_factor : 8.0f;
+    float low = p->low_freq_factor > 0 ? p->low_freq_factor : 1.0f;
+    float high = p->high_freq_factor > 0 ? p->high_freq_factor : 4.0f;
+    float original = p->rope_original_ctx ? (float)p->rope_original_ctx : 8192.0f;
+    float theta = p->has_theta ? p->rope_theta : 10000.0f;
+    if (!(high > low)) {
+        corral_error_set(c->err, "config.json: rope_scaling's high_freq_factor must be above "
+                         "its low_freq_factor");
+        return HF_INVALID;
+    }
+    float *freqs = add_extra(c, "rope_freqs.weight", p->head_dim / 2);
+    if (!freqs)
+        return HF_IO;
+    float low_wavelen = original / low, high_wavelen = original / high;
+    for (uint32_t i = 0; i < p->head_dim / 2; i++) {
+        double wavelen = 2 * M_PI * pow(theta, (double)(2 * i) / p->head_dim);
+        if (wavelen < high_wavelen) {
+            freqs[i] = 1.0f;
+        } else if (wavelen > low_wavelen) {
+            freqs[i] = factor;
+        } else {
+            float smooth = (original / (float)wavelen - low) / (high - low);
+            freqs[i] = 1.0f / ((1 - smooth) / factor + smooth);
+        }
+    }
+    return HF_OK;
+}
+
+hf_status hf_family_rope_tensors(const json_t *config, const hf_params *p,
+                                 hf_extra_tensor extras[2], size_t *n_extras, corral_error *err)
+{
+    family c = {.config = config, .p = *p, .err = err, .extras = extras};
+    hf_status status = make_rope_freqs(&c);
+    *n_extras = c.n_extras;
+    return status;
+}
+
+/*
+ * Phi-3's window, the context its RoPE was trained for, and the attention factor its scaled
+ * RoPE takes (LongRoPE: sqrt(1 + ln(scale) / ln(original)); yarn: 0.1 ln(scale) + 1; at
+ * least 1), scale being max_position_embeddings over the original.
+ */
+static bool write_phi3_keys(family *c, gguf_writer *w, const char *a)
+{
+    const hf_params *p = &c->p;
+    char key[96];
+    bool ok = true;
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
+    if (p->sliding_window)
+        ok = gguf_writer_add_u32(w, KEY("attention.sliding_window"), p->sliding_window, c->err);
+    uint32_t original = p->rope_original_ctx;
+    if (ok && original && !p->rope_type)
+        ok = gguf_writer_add_u32(w, KEY("rope.scaling.original_context_length"), original,
+                                 c->err);
+    if (ok && original && p->n_ctx && p->rope_type) {
+        double scale = (double)p->n_ctx / original, factor;
+        if (!strcmp(p->rope_type, "yarn"))
+            factor = 0.1 * log(scale) + 1.0;
+        else
+            factor = sqrt(1.0 + log(scale) / log((double)original));
+        ok = gguf_writer_add_f32(w, KEY("rope.scaling.attn_factor"),
+                                 (float)(factor > 1.0 ? factor : 1.0), c->err);
+        if (ok && strcmp(p->rope_type, "yarn") != 0)
+            ok = gguf_writer_add_u32(w, KEY("rope.scaling.original_context_length"), original,
+                                     c->err);
+    }
+#undef KEY
+    return ok;
+}
+
+/* Gemma 2's and 3's attention windows and softcaps, Gemma 3's local RoPE base. */
+static bool write_gemma_keys(family *c, gguf_writer *w, const char *a)
+{
+    const hf_params *p = &c->p;
+    char key[96];
+    bool ok = true;
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
+    if (p->sliding_window)
+        ok = gguf_writer_add_u32(w, KEY("attention.sliding_window"), p->sliding_window, c->err);
+    if (ok && p->attn_softcap > 0)
+        ok = gguf_writer_add_f32(w, KEY("attn_logit_softcapping"), p->attn_softcap, c->err);
+    if (ok && p->final_softcap > 0)
+        ok = gguf_writer_add_f32(w, KEY("final_logit_softcapping"), p->final_softcap, c->err);
+    if (ok && p->arch->family == FAMILY_GEMMA3)
+        ok = gguf_writer_add_f32(w, KEY("rope.local.freq_base"),
+                                 p->rope_local_theta > 0 ? p->rope_local_theta : 10000.0f, c->err);
+    if (ok && p->n_sliding_pattern)
+        ok = gguf_writer_add_array(w, KEY("attention.sliding_window_pattern"), GGUF_TYPE_BOOL,
+                                   p->sliding_pattern, p->n_sliding_pattern, c->err);
+#undef KEY
+    return ok;
+}
+
+static bool write_keys(family *c, gguf_writer *w)
+{
+    const hf_params *p = &c->p;
+    const char *a = p->arch->gguf_name;
+    corral_error *err = c->err;
+    char key[96];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
+    bool llama = strcmp(a, "llama") == 0;
+    bool ok = gguf_writer_add_str(w, "general.architecture", a, strlen(a), err) &&
+              gguf_writer_add_u32(w, "general.file_type", c->any_bf16 ? 32 : 1, err) &&
+              gguf_writer_add_u32(w, "general.quantization_version", 2, err) &&
+              gguf_writer_add_u32(w, KEY("vocab_size"), c->n_vocab, err) &&
+              gguf_writer_add_u32(w, KEY("block_count"), p->n_layer, err) &&
+              gguf_writer_add_u32(w, KEY("embedding_length"), p->n_embd, err) &&
+              gguf_writer_add_u32(w, KEY("feed_forward_length"), p->n_ff, err) &&
+              gguf_writer_add_u32(w, KEY("attention.head_count"), p->n_head, err) &&
+              gguf_writer_add_u32(w, KEY("attention.head_count_kv"), p->n_head_kv, err);
+    if (ok && p->n_ctx)
+        ok = gguf_writer_add_u32(w, KEY("context_length"), p->n_ctx, err);
+    if (ok && p->n_expert)
+        ok = gguf_writer_add_u32(w, KEY("expert_count"), p->n_expert, err) &&
+             gguf_writer_add_u32(w, KEY("expert_used_count"), p->n_expert_used, err);
+    if (ok && p->n_expert && p->n_ff_expert)
+        ok = gguf_writer_add_u32(w, KEY("expert_feed_forward_length"), p->n_ff_expert, err);
+    bool phi3 = p->arch->family == FAMILY_PHI3;
+    if (ok && (llama || phi3))
+        ok = gguf_writer_add_u32(w, KEY("rope.dimension_count"), p->head_dim, err);
+    if (ok && (p->has_head_dim || p->arch->family == FAMILY_QWEN3 || hf_family_is_gemma(p->arch)))
+        ok = gguf_writer_add_u32(w, KEY("attention.key_length"), p->head_dim, err) &&
+             gguf_writer_add_u32(w, KEY("attention.value_length"), p->head_dim, err);
+    if (ok && p->has_theta)
+        ok = gguf_writer_add_f32(w, KEY("rope.freq_base"), p->rope_theta, err);
+    if (ok && p->has_eps)
+        ok = gguf_writer_add_f32(w, KEY("attention.layer_norm_rms_epsilon"), p->rms_eps, err);
+    if (ok && phi3)
+        ok = write_phi3_keys(c, w, a);
+    bool factors = p->rope_type && (!strcmp(p->rope_type, "llama3") ||
+                                    !strcmp(p->rope_type, "longrope") ||
+                                    !strcmp(p->rope_type, "su"));
+    if (ok && p->rope_type && !factors) {
+        ok = gguf_writer_add_str(w, KEY("rope.scaling.type"), p->rope_type,
+                                 strlen(p->rope_type), err);
+        if (ok && p->rope_factor > 0)
+            ok = gguf_writer_add_f32(w, KEY("rope.scaling.factor"), p->rope_factor, err);
+        if (ok && p->rope_original_ctx)
+            ok = gguf_writer_add_u32(w, KEY("rope.scaling.original_context_length"),
+                                     p->rope_original_ctx, err);
+    }
+#undef KEY
+    if (ok && hf_family_is_gemma(p->arch))
+        ok = write_gemma_keys(c, w, a);
+    return ok;
+}
+
+bool hf_family_write_keys(const hf_params *p, uint32_t n_vocab, bool any_bf16, gguf_writer *w,
+                          corral_error *err)
+{
+    family c = {.p = *p, .err = err, .n_vocab = n_vocab, .any_bf16 = any_bf16};
+    return write_keys(&c, w);
+}

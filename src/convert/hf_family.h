@@ -1,0 +1,91 @@
+/*
+ * What Corral knows of each Hugging Face architecture it converts (see hf_convert.h for the
+ * list): config.json read into its GGUF hyperparameters, its tensor names renamed to GGUF's,
+ * which tensors it has, its experts' names, the RoPE factor tensors its config defines, and
+ * the GGUF metadata keys it writes (llama.cpp's and ollama's for that architecture).
+ */
+#ifndef CORRAL_CONVERT_HF_FAMILY_H
+#define CORRAL_CONVERT_HF_FAMILY_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "convert/hf_convert.h"
+#include "gguf.h"
+
+typedef enum arch_family {
+    FAMILY_LLAMA,  /* HF rotates halves; GGUF's llama pairs neighbours: Q/K rows permuted */
+    FAMILY_QWEN2,  /* q/k/v biases */
+    FAMILY_QWEN3,  /* per-head q/k norms */
+    FAMILY_GEMMA,  /* norms stored as w - 1 (Gemma's RMSNorm scales by 1 + w) */
+    FAMILY_GEMMA2, /* gemma's, with norms after attention and around the FFN, softcaps */
+    FAMILY_GEMMA3, /* gemma2's, with q/k norms and a local RoPE base */
+    FAMILY_PHI3,   /* fused q/k/v and gate/up; LongRoPE's factors as tensors */
+} arch_family;
+
+typedef struct hf_arch {
+    const char *hf_name;
+    const char *gguf_name;
+    arch_family family;
+} hf_arch;
+
+/* config.json's hyperparameters, as the GGUF keys need them */
+typedef struct hf_params {
+    const hf_arch *arch;
+    uint32_t n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_ctx;
+    uint32_t n_expert, n_expert_used, n_ff_expert; /* a mixture of experts: n_expert > 0 */
+    uint64_t vocab_size;
+    bool has_head_dim, has_theta, has_eps;
+    float rope_theta, rms_eps;
+    const char *rope_type; /* rope_scaling's, or NULL */
+    float rope_factor, low_freq_factor, high_freq_factor;
+    uint32_t rope_original_ctx;
+    /* Gemma's */
+    uint32_t sliding_window;
+    float attn_softcap, final_softcap, rope_local_theta;
+    uint8_t *sliding_pattern; /* per layer: 1 for a sliding-window layer */
+    uint32_t n_sliding_pattern;
+} hf_params;
+
+/* An F32 vector made from config.json: Llama 3's rope_freqs, Phi-3's LongRoPE factors. */
+typedef struct hf_extra_tensor {
+    const char *name;
+    float *data;
+    uint32_t n;
+} hf_extra_tensor;
+
+/*
+ * config.json (an object) into *p: the architecture (HF_INVALID naming it when Corral does not
+ * convert it) and every hyperparameter the GGUF needs, each checked for type and range.
+ * Free with hf_family_params_free.
+ */
+hf_status hf_family_read_config(const json_t *config, hf_params *p, corral_error *err);
+void hf_family_params_free(hf_params *p);
+
+/* The tensors config.json's rope_scaling defines (at most 2), into extras; free their data. */
+hf_status hf_family_rope_tensors(const json_t *config, const hf_params *p,
+                                 hf_extra_tensor extras[2], size_t *n_extras, corral_error *err);
+
+/* A Hugging Face tensor name as GGUF's, into out (cap bytes, cut short if longer). */
+void hf_family_rename(const hf_arch *a, const char *in, char *out, size_t cap);
+
+/* Whether a GGUF name is one of the architecture's tensors (experts' stacks aside). */
+bool hf_family_known_tensor(const hf_params *p, const char *name);
+
+/*
+ * An expert's matrix ("model.layers.L.mlp.experts.E.gate_proj.weight", Mixtral's
+ * "model.layers.L.block_sparse_moe.experts.E.w1.weight"): which layer, expert and GGUF kind
+ * (gate, up, down). False for any other name.
+ */
+bool hf_family_parse_expert(const char *name, unsigned *layer, unsigned *expert,
+                            const char **kind);
+
+/* Gemma's families store RMSNorm weights as w - 1. */
+bool hf_family_is_gemma(const hf_arch *a);
+
+/* general.* and the architecture's keys (the tokenizer's are hf_vocab_write's). */
+bool hf_family_write_keys(const hf_params *p, uint32_t n_vocab, bool any_bf16, gguf_writer *w,
+                          corral_error *err);
+
+#endif

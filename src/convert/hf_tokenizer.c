@@ -1,0 +1,737 @@
+/*
+ * tokenizer.json (+ tokenizer_config.json, generation_config.json) to GGUF tokenizer keys
+ * (see hf_tokenizer.h). Ids index the token array, so every id is bounded before use.
+ */
+#include "convert/hf_tokenizer.h"
+
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { TOKEN_NORMAL = 1, TOKEN_CONTROL = 3, TOKEN_USER_DEFINED = 4 };
+
+/* tokenizer_config.json's name for a special token, and GGUF's */
+static const struct {
+    const char *hf;
+    const char *gguf;
+} special_names[] = {
+    {"bos", "bos"}, {"eos", "eos"}, {"unk", "unknown"}, {"sep", "seperator"},
+    {"pad", "padding"}, {"cls", "cls"}, {"mask", "mask"},
+};
+#define N_SPECIAL (sizeof special_names / sizeof special_names[0])
+
+/*
+ * The SHA-256 of a tokenizer's Split patterns, concatenated, names its pre-tokenizer (as
+ * ollama's converter tells them apart); an unknown one falls back to "default".
+ */
+static const struct {
+    const char *sha256;
+    const char *name;
+} pre_names[] = {
+    {"d98f9631be1e9607a9848c26c1f9eac1aa9fc21ac6ba82a2fc0741af9780a48f", "llama-bpe"},
+    {"03df5c5863ad70781dcfdef491ead25140f895fe8010964be0daefe27be32b02", "deepseek-llm"},
+    {"21cde974d587f0d54dc8d56b183cc1e6239600172035c68fbd6d4b9f8da0576e", "deepseek-coder"},
+    {"1ff7f41064896984db5d1bb6ff64fa4bc29007d08c1b439e505b7392777a319e", "qwen2"},
+    {"00431aed57e696b747435f734d1e3b9b1bfd931a121fb5cac7129e97c181e9ba", "qwen35"},
+    {"b92c0824a58e1d8dc3221cf3e12c433c3a86f57e46d57229993489f0798e7702", "laguna"},
+};
+
+typedef struct special_token {
+    bool found;      /* named by tokenizer_config.json and among the added tokens */
+    uint32_t id;
+    bool add_set;
+    bool add;
+    int32_t *ids;    /* generation_config.json's list, or NULL */
+    size_t n_ids;
+} special_token;
+
+struct hf_vocab {
+    const char *model; /* "gpt2" (tokenizer.json's BPE) or "llama" (SentencePiece) */
+    gguf_str *tokens;
+    int32_t *types;
+    float *scores;
+    uint32_t n;
+    gguf_str *merges;
+    size_t n_merges;
+    char **owned;     /* strings made here (padding names, joined merge pairs) */
+    size_t n_owned;
+    const char *pre;
+    char *chat_template;
+    special_token special[N_SPECIAL];
+};
+
+void hf_vocab_free(hf_vocab *v)
+{
+    if (!v)
+        return;
+    for (size_t i = 0; i < v->n_owned; i++)
+        free(v->owned[i]);
+    free(v->owned);
+    free(v->tokens);
+    free(v->types);
+    free(v->scores);
+    free(v->merges);
+    free(v->chat_template);
+    for (size_t i = 0; i < N_SPECIAL; i++)
+        free(v->special[i].ids);
+    free(v);
+}
+
+uint32_t hf_vocab_count(const hf_vocab *v)
+{
+    return v->n;
+}
+
+static char *own(hf_vocab *v, char *s)
+{
+    char **grown = s ? realloc(v->owned, (v->n_owned + 1) * sizeof *grown) : NULL;
+    if (!grown) {
+        free(s);
+        return NULL;
+    }
+    v->owned = grown;
+    return v->owned[v->n_owned++] = s;
+}
+
+static bool oom(corral_error *err)
+{
+    corral_error_set(err, "out of memory");
+    return false;
+}
+
+static bool valid_id(const json_t *value, uint32_t *out)
+{
+    if (!json_is_integer(value) || json_integer_value(value) < 0 ||
+        json_integer_value(value) >= (json_int_t)HF_MAX_VOCAB)
+        return false;
+    *out = (uint32_t)json_integer_value(value);
+    return true;
+}
+
+/* Ids no token has: "[PAD<id>]", user-defined. */
+static bool fill_gaps(hf_vocab *v, float score, corral_error *err)
+{
+    for (uint32_t id = 0; id < v->n; id++) {
+        if (v->tokens[id].data)
+            continue;
+        char name[32];
+        int len = snprintf(name, sizeof name, "[PAD%u]", id);
+        if (!own(v, strdup(name)))
+            return oom(err);
+        v->tokens[id] = (gguf_str){v->owned[v->n_owned - 1], (size_t)len};
+        v->types[id] = TOKEN_USER_DEFINED;
+        v->scores[id] = score;
+    }
+    return true;
+}
+
+/* The size of the id space: one past the largest id, or vocab_size if larger. */
+static bool count_ids(const json_t *vocab, const json_t *added, uint64_t vocab_size,
+                      uint32_t *out, corral_error *err)
+{
+    uint64_t n = vocab_size;
+    const char *text;
+    const json_t *id_value;
+    json_object_foreach((json_t *)vocab, text, id_value) {
+        uint32_t id;
+        if (!valid_id(id_value, &id)) {
+            corral_error_set(err, "tokenizer.json: token '%.100s' has no id below %u", text,
+                             HF_MAX_VOCAB);
+            return false;
+        }
+        n = id + 1u > n ? id + 1u : n;
+    }
+    size_t i;
+    const json_t *token;
+    json_array_foreach(added, i, token) {
+        uint32_t id;
+        if (!valid_id(json_object_get(token, "id"), &id) ||
+            !json_is_string(json_object_get(token, "content"))) {
+            corral_error_set(err, "tokenizer.json: added_tokens[%zu] needs a content string and "
+                             "an id below %u", i, HF_MAX_VOCAB);
+            return false;
+        }
+        n = id + 1u > n ? id + 1u : n;
+    }
+    if (n == 0 || n > HF_MAX_VOCAB) {
+        corral_error_set(err, "tokenizer.json: %s", n ? "vocab_size is too large"
+                                                      : "the vocabulary is empty");
+        return false;
+    }
+    *out = (uint32_t)n;
+    return true;
+}
+
+static bool read_tokens(hf_vocab *v, const json_t *model, const json_t *added,
+                        uint64_t vocab_size, corral_error *err)
+{
+    const json_t *vocab = json_object_get(model, "vocab");
+    if (!json_is_object(vocab) || (added && !json_is_array(added))) {
+        corral_error_set(err, "tokenizer.json: model.vocab must be an object and added_tokens "
+                         "an array");
+        return false;
+    }
+    if (!count_ids(vocab, added, vocab_size, &v->n, err))
+        return false;
+    if (!(v->tokens = calloc(v->n, sizeof *v->tokens)) ||
+        !(v->types = calloc(v->n, sizeof *v->types)) ||
+        !(v->scores = calloc(v->n, sizeof *v->scores)))
+        return oom(err);
+    const char *text;
+    const json_t *id_value;
+    json_object_foreach((json_t *)vocab, text, id_value) {
+        uint32_t id = (uint32_t)json_integer_value(id_value);
+        if (v->tokens[id].data) {
+            corral_error_set(err, "tokenizer.json: id %u is given to two tokens", id);
+            return false;
+        }
+        v->tokens[id] = (gguf_str){text, strlen(text)};
+        v->types[id] = TOKEN_NORMAL;
+    }
+    size_t i;
+    const json_t *token;
+    json_array_foreach(added, i, token) { /* an added token replaces the vocabulary's */
+        uint32_t id = (uint32_t)json_integer_value(json_object_get(token, "id"));
+        const json_t *content = json_object_get(token, "content");
+        v->tokens[id] = (gguf_str){json_string_value(content), json_string_length(content)};
+        v->types[id] = json_is_true(json_object_get(token, "special")) ? TOKEN_CONTROL
+                                                                       : TOKEN_USER_DEFINED;
+    }
+    for (uint32_t id = 0; id < v->n; id++)
+        v->scores[id] = (float)id;
+    return fill_gaps(v, -1.0f, err);
+}
+
+static bool read_merges(hf_vocab *v, const json_t *model, corral_error *err)
+{
+    const json_t *merges = json_object_get(model, "merges");
+    if (!merges || json_is_null(merges))
+        return true;
+    if (!json_is_array(merges) || json_array_size(merges) > HF_MAX_VOCAB) {
+        corral_error_set(err, "tokenizer.json: model.merges must be an array of at most %u",
+                         HF_MAX_VOCAB);
+        return false;
+    }
+    if (json_array_size(merges) && !(v->merges = calloc(json_array_size(merges),
+                                                        sizeof *v->merges)))
+        return oom(err);
+    size_t i;
+    const json_t *merge;
+    json_array_foreach(merges, i, merge) {
+        if (json_is_string(merge)) { /* "a b" */
+            v->merges[i] = (gguf_str){json_string_value(merge), json_string_length(merge)};
+        } else if (json_is_array(merge) && json_array_size(merge) == 2 &&
+                   json_is_string(json_array_get(merge, 0)) &&
+                   json_is_string(json_array_get(merge, 1))) { /* ["a", "b"] */
+            const json_t *a = json_array_get(merge, 0), *b = json_array_get(merge, 1);
+            size_t na = json_string_length(a), nb = json_string_length(b);
+            char *joined = malloc(na + nb + 2);
+            if (!joined || !own(v, joined))
+                return oom(err);
+            memcpy(joined, json_string_value(a), na);
+            joined[na] = ' ';
+            memcpy(joined + na + 1, json_string_value(b), nb);
+            joined[na + nb + 1] = '\0';
+            v->merges[i] = (gguf_str){joined, na + nb + 1};
+        } else {
+            corral_error_set(err, "tokenizer.json: merges[%zu] is neither \"a b\" nor [\"a\", "
+                             "\"b\"]", i);
+            return false;
+        }
+    }
+    v->n_merges = json_array_size(merges);
+    return true;
+}
+
+static bool name_pre_tokenizer(hf_vocab *v, const json_t *tokenizer, corral_error *err)
+{
+    v->pre = "default";
+    const json_t *parts = json_object_get(json_object_get(tokenizer, "pre_tokenizer"),
+                                          "pretokenizers");
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
+        EVP_MD_CTX_free(ctx);
+        return oom(err);
+    }
+    size_t i;
+    const json_t *part;
+    json_array_foreach(parts, i, part) {
+        const char *type = json_string_value(json_object_get(part, "type"));
+        const json_t *regex = json_object_get(json_object_get(part, "pattern"), "Regex");
+        if (type && strcmp(type, "Split") == 0 && json_is_string(regex))
+            EVP_DigestUpdate(ctx, json_string_value(regex), json_string_length(regex));
+    }
+    unsigned char digest[32];
+    unsigned int len = 0;
+    bool ok = EVP_DigestFinal_ex(ctx, digest, &len) && len == 32;
+    EVP_MD_CTX_free(ctx);
+    if (!ok)
+        return oom(err);
+    char hex[65];
+    for (int b = 0; b < 32; b++)
+        snprintf(hex + 2 * b, 3, "%02x", digest[b]);
+    for (size_t n = 0; n < sizeof pre_names / sizeof pre_names[0]; n++)
+        if (strcmp(hex, pre_names[n].sha256) == 0)
+            v->pre = pre_names[n].name;
+    return true;
+}
+
+static bool read_chat_template(hf_vocab *v, const json_t *config, corral_error *err)
+{
+    const json_t *t = json_object_get(config, "chat_template");
+    const char *text = NULL;
+    if (!t || json_is_null(t))
+        return true;
+    if (json_is_string(t)) {
+        text = json_string_value(t);
+    } else if (json_is_array(t)) { /* named templates: the "default" one */
+        size_t i;
+        const json_t *named;
+        json_array_foreach(t, i, named) {
+            const char *name = json_string_value(json_object_get(named, "name"));
+            if (name && strcmp(name, "default") == 0)
+                text = json_string_value(json_object_get(named, "template"));
+        }
+    } else {
+        corral_error_set(err, "tokenizer_config.json: chat_template must be a string or a list "
+                         "of named templates");
+        return false;
+    }
+    if (text && !(v->chat_template = strdup(text)))
+        return oom(err);
+    return true;
+}
+
+static bool read_specials(hf_vocab *v, const json_t *added, const json_t *config,
+                          const json_t *generation, corral_error *err)
+{
+    for (size_t s = 0; s < N_SPECIAL; s++) {
+        special_token *sp = &v->special[s];
+        char key[32];
+        snprintf(key, sizeof key, "add_%s_token", special_names[s].hf);
+        const json_t *add = json_object_get(config, key);
+        if (add && !json_is_null(add)) {
+            if (!json_is_boolean(add)) {
+                corral_error_set(err, "tokenizer_config.json: %s must be true or false", key);
+                return false;
+            }
+            sp->add_set = true;
+            sp->add = json_is_true(add);
+        }
+        snprintf(key, sizeof key, "%s_token", special_names[s].hf);
+        const json_t *token = json_object_get(config, key);
+        if (json_is_object(token))
+            token = json_object_get(token, "content");
+        if (!json_is_string(token))
+            continue;
+        size_t i;
+        const json_t *a;
+        json_array_foreach(added, i, a) { /* the last one with that content, as a map keeps */
+            const json_t *content = json_object_get(a, "content");
+            if (json_string_length(content) == json_string_length(token) &&
+                memcmp(json_string_value(content), json_string_value(token),
+                       json_string_length(token)) == 0) {
+                sp->found = true;
+                sp->id = (uint32_t)json_integer_value(json_object_get(a, "id"));
+            }
+        }
+        /* a SentencePiece model's own pieces hold its special tokens */
+        for (uint32_t id = 0; !sp->found && strcmp(v->model, "llama") == 0 && id < v->n; id++)
+            if (v->tokens[id].size == json_string_length(token) &&
+                memcmp(v->tokens[id].data, json_string_value(token), v->tokens[id].size) == 0) {
+                sp->found = true;
+                sp->id = id;
+            }
+        snprintf(key, sizeof key, "%s_token_id", special_names[s].hf);
+        const json_t *ids = json_object_get(generation, key);
+        if (!sp->found || !json_is_array(ids))
+            continue;
+        if (json_array_size(ids) > 1024 ||
+            !(sp->ids = malloc((json_array_size(ids) ? json_array_size(ids) : 1) *
+                               sizeof *sp->ids))) {
+            corral_error_set(err, "generation_config.json: %s is too long", key);
+            return false;
+        }
+        const json_t *id;
+        json_array_foreach(ids, i, id) {
+            uint32_t value;
+            if (!valid_id(id, &value) || value >= v->n) {
+                corral_error_set(err, "generation_config.json: %s[%zu] is not a token id", key,
+                                 i);
+                return false;
+            }
+            sp->ids[i] = (int32_t)value;
+        }
+        sp->n_ids = json_array_size(ids);
+    }
+    return true;
+}
+
+/* ---- SentencePiece's tokenizer.model: a protobuf ModelProto ---- */
+
+typedef struct proto_reader {
+    const uint8_t *p, *end;
+} proto_reader;
+
+static bool proto_varint(proto_reader *r, uint64_t *out)
+{
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64 && r->p < r->end; shift += 7) {
+        uint8_t b = *r->p++;
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *out = v;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The next field: its number, wire type, and for a length-delimited one its bytes. */
+static bool proto_field(proto_reader *r, uint32_t *field, uint32_t *wire, uint64_t *value,
+                        proto_reader *bytes)
+{
+    uint64_t key;
+    if (!proto_varint(r, &key) || key >> 32)
+        return false;
+    *field = (uint32_t)(key >> 3);
+    *wire = (uint32_t)(key & 7);
+    switch (*wire) {
+    case 0: return proto_varint(r, value);
+    case 1:
+    case 5: {
+        size_t n = *wire == 1 ? 8 : 4;
+        if ((size_t)(r->end - r->p) < n)
+            return false;
+        *value = 0;
+        for (size_t i = 0; i < n; i++)
+            *value |= (uint64_t)r->p[i] << (8 * i);
+        r->p += n;
+        return true;
+    }
+    case 2:
+        if (!proto_varint(r, value) || *value > (uint64_t)(r->end - r->p))
+            return false;
+        *bytes = (proto_reader){r->p, r->p + *value};
+        r->p += *value;
+        return true;
+    default: return false; /* groups: not in a SentencePiece model */
+    }
+}
+
+/* Room for n tokens in the three arrays. */
+static bool grow(hf_vocab *v, size_t n, corral_error *err)
+{
+    gguf_str *tokens = realloc(v->tokens, n * sizeof *tokens);
+    if (tokens)
+        v->tokens = tokens;
+    int32_t *types = tokens ? realloc(v->types, n * sizeof *types) : NULL;
+    if (types)
+        v->types = types;
+    float *scores = types ? realloc(v->scores, n * sizeof *scores) : NULL;
+    if (!scores)
+        return oom(err);
+    v->scores = scores;
+    return true;
+}
+
+/* Append one SentencePiece message: piece (1), score (2, float), type (3, NORMAL if absent). */
+static bool add_piece(hf_vocab *v, uint32_t *cap, proto_reader piece, corral_error *err)
+{
+    if (v->n == *cap) {
+        uint32_t more = *cap ? *cap * 2 : 1024;
+        if (!grow(v, more, err))
+            return false;
+        *cap = more;
+    }
+    gguf_str text = {NULL, 0};
+    float score = 0;
+    uint64_t type = 1;
+    while (piece.p < piece.end) {
+        uint32_t field, wire;
+        uint64_t value = 0;
+        proto_reader bytes = {0};
+        if (!proto_field(&piece, &field, &wire, &value, &bytes)) {
+            corral_error_set(err, "tokenizer.model: piece %u is malformed", v->n);
+            return false;
+        }
+        if (field == 1 && wire == 2) {
+            text = (gguf_str){(const char *)bytes.p, (size_t)value};
+        } else if (field == 2 && wire == 5) {
+            uint32_t bits = (uint32_t)value;
+            memcpy(&score, &bits, 4);
+        } else if (field == 3 && wire == 0) {
+            type = value;
+        }
+    }
+    if (!text.data || type < 1 || type > 6) {
+        corral_error_set(err, "tokenizer.model: piece %u has no text or an unknown type", v->n);
+        return false;
+    }
+    v->tokens[v->n] = text;
+    v->scores[v->n] = score;
+    v->types[v->n] = (int32_t)type;
+    v->n++;
+    return true;
+}
+
+static bool read_spm(hf_vocab *v, const uint8_t *bytes, size_t len, corral_error *err)
+{
+    proto_reader r = {bytes, bytes + len};
+    uint32_t cap = 0;
+    while (r.p < r.end) {
+        uint32_t field, wire;
+        uint64_t value = 0;
+        proto_reader sub = {0};
+        if (!proto_field(&r, &field, &wire, &value, &sub)) {
+            corral_error_set(err, "tokenizer.model is not a SentencePiece model");
+            return false;
+        }
+        if (field != 1 || wire != 2)
+            continue;
+        if (v->n == HF_MAX_VOCAB) {
+            corral_error_set(err, "tokenizer.model has more than %u pieces", HF_MAX_VOCAB);
+            return false;
+        }
+        if (!add_piece(v, &cap, sub, err))
+            return false;
+    }
+    if (v->n == 0) {
+        corral_error_set(err, "tokenizer.model has no pieces");
+        return false;
+    }
+    return true;
+}
+
+/* Gemma's turn and tool-call marks, normal pieces in its tokenizer.model, are control tokens
+ * as ollama's converter makes them, so that a text cannot spell them. */
+static const char *const gemma_marks[] = {
+    "<end_of_turn>", "<start_of_turn>", "<start_function_declaration>",
+    "<end_function_declaration>", "<start_function_call>", "<end_function_call>",
+    "<start_function_response>", "<end_function_response>", "<escape>",
+};
+
+/* Gemma's marks and special_tokens_map.json's additional special tokens are control tokens,
+ * as ollama reads them. */
+static void mark_control_pieces(hf_vocab *v, const json_t *special_tokens_map)
+{
+    for (uint32_t id = 0; id < v->n; id++)
+        for (size_t m = 0; v->types[id] == TOKEN_NORMAL &&
+                           m < sizeof gemma_marks / sizeof gemma_marks[0]; m++)
+            if (v->tokens[id].size == strlen(gemma_marks[m]) &&
+                memcmp(v->tokens[id].data, gemma_marks[m], v->tokens[id].size) == 0)
+                v->types[id] = TOKEN_CONTROL;
+    size_t i;
+    const json_t *t;
+    json_array_foreach(json_object_get(special_tokens_map, "additional_special_tokens"), i, t) {
+        const json_t *content = json_is_object(t) ? json_object_get(t, "content") : t;
+        if (!json_is_string(content))
+            continue;
+        for (uint32_t id = 0; id < v->n; id++)
+            if (v->types[id] == TOKEN_NORMAL && v->tokens[id].size == json_string_length(content) &&
+                memcmp(v->tokens[id].data, json_string_value(content), v->tokens[id].size) == 0)
+                v->types[id] = TOKEN_CONTROL;
+    }
+}
+
+typedef struct added_entry {
+    uint32_t id;
+    const char *content;
+} added_entry;
+
+static int by_id(const void *a, const void *b)
+{
+    uint32_t x = ((const added_entry *)a)->id, y = ((const added_entry *)b)->id;
+    return x < y ? -1 : x > y;
+}
+
+/*
+ * added_tokens.json ({"content": id}): user-defined tokens after the model's pieces, in id
+ * order with no gap; one that repeats a piece at its id is already there.
+ */
+static bool read_added_tokens_json(hf_vocab *v, const json_t *added, corral_error *err)
+{
+    size_t n = json_object_size(added), k = 0;
+    if (n == 0)
+        return true;
+    added_entry *entries = n <= HF_MAX_VOCAB ? malloc(n * sizeof *entries) : NULL;
+    if (!entries)
+        return oom(err);
+    const char *content;
+    const json_t *id_value;
+    bool ok = true;
+    json_object_foreach((json_t *)added, content, id_value) {
+        if (!valid_id(id_value, &entries[k].id)) {
+            corral_error_set(err, "added_tokens.json: '%.100s' has no id below %u", content,
+                             HF_MAX_VOCAB);
+            ok = false;
+            break;
+        }
+        entries[k++].content = content;
+    }
+    qsort(entries, k, sizeof *entries, by_id);
+    for (size_t i = 0; ok && i < k; i++) {
+        const added_entry *e = &entries[i];
+        size_t len = strlen(e->content);
+        if (e->id < v->n) {
+            if (v->tokens[e->id].size != len || memcmp(v->tokens[e->id].data, e->content, len)) {
+                corral_error_set(err, "added_tokens.json: '%.100s' is not token %u", e->content,
+                                 e->id);
+                ok = false;
+            }
+            continue;
+        }
+        if (e->id != v->n) {
+            corral_error_set(err, "added_tokens.json: no token has id %u", v->n);
+            ok = false;
+        } else if ((ok = grow(v, (size_t)v->n + 1, err))) {
+            v->tokens[v->n] = (gguf_str){e->content, len};
+            v->types[v->n] = TOKEN_USER_DEFINED;
+            v->scores[v->n] = -1000.0f;
+            v->n++;
+        }
+    }
+    free(entries);
+    return ok;
+}
+
+/* The pieces padded to vocab_size. */
+static bool pad_to(hf_vocab *v, uint64_t vocab_size, corral_error *err)
+{
+    if (vocab_size <= v->n)
+        return true;
+    if (!grow(v, (size_t)vocab_size, err))
+        return false;
+    for (uint64_t id = v->n; id < vocab_size; id++)
+        v->tokens[id] = (gguf_str){NULL, 0};
+    v->n = (uint32_t)vocab_size;
+    return fill_gaps(v, -1.0f, err);
+}
+
+static bool check_vocab_size(uint64_t vocab_size, corral_error *err)
+{
+    if (vocab_size > HF_MAX_VOCAB) {
+        corral_error_set(err, "config.json: vocab_size %llu is larger than %u",
+                         (unsigned long long)vocab_size, HF_MAX_VOCAB);
+        return false;
+    }
+    return true;
+}
+
+hf_vocab *hf_vocab_load_spm(const void *model, size_t model_len, const json_t *tokenizer,
+                            const json_t *added_tokens, const json_t *special_tokens_map,
+                            const json_t *tokenizer_config, const json_t *generation_config,
+                            const char *chat_template, uint64_t vocab_size, corral_error *err)
+{
+    if (!check_vocab_size(vocab_size, err))
+        return NULL;
+    hf_vocab *v = calloc(1, sizeof *v);
+    if (!v) {
+        oom(err);
+        return NULL;
+    }
+    v->model = "llama";
+    v->pre = "default";
+    const json_t *added = json_object_get(tokenizer, "added_tokens");
+    if (!json_is_array(added))
+        added = NULL;
+    bool ok = read_spm(v, model, model_len, err);
+    if (ok)
+        mark_control_pieces(v, special_tokens_map);
+    ok = ok && read_added_tokens_json(v, added_tokens, err) && pad_to(v, vocab_size, err) &&
+         read_chat_template(v, tokenizer_config, err) &&
+         read_specials(v, added, tokenizer_config, generation_config, err);
+    if (ok && !v->chat_template && chat_template && !(v->chat_template = strdup(chat_template)))
+        ok = oom(err);
+    if (!ok) {
+        hf_vocab_free(v);
+        return NULL;
+    }
+    return v;
+}
+
+/* tokenizer.json's BPE over SentencePiece pieces (Llama 2, Mistral): not byte-level BPE. */
+static bool is_spm_style(const json_t *tokenizer)
+{
+    const json_t *model = json_object_get(tokenizer, "model");
+    const char *pre = json_string_value(json_object_get(json_object_get(tokenizer,
+                                                                        "pre_tokenizer"),
+                                                        "type"));
+    return json_is_true(json_object_get(model, "byte_fallback")) ||
+           (pre && strcmp(pre, "Metaspace") == 0);
+}
+
+hf_vocab *hf_vocab_load(const json_t *tokenizer, const json_t *tokenizer_config,
+                        const json_t *generation_config, const char *chat_template,
+                        uint64_t vocab_size, corral_error *err)
+{
+    const json_t *model = json_object_get(tokenizer, "model");
+    const char *type = json_string_value(json_object_get(model, "type"));
+    if (!json_is_object(tokenizer) || !type || strcmp(type, "BPE") != 0) {
+        corral_error_set(err, "tokenizer.json: Corral converts BPE tokenizers, not '%.40s'",
+                         type ? type : "(no model.type)");
+        return NULL;
+    }
+    if (is_spm_style(tokenizer)) {
+        corral_error_set(err, "tokenizer.json is a SentencePiece tokenizer's BPE (byte fallback, "
+                         "Metaspace): give its tokenizer.model too");
+        return NULL;
+    }
+    if (!check_vocab_size(vocab_size, err))
+        return NULL;
+    hf_vocab *v = calloc(1, sizeof *v);
+    if (!v) {
+        oom(err);
+        return NULL;
+    }
+    v->model = "gpt2";
+    const json_t *added = json_object_get(tokenizer, "added_tokens");
+    if (json_is_null(added))
+        added = NULL;
+    if (!read_tokens(v, model, added, vocab_size, err) || !read_merges(v, model, err) ||
+        !name_pre_tokenizer(v, tokenizer, err) || !read_chat_template(v, tokenizer_config, err) ||
+        !read_specials(v, added, tokenizer_config, generation_config, err)) {
+        hf_vocab_free(v);
+        return NULL;
+    }
+    if (!v->chat_template && chat_template && !(v->chat_template = strdup(chat_template))) {
+        hf_vocab_free(v);
+        oom(err);
+        return NULL;
+    }
+    return v;
+}
+
+bool hf_vocab_write(const hf_vocab *v, gguf_writer *w, corral_error *err)
+{
+    bool ok = gguf_writer_add_str(w, "tokenizer.ggml.model", v->model, strlen(v->model), err) &&
+              gguf_writer_add_str(w, "tokenizer.ggml.pre", v->pre, strlen(v->pre), err) &&
+              gguf_writer_add_str_array(w, "tokenizer.ggml.tokens", v->tokens, v->n, err) &&
+              gguf_writer_add_array(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, v->scores,
+                                    v->n, err) &&
+              gguf_writer_add_array(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, v->types,
+                                    v->n, err);
+    if (ok && strcmp(v->model, "gpt2") == 0) /* a BPE model's, even when it has none */
+        ok = gguf_writer_add_str_array(w, "tokenizer.ggml.merges", v->merges, v->n_merges, err);
+    if (ok && v->chat_template)
+        ok = gguf_writer_add_str(w, "tokenizer.chat_template", v->chat_template,
+                                 strlen(v->chat_template), err);
+    for (size_t s = 0; ok && s < N_SPECIAL; s++) {
+        const special_token *sp = &v->special[s];
+        if (!sp->found)
+            continue;
+        char key[64];
+        if (sp->add_set) {
+            snprintf(key, sizeof key, "tokenizer.ggml.add_%s_token", special_names[s].gguf);
+            ok = gguf_writer_add_bool(w, key, sp->add, err);
+        }
+        snprintf(key, sizeof key, "tokenizer.ggml.%s_token_id", special_names[s].gguf);
+        ok = ok && gguf_writer_add_u32(w, key, sp->id, err);
+        if (ok && sp->n_ids) {
+            snprintf(key, sizeof key, "tokenizer.ggml.%s_token_ids", special_names[s].gguf);
+            ok = gguf_writer_add_array(w, key, GGUF_TYPE_INT32, sp->ids, sp->n_ids, err);
+        }
+    }
+    return ok;
+}

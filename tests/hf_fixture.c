@@ -1,0 +1,462 @@
+/*
+ * The Hugging Face checkpoint of a GGUF fixture (see hf_fixture.h), written with jansson and
+ * plain stdio, independently of src/convert.
+ */
+#include "hf_fixture.h"
+
+#include <jansson.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cmocka.h>
+
+#include "gguf.h"
+#include "quant_half.h"
+#include "store_fixture.h"
+#include "tensor_type.h"
+
+const char hf_fixture_qwen2_regex[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+"
+    "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+/* GGUF block tensor names and Hugging Face's */
+static const char *const block_names[][2] = {
+    {"attn_norm", "input_layernorm"},     {"attn_q_norm", "self_attn.q_norm"},
+    {"attn_k_norm", "self_attn.k_norm"},  {"attn_q", "self_attn.q_proj"},
+    {"attn_k", "self_attn.k_proj"},       {"attn_v", "self_attn.v_proj"},
+    {"attn_output", "self_attn.o_proj"},  {"ffn_norm", "post_attention_layernorm"},
+    {"ffn_gate", "mlp.gate_proj"},        {"ffn_up", "mlp.up_proj"},
+    {"ffn_down", "mlp.down_proj"}, {"attn_qkv", "self_attn.qkv_proj"},
+    {"ffn_gate_inp", "mlp.gate"},
+};
+
+/* Phi-3's up is gate and up together */
+static const char *const phi3_names[][2] = {{"ffn_up", "mlp.gate_up_proj"}};
+
+/* gemma2's and gemma3's norms around attention and the FFN */
+static const char *const sandwich_names[][2] = {
+    {"post_attention_norm", "post_attention_layernorm"},
+    {"ffn_norm", "pre_feedforward_layernorm"},
+    {"post_ffw_norm", "post_feedforward_layernorm"},
+};
+
+static void hf_name(const char *gguf, bool sandwich, bool phi3, bool mixtral, char *out,
+                    size_t cap)
+{
+    if (strcmp(gguf, "token_embd.weight") == 0) {
+        snprintf(out, cap, "model.embed_tokens.weight");
+        return;
+    }
+    if (strcmp(gguf, "output_norm.weight") == 0) {
+        snprintf(out, cap, "model.norm.weight");
+        return;
+    }
+    if (strcmp(gguf, "output.weight") == 0) {
+        snprintf(out, cap, "lm_head.weight");
+        return;
+    }
+    unsigned layer;
+    char part[64], kind[16];
+    if (sscanf(gguf, "blk.%u.%63[a-z_].%15s", &layer, part, kind) != 3)
+        fail_msg("no Hugging Face name for %s", gguf);
+    if (mixtral && strcmp(part, "ffn_gate_inp") == 0) {
+        snprintf(out, cap, "model.layers.%u.block_sparse_moe.gate.%s", layer, kind);
+        return;
+    }
+    if (phi3 && strcmp(part, phi3_names[0][0]) == 0) {
+        snprintf(out, cap, "model.layers.%u.%s.%s", layer, phi3_names[0][1], kind);
+        return;
+    }
+    for (size_t i = 0; sandwich && i < sizeof sandwich_names / sizeof sandwich_names[0]; i++)
+        if (strcmp(part, sandwich_names[i][0]) == 0) {
+            snprintf(out, cap, "model.layers.%u.%s.%s", layer, sandwich_names[i][1], kind);
+            return;
+        }
+    for (size_t i = 0; i < sizeof block_names / sizeof block_names[0]; i++)
+        if (strcmp(part, block_names[i][0]) == 0) {
+            snprintf(out, cap, "model.layers.%u.%s.%s", layer, block_names[i][1], kind);
+            return;
+        }
+    fail_msg("no Hugging Face name for %s", gguf);
+}
+
+static uint32_t get_u32(const gguf_file *f, const char *key)
+{
+    uint32_t v = 0;
+    corral_error err;
+    if (!gguf_get_u32(f, key, &v, &err))
+        fail_msg("%s", err.message);
+    return v;
+}
+
+static void write_json(const char *dir, const char *name, json_t *value)
+{
+    char *text = json_dumps(value, JSON_INDENT(1) | JSON_REAL_PRECISION(17));
+    assert_non_null(text);
+    store_fixture_write(dir, name, text, strlen(text));
+    free(text);
+    json_decref(value);
+}
+
+static void write_config(const gguf_file *f, const char *dir, const char *hf_arch)
+{
+    gguf_str arch;
+    corral_error err;
+    assert_true(gguf_get_str(f, "general.architecture", &arch, &err));
+    char a[32], key[96];
+    snprintf(a, sizeof a, "%.*s", (int)arch.size, arch.data);
+#define K(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
+    json_t *c = json_pack("{s:[s],s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "architectures", hf_arch,
+                          "num_hidden_layers", (json_int_t)get_u32(f, K("block_count")),
+                          "hidden_size", (json_int_t)get_u32(f, K("embedding_length")),
+                          "intermediate_size", (json_int_t)get_u32(f, K("feed_forward_length")),
+                          "num_attention_heads", (json_int_t)get_u32(f, K("attention.head_count")),
+                          "num_key_value_heads",
+                          (json_int_t)get_u32(f, K("attention.head_count_kv")),
+                          "max_position_embeddings", (json_int_t)get_u32(f, K("context_length")),
+                          "vocab_size",
+                          (json_int_t)gguf_find_kv(f, "tokenizer.ggml.tokens")->n);
+    float theta, eps;
+    assert_true(gguf_get_f32(f, K("rope.freq_base"), &theta, &err));
+    assert_true(gguf_get_f32(f, K("attention.layer_norm_rms_epsilon"), &eps, &err));
+    json_object_set_new(c, "rope_theta", json_real(theta));
+    json_object_set_new(c, "rms_norm_eps", json_real(eps));
+    if (gguf_find_kv(f, K("attention.key_length")))
+        json_object_set_new(c, "head_dim", json_integer(get_u32(f, K("attention.key_length"))));
+    json_object_set_new(c, "torch_dtype", json_string("bfloat16"));
+    bool mixtral = strcmp(a, "llama") == 0;
+    static const char *const gemma_keys[][2] = {
+        {"expert_used_count", "num_experts_per_tok"},
+        {"expert_feed_forward_length", "moe_intermediate_size"},
+        {"rope.scaling.original_context_length", "original_max_position_embeddings"},
+        {"attention.sliding_window", "sliding_window"},
+        {"attn_logit_softcapping", "attn_logit_softcapping"},
+        {"final_logit_softcapping", "final_logit_softcapping"},
+    };
+    for (size_t i = 0; i < sizeof gemma_keys / sizeof gemma_keys[0]; i++) {
+        snprintf(key, sizeof key, "%s.%s", a, gemma_keys[i][0]);
+        const gguf_kv *kv = gguf_find_kv(f, key);
+        if (kv)
+            json_object_set_new(c, gemma_keys[i][1],
+                                kv->type == GGUF_TYPE_FLOAT32 ? json_real(gguf_kv_f32(kv, 0))
+                                                              : json_integer(gguf_kv_i64(kv, 0)));
+    }
+    snprintf(key, sizeof key, "%s.expert_count", a);
+    if (gguf_find_kv(f, key))
+        json_object_set_new(c, mixtral ? "num_local_experts" : "num_experts",
+                            json_integer(get_u32(f, key)));
+#undef K
+    /* Phi-3's LongRoPE factors */
+    const gguf_tensor *factors[2] = {gguf_find_tensor(f, "rope_factors_long.weight"),
+                                     gguf_find_tensor(f, "rope_factors_short.weight")};
+    if (factors[0] && factors[1]) {
+        json_t *lists[2] = {json_array(), json_array()};
+        for (int k = 0; k < 2; k++)
+            for (uint64_t i = 0; i < gguf_tensor_n_elems(factors[k]); i++)
+                json_array_append_new(lists[k], json_real(((const float *)factors[k]->data)[i]));
+        json_object_set_new(c, "rope_scaling", json_pack("{s:s,s:o,s:o}", "type", "longrope",
+                                                         "long_factor", lists[0], "short_factor",
+                                                         lists[1]));
+    }
+    write_json(dir, "config.json", c);
+}
+
+static json_t *token_text(const gguf_kv *tokens, uint32_t id)
+{
+    gguf_str s = gguf_kv_str(tokens, id);
+    return json_stringn(s.data, s.size);
+}
+
+/* ---- SentencePiece's tokenizer.model: protobuf, written by hand ---- */
+
+typedef struct bytes {
+    uint8_t *data;
+    size_t len, cap;
+} bytes;
+
+static void put(bytes *b, const void *data, size_t n)
+{
+    if (b->len + n > b->cap) {
+        b->cap = (b->len + n) * 2;
+        b->data = realloc(b->data, b->cap);
+        assert_non_null(b->data);
+    }
+    memcpy(b->data + b->len, data, n);
+    b->len += n;
+}
+
+static void put_varint(bytes *b, uint64_t v)
+{
+    do {
+        uint8_t byte = (uint8_t)(v & 0x7f) | (v > 0x7f ? 0x80 : 0);
+        put(b, &byte, 1);
+        v >>= 7;
+    } while (v);
+}
+
+/* ModelProto: a trainer_spec (field 2, skipped by readers of the pieces), then one
+ * SentencePiece (field 1: piece 1, score 2, type 3) per token. */
+static void write_spm(const gguf_file *f, const char *dir)
+{
+    const gguf_kv *tokens = gguf_find_kv(f, "tokenizer.ggml.tokens");
+    const gguf_kv *scores = gguf_find_kv(f, "tokenizer.ggml.scores");
+    const gguf_kv *types = gguf_find_kv(f, "tokenizer.ggml.token_type");
+    bytes out = {0};
+    static const uint8_t trainer_spec[] = {0x12, 0x02, 0x18, 0x01};
+    put(&out, trainer_spec, sizeof trainer_spec);
+    for (uint64_t id = 0; id < tokens->n; id++) {
+        bytes piece = {0};
+        gguf_str text = gguf_kv_str(tokens, id);
+        put_varint(&piece, 0x0a);
+        put_varint(&piece, text.size);
+        put(&piece, text.data, text.size);
+        float score = gguf_kv_f32(scores, id);
+        put_varint(&piece, 0x15);
+        put(&piece, &score, 4);
+        if (gguf_kv_i64(types, id) != 1) { /* NORMAL is the default */
+            put_varint(&piece, 0x18);
+            put_varint(&piece, (uint64_t)gguf_kv_i64(types, id));
+        }
+        put_varint(&out, 0x0a);
+        put_varint(&out, piece.len);
+        put(&out, piece.data, piece.len);
+        free(piece.data);
+    }
+    store_fixture_write(dir, "tokenizer.model", out.data, out.len);
+    free(out.data);
+}
+
+static void write_tokenizer(const gguf_file *f, const char *dir, const char *pre_regex)
+{
+    const gguf_kv *tokens = gguf_find_kv(f, "tokenizer.ggml.tokens");
+    const gguf_kv *types = gguf_find_kv(f, "tokenizer.ggml.token_type");
+    const gguf_kv *merges = gguf_find_kv(f, "tokenizer.ggml.merges");
+    assert_non_null(tokens);
+    assert_non_null(types);
+    /* the special tokens: added tokens, so that tokenizer_config.json can name them */
+    static const char *const specials[][2] = {{"bos", "bos"}, {"eos", "eos"},
+                                              {"unknown", "unk"}, {"padding", "pad"}};
+    bool named[1 << 16] = {0};
+    json_t *config = json_pack("{s:s}", "chat_template", HF_FIXTURE_CHAT_TEMPLATE);
+    json_t *generation = json_object();
+    for (size_t s = 0; s < 4; s++) {
+        char key[64];
+        snprintf(key, sizeof key, "tokenizer.ggml.%s_token_id", specials[s][0]);
+        if (!gguf_find_kv(f, key))
+            continue;
+        uint32_t id = get_u32(f, key);
+        named[id] = true;
+        snprintf(key, sizeof key, "%s_token", specials[s][1]);
+        json_object_set_new(config, key, json_pack("{s:o}", "content", token_text(tokens, id)));
+        snprintf(key, sizeof key, "tokenizer.ggml.add_%s_token", specials[s][0]);
+        const gguf_kv *add = gguf_find_kv(f, key);
+        snprintf(key, sizeof key, "add_%s_token", specials[s][1]);
+        if (add)
+            json_object_set_new(config, key, json_boolean(gguf_kv_bool(add, 0)));
+        if (strcmp(specials[s][1], "eos") == 0) /* and the ids that end a turn */
+            json_object_set_new(generation, "eos_token_id", json_pack("[I,I]", (json_int_t)id,
+                                                                     (json_int_t)0));
+    }
+    const gguf_kv *model = gguf_find_kv(f, "tokenizer.ggml.model");
+    if (model && gguf_kv_str(model, 0).size == 5 && memcmp(gguf_kv_str(model, 0).data, "llama",
+                                                          5) == 0) {
+        write_spm(f, dir);
+        write_json(dir, "tokenizer_config.json", config);
+        write_json(dir, "generation_config.json", generation);
+        return;
+    }
+    json_t *vocab = json_object(), *added = json_array();
+    assert_true(tokens->n < sizeof named);
+    for (uint32_t id = 0; id < tokens->n; id++) {
+        int64_t type = gguf_kv_i64(types, id);
+        if (type == 3 || type == 4 || named[id])
+            json_array_append_new(added, json_pack("{s:I,s:o,s:b}", "id", (json_int_t)id,
+                                                   "content", token_text(tokens, id),
+                                                   "special", type == 3));
+        else
+            json_object_setn_new_nocheck(vocab, gguf_kv_str(tokens, id).data,
+                                         gguf_kv_str(tokens, id).size, json_integer(id));
+    }
+    json_t *merge_list = json_array();
+    for (uint64_t i = 0; merges && i < merges->n; i++) {
+        gguf_str m = gguf_kv_str(merges, i);
+        const char *space = memchr(m.data, ' ', m.size);
+        assert_non_null(space);
+        /* pairs, as newer tokenizers write them */
+        json_array_append_new(merge_list,
+                              json_pack("[s%,s%]", m.data, (size_t)(space - m.data), space + 1,
+                                        m.size - (size_t)(space - m.data) - 1));
+    }
+    json_t *pre = json_null();
+    if (pre_regex)
+        pre = json_pack("{s:s,s:[{s:s,s:{s:s},s:s,s:b},{s:s,s:b}]}", "type", "Sequence",
+                        "pretokenizers", "type", "Split", "pattern", "Regex", pre_regex,
+                        "behavior", "Isolated", "invert", false, "type", "ByteLevel",
+                        "add_prefix_space", false);
+    write_json(dir, "tokenizer.json",
+               json_pack("{s:s,s:o,s:o,s:{s:s,s:o,s:o}}", "version", "1.0", "added_tokens", added,
+                         "pre_tokenizer", pre, "model", "type", "BPE", "vocab", vocab, "merges",
+                         merge_list));
+    write_json(dir, "tokenizer_config.json", config);
+    write_json(dir, "generation_config.json", generation);
+}
+
+/* GGUF row r of a Llama Q/K matrix holds Hugging Face's row source_row(r). */
+static uint64_t hf_row_of(uint64_t rows, uint32_t heads, uint64_t r)
+{
+    uint64_t d = rows / heads, head = r / d, j = r % d;
+    return head * d + (j % 2) * (d / 2) + j / 2;
+}
+
+typedef struct shard {
+    json_t *header;
+    FILE *data;
+    char path[512];
+    uint64_t size;
+} shard;
+
+/* rows x cols floats (a vector when rows is 0) as one tensor of the shard. */
+static void put_matrix(shard *s, const char *name, safetensors_dtype dtype, const float *src,
+                       uint64_t rows, uint64_t cols, uint32_t permute_heads, bool minus_one)
+{
+    json_t *shape = rows ? json_pack("[I,I]", (json_int_t)rows, (json_int_t)cols)
+                         : json_pack("[I]", (json_int_t)cols);
+    rows = rows ? rows : 1;
+    size_t esize = dtype == SAFETENSORS_F32 ? 4 : 2;
+    for (uint64_t r = 0; r < rows; r++) {
+        /* the Hugging Face row r is GGUF's row g with hf_row_of(g) == r */
+        uint64_t g = r;
+        if (permute_heads)
+            for (g = 0; hf_row_of(rows, permute_heads, g) != r; g++)
+                ;
+        for (uint64_t c = 0; c < cols; c++) {
+            float x = src[g * cols + c] - (minus_one ? 1.0f : 0.0f);
+            uint16_t h = dtype == SAFETENSORS_F16 ? quant_f32_to_f16(x) : quant_f32_to_bf16(x);
+            assert_int_equal(fwrite(dtype == SAFETENSORS_F32 ? (void *)&x : (void *)&h, esize, 1,
+                                    s->data), 1);
+        }
+    }
+    uint64_t bytes = rows * cols * esize;
+    static const char *const names[] = {"F32", "F16", "BF16"};
+    json_object_set_new(s->header, name,
+                        json_pack("{s:s,s:o,s:[I,I]}", "dtype", names[dtype], "shape", shape,
+                                  "data_offsets", (json_int_t)s->size,
+                                  (json_int_t)(s->size + bytes)));
+    s->size += bytes;
+}
+
+/* blk.L.ffn_KIND_exps.weight as its experts' matrices: Mixtral's names for llama, Qwen's else. */
+static void put_experts(shard *s, json_t *weight_map, const char *shard_name,
+                        const gguf_tensor *t, bool mixtral, safetensors_dtype dtype)
+{
+    unsigned layer;
+    char kind[8];
+    assert_int_equal(sscanf(t->name, "blk.%u.ffn_%7[a-z]_exps.weight", &layer, kind), 2);
+    static const char *const names[][3] = {{"gate", "gate_proj", "w1"},
+                                           {"up", "up_proj", "w3"},
+                                           {"down", "down_proj", "w2"}};
+    size_t k = 0;
+    while (k < 3 && strcmp(names[k][0], kind) != 0)
+        k++;
+    assert_true(k < 3);
+    uint64_t cols = (uint64_t)t->ne[0], rows = (uint64_t)t->ne[1];
+    for (int64_t e = 0; e < t->ne[2]; e++) {
+        char name[256];
+        snprintf(name, sizeof name,
+                 mixtral ? "model.layers.%u.block_sparse_moe.experts.%lld.%s.weight"
+                         : "model.layers.%u.mlp.experts.%lld.%s.weight",
+                 layer, (long long)e, names[k][mixtral ? 2 : 1]);
+        put_matrix(s, name, dtype, (const float *)t->data + (uint64_t)e * rows * cols, rows, cols,
+                   0, false);
+        json_object_set_new(weight_map, name, json_string(shard_name));
+    }
+}
+
+static void finish_shard(shard *s, const char *dir, const char *name)
+{
+    json_object_set_new(s->header, "__metadata__", json_pack("{s:s}", "format", "pt"));
+    char *header = json_dumps(s->header, JSON_COMPACT | JSON_SORT_KEYS);
+    size_t len = strlen(header), padded = (len + 7) / 8 * 8; /* padded with spaces */
+    char *file = malloc(8 + padded + s->size);
+    assert_non_null(file);
+    for (int i = 0; i < 8; i++)
+        file[i] = (char)((uint64_t)padded >> (8 * i));
+    memcpy(file + 8, header, len);
+    memset(file + 8 + len, ' ', padded - len);
+    rewind(s->data);
+    assert_int_equal(fread(file + 8 + padded, 1, s->size, s->data), s->size);
+    store_fixture_write(dir, name, file, 8 + padded + s->size);
+    free(file);
+    free(header);
+    fclose(s->data);
+    json_decref(s->header);
+}
+
+void hf_fixture_write(const char *gguf_path, const char *dir, const char *hf_arch,
+                      safetensors_dtype matrix_dtype, const char *pre_regex)
+{
+    corral_error err;
+    gguf_file *f = gguf_open(gguf_path, &err);
+    if (!f)
+        fail_msg("%s", err.message);
+    write_config(f, dir, hf_arch);
+    write_tokenizer(f, dir, pre_regex);
+    gguf_str arch;
+    assert_true(gguf_get_str(f, "general.architecture", &arch, &err));
+    bool llama = arch.size == 5 && memcmp(arch.data, "llama", 5) == 0;
+    bool gemma = arch.size >= 5 && memcmp(arch.data, "gemma", 5) == 0;
+    bool sandwich = gemma && arch.size == 6; /* gemma2, gemma3 */
+    bool phi3 = arch.size == 4 && memcmp(arch.data, "phi3", 4) == 0;
+    char key[96];
+    snprintf(key, sizeof key, "%.*s.attention.head_count", (int)arch.size, arch.data);
+    uint32_t heads = get_u32(f, key);
+    snprintf(key, sizeof key, "%.*s.attention.head_count_kv", (int)arch.size, arch.data);
+    uint32_t kv_heads = get_u32(f, key);
+    static const char *const shard_names[] = {"model-00001-of-00002.safetensors",
+                                              "model-00002-of-00002.safetensors"};
+    shard shards[2];
+    json_t *weight_map = json_object();
+    for (int s = 0; s < 2; s++) {
+        shards[s].header = json_object();
+        shards[s].data = tmpfile();
+        shards[s].size = 0;
+        assert_non_null(shards[s].data);
+    }
+    size_t n = gguf_n_tensors(f);
+    for (size_t i = 0; i < n; i++) {
+        const gguf_tensor *t = gguf_tensor_at(f, i);
+        char name[256];
+        if (strncmp(t->name, "rope_factors_", 13) == 0)
+            continue; /* config.json's rope_scaling holds them */
+        if (t->n_dims == 3) { /* experts: one matrix each */
+            put_experts(&shards[i < n / 2 ? 0 : 1], weight_map, shard_names[i < n / 2 ? 0 : 1],
+                        t, llama, matrix_dtype);
+            continue;
+        }
+        hf_name(t->name, sandwich, phi3, llama, name, sizeof name);
+        uint32_t permute = 0;
+        if (llama && strstr(t->name, ".attn_q.weight"))
+            permute = heads;
+        if (llama && strstr(t->name, ".attn_k.weight"))
+            permute = kv_heads;
+        shard *s = &shards[i < n / 2 ? 0 : 1];
+        assert_int_equal(t->type, TENSOR_TYPE_F32);
+        /* Gemma's checkpoints keep norms as w - 1 */
+        uint64_t cols = (uint64_t)t->ne[0];
+        put_matrix(s, name, t->n_dims == 1 ? SAFETENSORS_F32 : matrix_dtype, t->data,
+                   t->n_dims == 1 ? 0 : gguf_tensor_n_elems(t) / cols, cols, permute,
+                   gemma && strstr(t->name, "_norm.weight") != NULL);
+        json_object_set_new(weight_map, name, json_string(shard_names[i < n / 2 ? 0 : 1]));
+    }
+    for (int s = 0; s < 2; s++)
+        finish_shard(&shards[s], dir, shard_names[s]);
+    write_json(dir, "model.safetensors.index.json",
+               json_pack("{s:{s:i},s:o}", "metadata", "total_size", 0, "weight_map", weight_map));
+    gguf_close(f);
+}

@@ -1,0 +1,646 @@
+/*
+ * Hugging Face checkpoints to GGUF (src/convert): the safetensors reader refuses every
+ * malformed header it is given, and the tiny llama.cpp-made fixtures come back from their
+ * checkpoints (tests/hf_fixture.c) tensor for tensor, bit for bit in the types llama.cpp's
+ * converter writes, with the same metadata and the same tokens; checkpoints Corral cannot
+ * convert are refused with a message that says why. With --write-checkpoint DIR it writes the
+ * qwen2 fixture's checkpoint there instead (for tests/integration/cli.test.sh).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "convert/hf_convert.h"
+#include "convert/safetensors.h"
+#include "corral/engine.h"
+#include "gguf.h"
+#include "hf_fixture.h"
+#include "quant_half.h"
+#include "file_fixture.h"
+#include "reference_fixture.h"
+#include "store_fixture.h"
+#include "tensor_type.h"
+
+/* ---- the safetensors reader ---- */
+
+/* A file of one header (padded to 8 bytes) and data_size bytes of data; *size its length. */
+static uint8_t *image(const char *header, size_t data_size, size_t *size)
+{
+    size_t len = strlen(header);
+    *size = 8 + len + data_size;
+    uint8_t *bytes = calloc(1, *size);
+    assert_non_null(bytes);
+    for (int i = 0; i < 8; i++)
+        bytes[i] = (uint8_t)((uint64_t)len >> (8 * i));
+    memcpy(bytes + 8, header, len);
+    return bytes;
+}
+
+static void expect_refusal(const char *header, size_t data_size, const char *why)
+{
+    size_t size;
+    uint8_t *bytes = image(header, data_size, &size);
+    corral_error err = {{0}};
+    safetensors_file *f = safetensors_open_memory(bytes, size, "x.safetensors", &err);
+    if (f)
+        fail_msg("accepted: %s", header);
+    if (!strstr(err.message, why))
+        fail_msg("'%s' for %s, expected '%s'", err.message, header, why);
+    free(bytes);
+}
+
+static void test_safetensors_reads_a_valid_file(void **state)
+{
+    (void)state;
+    size_t size;
+    uint8_t *bytes = image("{\"__metadata__\":{\"format\":\"pt\"},"
+                           "\"b\":{\"dtype\":\"F16\",\"shape\":[2,3],\"data_offsets\":[8,20]},"
+                           "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                           "\"s\":{\"dtype\":\"BF16\",\"shape\":[],\"data_offsets\":[20,22]},"
+                           "\"e\":{\"dtype\":\"F32\",\"shape\":[0,4],\"data_offsets\":[22,22]}}  ",
+                           22, &size);
+    corral_error err = {{0}};
+    safetensors_file *f = safetensors_open_memory(bytes, size, "x", &err);
+    if (!f)
+        fail_msg("%s", err.message);
+    assert_int_equal(safetensors_count(f), 4);
+    const safetensors_tensor *a = safetensors_at(f, 0), *b = safetensors_find(f, "b");
+    assert_string_equal(a->name, "a"); /* by name */
+    assert_ptr_equal(a->data, bytes + size - 22);
+    assert_int_equal(a->size_bytes, 8);
+    assert_non_null(b);
+    assert_int_equal(b->dtype, SAFETENSORS_F16);
+    assert_int_equal(b->n_dims, 2);
+    assert_int_equal(b->shape[0], 2);
+    assert_int_equal(b->shape[1], 3);
+    assert_int_equal(b->n_elems, 6);
+    assert_ptr_equal(b->data, a->data + 8);
+    const safetensors_tensor *s = safetensors_find(f, "s");
+    assert_int_equal(s->n_dims, 0);
+    assert_int_equal(s->n_elems, 1);
+    assert_int_equal(safetensors_find(f, "e")->size_bytes, 0);
+    assert_null(safetensors_find(f, "__metadata__"));
+    safetensors_close(f);
+    free(bytes);
+}
+
+static void test_safetensors_refuses_malformed_headers(void **state)
+{
+    (void)state;
+    expect_refusal("not json", 0, "not a JSON object");
+    expect_refusal("[1]", 0, "not a JSON object");
+    expect_refusal("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                   "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4,
+                   "not a JSON object"); /* a duplicate key */
+    expect_refusal("{\"a\":{\"dtype\":\"I8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1,
+                   "dtype 'I8'");
+    expect_refusal("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4,
+                   "shape and dtype make");
+    expect_refusal("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,8]}}", 4,
+                   "outside the file");
+    expect_refusal("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,0]}}", 4,
+                   "outside the file");
+    expect_refusal("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[-4,0]}}", 4,
+                   "outside the file");
+    expect_refusal("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                   "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8,
+                   "overlap");
+    expect_refusal("{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],"
+                   "\"data_offsets\":[0,0]}}", 0, "too many");
+    expect_refusal("{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", 4,
+                   "bad shape");
+    expect_refusal("{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],"
+                   "\"data_offsets\":[0,4]}}", 4, "dimensions");
+    expect_refusal("{\"a\":{\"dtype\":\"F32\",\"shape\":[1]}}", 4, "two data_offsets");
+    expect_refusal("{\"a\":5}", 0, "not an object");
+    expect_refusal("{\"__metadata__\":[]}", 0, "__metadata__");
+    expect_refusal("{\"\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "empty");
+
+    /* header lengths past the file and past the cap */
+    uint8_t small[16] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+    corral_error err = {{0}};
+    assert_null(safetensors_open_memory(small, sizeof small, "x", &err));
+    assert_non_null(strstr(err.message, "header length"));
+    assert_null(safetensors_open_memory(small, 5, "x", &err));
+    assert_non_null(strstr(err.message, "not a safetensors file"));
+}
+
+/* ---- conversion ---- */
+
+static void rewrite(const char *name, const char *from, const char *to);
+
+static char *g_root;
+
+static int setup(void **state)
+{
+    (void)state;
+    g_root = store_fixture_make_root();
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    store_fixture_remove_root(g_root);
+    g_root = NULL;
+    return 0;
+}
+
+#define MAX_FILES 16
+
+typedef struct checkpoint {
+    hf_file files[MAX_FILES];
+    char paths[MAX_FILES][512];
+    size_t n;
+} checkpoint;
+
+/* The checkpoint's files, as the server would list the ones a client uploaded. */
+static void list_checkpoint(checkpoint *cp)
+{
+    static const char *const names[] = {"config.json", "tokenizer.json", "tokenizer_config.json",
+                                        "generation_config.json", "model.safetensors.index.json",
+                                        "model-00001-of-00002.safetensors",
+                                        "model-00002-of-00002.safetensors",
+                                        "chat_template.jinja", "tokenizer.model",
+                                        "consolidated.safetensors", "added_tokens.json"};
+    cp->n = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (!store_fixture_exists(g_root, names[i]))
+            continue;
+        snprintf(cp->paths[cp->n], sizeof cp->paths[cp->n], "%s",
+                 store_fixture_path(g_root, names[i]));
+        cp->files[cp->n] = (hf_file){names[i], cp->paths[cp->n]};
+        cp->n++;
+    }
+}
+
+static hf_status convert(const char *out, corral_error *err)
+{
+    checkpoint cp;
+    list_checkpoint(&cp);
+    char out_path[512];
+    snprintf(out_path, sizeof out_path, "%s", store_fixture_path(g_root, out));
+    return hf_convert(cp.files, cp.n, out_path, err);
+}
+
+/* The value a fixture's F32 element has once converted to a GGUF type. */
+static void expect_element(float x, uint32_t type, const uint8_t *got, size_t i, const char *name)
+{
+    if (type == TENSOR_TYPE_F32) {
+        float y;
+        memcpy(&y, got + 4 * i, 4);
+        if (memcmp(&x, &y, 4) != 0)
+            fail_msg("%s[%zu]: %g, expected %g", name, i, (double)y, (double)x);
+        return;
+    }
+    uint16_t want = type == TENSOR_TYPE_F16 ? quant_f32_to_f16(x) : quant_f32_to_bf16(x), h;
+    memcpy(&h, got + 2 * i, 2);
+    if (h != want)
+        fail_msg("%s[%zu]: 0x%04x, expected 0x%04x", name, i, h, want);
+}
+
+static bool kv_equal(const gguf_kv *a, const gguf_kv *b)
+{
+    if (a->type != b->type || a->elem_type != b->elem_type || a->n != b->n)
+        return false;
+    for (uint64_t i = 0; i < a->n; i++) {
+        if (a->elem_type == GGUF_TYPE_STRING) {
+            gguf_str x = gguf_kv_str(a, i), y = gguf_kv_str(b, i);
+            if (x.size != y.size || memcmp(x.data, y.data, x.size) != 0)
+                return false;
+        } else if (a->elem_type == GGUF_TYPE_FLOAT32 || a->elem_type == GGUF_TYPE_FLOAT64) {
+            if (gguf_kv_f64(a, i) != gguf_kv_f64(b, i))
+                return false;
+        } else if (a->elem_type == GGUF_TYPE_BOOL) {
+            if (gguf_kv_bool(a, i) != gguf_kv_bool(b, i))
+                return false;
+        } else if (gguf_kv_i64(a, i) != gguf_kv_i64(b, i)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/*
+ * Convert the fixture's checkpoint and hold the result against the fixture: the same tensors
+ * (2-D ones in matrix_type, the rest F32) and every metadata pair but those in skipped.
+ */
+static void round_trip(const char *fixture_name, const char *hf_arch, safetensors_dtype dtype,
+                       const char *pre_regex, uint32_t matrix_type, const char *const *skipped)
+{
+    hf_fixture_write(fixture(fixture_name), g_root, hf_arch, dtype, pre_regex);
+    corral_error err = {{0}};
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s: %s", fixture_name, err.message);
+    gguf_file *want = gguf_open(fixture(fixture_name), &err);
+    gguf_file *got = gguf_open(store_fixture_path(g_root, "out.gguf"), &err);
+    if (!want || !got)
+        fail_msg("%s", err.message);
+    assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want));
+    for (size_t i = 0; i < gguf_n_tensors(want); i++) {
+        const gguf_tensor *w = gguf_tensor_at(want, i);
+        const gguf_tensor *g = gguf_find_tensor(got, w->name);
+        if (!g)
+            fail_msg("%s: no %s", fixture_name, w->name);
+        assert_int_equal(g->n_dims, w->n_dims);
+        for (int d = 0; d < 4; d++)
+            assert_int_equal(g->ne[d], w->ne[d]);
+        /* vectors, and a router's few columns, stay F32 */
+        uint32_t type = w->n_dims == 1 || strstr(w->name, "ffn_gate_inp") ? TENSOR_TYPE_F32
+                                                                          : matrix_type;
+        if (g->type != type)
+            fail_msg("%s: %s is %s, expected %s", fixture_name, w->name,
+                     tensor_type_name(g->type), tensor_type_name(type));
+        /* a Gemma norm: the checkpoint's w - 1, plus one; a router: F32 from the
+         * checkpoint's matrix type */
+        bool gemma_norm = strncmp(hf_arch, "Gemma", 5) == 0 && strstr(w->name, "_norm.weight");
+        bool router = strstr(w->name, "ffn_gate_inp") != NULL;
+        for (uint64_t e = 0; e < gguf_tensor_n_elems(w); e++) {
+            float x = ((const float *)w->data)[e];
+            if (gemma_norm)
+                x = (x - 1.0f) + 1.0f;
+            if (router && dtype == SAFETENSORS_F16)
+                x = quant_f16_to_f32(quant_f32_to_f16(x));
+            if (router && dtype == SAFETENSORS_BF16)
+                x = quant_bf16_to_f32(quant_f32_to_bf16(x));
+            expect_element(x, type, g->data, e, w->name);
+        }
+    }
+    for (size_t i = 0; i < gguf_n_kv(want); i++) {
+        const gguf_kv *w = gguf_kv_at(want, i);
+        bool skip = false;
+        for (const char *const *s = skipped; *s; s++)
+            skip = skip || strcmp(*s, w->key) == 0;
+        if (skip)
+            continue;
+        const gguf_kv *g = gguf_find_kv(got, w->key);
+        if (!g || !kv_equal(w, g))
+            fail_msg("%s: %s %s", fixture_name, w->key, g ? "differs" : "is missing");
+    }
+    uint32_t file_type = 0;
+    assert_true(gguf_get_u32(got, "general.file_type", &file_type, &err));
+    assert_int_equal(file_type, matrix_type == TENSOR_TYPE_BF16 ? 32 : 1);
+    gguf_str tmpl;
+    assert_true(gguf_get_str(got, "tokenizer.chat_template", &tmpl, &err));
+    assert_int_equal(tmpl.size, strlen(HF_FIXTURE_CHAT_TEMPLATE));
+    const gguf_kv *eos_ids = gguf_find_kv(got, "tokenizer.ggml.eos_token_ids");
+    assert_non_null(eos_ids); /* generation_config.json's list */
+    assert_int_equal(eos_ids->n, 2);
+    gguf_close(want);
+    gguf_close(got);
+
+    /* the engine takes the result */
+    corral_model *model = corral_model_load(store_fixture_path(g_root, "out.gguf"), &err);
+    if (!model)
+        fail_msg("%s: %s", fixture_name, err.message);
+    corral_model_free(model);
+}
+
+/* The same text gives the same tokens with the converted vocabulary as with the fixture's. */
+static void same_tokens(const char *fixture_name)
+{
+    static const char text[] = "Once upon a time, there was a little girl.\n  It's 2024!";
+    corral_error err = {{0}};
+    corral_vocab *want = corral_vocab_open(fixture(fixture_name), &err);
+    corral_vocab *got = want ? corral_vocab_open(store_fixture_path(g_root, "out.gguf"), &err)
+                             : NULL;
+    if (!got)
+        fail_msg("%s", err.message);
+    corral_token a[128], b[128];
+    size_t na = 0, nb = 0;
+    assert_true(corral_tokenize(want, text, strlen(text), true, true, a, 128, &na, &err));
+    assert_true(corral_tokenize(got, text, strlen(text), true, true, b, 128, &nb, &err));
+    assert_true(na > 5);
+    assert_int_equal(na, nb);
+    assert_memory_equal(a, b, na * sizeof a[0]);
+    corral_vocab_free(want);
+    corral_vocab_free(got);
+}
+
+static const char *const skipped[] = {"general.name", "general.file_type", NULL};
+
+static void test_convert_qwen2_round_trip_f16(void **state)
+{
+    (void)state;
+    /* Mistral's repositories hold their weights twice: model*.safetensors are read */
+    store_fixture_write(g_root, "consolidated.safetensors", "not read", 8);
+    round_trip("arch/qwen2.gguf", "Qwen2ForCausalLM", SAFETENSORS_F16, hf_fixture_qwen2_regex,
+               TENSOR_TYPE_F16, skipped);
+    same_tokens("arch/qwen2.gguf");
+}
+
+static void test_convert_qwen3_round_trip_bf16(void **state)
+{
+    (void)state;
+    round_trip("arch/qwen3.gguf", "Qwen3ForCausalLM", SAFETENSORS_BF16, hf_fixture_qwen2_regex,
+               TENSOR_TYPE_BF16, skipped);
+    same_tokens("arch/qwen3.gguf");
+}
+
+/* llama-gqa's vocabulary is SentencePiece's: its checkpoint has a tokenizer.model */
+static void test_convert_llama_round_trip_permutes_q_and_k(void **state)
+{
+    (void)state;
+    round_trip("arch/llama-gqa.gguf", "LlamaForCausalLM", SAFETENSORS_F32, NULL,
+               TENSOR_TYPE_F16, skipped);
+    same_tokens("arch/llama-gqa.gguf");
+}
+
+static void test_convert_mistral_is_llama(void **state)
+{
+    (void)state;
+    round_trip("arch/llama-gqa.gguf", "MistralForCausalLM", SAFETENSORS_BF16, NULL,
+               TENSOR_TYPE_BF16, skipped);
+}
+
+/* Transformers keeps a template apart in chat_template.jinja when tokenizer_config.json has
+ * none: it is the model's template then. */
+static void test_convert_reads_chat_template_jinja(void **state)
+{
+    (void)state;
+    static const char jinja[] = "{{ messages[0].content }}";
+    hf_fixture_write(fixture("arch/qwen3.gguf"), g_root, "Qwen3ForCausalLM", SAFETENSORS_BF16,
+                     hf_fixture_qwen2_regex);
+    rewrite("tokenizer_config.json", "\"chat_template\"", "\"no_template\"");
+    store_fixture_write(g_root, "chat_template.jinja", jinja, strlen(jinja));
+    corral_error err = {{0}};
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    gguf_file *got = gguf_open(store_fixture_path(g_root, "out.gguf"), &err);
+    assert_non_null(got);
+    gguf_str tmpl;
+    assert_true(gguf_get_str(got, "tokenizer.chat_template", &tmpl, &err));
+    assert_int_equal(tmpl.size, strlen(jinja));
+    assert_memory_equal(tmpl.data, jinja, tmpl.size);
+    gguf_close(got);
+}
+
+static void test_convert_gemma_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/gemma.gguf", "GemmaForCausalLM", SAFETENSORS_BF16, NULL, TENSOR_TYPE_BF16,
+               skipped);
+    same_tokens("arch/gemma.gguf");
+}
+
+static void test_convert_gemma2_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/gemma2.gguf", "Gemma2ForCausalLM", SAFETENSORS_F16, NULL, TENSOR_TYPE_F16,
+               skipped);
+}
+
+static void test_convert_gemma3_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/gemma3.gguf", "Gemma3ForCausalLM", SAFETENSORS_BF16, NULL, TENSOR_TYPE_BF16,
+               skipped);
+}
+
+static void test_convert_phi3_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/phi3.gguf", "Phi3ForCausalLM", SAFETENSORS_BF16, NULL, TENSOR_TYPE_BF16,
+               skipped);
+}
+
+/* LongRoPE: rope_scaling's factors become tensors, its attention factor a key */
+static void test_convert_phi3_longrope_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/phi3-longrope.gguf", "Phi3ForCausalLM", SAFETENSORS_F16, NULL,
+               TENSOR_TYPE_F16, skipped);
+}
+
+/* A mixture of experts: each expert's matrices stack into one tensor per layer and kind */
+static void test_convert_qwen3moe_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/qwen3moe.gguf", "Qwen3MoeForCausalLM", SAFETENSORS_BF16,
+               hf_fixture_qwen2_regex, TENSOR_TYPE_BF16, skipped);
+}
+
+static void test_convert_mixtral_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/llama-moe.gguf", "MixtralForCausalLM", SAFETENSORS_F16, NULL,
+               TENSOR_TYPE_F16, skipped);
+}
+
+/* ---- refusals ---- */
+
+static void expect_convert_refusal(const char *why)
+{
+    corral_error err = {{0}};
+    assert_int_equal(convert("out.gguf", &err), HF_INVALID);
+    if (!strstr(err.message, why))
+        fail_msg("'%s', expected '%s'", err.message, why);
+    assert_false(store_fixture_exists(g_root, "out.gguf"));
+}
+
+static void rewrite(const char *name, const char *from, const char *to)
+{
+    size_t len;
+    char *text = file_fixture_read(store_fixture_path(g_root, name), &len);
+    char *at = memmem(text, len, from, strlen(from)); /* a safetensors file holds NUL bytes */
+    if (!at)
+        fail_msg("no '%s' in %s", from, name);
+    size_t out_len = len - strlen(from) + strlen(to);
+    char *out = malloc(out_len + 1);
+    assert_non_null(out);
+    memcpy(out, text, (size_t)(at - text));
+    memcpy(out + (at - text), to, strlen(to));
+    memcpy(out + (at - text) + strlen(to), at + strlen(from), len - (size_t)(at - text) -
+                                                                  strlen(from));
+    store_fixture_write(g_root, name, out, out_len);
+    free(out);
+    free(text);
+}
+
+static void test_convert_refuses_what_it_cannot_convert(void **state)
+{
+    (void)state;
+    hf_fixture_write(fixture("arch/qwen2.gguf"), g_root, "GPTNeoXForCausalLM", SAFETENSORS_F16,
+                     hf_fixture_qwen2_regex);
+    expect_convert_refusal("unsupported architecture 'GPTNeoXForCausalLM'");
+
+    hf_fixture_write(fixture("arch/qwen2.gguf"), g_root, "Qwen3ForCausalLM", SAFETENSORS_F16,
+                     hf_fixture_qwen2_regex); /* qwen2's biases are no part of qwen3 */
+    expect_convert_refusal("_proj.bias' is not one of a Qwen3ForCausalLM's");
+
+    hf_fixture_write(fixture("arch/qwen2.gguf"), g_root, "Qwen2ForCausalLM", SAFETENSORS_F16,
+                     hf_fixture_qwen2_regex);
+    rewrite("model.safetensors.index.json", "model-00002-of-00002", "model-00003-of-00003");
+    expect_convert_refusal("'model-00003-of-00003.safetensors', which is not among the files");
+
+    hf_fixture_write(fixture("arch/qwen2.gguf"), g_root, "Qwen2ForCausalLM", SAFETENSORS_F16,
+                     hf_fixture_qwen2_regex);
+    rewrite("tokenizer.json", "\"BPE\"", "\"Unigram\"");
+    expect_convert_refusal("Corral converts BPE tokenizers, not 'Unigram'");
+
+    hf_fixture_write(fixture("arch/qwen2.gguf"), g_root, "Qwen2ForCausalLM", SAFETENSORS_F16,
+                     hf_fixture_qwen2_regex);
+    rewrite("tokenizer.json", "\"BPE\"", "\"BPE\", \"byte_fallback\": true");
+    expect_convert_refusal("give its tokenizer.model too");
+
+    hf_fixture_write(fixture("arch/qwen2.gguf"), g_root, "Qwen2ForCausalLM", SAFETENSORS_F16,
+                     hf_fixture_qwen2_regex);
+    rewrite("config.json", "\"num_hidden_layers\": 2", "\"num_hidden_layers\": 1");
+    expect_convert_refusal("'model.layers.1.");
+
+    hf_fixture_write(fixture("arch/qwen2.gguf"), g_root, "Qwen2ForCausalLM", SAFETENSORS_F16,
+                     hf_fixture_qwen2_regex);
+    rewrite("config.json", "\"hidden_size\": 64", "\"hidden_size\": -64");
+    expect_convert_refusal("hidden_size must be an integer");
+
+    hf_fixture_write(fixture("arch/qwen2.gguf"), g_root, "Qwen2ForCausalLM", SAFETENSORS_F16,
+                     hf_fixture_qwen2_regex);
+    rewrite("model-00001-of-00002.safetensors", "\"F16\"", "\"I64\"");
+    expect_convert_refusal("model-00001-of-00002.safetensors: tensor");
+
+    hf_fixture_write(fixture("arch/llama-gqa.gguf"), g_root, "LlamaForCausalLM", SAFETENSORS_F16,
+                     NULL);
+    rewrite("config.json", "\"num_attention_heads\": 4", "\"num_attention_heads\": 3");
+    expect_convert_refusal("do not make an attention layer");
+
+    hf_fixture_write(fixture("arch/llama-gqa.gguf"), g_root, "LlamaForCausalLM", SAFETENSORS_F16,
+                     NULL);
+    store_fixture_write(g_root, "tokenizer.model", "\x0a\x05" "ab", 4); /* a piece cut short */
+    expect_convert_refusal("tokenizer.model is not a SentencePiece model");
+
+    unlink(store_fixture_path(g_root, "tokenizer.model")); /* BPE from here on */
+    hf_fixture_write(fixture("arch/qwen3moe.gguf"), g_root, "Qwen3MoeForCausalLM",
+                     SAFETENSORS_F16, hf_fixture_qwen2_regex);
+    rewrite("config.json", "\"num_experts\": 8", "\"num_experts\": 9");
+    expect_convert_refusal("the checkpoint has no expert 8 for 'blk.0.ffn_");
+
+    hf_fixture_write(fixture("arch/qwen3moe.gguf"), g_root, "Qwen3MoeForCausalLM",
+                     SAFETENSORS_F16, hf_fixture_qwen2_regex);
+    rewrite("config.json", "\"num_experts\": 8", "\"num_experts\": 7");
+    expect_convert_refusal("is not an expert's matrix of this Qwen3MoeForCausalLM");
+
+    corral_error err = {{0}};
+    hf_file none[1] = {{"tokenizer.json", "/nonexistent"}};
+    assert_int_equal(hf_convert(none, 1, store_fixture_path(g_root, "x.gguf"), &err), HF_INVALID);
+    assert_non_null(strstr(err.message, "no config.json"));
+}
+
+/* One JSON file of the checkpoint with key set to value (a JSON text) in its object at path
+ * ("" for the top, else one key). */
+static void set_json(const char *name, const char *path, const char *key, const char *value)
+{
+    json_error_t jerr;
+    json_t *root = json_load_file(store_fixture_path(g_root, name), 0, &jerr);
+    json_t *v = json_loads(value, JSON_DECODE_ANY, &jerr);
+    assert_non_null(root);
+    assert_non_null(v);
+    json_t *obj = *path ? json_object_get(root, path) : root;
+    assert_non_null(obj);
+    json_object_set_new(obj, key, v);
+    char *text = json_dumps(root, 0);
+    store_fixture_write(g_root, name, text, strlen(text));
+    free(text);
+    json_decref(root);
+}
+
+/* Every tokenizer file's fields are checked before they index anything. */
+static void test_convert_refuses_malformed_tokenizers(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *file, *path, *key, *value, *why;
+    } cases[] = {
+        {"tokenizer.json", "model", "merges", "[[1, 2]]", "merges[0] is neither"},
+        {"tokenizer.json", "model", "vocab", "{\"a\": 16777216}", "has no id below 16777216"},
+        {"tokenizer.json", "model", "vocab", "{\"a\": 3, \"b\": 3}", "id 3 is given to two"},
+        {"tokenizer.json", "", "added_tokens", "[{\"id\": -1, \"content\": \"x\"}]",
+         "added_tokens[0] needs a content string and an id below"},
+        {"tokenizer_config.json", "", "add_bos_token", "\"yes\"", "must be true or false"},
+        {"tokenizer_config.json", "", "chat_template", "5", "chat_template must be a string"},
+        {"generation_config.json", "", "eos_token_id", "[301, 99999]", "is not a token id"},
+        {"config.json", "", "vocab_size", "16777217", "vocab_size must be an integer"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        hf_fixture_write(fixture("arch/qwen2.gguf"), g_root, "Qwen2ForCausalLM", SAFETENSORS_F16,
+                         hf_fixture_qwen2_regex);
+        set_json(cases[i].file, cases[i].path, cases[i].key, cases[i].value);
+        expect_convert_refusal(cases[i].why);
+    }
+    /* added_tokens.json beside a tokenizer.model must continue its ids without a gap */
+    hf_fixture_write(fixture("arch/llama-gqa.gguf"), g_root, "LlamaForCausalLM",
+                     SAFETENSORS_F16, NULL);
+    static const char gap[] = "{\"<x>\": 600}", clash[] = "{\"<x>\": 5}";
+    store_fixture_write(g_root, "added_tokens.json", gap, strlen(gap));
+    expect_convert_refusal("added_tokens.json: no token has id 512");
+    store_fixture_write(g_root, "added_tokens.json", clash, strlen(clash));
+    expect_convert_refusal("added_tokens.json: '<x>' is not token 5");
+    /* a token past the pieces (and one that repeats its piece) is accepted: user-defined */
+    static const char more[] = "{\"<x>\": 512, \"<s>\": 1}";
+    store_fixture_write(g_root, "added_tokens.json", more, strlen(more));
+    corral_error err = {{0}};
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    gguf_file *got = gguf_open(store_fixture_path(g_root, "out.gguf"), &err);
+    assert_non_null(got);
+    const gguf_kv *tokens = gguf_find_kv(got, "tokenizer.ggml.tokens");
+    const gguf_kv *types = gguf_find_kv(got, "tokenizer.ggml.token_type");
+    assert_int_equal(tokens->n, 513);
+    assert_int_equal(gguf_kv_str(tokens, 512).size, 3);
+    assert_memory_equal(gguf_kv_str(tokens, 512).data, "<x>", 3);
+    assert_int_equal(gguf_kv_i64(types, 512), 4);
+    gguf_close(got);
+}
+
+/* For tests/integration/cli.test.sh: the qwen2 fixture's checkpoint into a directory. */
+static const char *g_write_dir;
+
+static void write_checkpoint(void **state)
+{
+    (void)state;
+    hf_fixture_write(fixture("arch/qwen2.gguf"), g_write_dir, "Qwen2ForCausalLM",
+                     SAFETENSORS_F16, hf_fixture_qwen2_regex);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--write-checkpoint") == 0) {
+        g_write_dir = argv[2];
+        const struct CMUnitTest write[] = {cmocka_unit_test(write_checkpoint)};
+        return cmocka_run_group_tests(write, NULL, NULL);
+    }
+    if (argc != 1) {
+        fprintf(stderr, "usage: %s [--write-checkpoint DIR]\n", argv[0]);
+        return 2;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_safetensors_reads_a_valid_file),
+        cmocka_unit_test(test_safetensors_refuses_malformed_headers),
+        cmocka_unit_test_setup_teardown(test_convert_qwen2_round_trip_f16, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_qwen3_round_trip_bf16, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_llama_round_trip_permutes_q_and_k, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_convert_mistral_is_llama, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_gemma_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_gemma2_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_gemma3_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_phi3_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_phi3_longrope_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_qwen3moe_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_mixtral_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_reads_chat_template_jinja, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_convert_refuses_what_it_cannot_convert, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_convert_refuses_malformed_tokenizers, setup,
+                                        teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
