@@ -211,8 +211,8 @@ void delta_net_conv_token(const delta_net_context *d, uint32_t il, size_t taps, 
         x[c] = delta_net_silu(x[c]);
 }
 
-/* x / |x| over n values, as llama.cpp computes it (an RMSNorm with eps / n, then 1/sqrt(n)). */
-static void l2_normalize(float *x, size_t n, float eps)
+/* As llama.cpp computes it: an RMSNorm with eps / n, then 1/sqrt(n). */
+void delta_net_l2_normalize(float *x, size_t n, float eps)
 {
     double sum = 0.0;
     for (size_t i = 0; i < n; i++)
@@ -221,6 +221,36 @@ static void l2_normalize(float *x, size_t n, float eps)
     float scale = 1.0f / sqrtf(mean + eps / (float)n), after = 1.0f / sqrtf((float)n);
     for (size_t i = 0; i < n; i++)
         x[i] = x[i] * scale * after;
+}
+
+float delta_net_decay(float logit, float dt, float a)
+{
+    return expf(delta_net_softplus(logit + dt) * a);
+}
+
+float delta_net_strength(float logit)
+{
+    return 1.0f / (1.0f + expf(-logit));
+}
+
+/* Row j's decay, its product with k, its update and its product with q in one pass each. */
+void delta_net_step(float *state, const float *q, const float *k, const float *v, float decay,
+                    float strength, size_t S, float *out)
+{
+    float scale = 1.0f / sqrtf((float)S);
+    for (size_t j = 0; j < S; j++) {
+        float *s = state + j * S, sk = 0.0f, sq = 0.0f;
+        for (size_t i = 0; i < S; i++) {
+            s[i] *= decay;
+            sk += s[i] * k[i];
+        }
+        float delta = (v[j] - sk) * strength;
+        for (size_t i = 0; i < S; i++) {
+            s[i] += k[i] * delta;
+            sq += s[i] * q[i];
+        }
+        out[j] = sq * scale;
+    }
 }
 
 typedef struct delta_job {
@@ -244,7 +274,6 @@ static void delta_task(void *arg, size_t task, size_t thread)
     size_t key_width = (size_t)hp->ssm_k_heads * S;
     size_t value_width = (size_t)hp->ssm_v_heads * S;
     float *state = delta_net_state(d, seq, job->layer) + h * S * S;
-    float scale = 1.0f / sqrtf((float)S);
     for (size_t t = 0; t < ctx->n_tokens; t++) {
         if (ctx->tok_seq[t] != seq)
             continue;
@@ -253,20 +282,7 @@ static void delta_task(void *arg, size_t task, size_t thread)
         const float *v = row + 2 * key_width + h * S;
         float decay = d->decay[t * hp->ssm_v_heads + h];
         float strength = d->strength[t * hp->ssm_v_heads + h];
-        float *out = d->out + t * value_width + h * S;
-        for (size_t j = 0; j < S; j++) {
-            float *s = state + j * S, sk = 0.0f, sq = 0.0f;
-            for (size_t i = 0; i < S; i++) {
-                s[i] *= decay;
-                sk += s[i] * k[i];
-            }
-            float delta = (v[j] - sk) * strength;
-            for (size_t i = 0; i < S; i++) {
-                s[i] += k[i] * delta;
-                sq += s[i] * q[i];
-            }
-            out[j] = sq * scale;
-        }
+        delta_net_step(state, q, k, v, decay, strength, S, d->out + t * value_width + h * S);
     }
 }
 
@@ -328,13 +344,13 @@ void forward_delta_net(corral_context *ctx, uint32_t il)
         float *row = d->qkv + t * d->channels;
         delta_net_conv_token(d, il, taps, delta_net_conv_state(d, seq, il), NULL, row);
         for (size_t h = 0; h < hp->ssm_k_heads; h++) {
-            l2_normalize(row + h * S, S, hp->norm_eps);
-            l2_normalize(row + key_width + h * S, S, hp->norm_eps);
+            delta_net_l2_normalize(row + h * S, S, hp->norm_eps);
+            delta_net_l2_normalize(row + key_width + h * S, S, hp->norm_eps);
         }
         for (size_t h = 0; h < H; h++) {
             float *decay = &d->decay[t * H + h], *strength = &d->strength[t * H + h];
-            *decay = expf(delta_net_softplus(*decay + dt[h]) * a[h]);
-            *strength = 1.0f / (1.0f + expf(-*strength));
+            *decay = delta_net_decay(*decay, dt[h], a[h]);
+            *strength = delta_net_strength(*strength);
         }
     }
     delta_job job = {ctx, il};
