@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "forward.h"
+#include "gpu.h"
 #include "util/checked.h"
 
 static float *alloc_floats(size_t n, size_t m, bool *ok)
@@ -40,10 +41,10 @@ static float *alloc_floats(size_t n, size_t m, bool *ok)
 }
 
 /* The taps of every recurrent layer's conv in F32, whatever the file stores them as. */
-static void copy_kernels(const corral_model *m, delta_net_context *d)
+static void copy_kernels(const corral_model *m, uint32_t n_cpu_layers, delta_net_context *d)
 {
     size_t taps = m->hp.ssm_conv_kernel;
-    for (uint32_t il = 0; il < m->hp.n_layer; il++) {
+    for (uint32_t il = 0; il < n_cpu_layers; il++) {
         const weight *w = &m->layers[il].ssm_conv;
         if (!m->layers[il].recurrent)
             continue;
@@ -67,7 +68,9 @@ bool delta_net_context_init(corral_context *ctx, corral_error *err)
     ctx->delta = d;
     d->slot = calloc(hp->n_layer, sizeof *d->slot);
     bool ok = d->slot != NULL;
-    for (uint32_t il = 0; ok && il < hp->n_layer; il++)
+    /* the device keeps the states of its layers (gpu_seq_states) */
+    uint32_t n_cpu_layers = ctx->gpu ? gpu_layers_first(ctx->gpu) : hp->n_layer;
+    for (uint32_t il = 0; ok && il < n_cpu_layers; il++)
         if (m->layers[il].recurrent)
             d->slot[il] = d->n_recurrent++;
     /* the model's reader capped these sizes, so the sums and products below stay small */
@@ -106,7 +109,7 @@ bool delta_net_context_init(corral_context *ctx, corral_error *err)
         corral_error_set(err, "cannot allocate the recurrent state for %u sequences", ctx->n_seq);
         return false;
     }
-    copy_kernels(m, d);
+    copy_kernels(m, n_cpu_layers, d);
     return true;
 }
 
@@ -140,6 +143,8 @@ void delta_net_seq_clear(corral_context *ctx, uint32_t seq)
     delta_net_context *d = ctx->delta;
     if (!d)
         return;
+    if (ctx->gpu)
+        gpu_seq_states(ctx->gpu, ctx, seq, GPU_STATES_CLEAR);
     d->checkpoint_len[seq] = 0;
     if (!d->dirty[seq])
         return;
@@ -153,6 +158,8 @@ void delta_net_seq_clear(corral_context *ctx, uint32_t seq)
 void delta_net_seq_checkpoint(corral_context *ctx, uint32_t seq, uint32_t len)
 {
     delta_net_context *d = ctx->delta;
+    if (ctx->gpu)
+        gpu_seq_states(ctx->gpu, ctx, seq, GPU_STATES_CHECKPOINT);
     copy_seq_states(d, seq, d->checkpoint_conv, d->checkpoint_state, d->conv_state, d->state);
     d->checkpoint_len[seq] = len;
 }
@@ -165,6 +172,8 @@ uint32_t delta_net_seq_restore(corral_context *ctx, uint32_t seq)
         delta_net_seq_clear(ctx, seq);
         return 0;
     }
+    if (ctx->gpu)
+        gpu_seq_states(ctx->gpu, ctx, seq, GPU_STATES_RESTORE);
     copy_seq_states(d, seq, d->conv_state, d->state, d->checkpoint_conv, d->checkpoint_state);
     d->dirty[seq] = true;
     return len;
