@@ -16,7 +16,10 @@
  * A layer whose FFN is a mixture of experts has it recorded by vk_moe.c. deepseek2's
  * pre-norm block with multi-head latent attention runs in mla.c's absorbed form: the cache
  * row [k_rope | normed latent] under one KV head, each head's per-head products (wk_b before
- * the attention, wv_b after) as expert products whose expert is the head.
+ * the attention, wv_b after) as expert products whose expert is the head. qwen35's hybrid
+ * block runs its Gated DeltaNet layers (delta_net.c's recurrence, each layer's conv windows
+ * and state matrices per sequence kept here with a checkpoint, which gpu_seq_states clears,
+ * copies and restores as delta_net.c does the CPU's) and its gated attention.
  */
 #include <math.h>
 #include <stdlib.h>
