@@ -6,8 +6,9 @@
  * models (Gated DeltaNet layers taking the image's rows in order, gated attention turning them
  * at their interleaved M-RoPE grid positions) must give the reference's last logits and 16
  * greedy tokens, from the reference's embeddings and from ours, the image in one batch or
- * split across several; and the same from ollama's single file. Then what does not fit is
- * refused with a message naming the fault.
+ * split across several; and the same from ollama's single file, and with every text layer
+ * on a Vulkan device (lavapipe here). Then what does not fit is refused with a message naming
+ * the fault.
  *
  * --write-single DENSE MOE writes the single files for the integration tests.
  */
@@ -43,6 +44,9 @@
 #define N_GREEDY 16
 #define N_VOCAB 307
 
+/* Layers asked for on a Vulkan device by the checks below: 0 (the CPU), or -1 (test_gpu). */
+static int gpu_layers;
+
 /* The prompt around the image through the text model in batches of n_batch: last logits and
  * the greedy tokens. */
 static void check_text(const corral_model *m, const char *ref, const char *logits_file,
@@ -53,10 +57,14 @@ static void check_text(const corral_model *m, const char *ref, const char *logit
     vision_context_params(&params, 128);
     params.images = true;
     params.n_batch = n_batch;
+    params.n_gpu_layers = gpu_layers;
     corral_context *ctx = decode_around_image(m, &params, prompt->before, prompt->n_before, embd,
                                               prompt->after, prompt->n_after);
+    if (gpu_layers != 0)
+        assert_int_equal(corral_context_gpu_layers(ctx), corral_model_n_layer(m));
     char label[128];
-    snprintf(label, sizeof label, "%s %s (batches of %u)", corral_model_arch(m), what, n_batch);
+    snprintf(label, sizeof label, "%s %s (batches of %u%s)", corral_model_arch(m), what, n_batch,
+             gpu_layers ? ", on the device" : "");
     vision_check_logits(ctx, prompt->n_after - 1, N_VOCAB, ref, logits_file, LOGIT_TOLERANCE,
                         N_GREEDY, label);
     corral_context_free(ctx);
@@ -267,6 +275,36 @@ static void test_refusals(void **state)
     corral_model_free(m);
 }
 
+/* On a Vulkan device (lavapipe where there is no GPU), every text layer there: the image's
+ * rows through the device's Gated DeltaNet layers in order and its grid positions through
+ * the gated attention give llama.cpp's logits and greedy ids, in one batch and in batches
+ * of 4. Skipped where no device is usable. */
+static void test_gpu(void **state)
+{
+    (void)state;
+    setenv("CORRAL_VULKAN_ALLOW_CPU", "1", 0);
+    corral_error err = {0};
+    char text_path[2048];
+    snprintf(text_path, sizeof text_path, "%s", vision_fixture("qwen35v-text.gguf"));
+    corral_model *m = corral_model_load(text_path, &err);
+    if (!m)
+        fail_msg("%s", err.message);
+    corral_context_params params;
+    vision_context_params(&params, 128);
+    params.images = true;
+    params.n_gpu_layers = -1;
+    corral_context *ctx = corral_context_create(m, &params, &err);
+    assert_non_null(ctx);
+    bool usable = corral_context_gpu_layers(ctx) > 0;
+    corral_context_free(ctx);
+    corral_model_free(m);
+    if (!usable)
+        skip();
+    gpu_layers = -1;
+    run_case("qwen35v", "wide", 32, 24);
+    gpu_layers = 0;
+}
+
 /* --write-single DENSE MOE: the integration tests' copies of ollama's layout, for the dense
  * and the MoE text model. */
 static char **single_out;
@@ -298,6 +336,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_moe_square),   cmocka_unit_test(test_moe_wide),
         cmocka_unit_test(test_refusals),     cmocka_unit_test(test_single_file),
         cmocka_unit_test(test_single_file_refusals), cmocka_unit_test(test_kv_heads_per_layer),
+        cmocka_unit_test(test_gpu),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    corral_gpu_release(); /* the driver's objects freed before LeakSanitizer looks */
+    return failed;
 }

@@ -780,6 +780,7 @@ static void test_fit_estimate_covers_the_allocations(void **state)
     /* none on the shared KV layers, which take the device with their sources */
     check_estimate("arch/gemma4-e.gguf", 4);
     check_estimate("arch/gemma4-moe.gguf", 1); /* its norms and scales beside the experts */
+    check_estimate("arch/qwen35.gguf", 2); /* recurrent states in place of a cache */
 }
 
 /* A context that needs what the device layers lack (here a quantized KV cache) runs wholly
@@ -871,10 +872,76 @@ static void check_recurrent_model_stays_on_the_cpu(const char *file)
     corral_model_free(m);
 }
 
-/* qwen35's recurrent layers have no device path: its context stays on the CPU. */
-static void test_recurrent_model_stays_on_the_cpu(void **state) { (void)state; check_recurrent_model_stays_on_the_cpu("arch/qwen35.gguf"); }
-/* qwen35moe: qwen35's recurrent layers with experts stay on the CPU as qwen35 does. */
-static void test_recurrent_moe_stays_on_the_cpu(void **state) { (void)state; check_recurrent_model_stays_on_the_cpu("arch/qwen35moe.gguf"); }
+/* The same calls on both contexts: decode ids (logits for the last), then the last token's
+ * logits must agree. */
+static void decode_both(const char *file, corral_context *cpu, corral_context *gpu,
+                        const corral_token *ids, size_t n, size_t V, const char *what)
+{
+    bool want[32] = {false};
+    assert_true(n <= 32);
+    want[n - 1] = true;
+    decode(cpu, ids, NULL, n, want);
+    decode(gpu, ids, NULL, n, want);
+    float diff = max_abs_diff(corral_get_logits(gpu, n - 1), corral_get_logits(cpu, n - 1), V);
+    if (!(diff <= 1e-3f))
+        fail_msg("%s: %s: logits differ by %g", file, what, (double)diff);
+}
+
+/* A recurrent sequence's states on the device follow what the CPU does to its own: a
+ * checkpoint after the prompt, an answer, the sequence cut back to the checkpoint and
+ * continued otherwise (the checkpoint's states put back), cut below it (cleared) and
+ * prompted anew; with gpu_layers on the device (-1: all), the others' states on the CPU. */
+static void check_recurrent_reuse(const char *file, int gpu_layers)
+{
+    corral_error err = {{0}};
+    corral_model *m = corral_model_load(fixture(file), &err);
+    if (!m)
+        fail_msg("%s: %s", file, err.message);
+    size_t V = corral_model_n_vocab(m);
+    corral_context *cpu = context(m, 0, 2), *gpu = context(m, gpu_layers, 2);
+    assert_int_equal(corral_context_gpu_layers(gpu),
+                     gpu_layers < 0 ? corral_model_n_layer(m) : (uint32_t)gpu_layers);
+    corral_token prompt[11], answer[3], other[5];
+    for (size_t i = 0; i < 11; i++)
+        prompt[i] = (corral_token)((i * 37 + 3) % V);
+    for (size_t i = 0; i < 5; i++)
+        answer[i % 3] = (corral_token)((i * 11 + 2) % V), other[i] = (corral_token)((i * 53 + 7) % V);
+    decode_both(file, cpu, gpu, prompt, 11, V, "the prompt");
+    assert_true(corral_seq_checkpoint(cpu, 0) && corral_seq_checkpoint(gpu, 0));
+    decode_both(file, cpu, gpu, answer, 3, V, "the answer");
+    corral_seq_truncate(cpu, 0, 11);
+    corral_seq_truncate(gpu, 0, 11);
+    decode_both(file, cpu, gpu, other, 5, V, "from the checkpoint");
+    corral_seq_truncate(cpu, 0, 4);
+    corral_seq_truncate(gpu, 0, 4);
+    decode_both(file, cpu, gpu, other, 5, V, "after a cut below the checkpoint");
+    corral_context_free(cpu);
+    corral_context_free(gpu);
+    corral_model_free(m);
+}
+
+/* qwen35: Gated DeltaNet layers (the short conv, the gates, the delta rule through each
+ * sequence's states, the gated RMSNorm) and every fourth layer gated attention (q's gate,
+ * per-head q/k norms, partial NeoX RoPE): every layer, the prompt in micro-batches of 4, four
+ * sequences, and states checkpointed, restored and cleared, with every layer on the device
+ * and with the last two (a recurrent one and an attention one) beside two on the CPU. */
+static void test_qwen35_gated_delta_net(void **state)
+{
+    (void)state;
+    check_model("arch/qwen35.gguf", 1e-3f, false, false);
+    check_model_batch("arch/qwen35.gguf", 1e-3f, false, false, 4);
+    check_four_sequences("arch/qwen35.gguf");
+    check_recurrent_reuse("arch/qwen35.gguf", -1);
+    check_recurrent_reuse("arch/qwen35.gguf", 2);
+}
+
+/* qwen35moe: qwen35's layers with experts and a sigmoid-gated shared expert. */
+static void test_qwen35moe(void **state)
+{
+    (void)state;
+    check_model("arch/qwen35moe.gguf", 1e-3f, false, false);
+    check_four_sequences("arch/qwen35moe.gguf");
+}
 
 /* granitehybrid's Mamba2 layers, dense and with experts (Granite 4.0 -h). */
 static void test_mamba2_model_stays_on_the_cpu(void **state)
@@ -1066,7 +1133,7 @@ int main(void)
         cmocka_unit_test(test_exaone_neox_rope_freqs),
         cmocka_unit_test(test_olmo3_windows_and_two_ropes),
         cmocka_unit_test(test_command_r_plus_per_head_qk_layernorms),
-        cmocka_unit_test(test_recurrent_model_stays_on_the_cpu),
+        cmocka_unit_test(test_qwen35_gated_delta_net),
         cmocka_unit_test(test_phi2_parallel_partial_rope),
         cmocka_unit_test(test_stablelm_partial_rope),
         cmocka_unit_test(test_stablelm_head_norms_and_parallel_ffn),
@@ -1075,7 +1142,7 @@ int main(void)
         cmocka_unit_test(test_falcon_40b_attention_norm),
         cmocka_unit_test(test_qwen2moe_gated_shared_expert),
         cmocka_unit_test(test_phi3_longrope),
-        cmocka_unit_test(test_recurrent_moe_stays_on_the_cpu),
+        cmocka_unit_test(test_qwen35moe),
         cmocka_unit_test(test_mamba2_model_stays_on_the_cpu),
         cmocka_unit_test(test_glm4moe),
         cmocka_unit_test(test_gemma_embedding_stays_on_the_cpu),

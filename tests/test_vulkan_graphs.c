@@ -7,8 +7,8 @@
  * deepseek2's latent attention; a new shape records again, and the least recently used one
  * is recorded again after more shapes than are kept; the steps that change what a reused
  * pass meets (sequences alternating, windows moving at their own times, a context shift, a
- * truncated sequence, an image whose tokens see each other between text of the same size)
- * agree with the CPU. Runs under lavapipe (CORRAL_VULKAN_ALLOW_CPU=1); exits 77 without any
+ * truncated sequence, qwen35's recurrent states cleared or put back from their checkpoint,
+ * an image whose tokens see each other between text of the same size) agree with the CPU. Runs under lavapipe (CORRAL_VULKAN_ALLOW_CPU=1); exits 77 without any
  * Vulkan device.
  */
 #include <math.h>
@@ -171,6 +171,7 @@ static void test_generation_records_once(void **state)
     check_generation("arch/gemma2.gguf", 3e-2f, 4);
     check_generation("arch/qwen3moe.gguf", 1e-3f, 64);
     check_generation("arch/deepseek2.gguf", 1e-3f, 64);
+    check_generation("arch/qwen35.gguf", 1e-3f, 64); /* the recurrent states move on */
 }
 
 /* Every new shape (tokens, rows of logits) records; a shape seen before does not, until more
@@ -260,6 +261,24 @@ static void test_truncate_and_prompt_again(void **state)
     (void)state;
     check_truncate("arch/llama-gqa.gguf", 1e-3f, 64);
     check_truncate("arch/gemma2.gguf", 3e-2f, 4);
+    check_truncate("arch/qwen35.gguf", 1e-3f, 64); /* the recurrent states cleared */
+}
+
+/* qwen35's recurrent states checkpointed after a prompt, then put back between steps: the
+ * steps after the restore are the CPU's, the recorded step serving them. */
+static void test_recurrent_checkpoint_between_steps(void **state)
+{
+    (void)state;
+    pair p = pair_create("arch/qwen35.gguf", 1e-3f, 1, 64, 64, CORRAL_KV_F32);
+    corral_token id = prompt(&p, 0, 20, 4);
+    assert_true(corral_seq_checkpoint(p.cpu, 0) && corral_seq_checkpoint(p.gpu, 0));
+    generate(&p, 0, id, 6);
+    uint64_t recorded = stats(p.gpu).recordings;
+    corral_seq_truncate(p.cpu, 0, 20);
+    corral_seq_truncate(p.gpu, 0, 20);
+    generate(&p, 0, id + 1, 6);
+    assert_int_equal(stats(p.gpu).recordings, recorded);
+    pair_free(&p);
 }
 
 /* gemma3's image tokens see each other both ways. Text, an image and text again, 12 tokens
@@ -304,6 +323,7 @@ int main(void)
         cmocka_unit_test(test_sequences_alternate),
         cmocka_unit_test(test_shift_between_steps),
         cmocka_unit_test(test_truncate_and_prompt_again),
+        cmocka_unit_test(test_recurrent_checkpoint_between_steps),
         cmocka_unit_test(test_image_and_text_of_one_size),
     };
     return VULKAN_FIXTURE_RUN(tests);

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "blocks.h"
+#include "delta_net.h"
 #include "moe.h"
 #include "quant.h"
 #include "vk_ops.h"
@@ -1304,6 +1305,169 @@ static void test_attention_window_and_both_ways(void **state)
     check_attention(false, 0.0f, 5, true, false);
 }
 
+/* ---- Gated DeltaNet (qwen35's recurrent layers) ---- */
+
+/* The attention's output gate: x *= sigmoid(y), y repeating, saturated gates too. */
+static void test_mul_sigmoid(void **state)
+{
+    (void)state;
+    enum { N = 3001, Y = 1000 };
+    float *x = random_floats(N), *y = random_floats(Y), want[N], got[N];
+    for (size_t i = 0; i < Y; i++)
+        y[i] *= 30.0f;
+    for (size_t i = 0; i < N; i++)
+        want[i] = x[i] * (1.0f / (1.0f + expf(-y[i % Y])));
+    vk_buffer bx = device_buffer(x, sizeof want), by = device_buffer(y, Y * 4);
+    vk_commands c = begin();
+    vk_op_binary(&c, VK_MUL_SIGMOID, vk_whole(&bx), vk_whole(&by), N, Y, 0.0f);
+    submit(&c);
+    read_back(&bx, got, sizeof got);
+    assert_close("x * sigmoid(y)", got, want, N, 1e-5);
+    vk_buffer_free(dev, &bx), vk_buffer_free(dev, &by);
+    free(x), free(y);
+}
+
+/* Tokens of two sequences interleaved in batch order, as (sequence, cell) pairs. */
+static void interleaved_tokens(uint32_t *tokens, size_t n)
+{
+    for (size_t t = 0; t < n; t++)
+        tokens[2 * t] = (t % 3 == 1) ? 1 : 0, tokens[2 * t + 1] = (uint32_t)t;
+}
+
+/* The short conv over 197 channels (more than a workgroup, not a whole number of them),
+ * 4 taps, windows that already hold inputs, tokens of two sequences interleaved: each
+ * channel's outputs and both windows as the CPU's delta_net_conv_token leaves them. */
+static void test_delta_conv(void **state)
+{
+    (void)state;
+    enum { C = 197, TAPS = 4, TOKENS = 7, SEQS = 2 };
+    uint32_t slot = 0, tokens[2 * TOKENS];
+    float *kernels = random_floats(C * TAPS), *x = random_floats(TOKENS * C);
+    float *window = random_floats(SEQS * (TAPS - 1) * C);
+    float want[TOKENS * C], got[TOKENS * C];
+    float want_window[SEQS * (TAPS - 1) * C], got_window[SEQS * (TAPS - 1) * C];
+    interleaved_tokens(tokens, TOKENS);
+    memcpy(want, x, sizeof want);
+    memcpy(want_window, window, sizeof want_window);
+    delta_net_context d = {.n_recurrent = 1, .slot = &slot, .channels = C, .kernels = kernels};
+    for (size_t t = 0; t < TOKENS; t++)
+        delta_net_conv_token(&d, 0, TAPS, want_window + tokens[2 * t] * (TAPS - 1) * C, NULL,
+                             want + t * C);
+    vk_buffer bk = device_buffer(kernels, C * TAPS * 4), bt = device_buffer(tokens, sizeof tokens);
+    vk_buffer bw = device_buffer(window, sizeof got_window), bx = device_buffer(x, sizeof got);
+    vk_commands c = begin();
+    vk_op_delta_conv(&c, vk_whole(&bk), vk_whole(&bt), vk_whole(&bw), vk_whole(&bx), C, TAPS,
+                     TOKENS);
+    submit(&c);
+    read_back(&bx, got, sizeof got);
+    read_back(&bw, got_window, sizeof got_window);
+    assert_close("short conv", got, want, TOKENS * C, 1e-5);
+    assert_close("conv windows", got_window, want_window, SEQS * (TAPS - 1) * C, 0.0);
+    vk_buffer_free(dev, &bk), vk_buffer_free(dev, &bt), vk_buffer_free(dev, &bw);
+    vk_buffer_free(dev, &bx);
+    free(kernels), free(x), free(window);
+}
+
+/* The gates from their logits, softplus's linear part above 20 among them. */
+static void test_delta_gates(void **state)
+{
+    (void)state;
+    enum { HEADS = 6, TOKENS = 53 };
+    float *alpha = random_floats(TOKENS * HEADS), *beta = random_floats(TOKENS * HEADS);
+    float *dt = random_floats(HEADS), *a = random_floats(HEADS);
+    float want_decay[TOKENS * HEADS], want_strength[TOKENS * HEADS];
+    float got_decay[TOKENS * HEADS], got_strength[TOKENS * HEADS];
+    for (size_t i = 0; i < TOKENS * HEADS; i++)
+        alpha[i] *= 30.0f, beta[i] *= 30.0f;
+    for (size_t h = 0; h < HEADS; h++)
+        a[h] = -8.0f * fabsf(a[h]); /* -exp(A_log): a decay below 1 */
+    for (size_t i = 0; i < TOKENS * HEADS; i++) {
+        want_decay[i] = delta_net_decay(alpha[i], dt[i % HEADS], a[i % HEADS]);
+        want_strength[i] = delta_net_strength(beta[i]);
+    }
+    vk_buffer ba = device_buffer(alpha, sizeof got_decay), bb = device_buffer(beta, sizeof got_decay);
+    vk_buffer bd = device_buffer(dt, HEADS * 4), bA = device_buffer(a, HEADS * 4);
+    vk_commands c = begin();
+    vk_op_delta_gates(&c, vk_whole(&ba), vk_whole(&bb), vk_whole(&bd), vk_whole(&bA), HEADS,
+                      TOKENS);
+    submit(&c);
+    read_back(&ba, got_decay, sizeof got_decay);
+    read_back(&bb, got_strength, sizeof got_strength);
+    assert_close("decay", got_decay, want_decay, TOKENS * HEADS, 1e-5);
+    assert_close("strength", got_strength, want_strength, TOKENS * HEADS, 1e-5);
+    vk_buffer_free(dev, &ba), vk_buffer_free(dev, &bb), vk_buffer_free(dev, &bd);
+    vk_buffer_free(dev, &bA);
+    free(alpha), free(beta), free(dt), free(a);
+}
+
+/* The first 4 spans of 72 of rows 331 floats apart L2-normed, the rest of each row as it
+ * was. */
+static void test_l2norm(void **state)
+{
+    (void)state;
+    enum { N = 72, SPANS = 4, ROWS = 3, STRIDE = 331 };
+    float *x = random_floats(ROWS * STRIDE), want[ROWS * STRIDE], got[ROWS * STRIDE];
+    memcpy(want, x, sizeof want);
+    for (size_t r = 0; r < ROWS; r++)
+        for (size_t s = 0; s < SPANS; s++)
+            delta_net_l2_normalize(want + r * STRIDE + s * N, N, 1e-6f);
+    vk_buffer bx = device_buffer(x, sizeof want);
+    vk_commands c = begin();
+    vk_op_l2norm(&c, vk_whole(&bx), N, SPANS, ROWS, STRIDE, 1e-6f);
+    submit(&c);
+    read_back(&bx, got, sizeof got);
+    assert_close("l2 norm", got, want, ROWS * STRIDE, 1e-5);
+    vk_buffer_free(dev, &bx);
+    free(x);
+}
+
+/* The delta rule over heads of 72 (more than a workgroup's rows), 4 value heads reading 2
+ * key heads, two sequences' states that already hold something and their tokens
+ * interleaved: every output and both states as delta_net_step leaves them. */
+static void test_delta_rule(void **state)
+{
+    (void)state;
+    enum { S = 72, H = 4, G = 2, TOKENS = 7, SEQS = 2, C = 2 * G * S + H * S };
+    uint32_t tokens[2 * TOKENS];
+    interleaved_tokens(tokens, TOKENS);
+    float *qkv = random_floats(TOKENS * C), *states = random_floats(SEQS * H * S * S);
+    float *decay = random_floats(TOKENS * H), *strength = random_floats(TOKENS * H);
+    for (size_t t = 0; t < TOKENS; t++) {
+        for (size_t g = 0; g < 2 * G; g++)
+            delta_net_l2_normalize(qkv + t * C + g * S, S, 1e-6f);
+        for (size_t h = 0; h < H; h++) {
+            decay[t * H + h] = 0.5f + 0.5f * fabsf(decay[t * H + h]);
+            strength[t * H + h] = fabsf(strength[t * H + h]);
+        }
+    }
+    size_t state_floats = (size_t)SEQS * H * S * S;
+    float *want_states = malloc(state_floats * 4), *got_states = malloc(state_floats * 4);
+    float want[TOKENS * H * S], got[TOKENS * H * S];
+    memcpy(want_states, states, state_floats * 4);
+    for (size_t t = 0; t < TOKENS; t++)
+        for (size_t h = 0; h < H; h++) {
+            const float *row = qkv + t * C, *q = row + (h % G) * S, *k = q + G * S;
+            delta_net_step(want_states + ((size_t)tokens[2 * t] * H + h) * S * S, q, k,
+                           row + 2 * G * S + h * S, decay[t * H + h], strength[t * H + h], S,
+                           want + (t * H + h) * S);
+        }
+    vk_buffer bt = device_buffer(tokens, sizeof tokens), bq = device_buffer(qkv, TOKENS * C * 4);
+    vk_buffer bd = device_buffer(decay, TOKENS * H * 4), bs = device_buffer(strength, TOKENS * H * 4);
+    vk_buffer bst = device_buffer(states, state_floats * 4), bo = device_buffer(NULL, sizeof got);
+    vk_commands c = begin();
+    vk_delta_shape shape = {S, H, G, C, TOKENS, SEQS};
+    vk_op_delta_rule(&c, vk_whole(&bt), vk_whole(&bq), vk_whole(&bd), vk_whole(&bs),
+                     vk_whole(&bst), vk_whole(&bo), &shape);
+    submit(&c);
+    read_back(&bo, got, sizeof got);
+    read_back(&bst, got_states, state_floats * 4);
+    assert_close("delta rule outputs", got, want, TOKENS * H * S, 1e-5);
+    assert_close("delta rule states", got_states, want_states, state_floats, 1e-5);
+    vk_buffer_free(dev, &bt), vk_buffer_free(dev, &bq), vk_buffer_free(dev, &bd);
+    vk_buffer_free(dev, &bs), vk_buffer_free(dev, &bst), vk_buffer_free(dev, &bo);
+    free(qkv), free(states), free(decay), free(strength), free(want_states), free(got_states);
+}
+
 int main(void)
 {
     corral_error err = {0};
@@ -1342,6 +1506,11 @@ int main(void)
         cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_gelu_and_geglu),
         cmocka_unit_test(test_mul_rows),
+        cmocka_unit_test(test_mul_sigmoid),
+        cmocka_unit_test(test_delta_conv),
+        cmocka_unit_test(test_delta_gates),
+        cmocka_unit_test(test_l2norm),
+        cmocka_unit_test(test_delta_rule),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     vk_device_close();

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "forward.h"
+#include "gpu.h"
 #include "util/checked.h"
 
 static float *alloc_floats(size_t n, size_t m, bool *ok)
@@ -40,10 +41,10 @@ static float *alloc_floats(size_t n, size_t m, bool *ok)
 }
 
 /* The taps of every recurrent layer's conv in F32, whatever the file stores them as. */
-static void copy_kernels(const corral_model *m, delta_net_context *d)
+static void copy_kernels(const corral_model *m, uint32_t n_cpu_layers, delta_net_context *d)
 {
     size_t taps = m->hp.ssm_conv_kernel;
-    for (uint32_t il = 0; il < m->hp.n_layer; il++) {
+    for (uint32_t il = 0; il < n_cpu_layers; il++) {
         const weight *w = &m->layers[il].ssm_conv;
         if (!m->layers[il].recurrent)
             continue;
@@ -67,7 +68,9 @@ bool delta_net_context_init(corral_context *ctx, corral_error *err)
     ctx->delta = d;
     d->slot = calloc(hp->n_layer, sizeof *d->slot);
     bool ok = d->slot != NULL;
-    for (uint32_t il = 0; ok && il < hp->n_layer; il++)
+    /* the device keeps the states of its layers (gpu_seq_states) */
+    uint32_t n_cpu_layers = ctx->gpu ? gpu_layers_first(ctx->gpu) : hp->n_layer;
+    for (uint32_t il = 0; ok && il < n_cpu_layers; il++)
         if (m->layers[il].recurrent)
             d->slot[il] = d->n_recurrent++;
     /* the model's reader capped these sizes, so the sums and products below stay small */
@@ -106,7 +109,7 @@ bool delta_net_context_init(corral_context *ctx, corral_error *err)
         corral_error_set(err, "cannot allocate the recurrent state for %u sequences", ctx->n_seq);
         return false;
     }
-    copy_kernels(m, d);
+    copy_kernels(m, n_cpu_layers, d);
     return true;
 }
 
@@ -140,6 +143,8 @@ void delta_net_seq_clear(corral_context *ctx, uint32_t seq)
     delta_net_context *d = ctx->delta;
     if (!d)
         return;
+    if (ctx->gpu)
+        gpu_seq_states(ctx->gpu, ctx, seq, GPU_STATES_CLEAR);
     d->checkpoint_len[seq] = 0;
     if (!d->dirty[seq])
         return;
@@ -153,6 +158,8 @@ void delta_net_seq_clear(corral_context *ctx, uint32_t seq)
 void delta_net_seq_checkpoint(corral_context *ctx, uint32_t seq, uint32_t len)
 {
     delta_net_context *d = ctx->delta;
+    if (ctx->gpu)
+        gpu_seq_states(ctx->gpu, ctx, seq, GPU_STATES_CHECKPOINT);
     copy_seq_states(d, seq, d->checkpoint_conv, d->checkpoint_state, d->conv_state, d->state);
     d->checkpoint_len[seq] = len;
 }
@@ -165,6 +172,8 @@ uint32_t delta_net_seq_restore(corral_context *ctx, uint32_t seq)
         delta_net_seq_clear(ctx, seq);
         return 0;
     }
+    if (ctx->gpu)
+        gpu_seq_states(ctx->gpu, ctx, seq, GPU_STATES_RESTORE);
     copy_seq_states(d, seq, d->conv_state, d->state, d->checkpoint_conv, d->checkpoint_state);
     d->dirty[seq] = true;
     return len;
@@ -211,8 +220,8 @@ void delta_net_conv_token(const delta_net_context *d, uint32_t il, size_t taps, 
         x[c] = delta_net_silu(x[c]);
 }
 
-/* x / |x| over n values, as llama.cpp computes it (an RMSNorm with eps / n, then 1/sqrt(n)). */
-static void l2_normalize(float *x, size_t n, float eps)
+/* As llama.cpp computes it: an RMSNorm with eps / n, then 1/sqrt(n). */
+void delta_net_l2_normalize(float *x, size_t n, float eps)
 {
     double sum = 0.0;
     for (size_t i = 0; i < n; i++)
@@ -221,6 +230,36 @@ static void l2_normalize(float *x, size_t n, float eps)
     float scale = 1.0f / sqrtf(mean + eps / (float)n), after = 1.0f / sqrtf((float)n);
     for (size_t i = 0; i < n; i++)
         x[i] = x[i] * scale * after;
+}
+
+float delta_net_decay(float logit, float dt, float a)
+{
+    return expf(delta_net_softplus(logit + dt) * a);
+}
+
+float delta_net_strength(float logit)
+{
+    return 1.0f / (1.0f + expf(-logit));
+}
+
+/* Row j's decay, its product with k, its update and its product with q in one pass each. */
+void delta_net_step(float *state, const float *q, const float *k, const float *v, float decay,
+                    float strength, size_t S, float *out)
+{
+    float scale = 1.0f / sqrtf((float)S);
+    for (size_t j = 0; j < S; j++) {
+        float *s = state + j * S, sk = 0.0f, sq = 0.0f;
+        for (size_t i = 0; i < S; i++) {
+            s[i] *= decay;
+            sk += s[i] * k[i];
+        }
+        float delta = (v[j] - sk) * strength;
+        for (size_t i = 0; i < S; i++) {
+            s[i] += k[i] * delta;
+            sq += s[i] * q[i];
+        }
+        out[j] = sq * scale;
+    }
 }
 
 typedef struct delta_job {
@@ -244,7 +283,6 @@ static void delta_task(void *arg, size_t task, size_t thread)
     size_t key_width = (size_t)hp->ssm_k_heads * S;
     size_t value_width = (size_t)hp->ssm_v_heads * S;
     float *state = delta_net_state(d, seq, job->layer) + h * S * S;
-    float scale = 1.0f / sqrtf((float)S);
     for (size_t t = 0; t < ctx->n_tokens; t++) {
         if (ctx->tok_seq[t] != seq)
             continue;
@@ -253,20 +291,7 @@ static void delta_task(void *arg, size_t task, size_t thread)
         const float *v = row + 2 * key_width + h * S;
         float decay = d->decay[t * hp->ssm_v_heads + h];
         float strength = d->strength[t * hp->ssm_v_heads + h];
-        float *out = d->out + t * value_width + h * S;
-        for (size_t j = 0; j < S; j++) {
-            float *s = state + j * S, sk = 0.0f, sq = 0.0f;
-            for (size_t i = 0; i < S; i++) {
-                s[i] *= decay;
-                sk += s[i] * k[i];
-            }
-            float delta = (v[j] - sk) * strength;
-            for (size_t i = 0; i < S; i++) {
-                s[i] += k[i] * delta;
-                sq += s[i] * q[i];
-            }
-            out[j] = sq * scale;
-        }
+        delta_net_step(state, q, k, v, decay, strength, S, d->out + t * value_width + h * S);
     }
 }
 
@@ -328,13 +353,13 @@ void forward_delta_net(corral_context *ctx, uint32_t il)
         float *row = d->qkv + t * d->channels;
         delta_net_conv_token(d, il, taps, delta_net_conv_state(d, seq, il), NULL, row);
         for (size_t h = 0; h < hp->ssm_k_heads; h++) {
-            l2_normalize(row + h * S, S, hp->norm_eps);
-            l2_normalize(row + key_width + h * S, S, hp->norm_eps);
+            delta_net_l2_normalize(row + h * S, S, hp->norm_eps);
+            delta_net_l2_normalize(row + key_width + h * S, S, hp->norm_eps);
         }
         for (size_t h = 0; h < H; h++) {
             float *decay = &d->decay[t * H + h], *strength = &d->strength[t * H + h];
-            *decay = expf(delta_net_softplus(*decay + dt[h]) * a[h]);
-            *strength = 1.0f / (1.0f + expf(-*strength));
+            *decay = delta_net_decay(*decay, dt[h], a[h]);
+            *strength = delta_net_strength(*strength);
         }
     }
     delta_job job = {ctx, il};

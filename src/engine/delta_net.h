@@ -78,6 +78,19 @@ void delta_net_conv_token_linear(const delta_net_context *d, uint32_t il, size_t
 float delta_net_silu(float x);
 float delta_net_softplus(float x);
 
+/* x / |x| over n values (a key head's q or k). */
+void delta_net_l2_normalize(float *x, size_t n, float eps);
+
+/* A value head's decay, exp(softplus(logit + dt) * a), and its update's strength,
+ * sigmoid(logit), from their projections' logits. */
+float delta_net_decay(float logit, float dt, float a);
+float delta_net_strength(float logit);
+
+/* One token through one value head's state (S rows of S, a row per value component): the
+ * state decays, takes strength * (v - S k) k^T, and out = S q / sqrt(S). */
+void delta_net_step(float *state, const float *q, const float *k, const float *v, float decay,
+                    float strength, size_t S, float *out);
+
 /* ctx->xn becomes layer il's Gated DeltaNet over ctx->xn, the batch's tokens taken in order
  * per sequence, each updating its sequence's state. */
 void forward_delta_net(corral_context *ctx, uint32_t il);

@@ -17,6 +17,10 @@
 
 typedef struct gpu_layers gpu_layers;
 
+/* What happens to a sequence's recurrent states (delta_net.h): zeroed, copied to its
+ * checkpoint, or put back from it. */
+enum gpu_states { GPU_STATES_CLEAR, GPU_STATES_CHECKPOINT, GPU_STATES_RESTORE };
+
 /* What the layers' forward passes cost the host: passes submitted, and how many of them were
  * recorded first (a pass of a shape seen before is submitted as it was recorded). */
 typedef struct gpu_layers_stats {
@@ -55,6 +59,10 @@ bool gpu_forward(gpu_layers *g, corral_context *ctx, size_t begin, bool *logits_
  * by n_discard, keys turned by the angles of the first row of ctx->rope_cs (per variant). */
 bool gpu_seq_shift(gpu_layers *g, const corral_context *ctx, uint32_t seq, uint32_t from,
                    uint32_t len, uint32_t n_discard, corral_error *err);
+/* Sequence seq's recurrent states on the device's Gated DeltaNet layers as delta_net.h's
+ * functions treat the CPU's: the work is recorded to run ahead of the next forward pass, in
+ * its submission (nothing when the device holds no recurrent layer). */
+void gpu_seq_states(gpu_layers *g, const corral_context *ctx, uint32_t seq, enum gpu_states op);
 #else
 static inline gpu_layers *gpu_layers_create(const corral_context *ctx, int device,
                                             int n_layers, corral_error *err)
@@ -87,6 +95,11 @@ static inline bool gpu_seq_shift(gpu_layers *g, const corral_context *ctx, uint3
     (void)g, (void)ctx, (void)seq, (void)from, (void)len, (void)n_discard;
     corral_error_set(err, "this build has no GPU backend");
     return false;
+}
+static inline void gpu_seq_states(gpu_layers *g, const corral_context *ctx, uint32_t seq,
+                                  enum gpu_states op)
+{
+    (void)g, (void)ctx, (void)seq, (void)op;
 }
 #endif
 

@@ -223,6 +223,10 @@ static const char *const pipeline_shader[VK_PIPE_COUNT] = {
     [VK_PIPE_GELU] = "gelu.spv",
     [VK_PIPE_COPY_ROWS] = "copy_rows.spv",
     [VK_PIPE_MOE_GROUP] = "moe_group.spv",
+    [VK_PIPE_DELTA_CONV] = "delta_conv.spv",
+    [VK_PIPE_DELTA_GATES] = "delta_gates.spv",
+    [VK_PIPE_DELTA_RULE] = "delta_rule.spv",
+    [VK_PIPE_L2NORM] = "l2norm.spv",
 };
 
 static const vk_shader_code *shader_named(const char *name)

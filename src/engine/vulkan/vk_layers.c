@@ -16,7 +16,10 @@
  * A layer whose FFN is a mixture of experts has it recorded by vk_moe.c. deepseek2's
  * pre-norm block with multi-head latent attention runs in mla.c's absorbed form: the cache
  * row [k_rope | normed latent] under one KV head, each head's per-head products (wk_b before
- * the attention, wv_b after) as expert products whose expert is the head.
+ * the attention, wv_b after) as expert products whose expert is the head. qwen35's hybrid
+ * block runs its Gated DeltaNet layers (delta_net.c's recurrence, each layer's conv windows
+ * and state matrices per sequence kept here with a checkpoint, which gpu_seq_states clears,
+ * copies and restores as delta_net.c does the CPU's) and its gated attention.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -62,6 +65,11 @@ typedef struct gpu_layer {
      * dense and the experts' output norms */
     gpu_weight ffn_gate_inp_s, ffn_pre_norm_2, ffn_post_norm_1, ffn_post_norm_2;
     vk_buffer k_cache, v_cache; /* none on a shared KV layer, which reads its source's */
+    /* a Gated DeltaNet layer's (qwen35): its projections, gates' vectors, output norm and
+     * matrix, its conv's taps in F32 (a channel's taps, oldest first), and per sequence its
+     * conv window and state matrices, live and as checkpointed (delta_net.h's layout) */
+    gpu_weight ssm_qkv, ssm_z, ssm_alpha, ssm_beta, ssm_dt, ssm_a, ssm_norm, ssm_out;
+    vk_buffer conv_kernels, conv_state, state, checkpoint_conv, checkpoint_state;
 } gpu_layer;
 
 struct gpu_layers {
@@ -104,6 +112,13 @@ struct gpu_layers {
      * their values' sums, and the head of each (token, head) row (h, for the per-head
      * products, which take a head's rows as an expert product takes an expert's) */
     vk_buffer mla_q_latent, mla_q, mla_kv, mla_gather, mla_absorbed, mla_out, mla_heads;
+    /* Gated DeltaNet layers: the q/k/v projection and conv (channels a token), the gate z,
+     * the decay's and strength's logits, then values (a token's value heads), and the heads'
+     * outputs; qwen35's gated attention: q's projection with its gates, the gates alone */
+    vk_buffer delta_qkv, delta_z, delta_alpha, delta_beta, delta_out, q_gate, attn_gate;
+    /* work of one call begun in cmd (recurrent states cleared, checkpointed or restored),
+     * which the next submission takes ahead of its pass */
+    bool call_work;
     uint64_t bytes;
     uint64_t estimate; /* the memory the fitting counted on (gpu_layers_estimate) */
     /* the most bytes one weight buffer holds: the binding range, or less when
@@ -128,12 +143,15 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
     bool mla = hp->mla_kv_lora > 0; /* deepseek2's block: pre-norm, the attention latent */
     /* gemma4's is the sandwich-normed block at each layer's own widths (record_attention) */
     bool gemma4 = m->arch == &arch_gemma4;
+    /* qwen35's hybrid block: Gated DeltaNet layers beside gated attention (record_qwen35);
+     * Qwen3-Next's projections grouped by key head are not among the device's */
+    bool qwen35 = block == qwen35_layer && !(m->arch->tensors & ARCH_SSM_GROUPED);
     if (m->arch->tensors & ARCH_ATTN_OUT_GATE)
         return "a softplus gate on the attention's output (laguna)";
     for (uint32_t il = 0; il < hp->n_layer; il++)
         if (m->layers[il].n_head != hp->n_head)
             return "query head counts that differ by layer";
-    if (!mla && !gemma4 &&
+    if (!mla && !gemma4 && !qwen35 &&
         ((block != layer_pre_norm && block != layer_sandwich_norm &&
           block != layer_normed_branches && block != layer_parallel &&
           block != layer_post_norm && block != layer_pre_norm_or_parallel) ||
@@ -182,7 +200,8 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
             return "RMS q/k norms with a weight per head";
         const weight *ws[] = {&l->wq,    &l->wk,    &l->wv,   &l->wo,  &l->ffn_gate,
                               &l->ffn_up, &l->ffn_down, &l->wq_a, &l->wkv_a, &l->wk_b,
-                              &l->wv_b};
+                              &l->wv_b, &l->ssm_qkv, &l->ssm_z, &l->ssm_alpha, &l->ssm_beta,
+                              &l->ssm_out};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
             if (!weight_supported(ws[i]))
                 return "a weight type the device kernels lack, or a LoRA adapter";
@@ -200,6 +219,28 @@ static bool output_supported(const corral_context *ctx, const vk_device *dev)
 
 /* ---- memory ---- */
 
+/* The work of one call (cmd's own buffer), begun if it is not yet: what a call records there
+ * goes ahead of the next pass in its submission. */
+static void begin_call_work(gpu_layers *g)
+{
+    if (!g->call_work)
+        vk_commands_begin(&g->cmd);
+    g->call_work = true;
+}
+
+/* Transfers (fills, copies) and compute before it done and visible to those after it. */
+static void transfer_barrier(vk_commands *c)
+{
+    VkMemoryBarrier b = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                         .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT,
+                         .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT |
+                                          VK_ACCESS_TRANSFER_WRITE_BIT |
+                                          VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
+    VkPipelineStageFlags stages = VK_PIPELINE_STAGE_TRANSFER_BIT |
+                                  VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT;
+    vk.vkCmdPipelineBarrier(c->cmd, stages, stages, 0, 1, &b, 0, NULL, 0, NULL);
+}
+
 /* Whether layer il's cache holds the window's cells only. */
 static bool compact_layer(const gpu_layers *g, const corral_context *ctx, uint32_t il)
 {
@@ -214,6 +255,23 @@ static vk_cache_shape cache_shape(const gpu_layers *g, const corral_context *ctx
     const layer_weights *l = &ctx->model->layers[il];
     uint32_t cells = compact_layer(g, ctx, il) ? ctx->swa_cells : ctx->n_ctx;
     return (vk_cache_shape){l->n_head_kv, values ? l->head_dim_v : l->head_dim_k, cells, g->f16};
+}
+
+/* A Gated DeltaNet layer's buffers of its own, in bytes: its conv's taps and, for all the
+ * context's sequences, its conv windows and its state matrices (each twice, with the
+ * checkpoints). The model's reader capped the sizes, so the products stay small. */
+typedef struct delta_sizes {
+    uint64_t channels, kernels, conv, state;
+} delta_sizes;
+
+static delta_sizes delta_layer_sizes(const corral_context *ctx)
+{
+    const hparams *hp = &ctx->model->hp;
+    uint64_t S = hp->ssm_head_dim, taps = hp->ssm_conv_kernel, f = sizeof(float);
+    uint64_t channels = ((uint64_t)hp->ssm_v_heads + 2 * (uint64_t)hp->ssm_k_heads) * S;
+    uint64_t conv = (uint64_t)ctx->n_seq * (taps - 1) * channels * f;
+    return (delta_sizes){channels, channels * taps * f, conv ? conv : f, /* one tap: no window */
+                         (uint64_t)ctx->n_seq * hp->ssm_v_heads * S * S * f};
 }
 
 /* The memory upload() allocates for w: a buffer, or one per part of whole rows. */
@@ -249,9 +307,18 @@ static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint
                           &l->ffn_post_norm_1, &l->ffn_post_norm_2};
     vk_cache_shape ks = cache_shape(g, ctx, il, false), vs = cache_shape(g, ctx, il, true);
     uint64_t sum = 0;
-    if (!l->kv_shared)
+    if (l->recurrent) {
+        delta_sizes d = delta_layer_sizes(ctx);
+        const weight *ssm[] = {&l->ssm_qkv, &l->ssm_z, &l->ssm_alpha, &l->ssm_beta, &l->ssm_dt,
+                               &l->ssm_a, &l->ssm_norm, &l->ssm_out};
+        for (size_t i = 0; i < sizeof ssm / sizeof ssm[0]; i++)
+            sum += weight_footprint(g, ssm[i]);
+        sum += vk_buffer_footprint(g->dev, d.kernels) +
+               2 * vk_buffer_footprint(g->dev, d.conv) + 2 * vk_buffer_footprint(g->dev, d.state);
+    } else if (!l->kv_shared) {
         sum += vk_buffer_footprint(g->dev, vk_cache_bytes(&ks, ctx->n_seq)) +
                vk_buffer_footprint(g->dev, vk_cache_bytes(&vs, ctx->n_seq));
+    }
     sum += vk_moe_layer_bytes(g->dev, ctx->model, il, g->part_bytes);
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
         sum += weight_footprint(g, ws[i]);
@@ -331,6 +398,46 @@ static bool upload_value_rows(gpu_layers *g, const corral_context *ctx, const la
     return ok;
 }
 
+/* A Gated DeltaNet layer's weights, its conv's taps as F32 (delta_net.c's copy_kernels),
+ * and its states, which start as zeros: every sequence holds nothing (the fills run with the
+ * first submission). */
+static bool upload_delta_net(gpu_layers *g, const corral_context *ctx, const layer_weights *l,
+                             gpu_layer *gl, corral_error *err)
+{
+    const weight *from[] = {&l->ssm_qkv, &l->ssm_z, &l->ssm_alpha, &l->ssm_beta, &l->ssm_dt,
+                            &l->ssm_a, &l->ssm_norm, &l->ssm_out};
+    gpu_weight *to[] = {&gl->ssm_qkv, &gl->ssm_z, &gl->ssm_alpha, &gl->ssm_beta, &gl->ssm_dt,
+                        &gl->ssm_a, &gl->ssm_norm, &gl->ssm_out};
+    for (size_t i = 0; i < sizeof from / sizeof from[0]; i++)
+        if (!upload(g, from[i], to[i], err))
+            return false;
+    delta_sizes d = delta_layer_sizes(ctx);
+    size_t taps = ctx->model->hp.ssm_conv_kernel;
+    float *kernels = malloc(d.kernels);
+    if (!kernels) {
+        corral_error_set(err, "out of memory");
+        return false;
+    }
+    const weight *w = &l->ssm_conv;
+    for (size_t c = 0; c < d.channels; c++)
+        w->ops->dequantize((const char *)w->data + c * w->row_bytes, kernels + c * taps, taps);
+    bool ok = buffer(g, d.kernels, false, &gl->conv_kernels, err) &&
+              vk_buffer_write(g->dev, &gl->conv_kernels, 0, kernels, d.kernels, err);
+    free(kernels);
+    vk_buffer *states[] = {&gl->conv_state, &gl->state, &gl->checkpoint_conv,
+                           &gl->checkpoint_state};
+    uint64_t sizes[] = {d.conv, d.state, d.conv, d.state};
+    for (size_t i = 0; ok && i < 4; i++)
+        ok = buffer(g, sizes[i], false, states[i], err);
+    if (ok) {
+        begin_call_work(g);
+        for (size_t i = 0; i < 2; i++)
+            vk.vkCmdFillBuffer(g->cmd.cmd, states[i]->buffer, 0, VK_WHOLE_SIZE, 0);
+        transfer_barrier(&g->cmd);
+    }
+    return ok;
+}
+
 static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, gpu_layer *gl,
                          corral_error *err)
 {
@@ -367,6 +474,8 @@ static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
                          "(%llu bytes)", (unsigned long long)g->part_bytes);
         return false;
     }
+    if (l->recurrent)
+        return upload_delta_net(g, ctx, l, gl, err);
     vk_cache_shape ks = cache_shape(g, ctx, il, false), vs = cache_shape(g, ctx, il, true);
     return l->kv_shared ||
            (buffer(g, vk_cache_bytes(&ks, ctx->n_seq), false, &gl->k_cache, err) &&
@@ -389,6 +498,8 @@ static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error
     }
     uint64_t wide = hp->n_embd > o_width ? hp->n_embd : o_width;
     uint64_t widest = wide > hp->n_ff ? wide : hp->n_ff;
+    uint64_t value_width = (uint64_t)hp->ssm_v_heads * hp->ssm_head_dim; /* ssm_out's input */
+    widest = widest > value_width ? widest : value_width;
     uint64_t H = hp->n_head, qk = (uint64_t)hp->mla_nope + hp->n_rot;
     uint64_t mla_widths[] = {hp->mla_q_lora, H * hp->mla_nope, H * hp->mla_v};
     for (size_t i = 0; hp->mla_kv_lora && i < sizeof mla_widths / sizeof mla_widths[0]; i++)
@@ -407,6 +518,16 @@ static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error
               buffer(g, nb * TOKEN_WORDS * sizeof(uint32_t), true, &g->io_tokens, err);
     if (ok && g->compact)
         ok = buffer(g, nb * TOKEN_WORDS * sizeof(uint32_t), true, &g->io_swa_tokens, err);
+    if (ok && hp->ssm_v_heads) { /* qwen35's Gated DeltaNet and gated attention */
+        uint64_t H = hp->ssm_v_heads, channels = delta_layer_sizes(ctx).channels;
+        ok = buffer(g, nb * channels * f, false, &g->delta_qkv, err) &&
+             buffer(g, nb * value_width * f, false, &g->delta_z, err) &&
+             buffer(g, nb * H * f, false, &g->delta_alpha, err) &&
+             buffer(g, nb * H * f, false, &g->delta_beta, err) &&
+             buffer(g, nb * value_width * f, false, &g->delta_out, err) &&
+             buffer(g, nb * 2 * q_width * f, false, &g->q_gate, err) &&
+             buffer(g, nb * q_width * f, false, &g->attn_gate, err);
+    }
     bool dense_and_experts = hp->n_expert && (ctx->model->arch->tensors & ARCH_DENSE_AND_EXPERTS);
     if (ok && ((ctx->model->arch->tensors & (ARCH_PARALLEL | ARCH_FFN_NORM_OPTIONAL)) ||
                dense_and_experts))
@@ -578,6 +699,11 @@ gpu_layers *gpu_layers_create(const corral_context *ctx, int device, int n_layer
     for (uint32_t il = g->first; il < hp->n_layer; il++)
         if (!upload_layer(g, ctx, il, &g->layers[il - g->first], err))
             goto fail;
+    if (g->call_work) { /* the recurrent states' zeros */
+        g->call_work = false;
+        if (!vk_commands_submit(&g->cmd, err))
+            goto fail;
+    }
     if (!(g->moe = vk_moe_create(dev, ctx, g->first, g->part_bytes, &g->bytes, err)))
         goto fail;
     if (g->first == 0 && output && !upload_output(g, ctx, err))
@@ -615,8 +741,15 @@ void gpu_layers_free(gpu_layers *g)
                             &l->ffn_post_norm_1, &l->ffn_post_norm_2};
         for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++)
             free_weight(dev, ws[k]);
-        vk_buffer_free(dev, &l->k_cache);
-        vk_buffer_free(dev, &l->v_cache);
+        gpu_weight *ssm[] = {&l->ssm_qkv, &l->ssm_z, &l->ssm_alpha, &l->ssm_beta, &l->ssm_dt,
+                             &l->ssm_a, &l->ssm_norm, &l->ssm_out};
+        for (size_t k = 0; k < sizeof ssm / sizeof ssm[0]; k++)
+            free_weight(dev, ssm[k]);
+        vk_buffer *own[] = {&l->k_cache, &l->v_cache, &l->conv_kernels, &l->conv_state,
+                            &l->state, &l->checkpoint_conv, &l->checkpoint_state};
+        for (size_t k = 0; k < sizeof own / sizeof own[0]; k++)
+            if (own[k]->buffer)
+                vk_buffer_free(dev, own[k]);
     }
     free(g->layers);
     vk_moe_free(g->moe);
@@ -631,7 +764,8 @@ void gpu_layers_free(gpu_layers *g)
                          &g->mla_q_latent, &g->mla_q, &g->mla_kv, &g->mla_gather,
                          &g->mla_absorbed, &g->mla_out, &g->mla_heads, &g->ones,
                          &g->io_per_layer, &g->per_layer_gate, &g->per_layer_in,
-                         &g->router_in};
+                         &g->router_in, &g->delta_qkv, &g->delta_z, &g->delta_alpha,
+                         &g->delta_beta, &g->delta_out, &g->q_gate, &g->attn_gate};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
         if (bufs[k]->buffer)
             vk_buffer_free(dev, bufs[k]);
@@ -825,6 +959,67 @@ static void store_and_attend(gpu_layers *g, const corral_context *ctx, uint32_t 
                         vk_whole(&cache->v_cache), vk_whole(&g->attn), &shape);
 }
 
+/* g->xn becomes layer il's Gated DeltaNet over `in` (delta_net.c's forward_delta_net): the
+ * projections, the causal conv through each sequence's window, q's and k's heads
+ * L2-normed, the gates, the delta rule through each sequence's states, each head's output
+ * RMS-normed and gated by silu(z), and the output matrix. */
+static void record_delta_net(gpu_layers *g, const corral_context *ctx, uint32_t il,
+                             vk_buffer *in, uint32_t n)
+{
+    const hparams *hp = &ctx->model->hp;
+    gpu_layer *gl = &g->layers[il - g->first];
+    vk_commands *c = &g->cmd;
+    uint32_t S = hp->ssm_head_dim, H = hp->ssm_v_heads, G = hp->ssm_k_heads;
+    uint32_t channels = (uint32_t)delta_layer_sizes(ctx).channels;
+    vk_span tokens = vk_whole(&g->io_tokens);
+    matmul(g, &gl->ssm_qkv, in, &g->delta_qkv, n);
+    matmul(g, &gl->ssm_z, in, &g->delta_z, n);
+    matmul(g, &gl->ssm_alpha, in, &g->delta_alpha, n);
+    matmul(g, &gl->ssm_beta, in, &g->delta_beta, n);
+    vk_op_delta_conv(c, vk_whole(&gl->conv_kernels), tokens, vk_whole(&gl->conv_state),
+                     vk_whole(&g->delta_qkv), channels, hp->ssm_conv_kernel, n);
+    vk_op_l2norm(c, vk_whole(&g->delta_qkv), S, 2 * G, n, channels, hp->norm_eps);
+    vk_op_delta_gates(c, vk_whole(&g->delta_alpha), vk_whole(&g->delta_beta),
+                      vk_whole(&gl->ssm_dt.buf), vk_whole(&gl->ssm_a.buf), H, n);
+    vk_delta_shape shape = {S, H, G, channels, n, ctx->n_seq};
+    vk_op_delta_rule(c, tokens, vk_whole(&g->delta_qkv), vk_whole(&g->delta_alpha),
+                     vk_whole(&g->delta_beta), vk_whole(&gl->state), vk_whole(&g->delta_out),
+                     &shape);
+    vk_op_rmsnorm(c, vk_whole(&gl->ssm_norm.buf), vk_whole(&g->delta_out),
+                  vk_whole(&g->delta_out), S, n * H, hp->norm_eps);
+    vk_op_swiglu(c, vk_whole(&g->delta_z), vk_whole(&g->delta_out), n * H * S);
+    matmul(g, &gl->ssm_out, &g->delta_z, &g->xn, n);
+}
+
+/* g->xn becomes qwen35's gated attention over `in` (arch_qwen35.c): q's projection holds
+ * per head its q rows and then its gate's; q and k RMS-normed per head and rotated, the
+ * attention's output times sigmoid(gate) before attn_output. */
+static void record_gated_attention(gpu_layers *g, const corral_context *ctx, uint32_t il,
+                                   vk_buffer *in, uint32_t n)
+{
+    const corral_model *m = ctx->model;
+    const hparams *hp = &m->hp;
+    const layer_weights *l = &m->layers[il];
+    gpu_layer *gl = &g->layers[il - g->first];
+    vk_commands *c = &g->cmd;
+    uint32_t D = hp->head_dim_k, H = hp->n_head, q_width = H * D;
+    matmul(g, &gl->wq, in, &g->q_gate, n);
+    copy_rows(g, &g->q_gate, &g->q, n * H, D, 0, 2 * D, 0, D);
+    copy_rows(g, &g->q_gate, &g->attn_gate, n * H, D, D, 2 * D, 0, D);
+    matmul(g, &gl->wk, in, &g->k, n);
+    matmul(g, &gl->wv, in, &g->v, n);
+    norm_spans(g, &gl->q_norm, &g->q, q_width, n, hp->norm_eps);
+    norm_spans(g, &gl->k_norm, &g->k, l->n_head_kv * D, n, hp->norm_eps);
+    vk_span cs = vk_whole(&g->io_cos_sin[l->rope_variant]);
+    uint32_t rot = ctx->rope[l->rope_variant].n_rot;
+    vk_op_rope(c, cs, vk_whole(&g->q), n, H, D, rot, true);
+    vk_op_rope(c, cs, vk_whole(&g->k), n, l->n_head_kv, D, rot, true);
+    store_and_attend(g, ctx, il, n);
+    vk_op_binary(c, VK_MUL_SIGMOID, vk_whole(&g->attn), vk_whole(&g->attn_gate), n * q_width,
+                 n * q_width, 0.0f);
+    matmul(g, &gl->wo, &g->attn, &g->xn, n);
+}
+
 /* A per-head matrix's product (w: rows rows a head) with each (token, head) row of x into
  * y's, as a head's rows were an expert's. */
 static void head_product(gpu_layers *g, const gpu_weight *w, vk_buffer *x, vk_buffer *y,
@@ -1009,7 +1204,11 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
         block_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->x, &g->xn, n);
         in = &g->xn;
     }
-    if (hp->mla_kv_lora)
+    if (m->layers[il].recurrent)
+        record_delta_net(g, ctx, il, in, n);
+    else if (m->arch->layer == qwen35_layer)
+        record_gated_attention(g, ctx, il, in, n);
+    else if (hp->mla_kv_lora)
         record_mla_attention(g, ctx, il, in, n);
     else
         record_attention(g, ctx, il, in, n);
@@ -1212,13 +1411,15 @@ bool gpu_forward(gpu_layers *g, corral_context *ctx, size_t begin, bool *logits_
     /* this call's windows' moves, then the pass, in one submission */
     VkCommandBuffer cmds[2];
     uint32_t n_cmds = 0;
-    vk_commands_begin(&g->cmd);
+    bool call_work = g->call_work; /* recurrent states' work since the last pass */
+    begin_call_work(g);
+    g->call_work = false;
     bool moved = sync_windows(g, ctx);
     if (vk.vkEndCommandBuffer(g->cmd.cmd) != VK_SUCCESS) {
         corral_error_set(err, "cannot record Vulkan commands on %s", g->dev->info.name);
         return false;
     }
-    if (moved)
+    if (moved || call_work)
         cmds[n_cmds++] = g->cmd.cmd;
     vk_graph_key key = {n, *logits_done ? n_out : 0};
     VkCommandBuffer pass = vk_graphs_find(&g->graphs, &key);
@@ -1257,7 +1458,8 @@ bool gpu_seq_shift(gpu_layers *g, const corral_context *ctx, uint32_t seq, uint3
     const corral_model *m = ctx->model;
     for (uint32_t r = 0; r < m->n_rope_variants; r++)
         upload_cos_sin(g, ctx, r, 1);
-    vk_commands_begin(&g->cmd);
+    begin_call_work(g);
+    g->call_work = false;
     sync_windows(g, ctx);
     if (g->compact) {
         /* as corral_seq_shift moves the CPU's sliding layers: the positions from `start` on
@@ -1290,4 +1492,44 @@ bool gpu_seq_shift(gpu_layers *g, const corral_context *ctx, uint32_t seq, uint3
         }
     }
     return vk_commands_submit(&g->cmd, err);
+}
+
+/* ---- recurrent states ---- */
+
+/* Sequence seq's part of a layer's per-sequence buffer of `bytes` bytes in all. */
+static VkBufferCopy seq_part(const corral_context *ctx, uint64_t bytes, uint32_t seq)
+{
+    uint64_t each = bytes / ctx->n_seq;
+    return (VkBufferCopy){(VkDeviceSize)seq * each, (VkDeviceSize)seq * each, each};
+}
+
+void gpu_seq_states(gpu_layers *g, const corral_context *ctx, uint32_t seq, enum gpu_states op)
+{
+    delta_sizes d = delta_layer_sizes(ctx);
+    bool any = false;
+    for (uint32_t il = g->first; il < g->n_layer; il++) {
+        if (!ctx->model->layers[il].recurrent)
+            continue;
+        gpu_layer *gl = &g->layers[il - g->first];
+        vk_buffer *live[] = {&gl->conv_state, &gl->state};
+        vk_buffer *kept[] = {&gl->checkpoint_conv, &gl->checkpoint_state};
+        uint64_t bytes[] = {(uint64_t)(ctx->model->hp.ssm_conv_kernel > 1) * d.conv, d.state};
+        if (!any)
+            begin_call_work(g);
+        any = true;
+        transfer_barrier(&g->cmd); /* after the work recorded before it, passes' too */
+        for (size_t i = 0; i < 2; i++) {
+            VkBufferCopy part = seq_part(ctx, bytes[i], seq);
+            if (part.size == 0)
+                continue;
+            if (op == GPU_STATES_CLEAR)
+                vk.vkCmdFillBuffer(g->cmd.cmd, live[i]->buffer, part.dstOffset, part.size, 0);
+            else if (op == GPU_STATES_CHECKPOINT)
+                vk.vkCmdCopyBuffer(g->cmd.cmd, live[i]->buffer, kept[i]->buffer, 1, &part);
+            else
+                vk.vkCmdCopyBuffer(g->cmd.cmd, kept[i]->buffer, live[i]->buffer, 1, &part);
+        }
+    }
+    if (any)
+        transfer_barrier(&g->cmd);
 }

@@ -1,6 +1,7 @@
 /* Recording the backend's operations (vk_ops.h). */
 #include "vk_ops.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "tensor_type.h"
@@ -416,4 +417,41 @@ void vk_op_moe_combine_slots(vk_commands *c, vk_span experts, vk_span weights, v
                                                         slot_of.buffer != VK_NULL_HANDLE};
     vk_span spans[VK_BINDINGS] = {[0] = experts, [1] = weights, [2] = slot_of, [4] = out};
     record(c, VK_PIPE_MOE_COMBINE, spans, &p, sizeof p, stride_groups(p.count, 256), 1, 1);
+}
+
+void vk_op_delta_conv(vk_commands *c, vk_span kernels, vk_span tokens, vk_span window,
+                      vk_span x, uint32_t channels, uint32_t taps, uint32_t n_tokens)
+{
+    struct { uint32_t channels, taps, n_tokens; } p = {channels, taps, n_tokens};
+    vk_span spans[VK_BINDINGS] = {[0] = kernels, [1] = tokens, [2] = window, [4] = x};
+    record(c, VK_PIPE_DELTA_CONV, spans, &p, sizeof p, (channels + 63) / 64, 1, 1);
+}
+
+void vk_op_delta_gates(vk_commands *c, vk_span alpha, vk_span beta, vk_span dt, vk_span a,
+                       uint32_t n_heads, uint32_t n_tokens)
+{
+    struct { uint32_t n, n_heads; } p = {n_heads * n_tokens, n_heads};
+    vk_span spans[VK_BINDINGS] = {[0] = alpha, [1] = beta, [2] = dt, [3] = a};
+    record(c, VK_PIPE_DELTA_GATES, spans, &p, sizeof p, stride_groups(p.n, 256), 1, 1);
+}
+
+void vk_op_l2norm(vk_commands *c, vk_span x, uint32_t n, uint32_t spans, uint32_t rows,
+                  uint32_t row_stride, float eps)
+{
+    struct { uint32_t n, row_stride; float eps; } p = {n, row_stride, eps};
+    vk_span bound[VK_BINDINGS] = {[4] = x};
+    record(c, VK_PIPE_L2NORM, bound, &p, sizeof p, spans, rows, 1);
+}
+
+void vk_op_delta_rule(vk_commands *c, vk_span tokens, vk_span qkv, vk_span decay,
+                      vk_span strength, vk_span state, vk_span out, const vk_delta_shape *s)
+{
+    struct {
+        uint32_t head_dim, n_heads, n_key_heads, channels, n_tokens;
+        float scale;
+    } p = {s->head_dim, s->n_heads, s->n_key_heads, s->channels, s->n_tokens,
+           1.0f / sqrtf((float)s->head_dim)};
+    vk_span spans[VK_BINDINGS] = {tokens, qkv, decay, strength, out, state};
+    record(c, VK_PIPE_DELTA_RULE, spans, &p, sizeof p, (s->head_dim + 63) / 64, s->n_heads,
+           s->n_seq);
 }

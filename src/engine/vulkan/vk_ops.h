@@ -209,9 +209,10 @@ enum { VK_GELU_TABLE_BYTES = 65536 * 2 };
  * copy of block_gelu_f16_table). */
 void vk_op_gelu(vk_commands *c, vk_span table, vk_span x, vk_span up, uint32_t n);
 
-enum vk_binary { VK_ADD, VK_MUL, VK_SCALE, VK_MUL_ROWS, VK_RELU_SQR };
+enum vk_binary { VK_ADD, VK_MUL, VK_SCALE, VK_MUL_ROWS, VK_RELU_SQR, VK_MUL_SIGMOID };
 /* In place over n floats: x += y, x *= y (y repeating every y_n floats), x *= scale,
- * x *= y[i / y_n] (a value per row of y_n floats), or x = relu(x)² (y unread). */
+ * x *= y[i / y_n] (a value per row of y_n floats), x = relu(x)² (y unread), or
+ * x *= sigmoid(y) (y repeating every y_n floats). */
 void vk_op_binary(vk_commands *c, enum vk_binary op, vk_span x, vk_span y, uint32_t n,
                   uint32_t y_n, float scale);
 
@@ -221,5 +222,36 @@ void vk_op_softmax(vk_commands *c, vk_span x, uint32_t n, uint32_t rows, float s
 /* out[k] = row ids[k] of W (`type`, row_bytes a row, n elements), dequantized. */
 void vk_op_get_rows(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes, vk_span ids,
                     vk_span out, uint32_t n, uint32_t n_ids);
+
+/* ---- Gated DeltaNet (delta_net.h; vk_layers.c's recurrent layers) ---- */
+
+/* In place on n_tokens rows of `channels` floats: each channel through its `taps` taps
+ * (kernels: a channel's taps, oldest first, F32) over the window of its token's sequence
+ * (tokens as for vk_op_kv_store; window: per sequence taps - 1 rows of channels, oldest
+ * first), then silu; the token's input joins the window. Tokens in batch order. */
+void vk_op_delta_conv(vk_commands *c, vk_span kernels, vk_span tokens, vk_span window,
+                      vk_span x, uint32_t channels, uint32_t taps, uint32_t n_tokens);
+
+/* In place, per (token, head) of n_tokens rows of n_heads: alpha = exp(softplus(alpha +
+ * dt[h]) * a[h]) (the decay), beta = sigmoid(beta) (the strength). */
+void vk_op_delta_gates(vk_commands *c, vk_span alpha, vk_span beta, vk_span dt, vk_span a,
+                       uint32_t n_heads, uint32_t n_tokens);
+
+/* In place: x / |x| over the first `spans` spans of n floats of each of rows rows,
+ * row_stride floats apart (the key heads of q and k at the start of a conv's rows). */
+void vk_op_l2norm(vk_commands *c, vk_span x, uint32_t n, uint32_t spans, uint32_t rows,
+                  uint32_t row_stride, float eps);
+
+typedef struct vk_delta_shape {
+    uint32_t head_dim, n_heads, n_key_heads; /* value heads of head_dim, read key heads */
+    uint32_t channels, n_tokens, n_seq; /* qkv's row width; sequences the state holds */
+} vk_delta_shape;
+
+/* Each value head's state (state: per sequence n_heads x head_dim x head_dim floats, a row
+ * per value component) through the tokens of its sequence in batch order (tokens as for
+ * vk_op_kv_store; qkv rows: the key heads' q, their k, the value heads' v; decay and strength
+ * per token and head), each token's out[t][h] = S q / sqrt(head_dim). */
+void vk_op_delta_rule(vk_commands *c, vk_span tokens, vk_span qkv, vk_span decay,
+                      vk_span strength, vk_span state, vk_span out, const vk_delta_shape *s);
 
 #endif

@@ -2,7 +2,8 @@
 // In place over n elements (grid-stride): op 0 x += y, 1 x *= y, 2 x *= scale. y repeats
 // every y_n elements (a weight vector applied to every row), y_n = n for plain operands.
 // op 3: x *= y[i / y_n], a value per row of y_n elements. op 4: x = relu(x)², y unread (as
-// the CPU's block_relu_sqr: anything not above 0, a NaN too, becomes 0).
+// the CPU's block_relu_sqr: anything not above 0, a NaN too, becomes 0). op 5: x *= sigmoid(y)
+// (qwen35's gate on its attention's output).
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) buffer X { float x[]; };
 layout(std430, binding = 1) readonly buffer Y { float y[]; };
@@ -21,6 +22,8 @@ void main()
             float v = x[i] > 0.0 ? x[i] : 0.0;
             x[i] = v * v;
         }
+        else if (p.op == 5u)
+            x[i] *= 1.0 / (1.0 + exp(-y[i % p.y_n]));
         else
             x[i] *= p.scale;
     }
