@@ -1922,6 +1922,11 @@ bool grammar_mask_worked_out(const corral_grammar *g, float *logits)
     return any;
 }
 
+const uint64_t *grammar_mask_bits(const corral_grammar *g)
+{
+    return g->bits;
+}
+
 bool grammar_mask(corral_grammar *g, float *logits)
 {
     return step_mask(g) && grammar_mask_worked_out(g, logits);

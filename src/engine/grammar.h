@@ -41,7 +41,11 @@ bool grammar_allowed_ids(corral_grammar *grammar, const corral_token **ids, size
 /* grammar_mask with the mask grammar_allowed_ids worked out last (not worked out again). */
 bool grammar_mask_worked_out(const corral_grammar *grammar, float *logits);
 
-/* For tests: list at most max_ids tokens in grammar_allowed_ids (0: the masked row always). */
+/* The mask grammar_allowed_ids worked out last, a bit per token: id allowed where bit
+ * id & 63 of word id >> 6 is set (the last word's bits past the vocabulary undefined). */
+const uint64_t *grammar_mask_bits(const corral_grammar *grammar);
+
+/* For tests: list at most max_ids tokens in grammar_allowed_ids (0: never listed). */
 void grammar_limit_list(corral_grammar *grammar, size_t max_ids);
 
 /* Advance the grammar by id, which grammar_allows (or the mask) said is allowed. */
