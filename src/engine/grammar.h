@@ -33,8 +33,8 @@ bool grammar_mask(corral_grammar *grammar, float *logits);
  * (n_vocab / 8: a step after a key, within a number, between values), *ids points to them
  * ascending (end-of-generation tokens included once the grammar is complete), *n their count,
  * kept until the next call; else *ids is NULL (many are allowed, or memory ran out for the
- * list) and grammar_mask_worked_out writes the mask. False when memory runs out or a limit on
- * the grammar's stacks is reached.
+ * list), and grammar_mask_bits reads the mask or grammar_mask_worked_out writes it. False
+ * when memory runs out or a limit on the grammar's stacks is reached.
  */
 bool grammar_allowed_ids(corral_grammar *grammar, const corral_token **ids, size_t *n);
 
