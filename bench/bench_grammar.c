@@ -11,12 +11,12 @@
  * prints every step of every round to stderr: its time (wall and thread CPU, the steadier on
  * a shared machine), the trie nodes its walks looked at, the grammar's kept bytes.
  * BENCH_GRAMMAR_SAMPLE=greedy (or top-k) times a sampler's step under the grammar instead of
- * the mask alone, as a request samples: greedy, with a token no step allows the best overall
+ * the mask alone, as a request samples, each step over a new row of spread pseudo-random
+ * logits (no two alike, as a model's): greedy, with a token no step allows the best overall
  * (so the draw is refused and the masked draw made), or top-k 40 at temperature 1, which
  * masks first; the answer's token is the best allowed, so the sampler follows the answer.
  * BENCH_GRAMMAR_SAMPLE=free times top-k 40 at temperature 1 without a grammar instead, as
- * much as the answer's steps, each over a new row of spread pseudo-random logits (no two
- * alike, as a model's), the grammar column "none".
+ * much as the answer's steps over such rows, the grammar column "none".
  * Usage: bench_grammar [ROUNDS [FIXTURES_DIR]]
  *        bench_grammar --gbnf   (print the grammar, for `corral infer --grammar`)
  */
@@ -122,21 +122,41 @@ static corral_sampler *bench_sampler(size_t n_vocab)
     return corral_sampler_create(&p, n_vocab, &err);
 }
 
-/* The answer's steps through g: their times in step[], false when a step masks the answer. */
+/* A row of logits spread about 0 (a sum of four uniforms: few far from the middle, as a
+ * model's, and no two alike). */
+static void spread_logits(float *logits, size_t n_vocab, uint32_t *rng)
+{
+    for (size_t j = 0; j < n_vocab; j++) {
+        float sum = 0.0f;
+        for (int u = 0; u < 4; u++) {
+            *rng ^= *rng << 13;
+            *rng ^= *rng >> 17;
+            *rng ^= *rng << 5;
+            sum += (float)(*rng >> 8) * 0x1.0p-24f;
+        }
+        logits[j] = (sum - 2.0f) * 6.0f;
+    }
+}
+
+/* The answer's steps through g: their times in step[], false when a step masks the answer.
+ * With a sampler, each step's logits are spread, the answer's token above every other but
+ * the refused one. */
 static bool drive(corral_grammar *g, corral_sampler *sampler, corral_token refused,
                   const char *file, const corral_token *ids, size_t n_ids, float *logits,
-                  size_t n_vocab, double *step, size_t *allowed_sum)
+                  size_t n_vocab, uint32_t *rng, double *step, size_t *allowed_sum)
 {
     if (sampler) {
         corral_sampler_reset(sampler);
         corral_sampler_set_grammar(sampler, g);
     }
     for (size_t i = 0; i < n_ids; i++) {
-        for (size_t j = 0; j < n_vocab; j++)
-            logits[j] = 0.0f;
         if (sampler) {
+            spread_logits(logits, n_vocab, rng);
             logits[ids[i]] = 30.0f;
             logits[refused] = 40.0f;
+        } else {
+            for (size_t j = 0; j < n_vocab; j++)
+                logits[j] = 0.0f;
         }
         struct timespec c0, c1;
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
@@ -172,23 +192,14 @@ static bool sample_free(void)
     return mode && strcmp(mode, "free") == 0;
 }
 
-/* n_steps draws without a grammar, their times in step[], each from a new row of logits
- * spread about 0 (a sum of four uniforms: few far from the middle, as a model's). */
+/* n_steps draws without a grammar, their times in step[], each from a new row of spread
+ * logits. */
 static void drive_free(corral_sampler *sampler, size_t n_steps, float *logits, size_t n_vocab,
                        uint32_t *rng, double *step)
 {
     corral_sampler_set_grammar(sampler, NULL);
     for (size_t i = 0; i < n_steps; i++) {
-        for (size_t j = 0; j < n_vocab; j++) {
-            float sum = 0.0f;
-            for (int u = 0; u < 4; u++) {
-                *rng ^= *rng << 13;
-                *rng ^= *rng >> 17;
-                *rng ^= *rng << 5;
-                sum += (float)(*rng >> 8) * 0x1.0p-24f;
-            }
-            logits[j] = (sum - 2.0f) * 6.0f;
-        }
+        spread_logits(logits, n_vocab, rng);
         struct timespec c0, c1;
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
         double s0 = now_seconds();
@@ -235,14 +246,15 @@ static int bench_vocab(const char *dir, const char *file, const char *gbnf, int 
         status = 1;
     }
     corral_grammar *kept = NULL;
+    uint32_t rng = 2463534242u;
     if (status == 0 && again && (kept = corral_grammar_create(gbnf, vocab, &err)) &&
-        !drive(kept, sampler, refused, file, ids, n_ids, logits, n_vocab, step, &allowed_sum))
+        !drive(kept, sampler, refused, file, ids, n_ids, logits, n_vocab, &rng, step,
+               &allowed_sum))
         status = 1;
     if (status == 0 && again && !kept) {
         fprintf(stderr, "grammar: %s\n", err.message);
         status = 1;
     }
-    uint32_t rng = 2463534242u;
     for (int r = 0; r < rounds && status == 0; r++) {
         if (sample_free()) {
             r_create[r] = 0.0;
@@ -261,7 +273,7 @@ static int bench_vocab(const char *dir, const char *file, const char *gbnf, int 
                 break;
             }
             allowed_sum = 0;
-            if (!drive(g, sampler, refused, file, ids, n_ids, logits, n_vocab, step,
+            if (!drive(g, sampler, refused, file, ids, n_ids, logits, n_vocab, &rng, step,
                        &allowed_sum))
                 status = 1;
             if (!kept)

@@ -401,7 +401,7 @@ typedef struct sampled_run {
 } sampled_run;
 
 static void sample_run(corral_vocab *vocab, const char *gbnf, const corral_sampler_params *p,
-                       size_t list_limit, sampled_run *run)
+                       size_t list_limit, bool write_rows, sampled_run *run)
 {
     size_t n_vocab = corral_vocab_n_tokens(vocab);
     corral_grammar *g = parse(gbnf, vocab), *probe = parse(gbnf, vocab);
@@ -411,6 +411,7 @@ static void sample_run(corral_vocab *vocab, const char *gbnf, const corral_sampl
     corral_sampler *s = corral_sampler_create(p, n_vocab, &err);
     assert_non_null(s);
     corral_sampler_set_grammar(s, g);
+    sampler_write_masked_rows(s, write_rows);
     float *logits = malloc(n_vocab * sizeof *logits);
     assert_non_null(logits);
     memset(run, 0, sizeof *run);
@@ -421,6 +422,8 @@ static void sample_run(corral_vocab *vocab, const char *gbnf, const corral_sampl
         for (size_t i = 0; i < n_vocab; i++) /* every fourth step, logits of -INFINITY */
             logits[i] = k % 4 == 3 && rand() % 97 == 0 ? -INFINITY
                                                        : (float)rand() / (float)RAND_MAX * 8.0f;
+        for (size_t i = 0; k % 6 == 5 && i < n_vocab; i++) /* every sixth, NaN */
+            logits[i] = rand() % 89 == 0 ? NAN : logits[i];
         const corral_token *allowed;
         size_t n_allowed;
         assert_true(grammar_allowed_ids(probe, &allowed, &n_allowed));
@@ -448,12 +451,42 @@ static void sample_run(corral_vocab *vocab, const char *gbnf, const corral_sampl
     corral_grammar_free(probe);
 }
 
+/* Fail unless run and other (drawn another way, named how) hold the same tokens and, with
+ * a temperature, the same candidates bit for bit. */
+static void assert_same_draws(const sampled_run *row, const sampled_run *other,
+                              const corral_sampler_params *p, int params, const char *how)
+{
+    if (row->n_steps != other->n_steps)
+        fail_msg("params %d: %d steps from the row, %d %s", params, row->n_steps,
+                 other->n_steps, how);
+    for (int k = 0; k <= row->n_steps && k < RUN_STEPS; k++) {
+        if (row->id[k] != other->id[k])
+            fail_msg("params %d, step %d: token %d from the row, %d %s", params, k, row->id[k],
+                     other->id[k], how);
+        if (p->temperature <= 0.0f)
+            continue;
+        if (row->n_cand[k] != other->n_cand[k])
+            fail_msg("params %d, step %d: %zu candidates from the row, %zu %s", params, k,
+                     row->n_cand[k], other->n_cand[k], how);
+        for (size_t c = 0; c < row->n_cand[k]; c++)
+            if (row->cand_id[k][c] != other->cand_id[k][c] || /* NaN p: the same bits */
+                memcmp(&row->cand_logit[k][c], &other->cand_logit[k][c], sizeof(float)) ||
+                memcmp(&row->cand_p[k][c], &other->cand_p[k][c], sizeof(float)))
+                fail_msg("params %d, step %d, candidate %zu: %d %a %a from the row, "
+                         "%d %a %a %s", params, k, c, row->cand_id[k][c],
+                         row->cand_logit[k][c], row->cand_p[k][c], other->cand_id[k][c],
+                         other->cand_logit[k][c], other->cand_p[k][c], how);
+    }
+}
+
 /*
  * The sampler draws from the few tokens a step allows (their ids and logits alone) where
- * the grammar lists them, and from the masked row where it does not: the two give the same
- * tokens, and each draw the same candidates with the same probabilities bit for bit, under
- * every filter, the penalties, and logits of -INFINITY. The grammar's letters allow a few
- * tokens a step, its free text nearly all of them.
+ * the grammar lists them, else from the logits read through the mask's bits, and from the
+ * masked row written out where the penalties would move a refused token off -INFINITY: the
+ * three give the same tokens as the masked row, and each draw the same candidates with the
+ * same probabilities bit for bit, under every filter, the penalties, and logits of
+ * -INFINITY and NaN. The grammar's letters allow a few tokens a step (read through the bits
+ * too where nothing is listed), its free text nearly all of them.
  */
 static void test_listed_draw_is_the_masked_draw(void **state)
 {
@@ -469,7 +502,7 @@ static void test_listed_draw_is_the_masked_draw(void **state)
     base.repeat_penalty = 1.3f;
     base.frequency_penalty = 0.1f;
     base.presence_penalty = 0.2f;
-    enum { N_PARAMS = 11 };
+    enum { N_PARAMS = 13 };
     corral_sampler_params params[N_PARAMS];
     for (int i = 0; i < N_PARAMS; i++)
         params[i] = base;
@@ -482,33 +515,22 @@ static void test_listed_draw_is_the_masked_draw(void **state)
     /* logits past FLT_MAX once divided: no p is a number, every draw falls past the last */
     params[6].top_k = 50, params[6].top_p = 1.0f, params[6].temperature = 1e-38f;
     params[7].top_k = 3, params[7].top_p = 1.0f, params[7].temperature = 1e-38f;
-    for (int i = 8; i < N_PARAMS; i++) /* and where a filter drops the refused ones */
+    for (int i = 8; i < 11; i++) /* and where a filter drops the refused ones */
         params[i].top_k = 50, params[i].top_p = 1.0f, params[i].temperature = 1e-38f;
     params[8].min_p = 0.05f;
     params[9].top_p = 0.9f;
     params[10].typical_p = 0.5f;
-    static sampled_run row, listed;
+    /* a penalty below 0 takes a refused token of the history to +INFINITY in the row */
+    params[11].repeat_penalty = -1.0f, params[11].top_k = 5;
+    params[12].repeat_penalty = -1.0f, params[12].temperature = 0.0f;
+    static sampled_run row, listed, by_bits;
     for (int i = 0; i < N_PARAMS; i++) {
-        sample_run(vocab, gbnf, &params[i], 0, &row);
-        sample_run(vocab, gbnf, &params[i], n_vocab, &listed);
+        sample_run(vocab, gbnf, &params[i], 0, true, &row);
+        sample_run(vocab, gbnf, &params[i], n_vocab, false, &listed);
+        sample_run(vocab, gbnf, &params[i], 0, false, &by_bits);
         assert_true(row.least_listed < 20 && row.most_listed > n_vocab / 2);
-        assert_int_equal(row.n_steps, listed.n_steps);
-        for (int k = 0; k <= row.n_steps && k < RUN_STEPS; k++) {
-            if (row.id[k] != listed.id[k])
-                fail_msg("params %d, step %d: token %d from the row, %d listed", i, k, row.id[k],
-                         listed.id[k]);
-            if (params[i].temperature <= 0.0f)
-                continue;
-            assert_int_equal(row.n_cand[k], listed.n_cand[k]);
-            for (size_t c = 0; c < row.n_cand[k]; c++)
-                if (row.cand_id[k][c] != listed.cand_id[k][c] || /* NaN p: the same bits */
-                    memcmp(&row.cand_logit[k][c], &listed.cand_logit[k][c], sizeof(float)) ||
-                    memcmp(&row.cand_p[k][c], &listed.cand_p[k][c], sizeof(float)))
-                    fail_msg("params %d, step %d, candidate %zu: %d %a %a from the row, "
-                             "%d %a %a listed", i, k, c, row.cand_id[k][c],
-                             row.cand_logit[k][c], row.cand_p[k][c], listed.cand_id[k][c],
-                             listed.cand_logit[k][c], listed.cand_p[k][c]);
-        }
+        assert_same_draws(&row, &listed, &params[i], i, "listed");
+        assert_same_draws(&row, &by_bits, &params[i], i, "through the mask's bits");
     }
     corral_vocab_free(vocab);
 }

@@ -10,7 +10,8 @@
  * here, its ids far from the trie's order (the texts sorted), with byte tokens that repeat
  * other tokens' texts or split characters, control tokens without text and deep chains of
  * prefixes. Drives follow a text (the longest token at each point) or draw allowed tokens at
- * random. A restarted grammar gives a new one's masks, with its walks' work kept.
+ * random. A restarted grammar gives a new one's masks, with its walks' work kept. A string
+ * opened within a token takes the loop walk kept below the opening's node.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -450,6 +451,35 @@ static void test_restart_keeps_the_work_128k(void **state)
     corral_vocab_free(vocab);
 }
 
+/*
+ * A string opened within a token (` "` and its body, after a key) takes the loop walk kept
+ * with the trie below the opening's node: the step reads that walk's exits, not the node's
+ * few hundred children one by one, and its mask is the definition's.
+ */
+static void test_string_opened_within_a_token_128k(void **state)
+{
+    (void)state;
+    corral_vocab *vocab = open_vocab("vocab-llama3-bpe.gguf");
+    const char *gbnf = "root ::= \"{\" \" \\\"\" [^\"\\\\\\x00-\\x1F]* \"\\\"}\"\n";
+    corral_error err = {{0}};
+    corral_grammar *g = corral_grammar_create(gbnf, vocab, &err);
+    assert_non_null(g);
+    float *logits = malloc(corral_vocab_n_tokens(vocab) * sizeof *logits);
+    assert_non_null(logits);
+    size_t len;
+    corral_token brace = longest_token(vocab, "{", 1, &len);
+    assert_true(brace >= 0 && grammar_allows(g, brace));
+    grammar_accept(g, brace);
+    size_t before = grammar_trie_visits(g);
+    check_step(g, vocab, logits, gbnf, 1);
+    size_t visits = grammar_trie_visits(g) - before;
+    print_message("trie nodes looked at after the brace: %zu\n", visits);
+    assert_true(visits < 40);
+    free(logits);
+    corral_grammar_free(g);
+    corral_vocab_free(vocab);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -457,6 +487,7 @@ int main(void)
         cmocka_unit_test(test_schema_and_json_128k),
         cmocka_unit_test(test_split_characters_128k),
         cmocka_unit_test(test_restart_keeps_the_work_128k),
+        cmocka_unit_test(test_string_opened_within_a_token_128k),
         cmocka_unit_test(test_broad_first_steps_128k),
         cmocka_unit_test(test_broad_first_steps_32k),
         cmocka_unit_test(test_small_vocab_orders),

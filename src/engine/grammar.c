@@ -986,6 +986,8 @@ enum {
     MAX_COVER_ITEMS = 16,          /* a larger class is never taken as covering a range */
     MAX_RUN = 16,                  /* set_runs follows no longer chains of sets */
     EXIT_BATCH = 64,               /* a loop walk's exits gathered before they are walked */
+    NODE_LOOP_CHILDREN = 32,       /* a node below which a string opens takes a loop walk
+                                    * kept with the trie where it has this many children */
     UNIFORM_KNOWN = 63,            /* sset.uniform worked out */
 };
 
@@ -1427,14 +1429,35 @@ static bool next_wanted(const token_trie *t, const set_cache *c, token_trie_leve
     }
 }
 
+static int walk_exits(corral_grammar *g, const token_trie_loop *loop, uint32_t set0,
+                      uint32_t looping, bool node_loops, size_t *visited, size_t *allowed,
+                      size_t *taken);
+static bool loop_classes(corral_grammar *g, uint32_t set, uint32_t *after, uint64_t *classes);
+
+/* The walk's tokens |= a loop walk's below a node (its bits lie in [from, to), the node's
+ * subtree); their count. */
+static uint32_t mark_loop(corral_grammar *g, const token_trie_loop *loop, uint32_t from,
+                          uint32_t to)
+{
+    if (loop->n_taken == 0 || from >= to)
+        return 0;
+    for (size_t w = from / 64; w <= (to - 1) / 64; w++)
+        g->walk_order[w] |= loop->bits[w];
+    g->order_first = from < g->order_first ? from : g->order_first;
+    g->order_end = to > g->order_end ? to : g->order_end;
+    return loop->n_taken;
+}
+
 /*
  * The part of walk_by_sets below one node: node i, whose tokens end at tokens_end, and its
  * subtree, from set and the decoding state (value, remain) before its byte. Returns as
- * walk_by_sets.
+ * walk_by_sets. Where node_loops, a node with many children below which a string opens (a
+ * set that takes a loop walk, loop_classes) takes the loop walk below it kept with the trie
+ * and walks on from its exits, those walked without node_loops (two deep at most).
  */
 static int walk_node_by_sets(corral_grammar *g, uint32_t from, uint32_t from_value,
                              int from_remain, uint32_t node_i, uint32_t node_end,
-                             size_t *visited, size_t *allowed, size_t *taken)
+                             bool node_loops, size_t *visited, size_t *allowed, size_t *taken)
 {
     set_cache *c = &g->sets;
     const token_trie *t = g->trie;
@@ -1511,6 +1534,21 @@ static int walk_node_by_sets(corral_grammar *g, uint32_t from, uint32_t from_val
             *allowed += mark_walk(g, node->tokens, token_trie_own_end(t, i, tokens_end));
         if ((below & c->v[set[d]].takes) == 0)
             continue; /* no stack takes a character below: nothing below is allowed */
+        uint32_t looping;
+        uint64_t classes;
+        const token_trie_loop *loop;
+        if (node_loops && remain_at[d] == 0 &&
+            node[1].children - node->children >= NODE_LOOP_CHILDREN &&
+            loop_classes(g, set[d], &looping, &classes) &&
+            (loop = token_trie_loop_of(t, i, tokens_end, classes))) {
+            uint32_t n = mark_loop(g, loop, t->nodes[node->children].tokens, tokens_end);
+            *allowed += n;
+            *taken += n;
+            int r = walk_exits(g, loop, set[d], looping, false, visited, allowed, taken);
+            if (r != 1)
+                return r;
+            continue;
+        }
         level[d + 1] = token_trie_children(t, i, tokens_end);
         want[d + 1] = remain_at[d] == 0 ? set[d] : NO_NODE;
         d++;
@@ -1602,6 +1640,50 @@ static bool loop_classes(corral_grammar *g, uint32_t set, uint32_t *after, uint6
 }
 
 /*
+ * The walks on from a loop walk's exits (token_trie_loop), within the text's first character
+ * from set0, after it from looping (walk_node_by_sets, node_loops passed on). Returns as
+ * walk_by_sets. The exits to walk are gathered a batch at a time, their nodes fetched as they
+ * are found and their children a few walks ahead: they are far apart in the trie, and the
+ * walk would wait on each in turn.
+ */
+static int walk_exits(corral_grammar *g, const token_trie_loop *loop, uint32_t set0,
+                      uint32_t looping, bool node_loops, size_t *visited, size_t *allowed,
+                      size_t *taken)
+{
+    set_cache *c = &g->sets;
+    const token_trie *t = g->trie;
+    uint32_t todo[EXIT_BATCH];
+    for (uint32_t k = 0; k < loop->n_exits;) {
+        uint32_t n_todo = 0;
+        for (; k < loop->n_exits && n_todo < EXIT_BATCH; k++) {
+            const token_trie_exit *e = &loop->exits[k];
+            uint32_t from = e->first ? set0 : looping;
+            uint32_t next = e->remain == 0 && e->byte < 0x80
+                                ? c->ascii[(size_t)from * 128 + e->byte] : SET_UNKNOWN;
+            if (next == SET_DEAD)
+                continue; /* a character no stack takes: its subtree unread */
+            if (next < SET_MIXED && (e->below & c->v[next].takes) == 0) {
+                /* its text is taken, and nothing below it: the node unread */
+                *allowed += mark_walk(g, e->tokens, e->own_end);
+                continue;
+            }
+            __builtin_prefetch(&t->nodes[e->node]);
+            todo[n_todo++] = k;
+        }
+        for (uint32_t j = 0; j < n_todo; j++) {
+            if (j + 4 < n_todo)
+                __builtin_prefetch(&t->nodes[t->nodes[loop->exits[todo[j + 4]].node].children]);
+            const token_trie_exit *e = &loop->exits[todo[j]];
+            int r = walk_node_by_sets(g, e->first ? set0 : looping, e->value, e->remain, e->node,
+                                      e->tokens_end, node_loops, visited, allowed, taken);
+            if (r != 1)
+                return r;
+        }
+    }
+    return 1;
+}
+
+/*
  * walk_trie from the one stack s and no partial character, by sets (set_cache): bits,
  * *visited and *allowed as walk_trie's, and *taken the tokens subtrees taken whole gave. 1
  * when done, 0 when a limit on the stacks is reached or memory runs out, -1 when the set
@@ -1620,41 +1702,11 @@ static int walk_by_sets(corral_grammar *g, uint32_t s, size_t *visited, size_t *
     uint32_t looping;
     uint64_t classes;
     const token_trie_loop *loop;
-    if (loop_classes(g, set0, &looping, &classes) && (loop = token_trie_loop_of(t, classes))) {
+    if (loop_classes(g, set0, &looping, &classes) &&
+        (loop = token_trie_loop_of(t, 0, t->n_ids, classes))) {
         *loop_taken = loop;
         *taken += loop->n_taken;
-        /* the exits to walk gathered a batch at a time, their nodes fetched as they are
-         * found and their children a few walks ahead: they are far apart in the trie, and
-         * the walk would wait on each in turn */
-        uint32_t todo[EXIT_BATCH];
-        for (uint32_t k = 0; k < loop->n_exits;) {
-            uint32_t n_todo = 0;
-            for (; k < loop->n_exits && n_todo < EXIT_BATCH; k++) {
-                const token_trie_exit *e = &loop->exits[k];
-                uint32_t from = e->first ? set0 : looping;
-                uint32_t next = e->remain == 0 && e->byte < 0x80
-                                    ? c->ascii[(size_t)from * 128 + e->byte] : SET_UNKNOWN;
-                if (next == SET_DEAD)
-                    continue; /* a character no stack takes: its subtree unread */
-                if (next < SET_MIXED && (e->below & c->v[next].takes) == 0) {
-                    /* its text is taken, and nothing below it: the node unread */
-                    *allowed += mark_walk(g, e->tokens, e->own_end);
-                    continue;
-                }
-                __builtin_prefetch(&t->nodes[e->node]);
-                todo[n_todo++] = k;
-            }
-            for (uint32_t j = 0; j < n_todo; j++) {
-                if (j + 4 < n_todo)
-                    __builtin_prefetch(&t->nodes[t->nodes[loop->exits[todo[j + 4]].node].children]);
-                const token_trie_exit *e = &loop->exits[todo[j]];
-                int r = walk_node_by_sets(g, e->first ? set0 : looping, e->value, e->remain,
-                                          e->node, e->tokens_end, visited, allowed, taken);
-                if (r != 1)
-                    return r;
-            }
-        }
-        return 1;
+        return walk_exits(g, loop, set0, looping, true, visited, allowed, taken);
     }
     /* the root's children by their byte, those no stack can start with left unread */
     for (unsigned first = 0; first < 256; first++) {
@@ -1675,7 +1727,7 @@ static int walk_by_sets(corral_grammar *g, uint32_t s, size_t *visited, size_t *
         if (after == SET_DEAD)
             continue;
         uint32_t end = child + 1 < t->nodes[1].children ? t->nodes[child + 1].tokens : t->n_ids;
-        int r = walk_node_by_sets(g, set0, 0, 0, child, end, visited, allowed, taken);
+        int r = walk_node_by_sets(g, set0, 0, 0, child, end, true, visited, allowed, taken);
         if (r != 1)
             return r;
     }
@@ -1920,6 +1972,11 @@ bool grammar_mask_worked_out(const corral_grammar *g, float *logits)
             any = row[__builtin_ctzll(kept)] != -INFINITY;
     }
     return any;
+}
+
+const uint64_t *grammar_mask_bits(const corral_grammar *g)
+{
+    return g->bits;
 }
 
 bool grammar_mask(corral_grammar *g, float *logits)

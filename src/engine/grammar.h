@@ -33,15 +33,19 @@ bool grammar_mask(corral_grammar *grammar, float *logits);
  * (n_vocab / 8: a step after a key, within a number, between values), *ids points to them
  * ascending (end-of-generation tokens included once the grammar is complete), *n their count,
  * kept until the next call; else *ids is NULL (many are allowed, or memory ran out for the
- * list) and grammar_mask_worked_out writes the mask. False when memory runs out or a limit on
- * the grammar's stacks is reached.
+ * list), and grammar_mask_bits reads the mask or grammar_mask_worked_out writes it. False
+ * when memory runs out or a limit on the grammar's stacks is reached.
  */
 bool grammar_allowed_ids(corral_grammar *grammar, const corral_token **ids, size_t *n);
 
 /* grammar_mask with the mask grammar_allowed_ids worked out last (not worked out again). */
 bool grammar_mask_worked_out(const corral_grammar *grammar, float *logits);
 
-/* For tests: list at most max_ids tokens in grammar_allowed_ids (0: the masked row always). */
+/* The mask grammar_allowed_ids worked out last, a bit per token: id allowed where bit
+ * id & 63 of word id >> 6 is set (the last word's bits past the vocabulary undefined). */
+const uint64_t *grammar_mask_bits(const corral_grammar *grammar);
+
+/* For tests: list at most max_ids tokens in grammar_allowed_ids (0: never listed). */
 void grammar_limit_list(corral_grammar *grammar, size_t max_ids);
 
 /* Advance the grammar by id, which grammar_allows (or the mask) said is allowed. */

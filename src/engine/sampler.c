@@ -34,9 +34,11 @@ struct corral_sampler {
     size_t history_cap, history_len, history_head;
     uint32_t *counts; /* per id, scratch for penalties */
     float *block_max;  /* per block of TOP_K_BLOCK values, scratch for select_top_k */
-    float *block_heap; /* the k highest of those, scratch for select_top_k */
+    float *block_heap; /* the k highest of those, and more, scratch for select_top_k */
+    uint64_t *block_exact; /* which of block_max are masked (masked_threshold), a bit each */
     uint64_t rng[4];
     corral_grammar *grammar; /* not owned; NULL: unconstrained */
+    bool write_masked_rows;  /* sampler_write_masked_rows */
 };
 
 void corral_sampler_params_init(corral_sampler_params *p)
@@ -124,8 +126,10 @@ corral_sampler *corral_sampler_create(const corral_sampler_params *p, size_t n_v
     s->history = malloc((s->history_cap ? s->history_cap : 1) * sizeof *s->history);
     size_t n_blocks = n_vocab / TOP_K_BLOCK + 1;
     s->block_max = malloc(n_blocks * sizeof *s->block_max);
-    s->block_heap = malloc(n_blocks * sizeof *s->block_heap);
-    if (!s->logits || !s->cand || !s->counts || !s->history || !s->block_max || !s->block_heap) {
+    s->block_heap = malloc(2 * n_blocks * sizeof *s->block_heap);
+    s->block_exact = malloc((n_blocks / 64 + 1) * sizeof *s->block_exact);
+    if (!s->logits || !s->cand || !s->counts || !s->history || !s->block_max || !s->block_heap ||
+        !s->block_exact) {
         corral_sampler_free(s);
         corral_error_set(err, "out of memory");
         return NULL;
@@ -144,6 +148,7 @@ void corral_sampler_free(corral_sampler *s)
     free(s->history);
     free(s->block_max);
     free(s->block_heap);
+    free(s->block_exact);
     free(s);
 }
 
@@ -263,6 +268,33 @@ static f32x4 load_lanes(const float *from)
     return v;
 }
 
+/*
+ * The masked row's value of id i without the row written: values[i] where allowed (a bit per
+ * id, as grammar_mask_bits) has i's bit set or is NULL, else -INFINITY. Where most of the
+ * vocabulary is allowed (a string's step), the row copied and its refused tokens written
+ * cost more than the draw itself.
+ */
+static float allowed_value(const float *values, const uint64_t *allowed, size_t i)
+{
+    return !allowed || (allowed[i >> 6] >> (i & 63) & 1) ? values[i] : -INFINITY;
+}
+
+typedef int32_t i32x4 __attribute__((vector_size(16)));
+
+/* lanes_max where the lane's bit (lane j's is bit j of bits) is set, else acc: the same as
+ * lanes_max of -INFINITY there, which never beats acc. The lanes' mask from a table of the
+ * 16 cases, anded with the vector comparison (false for NaN), and a select by bits. */
+static f32x4 allowed_lanes_max(f32x4 v, f32x4 acc, uint64_t bits)
+{
+#define KEEP(b) {-((b) & 1), -((b) >> 1 & 1), -((b) >> 2 & 1), -((b) >> 3 & 1)}
+    static const i32x4 keep[16] = {KEEP(0),  KEEP(1),  KEEP(2),  KEEP(3), KEEP(4),  KEEP(5),
+                                   KEEP(6),  KEEP(7),  KEEP(8),  KEEP(9), KEEP(10), KEEP(11),
+                                   KEEP(12), KEEP(13), KEEP(14), KEEP(15)};
+#undef KEEP
+    i32x4 take = (v > acc) & keep[bits & 15];
+    return (f32x4)(((i32x4)v & take) | ((i32x4)acc & ~take));
+}
+
 /* The highest of n logits (n a multiple of 16), NaN left out; -INFINITY where there is none.
  * Four accumulators by name, not an array, so that they stay in registers. */
 static float block_max(const float *logits, size_t n)
@@ -274,6 +306,26 @@ static float block_max(const float *logits, size_t n)
         acc1 = lanes_max(load_lanes(logits + i + 4), acc1);
         acc2 = lanes_max(load_lanes(logits + i + 8), acc2);
         acc3 = lanes_max(load_lanes(logits + i + 12), acc3);
+    }
+    f32x4 all = lanes_max(lanes_max(acc0, acc1), lanes_max(acc2, acc3));
+    float max = all[0];
+    for (int j = 1; j < 4; j++)
+        max = all[j] > max ? all[j] : max;
+    return max;
+}
+
+/* block_max of the masked row's values (allowed_value) of 64 logits, allowed their word of
+ * the mask. */
+static float word_max_allowed(const float *logits, uint64_t allowed)
+{
+    f32x4 acc0 = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    f32x4 acc1 = acc0, acc2 = acc0, acc3 = acc0;
+    for (size_t i = 0; i < 64; i += 16) {
+        uint64_t bits = allowed >> i;
+        acc0 = allowed_lanes_max(load_lanes(logits + i), acc0, bits);
+        acc1 = allowed_lanes_max(load_lanes(logits + i + 4), acc1, bits >> 4);
+        acc2 = allowed_lanes_max(load_lanes(logits + i + 8), acc2, bits >> 8);
+        acc3 = allowed_lanes_max(load_lanes(logits + i + 12), acc3, bits >> 12);
     }
     f32x4 all = lanes_max(lanes_max(acc0, acc1), lanes_max(acc2, acc3));
     float max = all[0];
@@ -319,6 +371,23 @@ static void block_maxima(const float *values, size_t n_blocks, float *maxima)
         maxima[b] = block_max(values + b * TOP_K_BLOCK, TOP_K_BLOCK);
 }
 
+/*
+ * Block b's maximum in maxima made the masked row's (word_max_allowed) where exact (a bit
+ * per block) does not say it is already; whether it changed. A block is a word of the mask.
+ */
+static bool make_exact(const float *values, const uint64_t *allowed, size_t b, float *maxima,
+                       uint64_t *exact)
+{
+    _Static_assert(TOP_K_BLOCK == 64, "a block of values is a word of the mask");
+    if (exact[b >> 6] >> (b & 63) & 1)
+        return false;
+    exact[b >> 6] |= 1ull << (b & 63);
+    float max = word_max_allowed(values + b * TOP_K_BLOCK, allowed[b]);
+    bool changed = max != maxima[b];
+    maxima[b] = max;
+    return changed;
+}
+
 /* The k-th highest of n values without NaN (k <= n): a heap of the k highest, its root the
  * lowest of them. */
 static float kth_highest(const float *values, size_t n, size_t k, float *heap)
@@ -358,6 +427,82 @@ static float kth_highest(const float *values, size_t n, size_t k, float *heap)
 }
 
 /*
+ * The k-th highest of the masked row's block maxima (allowed_value; k <= n_blocks), from
+ * s->block_max holding each block's maximum unmasked, an upper bound of its masked one.
+ * Where a mask refuses few tokens, a refused one is rarely its block's highest, so: the
+ * blocks at or above the (k + k / 4 + 4)-th highest bound made exact; where k of them are
+ * still at or above that bound, no other block reaches them, and the k-th highest of those
+ * is the k-th highest of the masked maxima. Else (a mask that refuses whole blocks) every
+ * block is made exact, one pass more. A block whose bound is below the threshold holds
+ * nothing at or above it.
+ */
+static float masked_threshold(corral_sampler *s, const float *values, const uint64_t *allowed,
+                              size_t n_blocks, size_t k)
+{
+    float *high = s->block_heap + n_blocks; /* the exact maxima at or above the bound */
+    memset(s->block_exact, 0, (n_blocks / 64 + 1) * sizeof *s->block_exact);
+    size_t wide = k + k / 4 + 4 < n_blocks ? k + k / 4 + 4 : n_blocks, n_high = 0;
+    float bound = kth_highest(s->block_max, n_blocks, wide, s->block_heap);
+    for (size_t b = 0; b < n_blocks; b++)
+        if (s->block_max[b] >= bound) {
+            make_exact(values, allowed, b, s->block_max, s->block_exact);
+            if (s->block_max[b] >= bound)
+                high[n_high++] = s->block_max[b];
+        }
+    if (n_high >= k)
+        return kth_highest(high, n_high, k, s->block_heap);
+    for (size_t b = 0; b < n_blocks; b++)
+        make_exact(values, allowed, b, s->block_max, s->block_exact);
+    return kth_highest(s->block_max, n_blocks, k, s->block_heap);
+}
+
+/*
+ * greedy of the masked row's values (allowed_value). From each block's maximum unmasked (an
+ * upper bound of its masked one), the first block holding the highest made exact, again
+ * until it was already (at most a few times, then every block made exact: a mask that
+ * refuses whole blocks): no block before it reaches that highest, masked or not, so the
+ * first id holding it is in that block or after it (in a later block where every allowed
+ * logit of that block is NaN and the highest -INFINITY).
+ */
+static corral_token greedy_allowed(corral_sampler *s, const float *logits,
+                                   const uint64_t *allowed)
+{
+    size_t n = s->n_vocab, n_blocks = n / TOP_K_BLOCK, tail = n_blocks * TOP_K_BLOCK;
+    float tail_max = -INFINITY;
+    for (size_t i = tail; i < n; i++) {
+        float v = allowed_value(logits, allowed, i);
+        tail_max = v > tail_max ? v : tail_max;
+    }
+    block_maxima(logits, n_blocks, s->block_max);
+    memset(s->block_exact, 0, (n_blocks / 64 + 1) * sizeof *s->block_exact);
+    enum { TRIES = 4 };
+    float max;
+    size_t from;
+    for (int tries = 0;; tries++) {
+        max = -INFINITY;
+        from = 0;
+        for (size_t b = 0; b < n_blocks; b++)
+            if (s->block_max[b] > max) {
+                max = s->block_max[b];
+                from = b;
+            }
+        if (n_blocks == 0 || !make_exact(logits, allowed, from, s->block_max, s->block_exact))
+            break;
+        if (tries + 1 == TRIES)
+            for (size_t b = 0; b < n_blocks; b++)
+                make_exact(logits, allowed, b, s->block_max, s->block_exact);
+    }
+    if (tail_max > max) {
+        max = tail_max;
+        from = n_blocks;
+    }
+    for (size_t i = from * TOP_K_BLOCK; i < n; i++)
+        if (allowed_value(logits, allowed, i) == max)
+            return (corral_token)i;
+    return 0; /* every logit is NaN */
+}
+
+/*
  * The candidates' heap of the k best (its root the worst kept) offered one more, in the
  * order the heap was filled before: the first k as they come, then ordered, then each that
  * beats the root in its place. *n: how many the heap holds.
@@ -378,13 +523,14 @@ static void offer(candidate *heap, size_t *n, size_t k, candidate c)
 }
 
 /*
- * Into the heap, of the n values, those that can be among the k best when their k-th best
- * value is at least threshold: every value above it, and the first k equal to it (ties go to
- * the lowest ids, which come first: ids NULL or ascending). maxima: each whole block's.
+ * Into the heap, of the n values (allowed_value), those that can be among the k best when
+ * their k-th best value is at least threshold: every value above it, and the first k equal
+ * to it (ties go to the lowest ids, which come first: ids NULL or ascending). maxima: each
+ * whole block's.
  */
 static void offer_at_or_above(candidate *heap, size_t *n_heap, size_t k, const float *values,
-                              const corral_token *ids, size_t n, const float *maxima,
-                              float threshold)
+                              const corral_token *ids, const uint64_t *allowed, size_t n,
+                              const float *maxima, float threshold)
 {
     size_t ties = 0, n_blocks = n / TOP_K_BLOCK;
     for (size_t b = 0; b <= n_blocks; b++) {
@@ -392,18 +538,21 @@ static void offer_at_or_above(candidate *heap, size_t *n_heap, size_t k, const f
         if (b < n_blocks && (maxima[b] < threshold || (maxima[b] == threshold && ties >= k)))
             continue; /* nothing above the threshold, and no tie still wanted */
         for (size_t i = from; i < to; i++) {
-            bool above = values[i] > threshold;
-            if (!above && !(values[i] == threshold && ties < k))
+            float v = allowed_value(values, allowed, i);
+            bool above = v > threshold;
+            if (!above && !(v == threshold && ties < k))
                 continue;
             ties += !above;
-            offer(heap, n_heap, k, (candidate){ids ? ids[i] : (corral_token)i, values[i], 0.0f});
+            offer(heap, n_heap, k, (candidate){ids ? ids[i] : (corral_token)i, v, 0.0f});
         }
     }
 }
 
 /*
  * The k best of n tokens as candidates, sorted best first: values[i] is the logit of ids[i]
- * (ids NULL: of id i; else ascending). O(n log k), and no candidate is made for the others
+ * (ids NULL: of id i; else ascending), or -INFINITY where allowed refuses i (allowed_value;
+ * allowed only with ids NULL), so that the candidates are the masked row's; the threshold
+ * then from masked_threshold. O(n log k), and no candidate is made for the others
  * (with a vocabulary of 128k, writing them all cost more than the selection). The order is
  * total but for NaN (ties by id), and a NaN offered to a full heap never beats its root, so
  * where the first k hold no NaN, the k best are those of the values without NaN whatever
@@ -415,29 +564,33 @@ static void offer_at_or_above(candidate *heap, size_t *n_heap, size_t k, const f
  * order of all n: every value is offered in order.
  */
 static void select_top_k(corral_sampler *s, const float *values, const corral_token *ids,
-                         size_t n, size_t k)
+                         const uint64_t *allowed, size_t n, size_t k)
 {
+    assert(!ids || !allowed);
     candidate *heap = s->cand; /* a heap whose root is the worst kept candidate */
     size_t n_heap = 0;
     s->n_cand = k;
     if (k == n) {
         for (size_t i = 0; i < n; i++)
-            heap[i] = (candidate){ids ? ids[i] : (corral_token)i, values[i], 0.0f};
+            heap[i] = (candidate){ids ? ids[i] : (corral_token)i,
+                                  allowed_value(values, allowed, i), 0.0f};
         qsort(s->cand, k, sizeof *s->cand, compare_candidates);
         return;
     }
     size_t n_blocks = n / TOP_K_BLOCK;
     bool offer_all = n_blocks < k;
     for (size_t i = 0; i < k && !offer_all; i++)
-        offer_all = isnan(values[i]);
+        offer_all = isnan(allowed_value(values, allowed, i));
     if (offer_all) {
         for (size_t i = 0; i < n; i++)
             offer(heap, &n_heap, k,
-                  (candidate){ids ? ids[i] : (corral_token)i, values[i], 0.0f});
+                  (candidate){ids ? ids[i] : (corral_token)i, allowed_value(values, allowed, i),
+                              0.0f});
     } else {
         block_maxima(values, n_blocks, s->block_max);
-        float threshold = kth_highest(s->block_max, n_blocks, k, s->block_heap);
-        offer_at_or_above(heap, &n_heap, k, values, ids, n, s->block_max, threshold);
+        float threshold = allowed ? masked_threshold(s, values, allowed, n_blocks, k)
+                                  : kth_highest(s->block_max, n_blocks, k, s->block_heap);
+        offer_at_or_above(heap, &n_heap, k, values, ids, allowed, n, s->block_max, threshold);
     }
     assert(n_heap == k);
     qsort(s->cand, k, sizeof *s->cand, compare_candidates);
@@ -529,17 +682,17 @@ static bool apply_typical_p(corral_sampler *s, float typical_p)
 
 /*
  * The filters, temperature and the seeded draw over the candidates: the k best of values
- * (by ids as select_top_k). *past_end: the draw fell past the rounding of the last p, and
- * the last candidate is returned.
+ * (by ids or allowed as select_top_k). *past_end: the draw fell past the rounding of the
+ * last p, and the last candidate is returned.
  */
 static corral_token draw_candidates(corral_sampler *s, const float *values,
-                                    const corral_token *ids, size_t n, bool *cut,
-                                    bool *past_end)
+                                    const corral_token *ids, const uint64_t *allowed, size_t n,
+                                    bool *cut, bool *past_end)
 {
     const corral_sampler_params *p = &s->params;
     size_t k = p->top_k > 0 && (size_t)p->top_k < s->n_vocab ? (size_t)p->top_k : s->n_vocab;
     *cut = k < n;
-    select_top_k(s, values, ids, n, k < n ? k : n);
+    select_top_k(s, values, ids, allowed, n, k < n ? k : n);
     if (p->typical_p < 1.0f)
         *cut = apply_typical_p(s, p->typical_p) || *cut;
     if (p->top_p < 1.0f)
@@ -563,14 +716,14 @@ static corral_token draw_candidates(corral_sampler *s, const float *values,
     return s->cand[s->n_cand - 1].id;
 }
 
-/* Draw from a row of logits by id, the penalties applied: greedy, or the filters and
- * temperature. */
-static corral_token draw(corral_sampler *s, const float *row)
+/* Draw from a row of logits by id, the penalties applied, masked by allowed
+ * (allowed_value): greedy, or the filters and temperature. */
+static corral_token draw(corral_sampler *s, const float *row, const uint64_t *allowed)
 {
     if (s->params.temperature <= 0.0f)
-        return greedy(row, s->n_vocab);
+        return allowed ? greedy_allowed(s, row, allowed) : greedy(row, s->n_vocab);
     bool cut, past_end;
-    return draw_candidates(s, row, NULL, s->n_vocab, &cut, &past_end);
+    return draw_candidates(s, row, NULL, allowed, s->n_vocab, &cut, &past_end);
 }
 
 /* The step's logits with the penalties applied: logits itself where they change nothing
@@ -626,8 +779,9 @@ typedef enum listed_draw {
 /*
  * The draw from the masked row, made from the n tokens the grammar allows alone (ids
  * ascending): the same token, candidates and probabilities, and the same numbers drawn from
- * the seeded PRNG. Where every allowed logit is finite after the penalties, the masked row is
- * the allowed logits, penalised alike, and -INFINITY elsewhere, so:
+ * the seeded PRNG. Where every allowed logit is finite after the penalties and the refused
+ * stay at -INFINITY (penalties_keep_refused, checked by the caller), the masked row is the
+ * allowed logits, penalised alike, and -INFINITY elsewhere, so:
  * - greedy: the row's maximum is the allowed one, and its lowest id with it an allowed id;
  * - top-k: the row's k best are the allowed ones in the same order, then (where k is more
  *   than n) refused tokens at -INFINITY, whose p is 0 in every softmax: the sums are the
@@ -662,7 +816,7 @@ static listed_draw draw_listed(corral_sampler *s, const float *logits, const cor
         return LISTED_DRAWN;
     }
     bool cut, past_end;
-    *out = draw_candidates(s, values, ids, n, &cut, &past_end);
+    *out = draw_candidates(s, values, ids, NULL, n, &cut, &past_end);
     size_t k_row = s->params.top_k > 0 && (size_t)s->params.top_k < s->n_vocab
                        ? (size_t)s->params.top_k
                        : s->n_vocab;
@@ -671,20 +825,76 @@ static listed_draw draw_listed(corral_sampler *s, const float *logits, const cor
     return LISTED_DRAWN;
 }
 
+/* Whether some token allowed (a bit per id) has a logit above -INFINITY, as the masked row's
+ * (a string's step finds one in its first word). */
+static bool any_allowed(const float *logits, const uint64_t *allowed, size_t n)
+{
+    for (size_t w = 0; w * 64 < n; w++)
+        for (uint64_t bits = allowed[w]; bits; bits &= bits - 1) {
+            size_t i = w * 64 + (size_t)__builtin_ctzll(bits);
+            if (i >= n)
+                break;
+            if (logits[i] != -INFINITY)
+                return true;
+        }
+    return false;
+}
+
+/*
+ * Whether the penalties leave the refused tokens at -INFINITY, as the masked row has them:
+ * each refused token of the history penalised as apply_penalties would, from -INFINITY. Not
+ * with a repeat_penalty of 0 (NaN) or below (+INFINITY), or a penalty of -INFINITY taken
+ * off; then the row is written, where those values count as they are.
+ */
+static bool penalties_keep_refused(corral_sampler *s, const uint64_t *allowed)
+{
+    const corral_sampler_params *p = &s->params;
+    if (!penalties_apply(s))
+        return true;
+    for (size_t i = 0; i < s->history_len; i++) {
+        corral_token id = s->history[i];
+        if (id >= 0 && (size_t)id < s->n_vocab)
+            s->counts[id]++;
+    }
+    bool keep = true;
+    for (size_t i = 0; i < s->history_len; i++) {
+        corral_token id = s->history[i];
+        if (id < 0 || (size_t)id >= s->n_vocab || s->counts[id] == 0)
+            continue;
+        uint32_t count = s->counts[id];
+        s->counts[id] = 0; /* each id once, and counts left clear for apply_penalties */
+        if (allowed[id >> 6] >> (id & 63) & 1)
+            continue;
+        float logit = -INFINITY;
+        logit = logit <= 0.0f ? logit * p->repeat_penalty : logit / p->repeat_penalty;
+        logit -= (float)count * p->frequency_penalty + p->presence_penalty;
+        keep = keep && logit == -INFINITY;
+    }
+    return keep;
+}
+
+void sampler_write_masked_rows(corral_sampler *s, bool write)
+{
+    s->write_masked_rows = write;
+}
+
 /*
  * With a grammar, the draw is from the distribution masked to the tokens it allows: drawn
  * first and kept when allowed where that is exact (draw_first_is_exact; one token's check
  * is cheaper than the mask), else from the allowed tokens alone where the grammar lists
  * them (draw_listed: a few hundred of 128k, not the row written and read again), else from
- * the masked logits.
+ * the logits read through the mask's bits (allowed_value: a string's step refuses a few
+ * thousand tokens of 128k, and the row copied and written cost more than the draw). Where
+ * the penalties would move a refused token off -INFINITY (penalties_keep_refused), only the
+ * masked row written out gives the masked row's draw.
  */
 corral_token corral_sampler_sample(corral_sampler *s, const float *logits)
 {
     if (!s->grammar)
-        return draw(s, penalized_row(s, logits));
+        return draw(s, penalized_row(s, logits), NULL);
     corral_token id = -1;
     if (draw_first_is_exact(s)) {
-        id = draw(s, penalized_row(s, logits));
+        id = draw(s, penalized_row(s, logits), NULL);
         if (grammar_allows(s->grammar, id)) {
             grammar_accept(s->grammar, id);
             return id;
@@ -693,26 +903,35 @@ corral_token corral_sampler_sample(corral_sampler *s, const float *logits)
     const corral_token *allowed;
     size_t n_allowed;
     bool masked = grammar_allowed_ids(s->grammar, &allowed, &n_allowed);
+    const uint64_t *bits = grammar_mask_bits(s->grammar);
+    bool keep_refused = masked && penalties_keep_refused(s, bits);
     listed_draw listed = LISTED_ROW;
     corral_token drawn = -1;
-    if (masked && allowed)
+    if (masked && allowed && keep_refused)
         listed = draw_listed(s, logits, allowed, n_allowed, &drawn);
     if (listed == LISTED_DRAWN) {
         grammar_accept(s->grammar, drawn);
         return drawn;
     }
-    if (masked && listed == LISTED_ROW) {
-        memcpy(s->logits, logits, s->n_vocab * sizeof *s->logits);
-        masked = grammar_mask_worked_out(s->grammar, s->logits);
-    }
+    if (masked && listed == LISTED_ROW)
+        masked = any_allowed(logits, bits, s->n_vocab);
     if (!masked || listed == LISTED_NONE) { /* nothing fits: end the text */
         corral_token end = grammar_end_token(s->grammar);
         return end >= 0 ? end : id >= 0 ? id : greedy(logits, s->n_vocab);
     }
-    apply_penalties(s, s->logits, NULL, s->n_vocab);
-    id = draw(s, s->logits);
+    const float *row;
+    if (!s->write_masked_rows && keep_refused) {
+        row = penalized_row(s, logits);
+    } else {
+        memcpy(s->logits, logits, s->n_vocab * sizeof *s->logits);
+        grammar_mask_worked_out(s->grammar, s->logits);
+        apply_penalties(s, s->logits, NULL, s->n_vocab);
+        row = s->logits;
+        bits = NULL;
+    }
+    id = draw(s, row, bits);
     if (!grammar_allows(s->grammar, id)) /* a draw past the rounding of the last p */
-        id = greedy(s->logits, s->n_vocab);
+        id = bits ? greedy_allowed(s, row, bits) : greedy(row, s->n_vocab);
     grammar_accept(s->grammar, id);
     return id;
 }

@@ -297,11 +297,12 @@ static int compare_exits(const void *pa, const void *pb)
     return (a->node > b->node) - (a->node < b->node);
 }
 
-/* The walk of token_trie_loop (token_trie.h): depth first from the root, each node's byte
- * decoded; a character of the classes (or within one, where they hold every code point from
- * U+0080) keeps the walk on and takes the tokens ending there; a subtree whose every
- * character is of the classes is taken whole; any other character is an exit. */
-static token_trie_loop *loop_walk(const token_trie *t, uint64_t classes)
+/* The walk of token_trie_loop (token_trie.h): depth first below node (end: its tokens'),
+ * each node's byte decoded; a character of the classes (or within one, where they hold every
+ * code point from U+0080) keeps the walk on and takes the tokens ending there; a subtree
+ * whose every character is of the classes is taken whole; any other character is an exit. */
+static token_trie_loop *loop_walk(const token_trie *t, uint32_t from, uint32_t end,
+                                  uint64_t classes)
 {
     token_trie_loop *l = calloc(1, sizeof *l);
     if (!l || !(l->bits = calloc((size_t)t->n_ids / 64 + 1, sizeof *l->bits))) {
@@ -309,6 +310,7 @@ static token_trie_loop *loop_walk(const token_trie *t, uint64_t classes)
         return NULL;
     }
     l->classes = classes;
+    l->node = from;
     bool non_ascii = classes >> TOKEN_CLASS_NON_ASCII & 1;
     uint32_t value_at[TOKEN_TRIE_MAX_BYTES + 1], cap = 0;
     int remain_at[TOKEN_TRIE_MAX_BYTES + 1];
@@ -317,7 +319,7 @@ static token_trie_loop *loop_walk(const token_trie *t, uint64_t classes)
     value_at[0] = 0;
     remain_at[0] = 0;
     first_at[0] = true;
-    level[1] = token_trie_children(t, 0, t->n_ids);
+    level[1] = token_trie_children(t, from, end);
     uint32_t i, tokens_end;
     for (size_t d = 1; token_trie_next(t, level, &d, &i, &tokens_end);) {
         const token_trie_node *node = &t->nodes[i];
@@ -354,6 +356,8 @@ static token_trie_loop *loop_walk(const token_trie *t, uint64_t classes)
     }
     /* by node: the walks from the exits then read the nodes in the order they are laid out */
     qsort(l->exits, l->n_exits, sizeof *l->exits, compare_exits);
+    if (from != 0)
+        return l; /* a node's walk is taken by position */
     if (!(l->id_bits = calloc((size_t)t->n_vocab / 64 + 1, sizeof *l->id_bits))) {
         loop_free(l);
         return NULL;
@@ -366,24 +370,28 @@ static token_trie_loop *loop_walk(const token_trie *t, uint64_t classes)
     return l;
 }
 
-const token_trie_loop *token_trie_loop_of(const token_trie *t, uint64_t classes)
+const token_trie_loop *token_trie_loop_of(const token_trie *t, uint32_t node, uint32_t end,
+                                          uint64_t classes)
 {
     token_trie *kept = (token_trie *)t; /* only the loop walks change, under their lock */
     const token_trie_loop *found = NULL;
     pthread_mutex_lock(&kept->loops_lock);
     uint32_t k = 0;
-    while (k < kept->n_loops && kept->loops[k]->classes != classes)
+    while (k < kept->n_loops &&
+           (kept->loops[k]->classes != classes || kept->loops[k]->node != node))
         k++;
     if (k < kept->n_loops) {
         found = kept->loops[k]->bits ? kept->loops[k] : NULL;
-    } else if (kept->n_loops < TOKEN_TRIE_MAX_LOOPS) {
-        token_trie_loop *l = loop_walk(t, classes);
+    } else if (kept->n_loops < (node ? TOKEN_TRIE_MAX_LOOPS / 2 : TOKEN_TRIE_MAX_LOOPS)) {
+        token_trie_loop *l = loop_walk(t, node, end, classes);
         if (l && kept->loops_bytes + loop_bytes(t, l) > TOKEN_TRIE_MAX_LOOP_BYTES) {
             loop_free(l);
             l = NULL;
         }
-        if (!l && (l = calloc(1, sizeof *l))) /* kept without its walk: not tried again */
+        if (!l && (l = calloc(1, sizeof *l))) { /* kept without its walk: not tried again */
             l->classes = classes;
+            l->node = node;
+        }
         if (l) {
             kept->loops_bytes += loop_bytes(t, l);
             kept->loops[kept->n_loops++] = l;

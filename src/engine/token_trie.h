@@ -122,7 +122,8 @@ static inline uint64_t token_trie_below(const token_trie_node *node)
  * class, each token it passes is taken, so that part of the walk depends on the classes alone
  * and is kept with the trie for every grammar. Past those places (the exits) the set's own
  * walk goes on: from the first set within the first character, from the looping one after.
- * The classes hold none of the TOKEN_SUB_ bits.
+ * The classes hold none of the TOKEN_SUB_ bits. The same from below a node whose text ends
+ * where such a set begins (` "`: a string opened within a token), over its subtree alone.
  *
  * With TOKEN_CLASS_NON_ASCII among them the walk goes through multi-byte characters too, as
  * the set's walk would: a partial character is alive and a token ending within one is taken
@@ -144,8 +145,9 @@ typedef struct token_trie_exit {
 
 typedef struct token_trie_loop {
     uint64_t classes;
+    uint32_t node;     /* the node it walks below: 0, the root, or a node's subtree */
     uint64_t *bits;    /* by position: the tokens taken before any exit */
-    uint64_t *id_bits; /* the same by token id (token_trie.n_vocab bits) */
+    uint64_t *id_bits; /* the same by token id (token_trie.n_vocab bits); NULL below a node */
     uint32_t n_taken;  /* how many */
     token_trie_exit *exits;
     uint32_t n_exits;
@@ -226,10 +228,12 @@ static inline uint32_t token_trie_own_end(const token_trie *t, uint32_t i, uint3
     return node->children < node[1].children ? t->nodes[node->children].tokens : end;
 }
 
-/* The loop walk for classes, made on the first call and kept with the trie until it is freed
- * (thread-safe); NULL when the trie holds as many as it may or memory runs out (then the
- * set walks the whole way itself; a walk that did not fit is not tried again). */
-const token_trie_loop *token_trie_loop_of(const token_trie *t, uint64_t classes);
+/* The loop walk for classes below node (0: the root; end: the end of its tokens, n_ids for
+ * the root), made on the first call and kept with the trie until it is freed (thread-safe);
+ * NULL when the trie holds as many as it may (below a node: half as many) or memory runs out
+ * (then the set walks the whole way itself; a walk that did not fit is not tried again). */
+const token_trie_loop *token_trie_loop_of(const token_trie *t, uint32_t node, uint32_t end,
+                                          uint64_t classes);
 
 /* For the vocabulary's release. */
 void token_trie_free(token_trie *trie);
