@@ -432,6 +432,8 @@ static void sample_run(corral_vocab *vocab, const char *gbnf, const corral_sampl
         corral_token cand[RUN_CANDS];
         float cand_logit[RUN_CANDS], cand_p[RUN_CANDS];
         run->id[k] = corral_sampler_sample(s, logits);
+        if (!corral_vocab_is_eog(vocab, run->id[k]) && !grammar_allows(probe, run->id[k]))
+            fail_msg("step %d: token %d drawn, which the grammar refuses", k, run->id[k]);
         corral_sampler_accept(s, run->id[k]);
         size_t n = sampler_last_candidates(s, cand, cand_logit, cand_p, RUN_CANDS);
         for (size_t i = 0; i < n; i++)
@@ -481,11 +483,10 @@ static void assert_same_draws(const sampled_run *row, const sampled_run *other,
 
 /*
  * The sampler draws from the few tokens a step allows (their ids and logits alone) where
- * the grammar lists them, else from the logits read through the mask's bits, and from the
- * masked row written out where the penalties would move a refused token off -INFINITY: the
- * three give the same tokens as the masked row, and each draw the same candidates with the
- * same probabilities bit for bit, under every filter, the penalties, and logits of
- * -INFINITY and NaN. The grammar's letters allow a few tokens a step (read through the bits
+ * the grammar lists them, else from the logits read through the mask's bits: both give the
+ * same tokens as the masked row written out, and each draw the same candidates with the
+ * same probabilities bit for bit, under every filter, the penalties (a refused token stays
+ * refused, whatever the repeat_penalty), and logits of -INFINITY and NaN. The grammar's letters allow a few tokens a step (read through the bits
  * too where nothing is listed), its free text nearly all of them.
  */
 static void test_listed_draw_is_the_masked_draw(void **state)
@@ -520,7 +521,7 @@ static void test_listed_draw_is_the_masked_draw(void **state)
     params[8].min_p = 0.05f;
     params[9].top_p = 0.9f;
     params[10].typical_p = 0.5f;
-    /* a penalty below 0 takes a refused token of the history to +INFINITY in the row */
+    /* a penalty below 0 would take a refused token of the history to +INFINITY */
     params[11].repeat_penalty = -1.0f, params[11].top_k = 5;
     params[12].repeat_penalty = -1.0f, params[12].temperature = 0.0f;
     static sampled_run row, listed, by_bits;

@@ -213,6 +213,8 @@ static void apply_penalties(corral_sampler *s, float *values, const corral_token
             at = lo;
         }
         float *logit = &values[at];
+        if (*logit == -INFINITY) /* refused (by a grammar or the model) stays refused */
+            continue;
         *logit = *logit <= 0.0f ? *logit * p->repeat_penalty : *logit / p->repeat_penalty;
         *logit -= (float)count * p->frequency_penalty + p->presence_penalty;
     }
@@ -779,9 +781,9 @@ typedef enum listed_draw {
 /*
  * The draw from the masked row, made from the n tokens the grammar allows alone (ids
  * ascending): the same token, candidates and probabilities, and the same numbers drawn from
- * the seeded PRNG. Where every allowed logit is finite after the penalties and the refused
- * stay at -INFINITY (penalties_keep_refused, checked by the caller), the masked row is the
- * allowed logits, penalised alike, and -INFINITY elsewhere, so:
+ * the seeded PRNG. Where every allowed logit is finite after the penalties (which leave a
+ * refused token at -INFINITY), the masked row is the allowed logits, penalised alike, and
+ * -INFINITY elsewhere, so:
  * - greedy: the row's maximum is the allowed one, and its lowest id with it an allowed id;
  * - top-k: the row's k best are the allowed ones in the same order, then (where k is more
  *   than n) refused tokens at -INFINITY, whose p is 0 in every softmax: the sums are the
@@ -840,39 +842,6 @@ static bool any_allowed(const float *logits, const uint64_t *allowed, size_t n)
     return false;
 }
 
-/*
- * Whether the penalties leave the refused tokens at -INFINITY, as the masked row has them:
- * each refused token of the history penalised as apply_penalties would, from -INFINITY. Not
- * with a repeat_penalty of 0 (NaN) or below (+INFINITY), or a penalty of -INFINITY taken
- * off; then the row is written, where those values count as they are.
- */
-static bool penalties_keep_refused(corral_sampler *s, const uint64_t *allowed)
-{
-    const corral_sampler_params *p = &s->params;
-    if (!penalties_apply(s))
-        return true;
-    for (size_t i = 0; i < s->history_len; i++) {
-        corral_token id = s->history[i];
-        if (id >= 0 && (size_t)id < s->n_vocab)
-            s->counts[id]++;
-    }
-    bool keep = true;
-    for (size_t i = 0; i < s->history_len; i++) {
-        corral_token id = s->history[i];
-        if (id < 0 || (size_t)id >= s->n_vocab || s->counts[id] == 0)
-            continue;
-        uint32_t count = s->counts[id];
-        s->counts[id] = 0; /* each id once, and counts left clear for apply_penalties */
-        if (allowed[id >> 6] >> (id & 63) & 1)
-            continue;
-        float logit = -INFINITY;
-        logit = logit <= 0.0f ? logit * p->repeat_penalty : logit / p->repeat_penalty;
-        logit -= (float)count * p->frequency_penalty + p->presence_penalty;
-        keep = keep && logit == -INFINITY;
-    }
-    return keep;
-}
-
 void sampler_write_masked_rows(corral_sampler *s, bool write)
 {
     s->write_masked_rows = write;
@@ -884,9 +853,9 @@ void sampler_write_masked_rows(corral_sampler *s, bool write)
  * is cheaper than the mask), else from the allowed tokens alone where the grammar lists
  * them (draw_listed: a few hundred of 128k, not the row written and read again), else from
  * the logits read through the mask's bits (allowed_value: a string's step refuses a few
- * thousand tokens of 128k, and the row copied and written cost more than the draw). Where
- * the penalties would move a refused token off -INFINITY (penalties_keep_refused), only the
- * masked row written out gives the masked row's draw.
+ * thousand tokens of 128k, and the row copied and written cost more than the draw). The
+ * penalties never move a refused token off -INFINITY, so every path draws an allowed token,
+ * whatever the repeat_penalty (0 would make it NaN, a negative one +INFINITY).
  */
 corral_token corral_sampler_sample(corral_sampler *s, const float *logits)
 {
@@ -904,10 +873,9 @@ corral_token corral_sampler_sample(corral_sampler *s, const float *logits)
     size_t n_allowed;
     bool masked = grammar_allowed_ids(s->grammar, &allowed, &n_allowed);
     const uint64_t *bits = grammar_mask_bits(s->grammar);
-    bool keep_refused = masked && penalties_keep_refused(s, bits);
     listed_draw listed = LISTED_ROW;
     corral_token drawn = -1;
-    if (masked && allowed && keep_refused)
+    if (masked && allowed)
         listed = draw_listed(s, logits, allowed, n_allowed, &drawn);
     if (listed == LISTED_DRAWN) {
         grammar_accept(s->grammar, drawn);
@@ -920,7 +888,7 @@ corral_token corral_sampler_sample(corral_sampler *s, const float *logits)
         return end >= 0 ? end : id >= 0 ? id : greedy(logits, s->n_vocab);
     }
     const float *row;
-    if (!s->write_masked_rows && keep_refused) {
+    if (!s->write_masked_rows) {
         row = penalized_row(s, logits);
     } else {
         memcpy(s->logits, logits, s->n_vocab * sizeof *s->logits);
