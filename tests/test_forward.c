@@ -64,9 +64,11 @@
 
 #include "corral/engine.h"
 #include "cpu.h"
+#include "forward.h"
 #include "gguf.h"
 #include "gguf_write_fixture.h"
 #include "model.h"
+#include "mllama_fixture.h"
 #include "moe_fixture.h"
 #include "nemotron_latent_fixture.h"
 #include "key_variant_fixture.h"
@@ -699,106 +701,34 @@ static void test_forward_arch_llama4_nope_qk_l2_and_experts(void **state) { (voi
  * cross-attention layers skipped, the vocabulary cut to the output's rows */
 static void test_forward_arch_mllama_text_skips_cross_attention(void **state) { (void)state; check_arch("mllama", ARCH_TOLERANCE); }
 
-/*
- * arch/mllama.gguf as a llama file of its self-attention layers alone, written to dst: the
- * mllama.* keys as llama.* (block_count the layers kept, no cross_attention_layers), the
- * vocabulary and token_embd cut to output.weight's rows, the kept layers renumbered.
- */
-static void write_mllama_as_llama(const char *dst)
+/* Every logit of the last decode of a and b equal, for n tokens. */
+static void expect_same_logits(const runner *a, const runner *b, size_t n, const char *when)
 {
-    corral_error err;
-    gguf_file *in = gguf_open(fixture("arch/mllama.gguf"), &err);
-    gguf_writer *w = gguf_writer_create();
-    if (!in || !w)
-        fail_msg("%s", in ? "out of memory" : err.message);
-    const gguf_kv *cross = gguf_find_kv(in, "mllama.attention.cross_attention_layers");
-    const gguf_tensor *output = gguf_find_tensor(in, "output.weight");
-    assert_non_null(cross);
-    assert_non_null(output);
-    uint32_t n_layer, n_vocab = (uint32_t)output->ne[1];
-    assert_true(gguf_get_u32(in, "mllama.block_count", &n_layer, &err));
-    bool is_cross[16] = {false};
-    assert_true(n_layer <= 16);
-    for (uint64_t i = 0; i < cross->n; i++)
-        is_cross[gguf_kv_i64(cross, i)] = true;
-    uint32_t renumber[16], n_kept = 0;
-    for (uint32_t il = 0; il < n_layer; il++)
-        renumber[il] = is_cross[il] ? UINT32_MAX : n_kept++;
-    bool ok = true;
-    for (size_t k = 0; ok && k < gguf_n_kv(in); k++) {
-        const gguf_kv *kv = gguf_kv_at(in, k);
-        char key[128];
-        if (kv == cross)
-            continue;
-        if (strcmp(kv->key, "general.architecture") == 0) {
-            ok = gguf_writer_add_str(w, kv->key, "llama", 5, &err);
-        } else if (strcmp(kv->key, "mllama.block_count") == 0) {
-            ok = gguf_writer_add_u32(w, "llama.block_count", n_kept, &err);
-        } else if (strcmp(kv->key, "tokenizer.ggml.tokens") == 0) {
-            gguf_str texts[512];
-            assert_true(n_vocab <= 512 && n_vocab < kv->n);
-            for (uint32_t i = 0; i < n_vocab; i++)
-                texts[i] = gguf_kv_str(kv, i);
-            ok = gguf_writer_add_str_array(w, kv->key, texts, n_vocab, &err);
-        } else if (strcmp(kv->key, "tokenizer.ggml.token_type") == 0) {
-            int32_t types[512];
-            for (uint32_t i = 0; i < n_vocab; i++)
-                types[i] = (int32_t)gguf_kv_i64(kv, i);
-            ok = gguf_writer_add_array(w, kv->key, GGUF_TYPE_INT32, types, n_vocab, &err);
-        } else if (strncmp(kv->key, "mllama.", 7) == 0) {
-            snprintf(key, sizeof key, "llama.%s", kv->key + 7);
-            gguf_kv renamed = *kv;
-            renamed.key = key;
-            ok = gguf_writer_copy_kv(w, &renamed, &err);
-        } else {
-            ok = gguf_writer_copy_kv(w, kv, &err);
-        }
+    for (size_t t = 0; t < n; t++) {
+        float diff = max_abs_diff(corral_get_logits(a->ctx, t), corral_get_logits(b->ctx, t),
+                                  a->n_vocab);
+        if (diff != 0.0f)
+            fail_msg("%s, position %zu: mllama and its llama differ by %g", when, t, diff);
     }
-    for (int pass = 0; ok && pass < 2; pass++) {
-        for (size_t k = 0; ok && k < gguf_n_tensors(in); k++) {
-            const gguf_tensor *t = gguf_tensor_at(in, k);
-            char name[GGUF_MAX_NAME_BYTES + 1];
-            unsigned il;
-            int at;
-            if (strcmp(t->name, "token_embd.weight") == 0) {
-                int64_t ne[2] = {t->ne[0], n_vocab};
-                size_t bytes = (size_t)t->ne[0] * n_vocab * sizeof(float);
-                assert_int_equal(t->type, TENSOR_TYPE_F32);
-                ok = pass == 0 ? gguf_writer_add_tensor(w, t->name, t->type, 2, ne, &err)
-                               : gguf_writer_write_tensor(w, t->data, bytes, &err);
-                continue;
-            }
-            if (sscanf(t->name, "blk.%u.%n", &il, &at) == 1) {
-                assert_true(il < n_layer);
-                if (is_cross[il])
-                    continue;
-                snprintf(name, sizeof name, "blk.%u.%s", renumber[il], t->name + at);
-            } else {
-                snprintf(name, sizeof name, "%s", t->name);
-            }
-            ok = gguf_write_fixture_copy(w, pass, name, t, &err);
-        }
-        if (pass == 0)
-            ok = ok && gguf_writer_begin(w, dst, &err);
-    }
-    gguf_write_fixture_finish(w, ok, dst, &err);
-    gguf_close(in);
 }
 
 /*
  * Without an image, an mllama model is the llama model of its self-attention layers: every
  * logit of the reference prompt equal, whatever the cross-attention layers' weights and gates
- * (the fixture's gates are not 0).
+ * (the fixture's gates are not 0), and again after a context shift. Its cross-attention layers
+ * keep no cache: the context reserves the llama model's.
  */
 static void test_forward_mllama_text_equals_llama_of_its_self_attention_layers(void **state)
 {
     (void)state;
     char dst[] = "/tmp/corral-test-mllama-llama-XXXXXX";
     make_temp_file(dst);
-    write_mllama_as_llama(dst);
+    mllama_fixture_write_llama(dst);
     corral_context_params p = context_params(CORRAL_KV_F32, 64, 64, 1);
     runner mllama = open_runner_with("arch/mllama.gguf", &p), llama = open_runner_with(dst, &p);
     assert_int_equal(mllama.n_vocab, llama.n_vocab);
+    assert_int_equal(mllama.ctx->k_mapping.bytes, llama.ctx->k_mapping.bytes);
+    assert_int_equal(mllama.ctx->v_mapping.bytes, llama.ctx->v_mapping.bytes);
     corral_token ids[16];
     size_t n = tokenize(&mllama, "The dog and the fox were in", ids, 16);
     bool all[16];
@@ -806,12 +736,13 @@ static void test_forward_mllama_text_equals_llama_of_its_self_attention_layers(v
         all[i] = true;
     decode_or_fail(&mllama, ids, n, all);
     decode_or_fail(&llama, ids, n, all);
-    for (size_t t = 0; t < n; t++) {
-        float diff = max_abs_diff(corral_get_logits(mllama.ctx, t),
-                                  corral_get_logits(llama.ctx, t), mllama.n_vocab);
-        if (diff != 0.0f)
-            fail_msg("position %zu: mllama and its llama differ by %g", t, diff);
-    }
+    expect_same_logits(&mllama, &llama, n, "the prompt");
+    corral_error err;
+    assert_true(corral_seq_shift(mllama.ctx, 0, 2, 5, &err));
+    assert_true(corral_seq_shift(llama.ctx, 0, 2, 5, &err));
+    decode_or_fail(&mllama, ids, 4, all);
+    decode_or_fail(&llama, ids, 4, all);
+    expect_same_logits(&mllama, &llama, 4, "after a shift");
     close_runner(&mllama);
     close_runner(&llama);
     unlink(dst);

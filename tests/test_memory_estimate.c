@@ -16,6 +16,7 @@
 
 #include "corral/engine.h"
 #include "gptoss_fixture.h"
+#include "mllama_fixture.h"
 #include "nemotron_latent_fixture.h"
 #include "quant.h"
 #include "reference_fixture.h"
@@ -342,6 +343,32 @@ static void test_estimate_counts_lfm2_conv_windows(void **state)
                            3ull * 2 * 64 * 4 * 2);
 }
 
+/*
+ * mllama without images is the llama model of its self-attention layers (mllama_fixture.h):
+ * its cross-attention layers are not loaded and keep no cache, so the plan and the estimate
+ * are the llama model's, the cache that of 3 layers (2 KV heads of 16 components for K and V,
+ * F32, 256 x 2 positions).
+ */
+static void test_estimate_counts_mllama_as_its_self_attention_layers(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/corral-test-estimate-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    mllama_fixture_write_llama(path);
+    corral_model_memory mllama = plan_of(fixture("arch/mllama.gguf")), llama = plan_of(path);
+    assert_int_equal(mllama.copied_bytes, llama.copied_bytes);
+    assert_int_equal(mllama.token_bytes, llama.token_bytes);
+    uint64_t kv = 3ull * 2 * (16 + 16) * 4 * 256 * 2;
+    assert_int_equal(memory_estimate_model_bytes(fixture("arch/mllama.gguf"), 256, 2,
+                                                 CORRAL_KV_F32),
+                     mllama.copied_bytes + mllama.token_bytes + kv);
+    assert_int_equal(memory_estimate_model_bytes(path, 256, 2, CORRAL_KV_F32),
+                     llama.copied_bytes + llama.token_bytes + kv);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -357,6 +384,7 @@ int main(void)
         cmocka_unit_test(test_estimate_counts_nemotron_h_moe),
         cmocka_unit_test(test_estimate_counts_latent_experts_not_prediction_tensors),
         cmocka_unit_test(test_estimate_counts_lfm2_conv_windows),
+        cmocka_unit_test(test_estimate_counts_mllama_as_its_self_attention_layers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,7 +4,7 @@
  * an image's states instead of the text before them. Corral takes no image for this family,
  * so every sequence is text alone, and a cross-attention layer is then left out entirely
  * (transformers' MllamaTextModel and ollama's engine skip it while there is no image), its
- * tensors unread. The vocabulary is cut to output.weight's rows (vocab.c): the files keep the
+ * tensors unread and no KV cache kept for it (context.c). The vocabulary is cut to output.weight's rows (vocab.c): the files keep the
  * image token past them, and token_embd has eight spare rows past that.
  */
 #include <stdio.h>

@@ -301,7 +301,8 @@ static bool alloc_kv_cache(corral_context *ctx, bool no_sliding_window, corral_e
         kv->n_head_kv = l->n_head_kv;
         kv->key_tile_bytes = kv_key_tile_bytes(ctx->kv_type, l->head_dim_k);
         kv->value_row_bytes = kv_value_row_bytes(ctx->kv_type, l->head_dim_v);
-        if (il >= n_cached || l->kv_shared)
+        /* a cross-attention layer (mllama) attends to no earlier tokens: it keeps no cache */
+        if (il >= n_cached || l->kv_shared || l->cross_attn)
             continue;
         /* bytes in whole tiles and rows; every layer's start stays aligned as they are */
         size_t tiles = (size_t)kv->n_key_tiles * ctx->n_seq * l->n_head_kv;
@@ -335,6 +336,8 @@ static bool alloc_kv_cache(corral_context *ctx, bool no_sliding_window, corral_e
             *kv = ctx->kv[m->layers[il].kv_source];
             continue;
         }
+        if (m->layers[il].cross_attn) /* none: k and v stay NULL, never read */
+            continue;
         kv->k = ctx->k_cache + k_offset;
         kv->v = ctx->v_cache + v_offset;
         k_offset += (size_t)kv->n_key_tiles * ctx->n_seq * kv->n_head_kv * kv->key_tile_bytes;
@@ -1141,6 +1144,8 @@ bool corral_seq_shift(corral_context *ctx, int32_t seq, uint32_t n_keep, uint32_
     for (uint32_t il = 0; il < n_cpu_layers; il++) {
         if (m->layers[il].kv_shared)
             continue; /* its cells are its source's, shifted there */
+        if (m->layers[il].cross_attn)
+            continue; /* no cache */
         if (m->layers[il].sliding)
             shift_layer(ctx, il, (uint32_t)seq, swa_base, new_swa_base,
                         swa_base > end_discard ? swa_base : end_discard, len, n_discard);

@@ -175,7 +175,7 @@ typedef struct layer_weights {
      * temperature on its q (no_attn_temp) */
     bool chunked, l2_qk, no_attn_temp;
     /* mllama: a cross-attention layer, which reads an image's states; it has no self-attention
-     * and none of its tensors are bound (arch_mllama.c) */
+     * and no KV cache, and none of its tensors are bound (arch_mllama.c) */
     bool cross_attn;
     /* gemma4's experts beside its dense FFN: the router's per-channel input scale, the
      * experts' input norm, the two branches' output norms, and a scale of each expert's
