@@ -228,6 +228,15 @@ static void test_mistral3_attention_temperature(void **state) { (void)state; che
 /* nemotron: LayerNorms with biases, an ungated ReLU² FFN with biases, NeoX RoPE on part of
  * each head. */
 static void test_nemotron_relu_sqr_partial_neox(void **state) { (void)state; check_model("arch/nemotron.gguf", 1e-3f, false, true); }
+/* mllama without an image: its cross-attention layers (1 and 3) left out on the device too,
+ * whether the device's first layer is one of them (4 of 5 there, and 2) or not (all, 1) */
+static void test_mllama_leaves_out_cross_attention_layers(void **state)
+{
+    (void)state;
+    check_model("arch/mllama.gguf", 1e-3f, false, true);
+    check_partial("arch/mllama.gguf", 2, 1e-3f);
+    check_partial("arch/mllama.gguf", 4, 1e-3f);
+}
 static void test_qwen2vl_mrope_text(void **state) { (void)state; check_model("vision/qwen25vl-text.gguf", 1e-3f, false, true); }
 
 /* Micro-batches of 4 and a window of 4: the sliding layers hold 4 + 4 - 1 cells and move
@@ -1057,6 +1066,7 @@ int main(void)
         cmocka_unit_test(test_gemma4_two_head_widths),
         cmocka_unit_test(test_gemma4_per_layer_inputs_shared_kv),
         cmocka_unit_test(test_gemma4_dense_and_experts),
+        cmocka_unit_test(test_mllama_leaves_out_cross_attention_layers),
         cmocka_unit_test(test_llama4_stays_on_the_cpu),
         cmocka_unit_test(test_llama4_refused_for_each_need),
         cmocka_unit_test(test_gemma3n_stays_on_the_cpu),

@@ -128,12 +128,14 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
     bool mla = hp->mla_kv_lora > 0; /* deepseek2's block: pre-norm, the attention latent */
     /* gemma4's is the sandwich-normed block at each layer's own widths (record_attention) */
     bool gemma4 = m->arch == &arch_gemma4;
+    /* mllama's is the llama block, its cross-attention layers left out (record_pass) */
+    bool mllama = m->arch == &arch_mllama;
     if (m->arch->tensors & ARCH_ATTN_OUT_GATE)
         return "a softplus gate on the attention's output (laguna)";
     for (uint32_t il = 0; il < hp->n_layer; il++)
         if (m->layers[il].n_head != hp->n_head)
             return "query head counts that differ by layer";
-    if (!mla && !gemma4 &&
+    if (!mla && !gemma4 && !mllama &&
         ((block != layer_pre_norm && block != layer_sandwich_norm &&
           block != layer_normed_branches && block != layer_parallel &&
           block != layer_post_norm && block != layer_pre_norm_or_parallel) ||
@@ -249,7 +251,7 @@ static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint
                           &l->ffn_post_norm_1, &l->ffn_post_norm_2};
     vk_cache_shape ks = cache_shape(g, ctx, il, false), vs = cache_shape(g, ctx, il, true);
     uint64_t sum = 0;
-    if (!l->kv_shared)
+    if (!l->kv_shared && !l->cross_attn)
         sum += vk_buffer_footprint(g->dev, vk_cache_bytes(&ks, ctx->n_seq)) +
                vk_buffer_footprint(g->dev, vk_cache_bytes(&vs, ctx->n_seq));
     sum += vk_moe_layer_bytes(g->dev, ctx->model, il, g->part_bytes);
@@ -368,7 +370,7 @@ static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
         return false;
     }
     vk_cache_shape ks = cache_shape(g, ctx, il, false), vs = cache_shape(g, ctx, il, true);
-    return l->kv_shared ||
+    return l->kv_shared || l->cross_attn ||
            (buffer(g, vk_cache_bytes(&ks, ctx->n_seq), false, &gl->k_cache, err) &&
             buffer(g, vk_cache_bytes(&vs, ctx->n_seq), false, &gl->v_cache, err));
 }
@@ -1134,7 +1136,8 @@ static void record_pass(gpu_layers *g, const corral_context *ctx, const vk_graph
     size_t x_bytes = (size_t)n * hp->n_embd * sizeof(float);
     copy(&g->cmd, &g->io_x, &g->x, x_bytes);
     for (uint32_t il = g->first; il < g->n_layer; il++)
-        record_layer(g, ctx, il, n);
+        if (!ctx->model->layers[il].cross_attn) /* left out without an image (arch_mllama.c) */
+            record_layer(g, ctx, il, n);
     if (key->n_logits > 0) {
         record_output(g, ctx, key->n_logits);
         copy(&g->cmd, &g->logits, &g->io_logits,
@@ -1273,8 +1276,8 @@ bool gpu_seq_shift(gpu_layers *g, const corral_context *ctx, uint32_t seq, uint3
     for (uint32_t il = g->first; il < g->n_layer; il++) {
         const layer_weights *l = &m->layers[il];
         gpu_layer *gl = &g->layers[il - g->first];
-        if (compact_layer(g, ctx, il) || l->kv_shared)
-            continue; /* moved above, or a shared KV layer's (its source's) */
+        if (compact_layer(g, ctx, il) || l->kv_shared || l->cross_attn)
+            continue; /* moved above, a shared KV layer's (its source's), or no cache */
         vk_span cs = vk_whole(&g->io_cos_sin[l->rope_variant]);
         vk_cache_shape ks = cache_shape(g, ctx, il, false), vs = cache_shape(g, ctx, il, true);
         /* in runs of at most n_discard cells, lowest first: a run's cells are read before
