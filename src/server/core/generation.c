@@ -733,6 +733,10 @@ static bool prepare(generation *g, json_t **options, char **prompt, http_reply *
                     g->info.chat ? "chat" : "generate");
         return false;
     }
+    if (model_request_retired(g->ref, &err)) {
+        reply_error(g, reply, 500, "%s", err.message);
+        return false;
+    }
     if (!check_features(g, reply))
         return false;
     char choice_message[256];
