@@ -174,9 +174,11 @@ typedef struct layer_weights {
      * n_swa) * n_swa on), its q and k L2-normed after RoPE (l2_qk), and no attention
      * temperature on its q (no_attn_temp) */
     bool chunked, l2_qk, no_attn_temp;
-    /* mllama: a cross-attention layer, which reads an image's states; it has no self-attention
-     * and no KV cache, and none of its tensors are bound (arch_mllama.c) */
+    /* mllama: a cross-attention layer, which reads an image's states (cross_attn.h) and keeps
+     * no KV cache: wq, wk, wv, wo and q_norm, k_norm are its cross_attn_* tensors, and its
+     * attention's and MLP's outputs are multiplied by tanh of these one-value gates */
     bool cross_attn;
+    weight xattn_gate, xmlp_gate;
     /* gemma4's experts beside its dense FFN: the router's per-channel input scale, the
      * experts' input norm, the two branches' output norms, and a scale of each expert's
      * output (F32 [n_expert], optional) */
@@ -342,6 +344,9 @@ struct corral_model {
     /* ALiBi's slope per query head (jina-bert-v2), which the model owns; NULL: none */
     float *alibi_slopes;
     struct lora_adapter *adapters; /* attached by corral_model_add_lora, newest first */
+    /* mllama: the token_embd row of its image token (<|image|>, the first token past the
+     * output's rows, which the vocabulary is cut to); 0: the model takes no image token */
+    uint32_t image_token;
 };
 
 /* While loading: the model being filled and where errors go. */

@@ -8,9 +8,7 @@
  *     again: the rest. Of those a token reads the dense tensors whole, one row of the token
  *     embeddings (counted as none) and, of the experts, the share it is routed to
  *     (expert_used_count of expert_count).
- * Multi-token prediction layers and tensors (mtp.*), which are not loaded, count as none, and
- * so do the cross-attention layers attention.cross_attention_layers lists (mllama's, which
- * arch_mllama.c does not load while it takes no images);
+ * Multi-token prediction layers and tensors (mtp.*), which are not loaded, count as none;
  * latent experts' projections (ffn_latent_*), read in place, are dense tensors a token reads
  * whole. The rules follow what context.c, moe.c and arch_gptoss.c do; the layers a GPU holds
  * are not told apart (the plan is of host memory for a CPU run).
@@ -47,7 +45,10 @@ static bool is_dense_matrix(const char *suffix)
                                         "attn_v.weight",      "attn_qkv.weight",
                                         "attn_output.weight", "attn_out.weight",
                                         "ffn_gate.weight",    "ffn_up.weight",
-                                        "ffn_down.weight"};
+                                        "ffn_down.weight",
+                                        /* mllama's cross-attention layers' (arch_mllama.c) */
+                                        "cross_attn_q_proj.weight", "cross_attn_k_proj.weight",
+                                        "cross_attn_v_proj.weight", "cross_attn_o_proj.weight"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(suffix, names[i]) == 0)
             return true;
@@ -96,26 +97,6 @@ static uint32_t arch_u32(const gguf_file *file, const char *suffix)
     return gguf_get_u32_opt(file, key, &v, &err) ? v : 0;
 }
 
-/* Whether `<arch>.attention.cross_attention_layers` lists layer. */
-static bool cross_attention_layer(const gguf_file *file, uint64_t layer)
-{
-    gguf_str arch = {0};
-    corral_error err;
-    const gguf_kv *kv = NULL;
-    char key[256];
-    if (!gguf_get_str_opt(file, "general.architecture", &arch, &err) || arch.size == 0)
-        return false;
-    snprintf(key, sizeof key, "%.*s.attention.cross_attention_layers",
-             (int)(arch.size < 128 ? arch.size : 128), arch.data);
-    if (!gguf_get_array_opt(file, key, GGUF_TYPE_COUNT, &kv, &err) || !kv ||
-        !gguf_type_is_integer(kv->elem_type))
-        return false;
-    for (uint64_t i = 0; i < kv->n; i++)
-        if (gguf_kv_u64(kv, i) == layer)
-            return true;
-    return false;
-}
-
 void model_memory_plan(const gguf_file *file, corral_model_memory *out)
 {
     *out = (corral_model_memory){0};
@@ -133,8 +114,7 @@ void model_memory_plan(const gguf_file *file, corral_model_memory *out)
         uint64_t layer = 0;
         const char *suffix = layer_suffix(t->name, &layer);
         /* ollama's nemotron_h_moe files carry prediction tensors under names of their own */
-        if ((suffix && (layer >= trunk || cross_attention_layer(file, layer))) ||
-            strncmp(t->name, "mtp.", 4) == 0)
+        if ((suffix && layer >= trunk) || strncmp(t->name, "mtp.", 4) == 0)
             continue;
         uint64_t bytes = t->size_bytes;
         bool copied = false, experts = false;

@@ -6,7 +6,6 @@
 # The fixture projector's square is 32 pixels, under which no picture the server decodes is
 # too thin; its copy here says 448, the real model's (the tower reads the patches whatever the
 # square), under which the picture's parts would be wider than the 8192 pixels a part may be.
-# Then ollama's retired llama3.2-vision pair is refused as ollama refuses it (at the end).
 # Env: CORRAL_BIN, CORRAL_FIXTURES. Exits non-zero on the first failed check.
 set -eu
 . "$(dirname "$0")/vision_lib.sh"
@@ -60,23 +59,3 @@ refused chat /api/chat
 refused openai /v1/chat/completions
 refused anthropic /v1/messages
 refused responses /v1/responses
-
-# ollama's retired llama3.2-vision pair (an mllama text model with a projector beside it; the
-# library's file now carries the tower itself) is refused in ollama's words, a 500 as ollama
-# answers it, before any runner starts
-printf 'FROM %s\nFROM %s\n' "$CORRAL_FIXTURES/arch/mllama.gguf" "$vision/llava-next-mmproj.gguf" \
-    > "$work/Modelfile.pair"
-"$corral" create vision-pair -f "$work/Modelfile.pair" >"$work/out" 2>&1 ||
-    fail "create vision-pair: $(cat "$work/out")"
-for path in /api/generate /api/chat; do
-    if [ "$path" = /api/generate ]; then
-        body='{"model":"vision-pair","prompt":"hi","stream":false}'
-    else
-        body='{"model":"vision-pair","stream":false,"messages":[{"role":"user","content":"hi"}]}'
-    fi
-    status=$(curl -s -o "$work/answer.json" -w '%{http_code}' "$base$path" -d "$body")
-    [ "$status" = 500 ] || fail "$path answered $status, not 500: $(cat "$work/answer.json")"
-    grep -q "'llama3.2-vision' is no longer compatible with your version of Ollama" \
-        "$work/answer.json" || fail "$path's error is not ollama's: $(cat "$work/answer.json")"
-    ok "$path: the retired llama3.2-vision pair is refused in ollama's words"
-done

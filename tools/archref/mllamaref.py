@@ -125,11 +125,16 @@ class Model:
         self.w = weights
         self.cache = {il: ([], []) for il in range(N_LAYER)}
 
+    def cross_layer(self, il, x, pos):
+        """No image: transformers skips the layer (mllamavis.py's model has one)."""
+        return x
+
     def step(self, token, pos):
         w = self.w
         x = list(w["token_embd.weight"][token * N_EMBD:(token + 1) * N_EMBD])
         for il in range(N_LAYER):
-            if il in CROSS_LAYERS:  # no image: transformers skips the layer
+            if il in CROSS_LAYERS:
+                x = self.cross_layer(il, x, pos)
                 continue
             p = f"blk.{il}."
             h = rmsnorm(x, w[p + "attn_norm.weight"])

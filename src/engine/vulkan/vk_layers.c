@@ -249,9 +249,11 @@ static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint
                           &l->attn_norm_2, &l->attn_norm_2_b, &l->inp_gate, &l->per_layer_proj,
                           &l->per_layer_post_norm, &l->ffn_gate_inp_s, &l->ffn_pre_norm_2,
                           &l->ffn_post_norm_1, &l->ffn_post_norm_2};
+    if (l->cross_attn) /* not run on the device (record_pass): nothing there */
+        return 0;
     vk_cache_shape ks = cache_shape(g, ctx, il, false), vs = cache_shape(g, ctx, il, true);
     uint64_t sum = 0;
-    if (!l->kv_shared && !l->cross_attn)
+    if (!l->kv_shared)
         sum += vk_buffer_footprint(g->dev, vk_cache_bytes(&ks, ctx->n_seq)) +
                vk_buffer_footprint(g->dev, vk_cache_bytes(&vs, ctx->n_seq));
     sum += vk_moe_layer_bytes(g->dev, ctx->model, il, g->part_bytes);
@@ -337,6 +339,8 @@ static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
                          corral_error *err)
 {
     const layer_weights *l = &ctx->model->layers[il];
+    if (l->cross_attn) /* not run on the device (record_pass): nothing to upload */
+        return true;
     const weight *from[] = {&l->attn_norm, &l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_norm,
                             &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->bq, &l->bk, &l->bv,
                             &l->q_norm, &l->k_norm,
@@ -370,7 +374,7 @@ static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
         return false;
     }
     vk_cache_shape ks = cache_shape(g, ctx, il, false), vs = cache_shape(g, ctx, il, true);
-    return l->kv_shared || l->cross_attn ||
+    return l->kv_shared ||
            (buffer(g, vk_cache_bytes(&ks, ctx->n_seq), false, &gl->k_cache, err) &&
             buffer(g, vk_cache_bytes(&vs, ctx->n_seq), false, &gl->v_cache, err));
 }
@@ -1136,7 +1140,7 @@ static void record_pass(gpu_layers *g, const corral_context *ctx, const vk_graph
     size_t x_bytes = (size_t)n * hp->n_embd * sizeof(float);
     copy(&g->cmd, &g->io_x, &g->x, x_bytes);
     for (uint32_t il = g->first; il < g->n_layer; il++)
-        if (!ctx->model->layers[il].cross_attn) /* left out without an image (arch_mllama.c) */
+        if (!ctx->model->layers[il].cross_attn) /* on the CPU with an image (context.c) */
             record_layer(g, ctx, il, n);
     if (key->n_logits > 0) {
         record_output(g, ctx, key->n_logits);

@@ -63,7 +63,7 @@ static bool cross_attention_layer(const corral_model_file *f, const char *arch, 
  * them (F16 where a quantized type needs multiples of 32 the model lacks). The head count may
  * be per layer, sliding layers (sliding_window_pattern) may have heads of key_length_swa /
  * value_length_swa, the last shared_kv_layers layers keep no cache of their own (gemma4) and
- * cross-attention layers none at all (mllama);
+ * cross-attention layers none at all (mllama), which hold an image's keys and values instead;
  * plus a recurrent model's states and their checkpoints. UINT64_MAX: past 64 bits (the counts come from the file's
  * metadata).
  */
@@ -159,6 +159,26 @@ static uint64_t kv_cache_bytes(const corral_model_file *f, uint32_t num_ctx, uin
     if (quantized && (key_dim % 32 != 0 || value_dim % 32 != 0 || key_swa % 32 != 0 ||
                       value_swa % 32 != 0))
         kv_type = CORRAL_KV_F16;
+    /* mllama: per sequence, an image's keys and values in every cross-attention layer, F32,
+     * for the most rows its tower makes (max_num_tiles tiles of (image / patch)^2 + 1) */
+    uint64_t tiles = meta_u64(f, arch, "vision.max_num_tiles", 0);
+    uint64_t side = meta_u64(f, arch, "vision.image_size", 0);
+    uint64_t patch = meta_u64(f, arch, "vision.patch_size", 0);
+    uint64_t per_side = patch ? side / patch : 0;
+    uint64_t n_cross = 0;
+    for (uint64_t il = 0; il < layers; il++)
+        n_cross += cross_attention_layer(f, arch, il);
+    if (n_cross && tiles && per_side) {
+        uint64_t kv_heads = meta_u64(f, arch, "attention.head_count_kv", heads), image;
+        if (tiles > 64 || per_side > 4096 || kv_heads > 4096 || key_dim > 65536 ||
+            value_dim > 65536)
+            return UINT64_MAX; /* the engine refuses such a file anyway */
+        image = tiles * (per_side * per_side + 1) * kv_heads * (key_dim + value_dim) *
+                sizeof(float) * n_cross;
+        if (__builtin_mul_overflow(image, (uint64_t)n_parallel, &image) ||
+            __builtin_add_overflow(state, image, &state))
+            return UINT64_MAX;
+    }
     uint64_t total = 0; /* per position */
     for (uint64_t il = 0; il < layers && il + shared < layers; il++) {
         uint64_t kv_heads =
