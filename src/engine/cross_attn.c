@@ -7,21 +7,27 @@
 
 #include "forward.h"
 
-/* A sequence's image: per cross-attention layer (in layer order) its keys, K-normed, and its
- * values, n_rows rows of n_head_kv * head_dim each, in one allocation. */
+/*
+ * A sequence's image: per cross-attention layer (in layer order) and KV head, its keys,
+ * K-normed, in F32 key tiles as the KV cache holds them (blocks.h), then per KV head its
+ * values, n_rows rows of head_dim; in one allocation. The attention then runs as the cache's
+ * does (block_attention), over the first n_attended rows or all of them.
+ */
 typedef struct cross_image {
-    float *kv;          /* NULL: no image */
+    uint8_t *kv;        /* NULL: no image */
     uint32_t n_rows, n_attended, at;
+    size_t n_tiles;     /* key tiles per KV head */
+    size_t layer_bytes; /* one layer's keys and values */
 } cross_image;
 
 struct cross_context {
     uint32_t n_layers;  /* cross-attention layers */
     uint32_t *index;    /* per model layer: its place among them */
-    size_t row_floats;  /* a key's (or a value's) floats: n_head_kv * head_dim */
+    size_t n_head_kv, head_dim, group; /* query heads per KV head: group */
     cross_image *seq;
     uint32_t n_seq;
-    float *scores;      /* per pool thread, scores_floats for a query's weights */
-    size_t scores_floats, n_threads;
+    float *scratch;     /* per pool thread, scratch_floats for block_attention */
+    size_t scratch_floats, n_threads;
 };
 
 cross_context *cross_context_create(const corral_model *m, uint32_t n_seq, size_t n_threads,
@@ -50,7 +56,18 @@ cross_context *cross_context_create(const corral_model *m, uint32_t n_seq, size_
     for (uint32_t il = 0, k = 0; il < m->hp.n_layer; il++)
         if (m->layers[il].cross_attn)
             c->index[il] = k++;
-    c->row_floats = (size_t)m->hp.n_head_kv * m->hp.head_dim_k;
+    c->n_head_kv = m->hp.n_head_kv;
+    c->head_dim = m->hp.head_dim_k;
+    c->group = m->hp.n_head / m->hp.n_head_kv;
+    attention_shape shape = {.n_heads = c->group, .n_queries = 1, .head_dim_k = c->head_dim,
+                             .head_dim_v = c->head_dim};
+    c->scratch_floats = attention_scratch_floats(&shape);
+    if (!(c->scratch = malloc(n_threads * c->scratch_floats * sizeof *c->scratch))) {
+        cross_context_free(c);
+        corral_error_set(err, "out of memory");
+        *ok = false;
+        return NULL;
+    }
     return c;
 }
 
@@ -62,7 +79,7 @@ void cross_context_free(cross_context *c)
         free(c->seq[s].kv);
     free(c->seq);
     free(c->index);
-    free(c->scores);
+    free(c->scratch);
     free(c);
 }
 
@@ -97,24 +114,36 @@ bool cross_any_image(const cross_context *c)
     return false;
 }
 
-/* The keys (K-normed per head) and values of cross-attention layer il for rows, in chunks of
- * the context's batch (its scratch holds that many rows). */
-static void project_rows(corral_context *ctx, uint32_t il, const float *rows, uint32_t n_rows,
-                         float *keys, float *values)
+/* Layer il's keys (K-normed per head, into their tiles) and values of the image's rows, in
+ * chunks of the context's batch (its scratch holds that many rows); to: the layer's part. */
+static void project_rows(corral_context *ctx, uint32_t il, const float *rows,
+                         const cross_image *img, uint8_t *to)
 {
     const hparams *hp = &ctx->model->hp;
     const layer_weights *l = &ctx->model->layers[il];
-    size_t E = hp->n_embd, D = l->head_dim_k, width = (size_t)l->n_head_kv * D;
-    for (uint32_t first = 0; first < n_rows; first += ctx->n_batch) {
-        uint32_t n = n_rows - first < ctx->n_batch ? n_rows - first : ctx->n_batch;
+    size_t E = hp->n_embd, D = l->head_dim_k, KV = l->n_head_kv, width = KV * D;
+    size_t tile_bytes = kv_key_tile_bytes(CORRAL_KV_F32, D);
+    kv_key_layout layout = kv_key_layout_of(CORRAL_KV_F32, D);
+    float *values = (float *)(to + KV * img->n_tiles * tile_bytes);
+    for (uint32_t first = 0; first < img->n_rows; first += ctx->n_batch) {
+        uint32_t n = img->n_rows - first < ctx->n_batch ? img->n_rows - first : ctx->n_batch;
         memcpy(ctx->xn, rows + (size_t)first * E, (size_t)n * E * sizeof *ctx->xn);
         const matrix_product kv[] = {forward_layer_product(ctx, il, LM_WK, &l->wk, ctx->k),
                                      forward_layer_product(ctx, il, LM_WV, &l->wv, ctx->v)};
         forward_matmul(ctx, kv, 2, ctx->xn, n);
-        for (size_t r = 0; r < (size_t)n * l->n_head_kv; r++)
+        for (size_t r = 0; r < (size_t)n * KV; r++)
             block_rmsnorm(ctx->k + r * D, l->k_norm.data, D, hp->norm_eps, ctx->k + r * D);
-        memcpy(keys + (size_t)first * width, ctx->k, (size_t)n * width * sizeof *keys);
-        memcpy(values + (size_t)first * width, ctx->v, (size_t)n * width * sizeof *values);
+        for (size_t r = 0; r < n; r++) {
+            size_t row = first + r, lane = row % KV_KEY_TILE;
+            for (size_t h = 0; h < KV; h++) {
+                uint8_t *tile = to + (h * img->n_tiles + row / KV_KEY_TILE) * tile_bytes;
+                for (size_t d = 0; d < D; d++)
+                    *(float *)(tile + kv_key_lane_offset(layout, d, lane)) =
+                        ctx->k[r * width + h * D + d];
+                memcpy(values + (h * img->n_rows + row) * D, ctx->v + r * width + h * D,
+                       D * sizeof *values);
+            }
+        }
     }
 }
 
@@ -123,29 +152,20 @@ bool cross_seq_set_image(corral_context *ctx, uint32_t seq, const float *rows, u
 {
     cross_context *c = ctx->cross;
     const corral_model *m = ctx->model;
-    size_t floats = 2 * (size_t)n_rows * c->row_floats * c->n_layers; /* bounded: rows <= 65536 */
-    float *kv = malloc(floats * sizeof *kv);
-    if (c->scores_floats < n_rows) {
-        float *scores = malloc(c->n_threads * n_rows * sizeof *scores);
-        if (scores) {
-            free(c->scores);
-            c->scores = scores;
-            c->scores_floats = n_rows;
-        }
-    }
-    if (!kv || c->scores_floats < n_rows) {
-        free(kv);
+    cross_image img = {.n_rows = n_rows, .n_attended = n_attended, .at = at,
+                       .n_tiles = (n_rows + KV_KEY_TILE - 1) / KV_KEY_TILE};
+    /* bounded: rows <= CROSS_MAX_ROWS, a model's heads and layers */
+    img.layer_bytes = c->n_head_kv * (img.n_tiles * kv_key_tile_bytes(CORRAL_KV_F32, c->head_dim) +
+                                      (size_t)n_rows * c->head_dim * sizeof(float));
+    if (!(img.kv = calloc(c->n_layers, img.layer_bytes))) {
         corral_error_set(err, "out of memory for an image's %u cross-attention rows", n_rows);
         return false;
     }
-    size_t layer_floats = 2 * (size_t)n_rows * c->row_floats;
     for (uint32_t il = 0; il < m->hp.n_layer; il++)
-        if (m->layers[il].cross_attn) {
-            float *keys = kv + c->index[il] * layer_floats;
-            project_rows(ctx, il, rows, n_rows, keys, keys + (size_t)n_rows * c->row_floats);
-        }
+        if (m->layers[il].cross_attn)
+            project_rows(ctx, il, rows, &img, img.kv + c->index[il] * img.layer_bytes);
     drop(&c->seq[seq]);
-    c->seq[seq] = (cross_image){kv, n_rows, n_attended, at};
+    c->seq[seq] = img;
     return true;
 }
 
@@ -155,46 +175,36 @@ typedef struct cross_job {
     uint32_t il;
 } cross_job;
 
-/* Task (token t, query head h): the weights of the image's rows the token sees, then their
- * values into ctx->attn; a token whose sequence has no image is left alone. */
+/* Whether token t of the batch reads its sequence's image: it has one, at or before t. */
+static bool sees_image(const corral_context *ctx, size_t t)
+{
+    const cross_image *img = &ctx->cross->seq[ctx->tok_seq[t]];
+    return img->kv && ctx->tok_pos[t] >= img->at;
+}
+
+/* Task (token t, KV head g): the attention of the query heads of that KV head over the image's
+ * rows the token sees, into ctx->attn; a token that sees no image is left alone. */
 static void cross_task(void *arg, size_t task, size_t thread)
 {
     const cross_job *job = arg;
     corral_context *ctx = job->ctx;
     const cross_context *c = ctx->cross;
-    const layer_weights *l = &ctx->model->layers[job->il];
-    size_t H = l->n_head, D = l->head_dim_k, t = task / H, h = task % H;
+    size_t KV = c->n_head_kv, D = c->head_dim, H = KV * c->group, t = task / KV, g = task % KV;
     const cross_image *img = &c->seq[ctx->tok_seq[t]];
-    if (!img->kv)
+    if (!sees_image(ctx, t))
         return;
-    size_t width = c->row_floats, kv_head = h / (H / l->n_head_kv);
-    const float *keys = img->kv + c->index[job->il] * 2 * (size_t)img->n_rows * width;
-    const float *values = keys + (size_t)img->n_rows * width;
-    uint32_t n = ctx->tok_pos[t] >= img->at ? img->n_attended : img->n_rows;
-    const float *q = ctx->q + (t * H + h) * D;
-    float *w = c->scores + thread * c->scores_floats, scale = 1.0f / sqrtf((float)D);
-    float top = -INFINITY;
-    for (uint32_t j = 0; j < n; j++) {
-        const float *k = keys + j * width + kv_head * D;
-        float s = 0.0f;
-        for (size_t i = 0; i < D; i++)
-            s += q[i] * k[i];
-        w[j] = s * scale;
-        top = w[j] > top ? w[j] : top;
-    }
-    float sum = 0.0f;
-    for (uint32_t j = 0; j < n; j++) {
-        w[j] = expf(w[j] - top);
-        sum += w[j];
-    }
-    float *out = ctx->attn + (t * H + h) * D;
-    memset(out, 0, D * sizeof *out);
-    for (uint32_t j = 0; j < n; j++) {
-        const float *v = values + j * width + kv_head * D;
-        float p = w[j] / sum;
-        for (size_t i = 0; i < D; i++)
-            out[i] += p * v[i];
-    }
+    const uint8_t *layer = img->kv + c->index[job->il] * img->layer_bytes;
+    size_t tile_bytes = kv_key_tile_bytes(CORRAL_KV_F32, D);
+    const uint8_t *keys = layer + g * img->n_tiles * tile_bytes;
+    const uint8_t *values = layer + KV * img->n_tiles * tile_bytes +
+                            g * (size_t)img->n_rows * D * sizeof(float);
+    attention_shape shape = {.n_heads = c->group, .n_queries = 1,
+                             .n_cells = img->n_attended,
+                             .head_dim_k = D, .head_dim_v = D,
+                             .scale = 1.0f / sqrtf((float)D)};
+    size_t first = (t * H + g * c->group) * D;
+    block_attention(CORRAL_KV_F32, &shape, ctx->q + first, H * D, keys, values,
+                    c->scratch + thread * c->scratch_floats, ctx->attn + first, H * D);
 }
 
 void cross_attention_layer(corral_context *ctx, uint32_t il)
@@ -205,7 +215,7 @@ void cross_attention_layer(corral_context *ctx, uint32_t il)
     size_t n = ctx->n_tokens, E = hp->n_embd, H = l->n_head, D = l->head_dim_k;
     bool any = false;
     for (size_t t = 0; t < n; t++)
-        any = any || c->seq[ctx->tok_seq[t]].kv;
+        any = any || sees_image(ctx, t);
     if (!any)
         return;
     forward_rmsnorm(ctx, &l->attn_norm, ctx->x, ctx->xn);
@@ -214,21 +224,19 @@ void cross_attention_layer(corral_context *ctx, uint32_t il)
     for (size_t r = 0; r < n * H; r++)
         block_rmsnorm(ctx->q + r * D, l->q_norm.data, D, hp->norm_eps, ctx->q + r * D);
     cross_job job = {ctx, il};
-    threadpool_run(ctx->pool, n * H, cross_task, &job);
+    threadpool_run(ctx->pool, n * c->n_head_kv, cross_task, &job);
     const matrix_product o = forward_layer_product(ctx, il, LM_WO, &l->wo, ctx->xn);
     forward_matmul(ctx, &o, 1, ctx->attn, n);
     float attn_gate = tanhf(*(const float *)l->xattn_gate.data);
     float mlp_gate = tanhf(*(const float *)l->xmlp_gate.data);
     for (size_t t = 0; t < n; t++)
-        if (c->seq[ctx->tok_seq[t]].kv)
+        if (sees_image(ctx, t))
             for (size_t i = 0; i < E; i++)
                 ctx->x[t * E + i] += attn_gate * ctx->xn[t * E + i];
     forward_rmsnorm(ctx, &l->ffn_norm, ctx->x, ctx->xn);
     forward_ffn(ctx, il);
-    for (size_t t = 0; t < n; t++) {
-        const cross_image *img = &c->seq[ctx->tok_seq[t]];
-        if (img->kv && ctx->tok_pos[t] >= img->at)
+    for (size_t t = 0; t < n; t++)
+        if (sees_image(ctx, t))
             for (size_t i = 0; i < E; i++)
                 ctx->x[t * E + i] += mlp_gate * ctx->xn[t * E + i];
-    }
 }

@@ -25,9 +25,10 @@ cross_context *cross_context_create(const corral_model *m, uint32_t n_seq, size_
                                     bool *ok, corral_error *err);
 void cross_context_free(cross_context *c);
 
-/* Sequence seq's image from here on: the keys and values of every cross-attention layer from
- * rows (n_rows of n_embd), the first n_attended of them seen by the tokens from position at
- * on (the earlier ones see them all). It replaces an image the sequence had. */
+/* Sequence seq's image from position at on: the keys and values of every cross-attention
+ * layer from rows (n_rows of n_embd), of which the tokens from at on see the first n_attended
+ * (the real tiles'; a padding tile's rows are kept with them, unread). It replaces an image
+ * the sequence had. */
 bool cross_seq_set_image(corral_context *ctx, uint32_t seq, const float *rows, uint32_t n_rows,
                          uint32_t n_attended, uint32_t at, corral_error *err);
 /* The sequence's image goes when its token does: truncated to n_keep, or shifted (n_discard
@@ -38,12 +39,12 @@ void cross_seq_shift(cross_context *c, uint32_t seq, uint32_t n_keep, uint32_t n
 bool cross_any_image(const cross_context *c);
 
 /*
- * Layer il, a cross-attention layer, over the batch in ctx->x: for each token of a sequence
- * holding an image, x += tanh(attn_gate) * o . attention(q_norm(q . rmsnorm(x))) over the
- * image's keys and values, then x += tanh(mlp_gate) * mlp(rmsnorm(x)) for the tokens from
- * the image's position on; the tokens before it attend to every row and take no MLP (the
- * full-row mask of transformers' prepare_cross_attention_mask). A token of a sequence without
- * an image passes unchanged, as transformers skips the layer for text alone.
+ * Layer il, a cross-attention layer, over the batch in ctx->x: for each token at or after its
+ * sequence's image, x += tanh(attn_gate) * o . attention(q_norm(q . rmsnorm(x))) over the
+ * image's attended rows, then x += tanh(mlp_gate) * mlp(rmsnorm(x)). The other tokens pass
+ * unchanged: a sequence without an image skips the layer (as transformers and ollama's engine
+ * do), and the text before the image is masked whole, attention and MLP, as Meta's reference
+ * implementation masks it (transformers' port masks only the MLP's output there).
  */
 void cross_attention_layer(corral_context *ctx, uint32_t il);
 
