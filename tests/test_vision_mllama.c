@@ -151,6 +151,71 @@ static void test_text_takes_the_reference_states(void **state)
     free(rows);
 }
 
+/* The logits of the last of ids (n of them) decoded into ctx after what it holds. */
+static void last_logits(corral_context *ctx, const int32_t *ids, size_t n, float *out, size_t V)
+{
+    decode(ctx, ids, n);
+    memcpy(out, corral_get_logits(ctx, n - 1), V * sizeof *out);
+}
+
+/*
+ * The image's state goes with its token: cut back to after the image, the text after it
+ * decodes again to the same logits; cut back to before it, to a text-only model's logits
+ * (the cross-attention layers skipped), and likewise once a shift has discarded the image.
+ */
+static void test_image_goes_with_its_token(void **state)
+{
+    (void)state;
+    size_t size;
+    float *rows = file_fixture_read(fixture("vision/mllama.wide.embd.f32"), &size);
+    corral_image_embd image = {.n_tokens = 1, .nx = 1, .ny = 1, .n_embd = ROWS * TEXT_EMBD,
+                               .data = rows, .n_attended = ATTENDED};
+    corral_error err;
+    corral_model *m = corral_model_load(fixture(MODEL), &err);
+    if (!m)
+        fail_msg("%s", err.message);
+    size_t V = corral_model_n_vocab(m);
+    const int32_t before[] = {51, 257}, after[] = {300, 285, 262, 298};
+    float *with = malloc(V * sizeof *with), *without = malloc(V * sizeof *without);
+    float *got = malloc(V * sizeof *got);
+    corral_context *text = context_for(m);
+    decode(text, before, 2);
+    last_logits(text, after, 4, without, V);
+    corral_context_free(text);
+
+    corral_context *ctx = context_for(m);
+    decode(ctx, before, 2);
+    assert_true(corral_decode_image(ctx, 0, &image, &err));
+    last_logits(ctx, after, 4, with, V);
+    assert_true(max_abs_diff(with, without, V) > 0.1f); /* the image counts */
+    corral_seq_truncate(ctx, 0, 3); /* the image token kept */
+    last_logits(ctx, after, 4, got, V);
+    assert_true(max_abs_diff(got, with, V) == 0.0f);
+    corral_seq_truncate(ctx, 0, 2); /* the image token gone */
+    last_logits(ctx, after, 4, got, V);
+    assert_true(max_abs_diff(got, without, V) == 0.0f);
+
+    /* a shift that discards the image token: what follows reads no image */
+    corral_seq_truncate(ctx, 0, 0);
+    decode(ctx, before, 2);
+    assert_true(corral_decode_image(ctx, 0, &image, &err));
+    assert_true(corral_seq_shift(ctx, 0, 2, 1, &err));
+    corral_context *plain = context_for(m);
+    decode(plain, before, 2);
+    float *shifted = malloc(V * sizeof *shifted);
+    last_logits(plain, after, 4, shifted, V);
+    last_logits(ctx, after, 4, got, V);
+    assert_true(max_abs_diff(got, shifted, V) == 0.0f);
+    corral_context_free(plain);
+    corral_context_free(ctx);
+    corral_model_free(m);
+    free(with);
+    free(without);
+    free(got);
+    free(shifted);
+    free(rows);
+}
+
 static corral_mmproj *load_tower(void)
 {
     corral_error err;
@@ -255,6 +320,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_text_takes_the_reference_states),
+        cmocka_unit_test(test_image_goes_with_its_token),
         cmocka_unit_test(test_preprocessing_makes_the_canvas),
         cmocka_unit_test(test_canvas_sizes),
         cmocka_unit_test(test_tower_and_text_match_the_reference),
