@@ -64,9 +64,11 @@
 
 #include "corral/engine.h"
 #include "cpu.h"
+#include "forward.h"
 #include "gguf.h"
 #include "gguf_write_fixture.h"
 #include "model.h"
+#include "mllama_fixture.h"
 #include "moe_fixture.h"
 #include "nemotron_latent_fixture.h"
 #include "key_variant_fixture.h"
@@ -694,6 +696,57 @@ static void test_forward_arch_qwen2moe_gated_shared_expert(void **state) { (void
 /* llama4: chunked RoPE layers with L2-normed q and k, a NoPE layer, sigmoid-routed experts
  * weighting their input beside a shared expert, dense layers between */
 static void test_forward_arch_llama4_nope_qk_l2_and_experts(void **state) { (void)state; check_arch("llama4", ARCH_TOLERANCE); }
+
+/* mllama without an image: transformers' text path (tools/archref/mllamaref.py), its
+ * cross-attention layers skipped, the vocabulary cut to the output's rows */
+static void test_forward_arch_mllama_text_skips_cross_attention(void **state) { (void)state; check_arch("mllama", ARCH_TOLERANCE); }
+
+/* Every logit of the last decode of a and b equal, for n tokens. */
+static void expect_same_logits(const runner *a, const runner *b, size_t n, const char *when)
+{
+    for (size_t t = 0; t < n; t++) {
+        float diff = max_abs_diff(corral_get_logits(a->ctx, t), corral_get_logits(b->ctx, t),
+                                  a->n_vocab);
+        if (diff != 0.0f)
+            fail_msg("%s, position %zu: mllama and its llama differ by %g", when, t, diff);
+    }
+}
+
+/*
+ * Without an image, an mllama model is the llama model of its self-attention layers: every
+ * logit of the reference prompt equal, whatever the cross-attention layers' weights and gates
+ * (the fixture's gates are not 0), and again after a context shift. Its cross-attention layers
+ * keep no cache: the context reserves the llama model's.
+ */
+static void test_forward_mllama_text_equals_llama_of_its_self_attention_layers(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/corral-test-mllama-llama-XXXXXX";
+    make_temp_file(dst);
+    mllama_fixture_write_llama(dst);
+    corral_context_params p = context_params(CORRAL_KV_F32, 64, 64, 1);
+    runner mllama = open_runner_with("arch/mllama.gguf", &p), llama = open_runner_with(dst, &p);
+    assert_int_equal(mllama.n_vocab, llama.n_vocab);
+    assert_int_equal(mllama.ctx->k_mapping.bytes, llama.ctx->k_mapping.bytes);
+    assert_int_equal(mllama.ctx->v_mapping.bytes, llama.ctx->v_mapping.bytes);
+    corral_token ids[16];
+    size_t n = tokenize(&mllama, "The dog and the fox were in", ids, 16);
+    bool all[16];
+    for (size_t i = 0; i < n; i++)
+        all[i] = true;
+    decode_or_fail(&mllama, ids, n, all);
+    decode_or_fail(&llama, ids, n, all);
+    expect_same_logits(&mllama, &llama, n, "the prompt");
+    corral_error err;
+    assert_true(corral_seq_shift(mllama.ctx, 0, 2, 5, &err));
+    assert_true(corral_seq_shift(llama.ctx, 0, 2, 5, &err));
+    decode_or_fail(&mllama, ids, 4, all);
+    decode_or_fail(&llama, ids, 4, all);
+    expect_same_logits(&mllama, &llama, 4, "after a shift");
+    close_runner(&mllama);
+    close_runner(&llama);
+    unlink(dst);
+}
 
 /*
  * llama4's chunked layers: from position 8192 on, a token sees only the positions of its own
@@ -4430,6 +4483,8 @@ int main(void)
         cmocka_unit_test(test_forward_internlm2_refuses_inconsistent_files),
         cmocka_unit_test(test_forward_arch_llama4_nope_qk_l2_and_experts),
         cmocka_unit_test(test_forward_llama4_chunks_hide_earlier_positions),
+        cmocka_unit_test(test_forward_arch_mllama_text_skips_cross_attention),
+        cmocka_unit_test(test_forward_mllama_text_equals_llama_of_its_self_attention_layers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,6 +16,7 @@
 
 #include "corral/engine.h"
 #include "gptoss_fixture.h"
+#include "mllama_fixture.h"
 #include "nemotron_latent_fixture.h"
 #include "quant.h"
 #include "reference_fixture.h"
@@ -342,6 +343,37 @@ static void test_estimate_counts_lfm2_conv_windows(void **state)
                            3ull * 2 * 64 * 4 * 2);
 }
 
+/*
+ * mllama: its llama twin (mllama_fixture.h, the self-attention layers alone) and the two
+ * cross-attention layers (64 wide, 2 KV heads of 16, FFN 96, F32): their q, k, v, o and FFN
+ * matrices (2 x 30720 floats; packed where the level packs F32) and their norms and gates
+ * (2 x 162 floats), all read by a token;
+ * a cache of the 3 self-attention layers only (256 x 2 positions). The file with its tower
+ * adds, per sequence, an image's keys and values in both layers: 4 tiles of 17 rows.
+ */
+static void test_estimate_counts_mllama_layers_and_image_states(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/corral-test-estimate-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    mllama_fixture_write_llama(path);
+    corral_model_memory mllama = plan_of(fixture("arch/mllama.gguf")), llama = plan_of(path);
+    assert_int_equal(mllama.copied_bytes + mllama.token_bytes,
+                     llama.copied_bytes + llama.token_bytes + 2 * (30720 + 162) * 4);
+    uint64_t kv = 3ull * 2 * (16 + 16) * 4 * 256 * 2;
+    assert_int_equal(memory_estimate_model_bytes(fixture("arch/mllama.gguf"), 256, 2,
+                                                 CORRAL_KV_F32),
+                     mllama.copied_bytes + mllama.token_bytes + kv);
+    corral_model_memory tower = plan_of(fixture("vision/mllama.gguf"));
+    uint64_t image = 4ull * 17 * 2 * (16 + 16) * 4 * 2 /* layers */ * 2 /* sequences */;
+    assert_int_equal(memory_estimate_model_bytes(fixture("vision/mllama.gguf"), 256, 2,
+                                                 CORRAL_KV_F32),
+                     tower.copied_bytes + tower.token_bytes + kv + image);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -357,6 +389,7 @@ int main(void)
         cmocka_unit_test(test_estimate_counts_nemotron_h_moe),
         cmocka_unit_test(test_estimate_counts_latent_experts_not_prediction_tensors),
         cmocka_unit_test(test_estimate_counts_lfm2_conv_windows),
+        cmocka_unit_test(test_estimate_counts_mllama_layers_and_image_states),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

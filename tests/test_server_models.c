@@ -727,14 +727,14 @@ static void test_show_reports_ollama_gptoss_family(void **state)
     json_decref(show);
 }
 
-/* A file that names a vision tower the engine does not read (mllama's, under
- * `mllama.vision.*`) would refuse images, so /api/show does not offer them; ollama lists
+/* A file that names a vision tower the engine does not read (granite's, under
+ * `granite.vision.*`) would refuse images, so /api/show does not offer them; ollama lists
  * vision from the key alone. (A tower it reads is listed: integration_vision; llama4's, which
  * it now reads, integration_vision_llama4.) */
 static void test_show_lists_vision_only_for_a_tower_the_engine_reads(void **state)
 {
     (void)state;
-    json_t *show = show_metadata_only_model("mllama-tower", "mllama", "vision.block_count", 24);
+    json_t *show = show_metadata_only_model("granite-tower", "granite", "vision.block_count", 24);
     assert_true(has_capability(show, "completion"));
     assert_false(has_capability(show, "vision"));
     json_decref(show);

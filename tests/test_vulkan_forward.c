@@ -228,6 +228,81 @@ static void test_mistral3_attention_temperature(void **state) { (void)state; che
 /* nemotron: LayerNorms with biases, an ungated ReLU² FFN with biases, NeoX RoPE on part of
  * each head. */
 static void test_nemotron_relu_sqr_partial_neox(void **state) { (void)state; check_model("arch/nemotron.gguf", 1e-3f, false, true); }
+/* mllama without an image: its cross-attention layers (1 and 3) left out on the device too,
+ * whether the device's first layer is one of them (4 of 5 there, and 2) or not (all, 1) */
+static void test_mllama_leaves_out_cross_attention_layers(void **state)
+{
+    (void)state;
+    check_model("arch/mllama.gguf", 1e-3f, false, true);
+    check_partial("arch/mllama.gguf", 2, 1e-3f);
+    check_partial("arch/mllama.gguf", 4, 1e-3f);
+}
+/* The reference prompt of vision/mllama.wide.ref.txt with the reference's image states (4
+ * tiles of 17 rows of 64, 2 tiles' attended) through ctx; the last logits. */
+static const float *mllama_with_image(corral_context *ctx, corral_error *err, bool *ok)
+{
+    static float rows[4 * 17 * 64];
+    FILE *f = fopen(fixture("vision/mllama.wide.embd.f32"), "rb");
+    assert_non_null(f);
+    assert_int_equal(fread(rows, sizeof rows, 1, f), 1);
+    fclose(f);
+    const corral_token before[] = {51, 257}, after[] = {300, 285, 262, 298};
+    corral_image_embd image = {.n_tokens = 1, .nx = 1, .ny = 1, .n_embd = 4 * 17 * 64,
+                               .data = rows, .n_attended = 2 * 17};
+    decode(ctx, before, NULL, 2, NULL);
+    if (!(*ok = corral_decode_image(ctx, 0, &image, err)))
+        return NULL;
+    decode(ctx, after, NULL, 4, NULL);
+    return corral_get_logits(ctx, 3);
+}
+
+/*
+ * mllama's image goes to its cross-attention layers on the CPU: a context made for images
+ * keeps them (and the layers before them) there, the last layer alone on the device, and
+ * answers as the CPU does; one that put them on the device refuses the image, saying why.
+ */
+static void test_mllama_images_keep_cross_layers_on_the_cpu(void **state)
+{
+    (void)state;
+    corral_error err = {{0}};
+    corral_model *m = corral_model_load(fixture("vision/mllama.gguf"), &err);
+    if (!m)
+        fail_msg("%s", err.message);
+    corral_context *all = context(m, -1, 1);
+    assert_int_equal(corral_context_gpu_layers(all), 5);
+    bool ok;
+    assert_null(mllama_with_image(all, &err, &ok));
+    assert_false(ok);
+    assert_non_null(strstr(err.message, "cross-attention layers, which run on the GPU"));
+    corral_context_free(all);
+
+    corral_context_params p;
+    corral_context_params_init(&p);
+    p.n_ctx = 128;
+    p.n_batch = 64;
+    p.n_threads = 1;
+    p.kv_type = CORRAL_KV_F32;
+    p.images = true;
+    corral_context *cpu = corral_context_create(m, &p, &err);
+    p.n_gpu_layers = -1;
+    corral_context *gpu = corral_context_create(m, &p, &err);
+    assert_non_null(cpu);
+    assert_non_null(gpu);
+    assert_int_equal(corral_context_gpu_layers(gpu), 1);
+    static float want[304];
+    memcpy(want, mllama_with_image(cpu, &err, &ok), sizeof want);
+    assert_true(ok);
+    const float *got = mllama_with_image(gpu, &err, &ok);
+    if (!ok)
+        fail_msg("%s", err.message);
+    float diff = max_abs_diff(got, want, 304);
+    if (!(diff <= 1e-3f))
+        fail_msg("mllama with an image: the device's logits differ from the CPU's by %g", diff);
+    corral_context_free(cpu);
+    corral_context_free(gpu);
+    corral_model_free(m);
+}
+
 static void test_qwen2vl_mrope_text(void **state) { (void)state; check_model("vision/qwen25vl-text.gguf", 1e-3f, false, true); }
 
 /* Micro-batches of 4 and a window of 4: the sliding layers hold 4 + 4 - 1 cells and move
@@ -1124,6 +1199,8 @@ int main(void)
         cmocka_unit_test(test_gemma4_two_head_widths),
         cmocka_unit_test(test_gemma4_per_layer_inputs_shared_kv),
         cmocka_unit_test(test_gemma4_dense_and_experts),
+        cmocka_unit_test(test_mllama_leaves_out_cross_attention_layers),
+        cmocka_unit_test(test_mllama_images_keep_cross_layers_on_the_cpu),
         cmocka_unit_test(test_llama4_stays_on_the_cpu),
         cmocka_unit_test(test_llama4_refused_for_each_need),
         cmocka_unit_test(test_gemma3n_stays_on_the_cpu),

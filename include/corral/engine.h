@@ -266,7 +266,8 @@ typedef struct corral_context_params {
     int n_gpu_layers;
     int gpu_device;
     /* The context will decode images: the layers that take an image's features besides its
-     * embeddings (qwen3vl's deepstack layers) stay on the CPU. */
+     * embeddings (qwen3vl's deepstack layers, mllama's cross-attention layers and those
+     * before them) stay on the CPU. */
     bool images;
 } corral_context_params;
 
@@ -429,6 +430,10 @@ enum corral_image_resize {
      * tile_size x rows tall), then the global view's pixels in as many more rows of that
      * width as they fill, the rest zeros; or the image_size square of the global view alone */
     CORRAL_IMAGE_VIEWS,
+    /* mllama: the arrangement of at most max_tiles image_size tiles that takes the image at
+     * the smallest scale of at least 1 (else the largest below), the image resized to fit it
+     * and black to its right and below; the canvas (tiles wide x tiles tall) is encoded */
+    CORRAL_IMAGE_CANVAS,
 };
 
 #define CORRAL_IMAGE_MAX_PINPOINTS 32
@@ -446,6 +451,7 @@ typedef struct corral_image_params {
     /* stretch: an image larger than the square is cut into an overview and at most this many
      * slices (image/slices.h), each part encoded on its own; 0: never */
     uint32_t max_slices;
+    /* canvas (mllama): the most tiles (max_tiles) */
     /* views (deepseekocr): a tile's side and the tiles in a grid; smart (lfm2, with
      * max_slices): an image wider or taller than twice tile_size is also cut into a grid of
      * tile_size squares (2 to max_slices of them), encoded before the whole image, its
@@ -471,6 +477,10 @@ typedef struct corral_image_embd {
     uint32_t nx, ny;
     uint32_t n_embd;
     float *data;
+    /* mllama: the image is one token whose n_embd values are its states for the
+     * cross-attention layers, rows of the text model's width, of which the text after it
+     * attends to the first n_attended (its tiles', not the padding tiles'); 0 elsewhere */
+    uint32_t n_attended;
 } corral_image_embd;
 
 /*
@@ -488,7 +498,10 @@ void corral_image_embd_free(corral_image_embd *embd);
  * then as one batch, at most the context's n_batch tokens; otherwise in batches of up to
  * n_batch, each at its own positions); at M-RoPE positions (t, t + y, t + x) for
  * qwen2vl, whose following text then continues max(nx, ny) positions on. The last image
- * token's logits are kept (corral_get_logits index n_tokens - 1).
+ * token's logits are kept (corral_get_logits index n_tokens - 1). mllama's image is its one
+ * image token, and its states go to the cross-attention layers for what follows it in the
+ * sequence (replacing an earlier image's); a context whose GPU holds any of those layers
+ * refuses it (corral_context_params.images keeps them on the CPU).
  */
 bool corral_decode_image(corral_context *ctx, int32_t seq, const corral_image_embd *image,
                          corral_error *err);

@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "cross_attn.h"
 #include "delta_net.h"
 #include "forward.h"
 #include "gpu.h"
@@ -301,7 +302,8 @@ static bool alloc_kv_cache(corral_context *ctx, bool no_sliding_window, corral_e
         kv->n_head_kv = l->n_head_kv;
         kv->key_tile_bytes = kv_key_tile_bytes(ctx->kv_type, l->head_dim_k);
         kv->value_row_bytes = kv_value_row_bytes(ctx->kv_type, l->head_dim_v);
-        if (il >= n_cached || l->kv_shared)
+        /* a cross-attention layer (mllama) attends to no earlier tokens: it keeps no cache */
+        if (il >= n_cached || l->kv_shared || l->cross_attn)
             continue;
         /* bytes in whole tiles and rows; every layer's start stays aligned as they are */
         size_t tiles = (size_t)kv->n_key_tiles * ctx->n_seq * l->n_head_kv;
@@ -335,6 +337,8 @@ static bool alloc_kv_cache(corral_context *ctx, bool no_sliding_window, corral_e
             *kv = ctx->kv[m->layers[il].kv_source];
             continue;
         }
+        if (m->layers[il].cross_attn) /* none: k and v stay NULL, never read */
+            continue;
         kv->k = ctx->k_cache + k_offset;
         kv->v = ctx->v_cache + v_offset;
         k_offset += (size_t)kv->n_key_tiles * ctx->n_seq * kv->n_head_kv * kv->key_tile_bytes;
@@ -453,6 +457,10 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     ctx->n_ctx = p->n_ctx;
     ctx->n_seq = p->n_seq;
     ctx->cpu_layers_min = p->images ? hp->n_deepstack : 0;
+    /* mllama's cross-attention layers read an image's states on the CPU only */
+    for (uint32_t il = 0; p->images && il < hp->n_layer; il++)
+        if (m->layers[il].cross_attn && il + 1 > ctx->cpu_layers_min)
+            ctx->cpu_layers_min = il + 1;
     ctx->n_batch = p->n_batch;
     ctx->kv_type = p->kv_type;
     for (uint32_t r = 0; r < m->n_rope_variants; r++)
@@ -480,6 +488,10 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     }
     if (!pack_weights(ctx, err) || !moe_context_init(ctx, err) || !mla_context_init(ctx, err) ||
         !delta_net_context_init(ctx, err))
+        goto fail;
+    bool cross_ok;
+    ctx->cross = cross_context_create(m, ctx->n_seq, threadpool_size(ctx->pool), &cross_ok, err);
+    if (!cross_ok)
         goto fail;
 
     size_t nb = ctx->n_batch;
@@ -586,6 +598,7 @@ void corral_context_free(corral_context *ctx)
     moe_context_free(ctx->moe);
     mla_context_free(ctx->mla);
     delta_net_context_free(ctx->delta);
+    cross_context_free(ctx->cross);
     gpu_layers_free(ctx->gpu);
     threadpool_free(ctx->pool);
     free(ctx->kv);
@@ -924,6 +937,63 @@ bool corral_decode(corral_context *ctx, const corral_batch *batch, corral_error 
     return decode_batch(ctx, batch, NULL, 0, err);
 }
 
+/*
+ * mllama's image: one token in the sequence (the image token's row of token_embd) and, for
+ * the cross-attention layers, its states, image->n_embd / n_embd rows of the text model's
+ * width, the first n_attended of them the tokens after it attend to.
+ */
+static bool decode_cross_image(corral_context *ctx, int32_t seq, const corral_image_embd *image,
+                               corral_error *err)
+{
+    const corral_model *m = ctx->model;
+    const hparams *hp = &m->hp;
+    uint32_t n_rows = image->n_embd / hp->n_embd;
+    if (image->n_tokens != 1 || image->n_embd % hp->n_embd != 0 || n_rows == 0 ||
+        n_rows > CROSS_MAX_ROWS || image->n_attended == 0 || image->n_attended > n_rows) {
+        corral_error_set(err, "an image of %zu tokens of %u values (%u attended) does not fit "
+                         "%s, which takes one token of its states' rows of %u values",
+                         image->n_tokens, image->n_embd, image->n_attended, m->arch->name,
+                         hp->n_embd);
+        return false;
+    }
+    if (!m->image_token) {
+        corral_error_set(err, "%s: the file has no image token (<|image|>) past its vocabulary",
+                         m->arch->name);
+        return false;
+    }
+    for (uint32_t il = 0; ctx->gpu && il < hp->n_layer; il++)
+        if (m->layers[il].cross_attn && il >= gpu_layers_first(ctx->gpu)) {
+            corral_error_set(err, "%s reads an image in its cross-attention layers, which run on "
+                             "the GPU here (%s) and cannot: a context made for images keeps them "
+                             "on the CPU", m->arch->name, gpu_layers_device(ctx->gpu));
+            return false;
+        }
+    uint32_t at = ctx->seq_len[seq];
+    if (at + 1 >= ctx->n_ctx) {
+        corral_error_set(err, "context full: sequence %d already holds %u of %u tokens", seq, at,
+                         ctx->n_ctx);
+        return false;
+    }
+    float *row = malloc(hp->n_embd * sizeof *row);
+    if (!row) {
+        corral_error_set(err, "out of memory");
+        return false;
+    }
+    m->tok_embd.ops->dequantize((const uint8_t *)m->tok_embd.data +
+                                    (size_t)m->image_token * m->tok_embd.row_bytes,
+                                row, hp->n_embd);
+    corral_token id = 0; /* any valid id: the row replaces it */
+    corral_batch batch = {.n_tokens = 1, .tokens = &id, .seq = &seq};
+    image_rows rows = {row, NULL};
+    bool ok = cross_seq_set_image(ctx, (uint32_t)seq, image->data, n_rows, image->n_attended,
+                                  at, err) &&
+              decode_batch(ctx, &batch, &rows, 0, err);
+    if (!ok)
+        cross_seq_truncate(ctx->cross, (uint32_t)seq, at);
+    free(row);
+    return ok;
+}
+
 bool corral_decode_image(corral_context *ctx, int32_t seq, const corral_image_embd *image,
                          corral_error *err)
 {
@@ -936,6 +1006,8 @@ bool corral_decode_image(corral_context *ctx, int32_t seq, const corral_image_em
         corral_error_set(err, "sequence %d does not exist (%u sequences)", seq, ctx->n_seq);
         return false;
     }
+    if (ctx->cross)
+        return decode_cross_image(ctx, seq, image, err);
     size_t n = image->n_tokens;
     uint64_t width = (uint64_t)hp->n_embd * (1 + (uint64_t)hp->n_deepstack);
     if (image->n_embd != width || n == 0 || (uint64_t)image->nx * image->ny != n) {
@@ -1044,6 +1116,7 @@ void corral_seq_truncate(corral_context *ctx, int32_t seq, uint32_t n_keep)
         n_keep = delta_net_seq_restore(ctx, (uint32_t)seq);
     }
     ctx->seq_len[seq] = n_keep;
+    cross_seq_truncate(ctx->cross, (uint32_t)seq, n_keep);
     /* sliding layers that no longer hold any kept position restart at the next one */
     if (ctx->swa_base[seq] > n_keep)
         ctx->swa_base[seq] = n_keep;
@@ -1142,6 +1215,8 @@ bool corral_seq_shift(corral_context *ctx, int32_t seq, uint32_t n_keep, uint32_
     for (uint32_t il = 0; il < n_cpu_layers; il++) {
         if (m->layers[il].kv_shared)
             continue; /* its cells are its source's, shifted there */
+        if (m->layers[il].cross_attn)
+            continue; /* no cache */
         if (m->layers[il].sliding)
             shift_layer(ctx, il, (uint32_t)seq, swa_base, new_swa_base,
                         swa_base > end_discard ? swa_base : end_discard, len, n_discard);
@@ -1152,6 +1227,7 @@ bool corral_seq_shift(corral_context *ctx, int32_t seq, uint32_t n_keep, uint32_
         return false;
     ctx->swa_base[seq] = new_swa_base;
     ctx->seq_len[seq] = len - n_discard;
+    cross_seq_shift(ctx->cross, (uint32_t)seq, n_keep, n_discard);
     if (next) {
         memmove(next + n_keep, next + n_keep + n_discard,
                 (size_t)(len - n_keep - n_discard) * sizeof *next);

@@ -145,6 +145,7 @@ struct corral_context {
     struct moe_context *moe; /* the mixture-of-experts FFN's state (moe.h); NULL without one */
     struct mla_context *mla; /* latent attention's state (mla.h); NULL without it */
     struct delta_net_context *delta; /* recurrent layers' state (delta_net.h); NULL without */
+    struct cross_context *cross; /* images' cross-attention state (cross_attn.h); NULL without */
     struct gpu_layers *gpu;  /* the last layers on a GPU (gpu.h); NULL: all on the CPU */
 
     /* outputs of the last corral_decode */

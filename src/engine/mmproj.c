@@ -410,6 +410,7 @@ void corral_mmproj_free(corral_mmproj *mm)
     free(mm->img_break_owned);
     free(mm->clamp_owned);
     deepseekocr_free(mm->sam);
+    mllama_free(mm->mllama);
     gguf_close(mm->file);
     free(mm);
 }
@@ -477,6 +478,8 @@ size_t corral_mmproj_image_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t
         return deepseekocr_tokens(mm, nx, ny);
     if (mm->kind == &projector_lfm2) /* one per merge square */
         return lfm2_tokens(mm, nx, ny);
+    if (mm->kind == &projector_mllama) /* one token carrying every tile's states */
+        return mllama_tokens(mm, nx, ny);
     if (mm->kind == &projector_minicpmv) /* the resampler's queries, for any part's size */
         return nx % hp->patch_size == 0 && ny % hp->patch_size == 0 ? hp->n_query : 0;
     /* qwen2.5vl: 2 x 2 patches merged; gemma4v: n_merge x n_merge pooled */
@@ -540,6 +543,8 @@ void corral_mmproj_image_params(const corral_mmproj *mm, corral_image_params *ou
     }
     if (mm->kind == &projector_deepseekocr)
         deepseekocr_image_params(mm, out);
+    if (mm->kind == &projector_mllama)
+        mllama_image_params(mm, out);
     if (mm->kind == &projector_llava) {
         /* LLaVA pads with its mean colour; 1.6 slices at its pinpoints */
         memcpy(out->pad, (const uint8_t[3]){122, 116, 104}, sizeof out->pad);

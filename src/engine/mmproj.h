@@ -23,7 +23,8 @@ enum vision_ffn {
     VISION_FFN_GELU,
     VISION_FFN_SWIGLU,
     VISION_FFN_GELU_QUICK,
-    VISION_FFN_GEGLU_QUICK
+    VISION_FFN_GEGLU_QUICK,
+    VISION_FFN_GELU_ERF, /* GELU through erf, not tanh's approximation (mllama) */
 };
 
 /* A layer's linear products in the order of its clamp bounds (vision_layer.clamp) */
@@ -40,6 +41,9 @@ typedef struct vision_layer {
     /* gemma4v's clipped linears: per product (VISION_CLAMP_*) its input's and output's bounds
      * (in_min, in_max, out_min, out_max); NULL: none */
     const float (*clamp)[4];
+    /* mllama's global layers: one-value gates (tanh already applied) on the attention's and
+     * the MLP's outputs; absent elsewhere */
+    weight attn_out_gate, ffn_out_gate;
 } vision_layer;
 
 /* qwen3vl: a tower layer whose states, merged 2 x 2 like the main path's, also go to the text
@@ -130,6 +134,8 @@ struct corral_mmproj {
     struct deepseekocr_sam *sam;
     /* lfm2: the bias of the LayerNorm over a merged row (input_norm its weight) */
     weight input_norm_b;
+    /* mllama: its tiles, tile embeddings, global layers and kept layers (projector_mllama.c) */
+    struct mllama_tower *mllama;
 };
 
 /* One image through the tower: pixels HWC (ny x nx x 3, normalised), its patch states. */
@@ -151,6 +157,8 @@ typedef struct vision_run {
     const float *ones;      /* n_embd ones: the weight of a norm that has none */
     bool patch_f16;         /* the patch embedding's pixels rounded to F16 first (pixtral) */
     const uint32_t *window; /* per patch its attention window, or NULL: one window */
+    /* per patch whether it is padding, which sees no other padding (mllama); NULL: none */
+    const uint8_t *padding;
 } vision_run;
 
 struct projector_kind {
@@ -178,6 +186,7 @@ extern const projector_kind projector_gemma4v;
 extern const projector_kind projector_glm4v;
 extern const projector_kind projector_deepseekocr;
 extern const projector_kind projector_lfm2;
+extern const projector_kind projector_mllama;
 
 /* pixtral's embeddings for pixels nx x ny (0: a size it does not take): merged rows with an
  * [IMG_BREAK] between two (projector_pixtral.c). */
@@ -191,6 +200,11 @@ size_t llama4_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t ny);
 size_t deepseekocr_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t ny);
 void deepseekocr_image_params(const corral_mmproj *mm, corral_image_params *out);
 void deepseekocr_free(struct deepseekocr_sam *sam);
+/* mllama's states for a canvas of nx x ny (0: a size it does not take): one token carrying
+ * every tile's rows; its image parameters; its tower's release (projector_mllama.c). */
+size_t mllama_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t ny);
+void mllama_image_params(const corral_mmproj *mm, corral_image_params *out);
+void mllama_free(struct mllama_tower *tower);
 /* lfm2's embeddings for pixels nx x ny (0: a size it does not take): one per merge square
  * (projector_lfm2.c). */
 size_t lfm2_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t ny);
@@ -245,8 +259,10 @@ void vision_patch_embed_half(vision_run *run, const float *pixels, uint32_t nx,
 void vision_gelu_quick(float *x, size_t n);
 /* That kernel's sum of a . b over n (a multiple of 8) half values. */
 float vision_dot8(const float *a, const float *b, size_t n);
-/* Block il over run->x; vision_blocks: every block in turn. */
+/* Block il over run->x; vision_blocks: every block in turn; vision_block_of: a block of the
+ * kind's own (mllama's global layers), attending to every patch. */
 void vision_block(vision_run *run, uint32_t il);
+void vision_block_of(vision_run *run, const vision_layer *l);
 void vision_blocks(vision_run *run);
 /* Qwen's 2-D rotary angles: per patch at (row, col) pairs (at), cos and sin of its d/2 pairs
  * (d: the head's width) into cs, n * d floats. */

@@ -1,6 +1,6 @@
 /*
  * The vision tower as ollama stores it for its own engine (gemma3, qwen25vl, mistral3,
- * qwen3vl, qwen35, llama4, gemma4, glmocr, deepseekocr, lfm2): inside the text model's
+ * qwen3vl, qwen35, llama4, gemma4, glmocr, deepseekocr, lfm2, mllama): inside the text model's
  * GGUF, with the hyper-parameters under the text architecture's name
  * ("gemma3.vision.image_size") and its own tensor names ("v.blk.0.layer_norm1.weight" for
  * llama.cpp's "v.blk.0.ln1.weight"). The
@@ -39,6 +39,8 @@ const projector_kind *mmproj_ollama_kind(const gguf_file *file, const char *arch
                                                                     : NULL;
     if (strcmp(arch, "lfm2") == 0)
         return gguf_find_kv(file, "lfm2.vision.block_count") ? &projector_lfm2 : NULL;
+    if (strcmp(arch, "mllama") == 0)
+        return gguf_find_kv(file, "mllama.vision.block_count") ? &projector_mllama : NULL;
     /* Qwen 3.5's tower is Qwen3-VL's without deepstack, under the same names */
     if (strcmp(arch, "qwen3vl") == 0 || strcmp(arch, "qwen3vlmoe") == 0 ||
         strcmp(arch, "qwen35") == 0 || strcmp(arch, "qwen35moe") == 0) {
@@ -216,6 +218,12 @@ const char *mmproj_ollama_name(const projector_kind *kind, const char *name, cha
         return qwen3vl_name(name, buf, size);
     if (kind == &projector_gemma4v) /* its converter writes the mmproj's names, bounds too */
         return name;
+    if (kind == &projector_mllama) { /* the mmproj's names but for the blocks' norms and out */
+        static const name_pair part[] = {
+            {"ln1.", "attn_norm."}, {"ln2.", "ffn_norm."}, {"attn_out.", "attn_output."},
+        };
+        return block_part(name, part, sizeof part / sizeof part[0], buf, size);
+    }
     if (kind == &projector_lfm2) { /* the mmproj's names but for the projector's LayerNorm */
         if (strcmp(name, "mm.input_norm.weight") == 0)
             return "mm.layer_norm.weight";
@@ -564,6 +572,19 @@ static bool glmocr_hparams(corral_mmproj *mm, corral_error *err)
     return expect_u32(mm, "vision.spatial_merge_size", 2, err);
 }
 
+/* ollama's mllama: the tile's side as vision.image_size (required), the epsilon as
+ * vision.attention.layer_norm_epsilon (1e-6 when absent), CLIP's normalisation (the loader's
+ * default), as its engine took them; the tiles and layers are the projector's (bind). */
+static bool mllama_hparams(corral_mmproj *mm, corral_error *err)
+{
+    if (mm->hp.image_size == 0) {
+        corral_error_set(err, "%s: missing key '%s.vision.image_size'", gguf_path(mm->file),
+                         mm->key_prefix);
+        return false;
+    }
+    return read_tower_eps(mm, OLLAMA_VISION_EPS, err);
+}
+
 bool mmproj_ollama_hparams(corral_mmproj *mm, corral_error *err)
 {
     vision_hparams *hp = &mm->hp;
@@ -607,6 +628,8 @@ bool mmproj_ollama_hparams(corral_mmproj *mm, corral_error *err)
         return glmocr_hparams(mm, err);
     if (mm->kind == &projector_lfm2)
         return lfm2_hparams(mm, err);
+    if (mm->kind == &projector_mllama)
+        return mllama_hparams(mm, err);
     if (mm->kind == &projector_deepseekocr) {
         /* as ollama's compatibility layer gives llama.cpp the file: a normalisation to
          * [-1, 1]; the epsilon and sizes are the projector's own (projector_deepseekocr.c) */

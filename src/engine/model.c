@@ -56,6 +56,7 @@ static const model_arch *const architectures[] = {
     &arch_chatglm,
     &arch_internlm2,
     &arch_llama4,
+    &arch_mllama,
     &arch_starcoder,
     &arch_falcon,
     &arch_jina_bert_v2,
@@ -891,6 +892,9 @@ static bool bind_globals(model_loader *ld)
     const gguf_tensor *embd = gguf_find_tensor(m->file, "token_embd.weight");
     if (tokens && embd && tokens->n > hp->n_vocab && (uint64_t)embd->ne[1] == tokens->n)
         embd_rows = tokens->n;
+    if (m->arch->token_embd_spare_rows && embd && embd->ne[1] > hp->n_vocab &&
+        embd->ne[1] <= UINT32_MAX)
+        embd_rows = (size_t)embd->ne[1];
     if (!bind(ld, &m->tok_embd, "token_embd.weight", hp->n_embd, embd_rows, USE_EMBEDDING, true))
         return false;
     m->tok_embd.n_out = hp->n_vocab;

@@ -174,6 +174,11 @@ typedef struct layer_weights {
      * n_swa) * n_swa on), its q and k L2-normed after RoPE (l2_qk), and no attention
      * temperature on its q (no_attn_temp) */
     bool chunked, l2_qk, no_attn_temp;
+    /* mllama: a cross-attention layer, which reads an image's states (cross_attn.h) and keeps
+     * no KV cache: wq, wk, wv, wo and q_norm, k_norm are its cross_attn_* tensors, and its
+     * attention's and MLP's outputs are multiplied by tanh of these one-value gates */
+    bool cross_attn;
+    weight xattn_gate, xmlp_gate;
     /* gemma4's experts beside its dense FFN: the router's per-channel input scale, the
      * experts' input norm, the two branches' output norms, and a scale of each expert's
      * output (F32 [n_expert], optional) */
@@ -339,6 +344,9 @@ struct corral_model {
     /* ALiBi's slope per query head (jina-bert-v2), which the model owns; NULL: none */
     float *alibi_slopes;
     struct lora_adapter *adapters; /* attached by corral_model_add_lora, newest first */
+    /* mllama: the token_embd row of its image token (<|image|>, the first token past the
+     * output's rows, which the vocabulary is cut to); 0: the model takes no image token */
+    uint32_t image_token;
 };
 
 /* While loading: the model being filled and where errors go. */
@@ -479,6 +487,9 @@ struct model_arch {
      * older glmocr files: attn_out for attn_output), in buf, or NULL when it has none; looked
      * up only where the file lacks llama.cpp's name. NULL: no other names. */
     const char *(*tensor_alias)(const char *name, char *buf, size_t size);
+    /* token_embd.weight may have rows past the vocabulary, which no token reads (mllama's
+     * eight spare rows): the first n_vocab are bound */
+    bool token_embd_spare_rows;
 };
 
 extern const model_arch arch_llama;
@@ -536,6 +547,7 @@ extern const model_arch arch_qwen3next;
 extern const model_arch arch_nemotron_h;
 extern const model_arch arch_nemotron_h_moe;
 extern const model_arch arch_llama4;
+extern const model_arch arch_mllama;
 
 /* granite's four scalars and its RoPE switch, which granitemoe shares (arch_granite.c). */
 bool granite_hparams(model_loader *ld);

@@ -45,7 +45,10 @@ static bool is_dense_matrix(const char *suffix)
                                         "attn_v.weight",      "attn_qkv.weight",
                                         "attn_output.weight", "attn_out.weight",
                                         "ffn_gate.weight",    "ffn_up.weight",
-                                        "ffn_down.weight"};
+                                        "ffn_down.weight",
+                                        /* mllama's cross-attention layers' (arch_mllama.c) */
+                                        "cross_attn_q_proj.weight", "cross_attn_k_proj.weight",
+                                        "cross_attn_v_proj.weight", "cross_attn_o_proj.weight"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(suffix, names[i]) == 0)
             return true;

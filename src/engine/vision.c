@@ -401,6 +401,10 @@ static void attention_task(void *arg, size_t task, size_t thread)
             for (size_t j = 0; j < n; j++)
                 if (job->window[j] != job->window[first + i])
                     p[j] = -INFINITY;
+        if (run->padding && run->padding[first + i]) /* mllama: padding sees no padding */
+            for (size_t j = 0; j < n; j++)
+                if (run->padding[j])
+                    p[j] = -INFINITY;
         float inv = (float)(1.0 / vision_softmax_row(p, n, scale));
         for (size_t j = 0; j < n; j++)
             p[j] *= inv;
@@ -536,37 +540,57 @@ static void block_ffn_step(vision_run *run, const vision_layer *l)
     } else {
         if (hp->ffn == VISION_FFN_GELU_QUICK)
             vision_gelu_quick(run->ff2, n * F);
+        else if (hp->ffn == VISION_FFN_GELU_ERF)
+            for (size_t i = 0; i < n * F; i++)
+                run->ff2[i] = 0.5f * run->ff2[i] * (1.0f + erff(run->ff2[i] * (float)M_SQRT1_2));
         else
             block_gelu(run->ff2, n * F);
         vision_matmul(run->pool, &l->down, &l->down_b, run->ff2, n, run->xn, run->act);
     }
 }
 
-void vision_block(vision_run *run, uint32_t il)
+/* A branch's output into the residual, times its gate where the layer has one. */
+static void add_gated(vision_run *run, const weight *gate, size_t count)
+{
+    float g = gate->data ? *(const float *)gate->data : 1.0f;
+    for (size_t i = 0; i < count; i++)
+        run->x[i] += g * run->xn[i];
+}
+
+/* Block l over run->x, its attention within run->window's windows unless full. */
+static void layer_block(vision_run *run, const vision_layer *l, bool full)
 {
     const corral_mmproj *mm = run->mm;
     const vision_hparams *hp = &mm->hp;
     size_t count = run->n_patches * hp->n_embd;
-    const vision_layer *l = &mm->layers[il];
-    bool full = hp->n_wa_pattern == 0 || (il + 1) % hp->n_wa_pattern == 0;
     vision_norm_rows(mm, &l->ln1, &l->ln1_b, run->x, run->xn, run->n_patches);
     block_attention_step(run, l, full ? NULL : run->window);
     if (l->attn_post_norm.data)
         vision_norm_rows(mm, &l->attn_post_norm, NULL, run->xn, run->xn, run->n_patches);
-    for (size_t i = 0; i < count; i++)
-        run->x[i] += run->xn[i];
+    add_gated(run, &l->attn_out_gate, count);
     vision_norm_rows(mm, &l->ln2, &l->ln2_b, run->x, run->xn, run->n_patches);
     block_ffn_step(run, l);
     if (l->ffn_post_norm.data)
         vision_norm_rows(mm, &l->ffn_post_norm, NULL, run->xn, run->xn, run->n_patches);
-    for (size_t i = 0; i < count; i++)
-        run->x[i] += run->xn[i];
+    add_gated(run, &l->ffn_out_gate, count);
     if (l->out_scale.data) { /* one value for every channel, or one per channel */
         const float *s = l->out_scale.data;
         size_t E = hp->n_embd, per_channel = l->out_scale.n_in == E;
         for (size_t i = 0; i < count; i++)
             run->x[i] *= s[per_channel ? i % E : 0];
     }
+}
+
+void vision_block(vision_run *run, uint32_t il)
+{
+    const vision_hparams *hp = &run->mm->hp;
+    layer_block(run, &run->mm->layers[il], hp->n_wa_pattern == 0 ||
+                                               (il + 1) % hp->n_wa_pattern == 0);
+}
+
+void vision_block_of(vision_run *run, const vision_layer *l)
+{
+    layer_block(run, l, true);
 }
 
 void vision_blocks(vision_run *run)

@@ -69,12 +69,13 @@ static bool load_kind(corral_vocab *v, const gguf_file *file, corral_error *err)
 }
 
 /*
- * ollama's gemma3 and gemma3n files keep tokens the text model has no rows for: gemma3's image
- * tokens past token_embd's rows, gemma3n's image and audio tokens past per_layer_token_embd's.
- * The vocabulary is cut to the rows, as llama.cpp's reading of those files cuts it; the rows
+ * ollama's gemma3, gemma3n and mllama files keep tokens the text model has no rows for:
+ * gemma3's image tokens past token_embd's rows, gemma3n's image and audio tokens past
+ * per_layer_token_embd's, mllama's image token past output.weight's (its logits). The
+ * vocabulary is cut to the rows, as llama.cpp's reading of the gemma files cuts it; the rows
  * where that applies, else 0.
  */
-static uint32_t gemma_text_rows(const gguf_file *file, uint64_t n_tokens)
+static uint32_t text_model_rows(const gguf_file *file, uint64_t n_tokens)
 {
     gguf_str arch = {0};
     corral_error ignored;
@@ -82,6 +83,7 @@ static uint32_t gemma_text_rows(const gguf_file *file, uint64_t n_tokens)
         return 0;
     const char *rows = str_equals(arch, "gemma3")    ? "token_embd.weight"
                        : str_equals(arch, "gemma3n") ? "per_layer_token_embd.weight"
+                       : str_equals(arch, "mllama")  ? "output.weight"
                                                      : NULL;
     const gguf_tensor *t = rows ? gguf_find_tensor(file, rows) : NULL;
     return t && t->ne[1] > 0 && (uint64_t)t->ne[1] < n_tokens ? (uint32_t)t->ne[1] : 0;
@@ -97,7 +99,7 @@ static bool load_texts(corral_vocab *v, const gguf_file *file, corral_error *err
                          (unsigned long long)tokens->n);
         return false;
     }
-    uint32_t rows = gemma_text_rows(file, tokens->n);
+    uint32_t rows = text_model_rows(file, tokens->n);
     v->n_tokens = rows ? rows : (uint32_t)tokens->n;
     size_t n_empty = 0;
     for (uint32_t id = 0; id < v->n_tokens; id++) {
@@ -148,7 +150,7 @@ static bool load_scores_and_types(corral_vocab *v, const gguf_file *file, corral
     if (!gguf_get_array_opt(file, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, &scores, err) ||
         !gguf_get_array_opt(file, "tokenizer.ggml.token_type", GGUF_TYPE_COUNT, &types, err))
         return false;
-    /* the file's count, which gemma_text_rows may have cut v's below (load_texts read it) */
+    /* the file's count, which text_model_rows may have cut v's below (load_texts read it) */
     uint64_t n_file = gguf_find_kv(file, "tokenizer.ggml.tokens")->n;
     if (scores && scores->n != n_file) {
         corral_error_set(err, "tokenizer.ggml.scores has %llu entries for %llu tokens",

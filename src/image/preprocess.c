@@ -54,6 +54,13 @@ static bool preprocess_check(const image_preprocess *p, corral_error *err)
             }
             return true;
         }
+        if (p->fit == IMAGE_FIT_CANVAS) {
+            if (p->max_tiles == 0 || p->max_tiles > IMAGE_MAX_CANVAS_TILES) {
+                corral_error_set(err, "image preprocessing: a canvas of %u tiles", p->max_tiles);
+                return false;
+            }
+            return true;
+        }
         if (p->fit != IMAGE_FIT_ANYRES && p->fit != IMAGE_FIT_TILES)
             return true;
         if (p->n_pinpoints == 0 || p->n_pinpoints > IMAGE_MAX_PINPOINTS) {
@@ -196,6 +203,49 @@ static void longest_edge(const image_preprocess *p, uint32_t width, uint32_t hei
     *ny = h > 0 ? ((h - 1) / patch + 1) * patch : patch;
 }
 
+/*
+ * CANVAS: of the arrangements of w x h tiles (w * h <= max_tiles), those whose canvas takes
+ * the image at the smallest scale of at least 1, or failing any, at the largest below 1;
+ * among them the smallest canvas, the first on a tie (w major). The image is resized to fit
+ * it (the side that limits the scale exactly, the other floored, at least 1 pixel; neither
+ * side below a tile nor above the canvas), as transformers' MllamaImageProcessor sizes it.
+ */
+static void canvas_of(const image_preprocess *p, uint32_t width, uint32_t height,
+                      uint32_t *canvas_w, uint32_t *canvas_h, uint32_t *fit_w, uint32_t *fit_h)
+{
+    double best = 0.0;
+    bool up = false;
+    uint64_t area = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (uint32_t w = 1; w <= p->max_tiles; w++)
+            for (uint32_t h = 1; h <= p->max_tiles / w; h++) {
+                double cw = (double)w * p->image_size, ch = (double)h * p->image_size;
+                double scale = fmin(ch / height, cw / width);
+                if (pass == 0) { /* the scale: the least upscale, else the largest downscale */
+                    if (scale >= 1.0 && (!up || scale < best))
+                        best = scale, up = true;
+                    else if (scale < 1.0 && !up && scale > best)
+                        best = scale;
+                } else if (scale == best && (area == 0 || (uint64_t)(cw * ch) < area)) {
+                    area = (uint64_t)(cw * ch);
+                    *canvas_w = (uint32_t)cw;
+                    *canvas_h = (uint32_t)ch;
+                }
+            }
+    uint32_t tw = width < p->image_size ? p->image_size : width > *canvas_w ? *canvas_w : width;
+    uint32_t th = height < p->image_size ? p->image_size : height > *canvas_h ? *canvas_h : height;
+    double scale_w = (double)tw / width, scale_h = (double)th / height;
+    if (scale_w < scale_h) {
+        uint32_t h = (uint32_t)floor(height * scale_w);
+        *fit_w = tw;
+        *fit_h = h == 0 ? 1 : h < th ? h : th;
+    } else {
+        uint32_t w = (uint32_t)floor(width * scale_h);
+        *fit_h = th;
+        *fit_w = w == 0 ? 1 : w < tw ? w : tw;
+    }
+}
+
 bool image_preprocess_size(const image_preprocess *p, uint32_t width, uint32_t height,
                            uint32_t *nx, uint32_t *ny, corral_error *err)
 {
@@ -221,6 +271,12 @@ bool image_preprocess_size(const image_preprocess *p, uint32_t width, uint32_t h
     }
     if (p->fit == IMAGE_FIT_LONGEST_EDGE)
         longest_edge(p, width, height, &w, &h);
+    if (p->fit == IMAGE_FIT_CANVAS) {
+        uint32_t cw, ch, fw, fh;
+        canvas_of(p, width, height, &cw, &ch, &fw, &fh);
+        w = cw;
+        h = ch;
+    }
     if (p->fit == IMAGE_FIT_VIEWS) {
         uint32_t cols, rows;
         if (!image_views_grid(p, width, height, &cols, &rows, err))
@@ -420,6 +476,26 @@ static image_rgb *anyres(const image_preprocess *p, const image_rgb *image, uint
     return out;
 }
 
+/* The canvas: the image resized to fit (fit_w x fit_h), black to its right and below. */
+static image_rgb *canvas(const image_preprocess *p, const image_rgb *image, uint32_t nx,
+                         uint32_t ny, corral_error *err)
+{
+    uint32_t cw, ch, fw, fh;
+    canvas_of(p, image->width, image->height, &cw, &ch, &fw, &fh);
+    image_rgb *fitted = fw == image->width && fh == image->height
+                            ? copy_rgb(image, err)
+                            : image_resize_bilinear(image, fw, fh, err);
+    image_rgb *out = fitted ? image_rgb_create(nx, ny, err) : NULL;
+    if (out) {
+        memset(out->pixels, 0, (size_t)nx * ny * 3);
+        for (uint32_t y = 0; y < fh; y++)
+            memcpy(out->pixels + (size_t)y * nx * 3, fitted->pixels + (size_t)y * fw * 3,
+                   (size_t)fw * 3);
+    }
+    image_rgb_free(fitted);
+    return out;
+}
+
 image_pixels *image_preprocess_run(const image_preprocess *p, const image_rgb *image,
                                    corral_error *err)
 {
@@ -431,8 +507,9 @@ image_pixels *image_preprocess_run(const image_preprocess *p, const image_rgb *i
     const image_rgb *fitted = image;
     image_rgb *owned = NULL;
     bool column = p->fit == IMAGE_FIT_ANYRES || p->fit == IMAGE_FIT_TILES;
-    if (column || nx != image->width || ny != image->height) {
-        owned = column ? anyres(p, image, nx, ny, err)
+    if (column || p->fit == IMAGE_FIT_CANVAS || nx != image->width || ny != image->height) {
+        owned = column                      ? anyres(p, image, nx, ny, err)
+                : p->fit == IMAGE_FIT_CANVAS ? canvas(p, image, nx, ny, err)
                 : p->fit == IMAGE_FIT_LETTERBOX
                     ? letterbox(image, p->image_size, p->image_size, p->pad, err)
                     : image_resize_bilinear(image, nx, ny, err); /* smart, stretch */

@@ -27,6 +27,12 @@
  *   (tile_size x cols wide, tile_size x rows tall), then the global view's pixels one after
  *   another in as many more rows of that width as they fill (zeros after them); without a
  *   grid, the image_size square of the global view alone.
+ * - CANVAS (mllama, as transformers' MllamaImageProcessor sizes it): the arrangement of at
+ *   most max_tiles image_size tiles that takes the image at the smallest scale of at least 1
+ *   (else the largest below), the smallest such canvas; the image resized to fit it (this
+ *   file's bilinear resize, where transformers uses Pillow's and ollama Go's, both of which
+ *   filter over more pixels when shrinking), black to its right and below. The encoder cuts
+ *   the canvas into its tiles.
  * LETTERBOX pads with the colour pad (black for gemma3, LLaVA's mean colour for LLaVA 1.5,
  * grey for VIEWS).
  *
@@ -50,7 +56,11 @@ typedef enum image_fit {
     IMAGE_FIT_STRETCH,
     IMAGE_FIT_TILES, /* llama4: ANYRES's squares, the overview last */
     IMAGE_FIT_VIEWS, /* DeepSeek-OCR: a grid of tiles and a global view */
+    IMAGE_FIT_CANVAS, /* mllama: a canvas of up to max_tiles tiles, the image top left */
 } image_fit;
+
+/* The most tiles a CANVAS may have. */
+#define IMAGE_MAX_CANVAS_TILES 16
 
 #define IMAGE_MAX_PINPOINTS 32
 
@@ -67,7 +77,8 @@ typedef struct image_preprocess {
     /* ANYRES, TILES: width x height pairs, each a grid of image_size squares */
     uint32_t n_pinpoints;
     uint32_t pinpoints[IMAGE_MAX_PINPOINTS][2];
-    /* VIEWS: a tile's side and the fewest and most tiles of a grid */
+    /* VIEWS: a tile's side and the fewest and most tiles of a grid; CANVAS: the most tiles
+     * (of image_size) */
     uint32_t tile_size, min_tiles, max_tiles;
 } image_preprocess;
 

@@ -12,6 +12,7 @@ image_preprocess image_preprocess_from_params(const corral_image_params *params)
                : params->resize == CORRAL_IMAGE_STRETCH      ? IMAGE_FIT_STRETCH
                : params->resize == CORRAL_IMAGE_TILES        ? IMAGE_FIT_TILES
                : params->resize == CORRAL_IMAGE_VIEWS        ? IMAGE_FIT_VIEWS
+               : params->resize == CORRAL_IMAGE_CANVAS       ? IMAGE_FIT_CANVAS
                                                              : IMAGE_FIT_SMART_RESIZE,
         .image_size = params->image_size,
         .patch_size = params->patch_size,

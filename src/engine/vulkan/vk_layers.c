@@ -146,12 +146,14 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
     /* qwen35's hybrid block: Gated DeltaNet layers beside gated attention (record_qwen35);
      * Qwen3-Next's projections grouped by key head are not among the device's */
     bool qwen35 = block == qwen35_layer && !(m->arch->tensors & ARCH_SSM_GROUPED);
+    /* mllama's is the llama block, its cross-attention layers left out (record_pass) */
+    bool mllama = m->arch == &arch_mllama;
     if (m->arch->tensors & ARCH_ATTN_OUT_GATE)
         return "a softplus gate on the attention's output (laguna)";
     for (uint32_t il = 0; il < hp->n_layer; il++)
         if (m->layers[il].n_head != hp->n_head)
             return "query head counts that differ by layer";
-    if (!mla && !gemma4 && !qwen35 &&
+    if (!mla && !gemma4 && !qwen35 && !mllama &&
         ((block != layer_pre_norm && block != layer_sandwich_norm &&
           block != layer_normed_branches && block != layer_parallel &&
           block != layer_post_norm && block != layer_pre_norm_or_parallel) ||
@@ -305,6 +307,8 @@ static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint
                           &l->attn_norm_2, &l->attn_norm_2_b, &l->inp_gate, &l->per_layer_proj,
                           &l->per_layer_post_norm, &l->ffn_gate_inp_s, &l->ffn_pre_norm_2,
                           &l->ffn_post_norm_1, &l->ffn_post_norm_2};
+    if (l->cross_attn) /* not run on the device (record_pass): nothing there */
+        return 0;
     vk_cache_shape ks = cache_shape(g, ctx, il, false), vs = cache_shape(g, ctx, il, true);
     uint64_t sum = 0;
     if (l->recurrent) {
@@ -442,6 +446,8 @@ static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
                          corral_error *err)
 {
     const layer_weights *l = &ctx->model->layers[il];
+    if (l->cross_attn) /* not run on the device (record_pass): nothing to upload */
+        return true;
     const weight *from[] = {&l->attn_norm, &l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_norm,
                             &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->bq, &l->bk, &l->bv,
                             &l->q_norm, &l->k_norm,
@@ -1333,7 +1339,8 @@ static void record_pass(gpu_layers *g, const corral_context *ctx, const vk_graph
     size_t x_bytes = (size_t)n * hp->n_embd * sizeof(float);
     copy(&g->cmd, &g->io_x, &g->x, x_bytes);
     for (uint32_t il = g->first; il < g->n_layer; il++)
-        record_layer(g, ctx, il, n);
+        if (!ctx->model->layers[il].cross_attn) /* on the CPU with an image (context.c) */
+            record_layer(g, ctx, il, n);
     if (key->n_logits > 0) {
         record_output(g, ctx, key->n_logits);
         copy(&g->cmd, &g->logits, &g->io_logits,
@@ -1475,8 +1482,8 @@ bool gpu_seq_shift(gpu_layers *g, const corral_context *ctx, uint32_t seq, uint3
     for (uint32_t il = g->first; il < g->n_layer; il++) {
         const layer_weights *l = &m->layers[il];
         gpu_layer *gl = &g->layers[il - g->first];
-        if (compact_layer(g, ctx, il) || l->kv_shared)
-            continue; /* moved above, or a shared KV layer's (its source's) */
+        if (compact_layer(g, ctx, il) || l->kv_shared || l->cross_attn)
+            continue; /* moved above, a shared KV layer's (its source's), or no cache */
         vk_span cs = vk_whole(&g->io_cos_sin[l->rope_variant]);
         vk_cache_shape ks = cache_shape(g, ctx, il, false), vs = cache_shape(g, ctx, il, true);
         /* in runs of at most n_discard cells, lowest first: a run's cells are read before

@@ -528,6 +528,11 @@ static bool check_features(generation *g, http_reply *reply)
             reply_error(g, reply, 400, "model does not support images");
             return false;
         }
+        if (model_request_in_family(g->ref, "mllama") && image_input_more_than_one(req)) {
+            reply_error(g, reply, 400, "this model only supports one image while more than one "
+                                       "image requested");
+            return false;
+        }
         /* the renderer sees markers in the text, not which message held an image: its
          * refusal of one in a system message is made here, before anything is rendered */
         const corral_renderer *renderer =
@@ -744,6 +749,10 @@ static bool prepare(generation *g, json_t **options, char **prompt, http_reply *
     if (!g->ref->model_path) {
         reply_error(g, reply, 400, "\"%s\" does not support %s", name,
                     g->info.chat ? "chat" : "generate");
+        return false;
+    }
+    if (model_request_retired(g->ref, &err)) {
+        reply_error(g, reply, 500, "%s", err.message);
         return false;
     }
     if (!check_features(g, reply))

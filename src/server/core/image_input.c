@@ -22,6 +22,14 @@ bool image_input_present(const chat_request *req)
     return req->n_images > 0;
 }
 
+bool image_input_more_than_one(const chat_request *req)
+{
+    for (size_t i = 0; i < req->n_messages; i++)
+        if (req->messages[i].n_images > 1)
+            return true;
+    return req->n_images > 1;
+}
+
 bool image_input_in_system(const chat_request *req, char *message, size_t size)
 {
     for (size_t i = 0; i < req->n_messages; i++) {

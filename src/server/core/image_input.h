@@ -28,6 +28,10 @@ typedef struct image_input {
 /* Does the request carry any image? */
 bool image_input_present(const chat_request *req);
 
+/* Whether a completion, or one message of a chat, carries more than one image (what ollama
+ * refuses for mllama, whose images go one to a message). */
+bool image_input_more_than_one(const chat_request *req);
+
 /* Whether a system or developer message of req carries an image, which a renderer whose
  * system turn is text only refuses (corral_renderer.text_only_system): then message is the
  * 400's, in ollama's words, naming the first such message's role. */

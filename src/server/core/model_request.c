@@ -73,6 +73,27 @@ bool model_request_has_capability(const json_t *caps, const char *name)
     return false;
 }
 
+bool model_request_in_family(const model_ref *ref, const char *family)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(ref->config, "model_families"), i, v)
+        if (json_is_string(v) && strcmp(json_string_value(v), family) == 0)
+            return true;
+    return false;
+}
+
+bool model_request_retired(const model_ref *ref, corral_error *err)
+{
+    if (!model_request_in_family(ref, "mllama") ||
+        !corral_manifest_find_layer(ref->manifest, CORRAL_MEDIA_PROJECTOR, NULL))
+        return false;
+    corral_error_set(err, "'llama3.2-vision' is no longer compatible with your version of Ollama "
+                          "and has been replaced by a newer version. To re-download, run 'ollama "
+                          "pull llama3.2-vision'");
+    return true;
+}
+
 /* options_normalize bounded them; 0 (absent) is the default. */
 static uint32_t option_u32(const json_t *options, const char *key)
 {

@@ -31,6 +31,14 @@ json_t *model_request_options(const model_ref *ref, const json_t *options, corra
 json_t *model_request_capabilities(const server *srv, const model_ref *ref, corral_error *err);
 bool model_request_has_capability(const json_t *caps, const char *name);
 
+/* Whether the config's model_families lists family. */
+bool model_request_in_family(const model_ref *ref, const char *family);
+
+/* Whether the model is ollama's retired llama3.2-vision pair: family mllama with a projector
+ * layer beside the text model (the library's file now carries the tower itself). True with
+ * err set to ollama's words, which the request answers with a 500 as ollama does. */
+bool model_request_retired(const model_ref *ref, corral_error *err);
+
 /* What the scheduler loads: the model with the options' num_ctx, num_batch, num_thread,
  * num_gpu. */
 load_request model_request_load(const model_ref *ref, const json_t *options);

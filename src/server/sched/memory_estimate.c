@@ -39,12 +39,31 @@ static uint64_t meta_layer_u64(const corral_model_file *f, const char *arch, con
     return meta_u64(f, arch, suffix, fallback);
 }
 
+/* Whether `<arch>.attention.cross_attention_layers` (mllama's) lists layer il: such a layer
+ * attends to an image's states, not to earlier tokens, and keeps no cache. */
+static bool cross_attention_layer(const corral_model_file *f, const char *arch, uint64_t il)
+{
+    char key[256];
+    snprintf(key, sizeof key, "%s.attention.cross_attention_layers", arch);
+    long i = corral_model_file_find_meta(f, key);
+    if (i < 0 || corral_model_file_meta_type(f, (size_t)i) != CORRAL_META_ARRAY)
+        return false;
+    corral_meta_type elem = corral_model_file_meta_elem_type(f, (size_t)i);
+    if (elem != CORRAL_META_INT && elem != CORRAL_META_UINT)
+        return false;
+    for (uint64_t j = 0; j < corral_model_file_meta_count(f, (size_t)i); j++)
+        if (corral_model_file_meta_uint(f, (size_t)i, j) == il)
+            return true;
+    return false;
+}
+
 /*
  * The KV cache for num_ctx x n_parallel tokens: per layer and token, kv_heads rows of
  * key_length components (K) and as many of value_length (V), stored as the runner will store
  * them (F16 where a quantized type needs multiples of 32 the model lacks). The head count may
  * be per layer, sliding layers (sliding_window_pattern) may have heads of key_length_swa /
- * value_length_swa, and the last shared_kv_layers layers keep no cache of their own (gemma4);
+ * value_length_swa, the last shared_kv_layers layers keep no cache of their own (gemma4) and
+ * cross-attention layers none at all (mllama), which hold an image's keys and values instead;
  * plus a recurrent model's states and their checkpoints. UINT64_MAX: past 64 bits (the counts come from the file's
  * metadata).
  */
@@ -140,12 +159,33 @@ static uint64_t kv_cache_bytes(const corral_model_file *f, uint32_t num_ctx, uin
     if (quantized && (key_dim % 32 != 0 || value_dim % 32 != 0 || key_swa % 32 != 0 ||
                       value_swa % 32 != 0))
         kv_type = CORRAL_KV_F16;
+    /* mllama: per sequence, an image's keys and values in every cross-attention layer, F32,
+     * for the most rows its tower makes (max_num_tiles tiles of (image / patch)^2 + 1) */
+    uint64_t tiles = meta_u64(f, arch, "vision.max_num_tiles", 0);
+    uint64_t side = meta_u64(f, arch, "vision.image_size", 0);
+    uint64_t patch = meta_u64(f, arch, "vision.patch_size", 0);
+    uint64_t per_side = patch ? side / patch : 0;
+    uint64_t n_cross = 0;
+    for (uint64_t il = 0; il < layers; il++)
+        n_cross += cross_attention_layer(f, arch, il);
+    if (n_cross && tiles && per_side) {
+        uint64_t kv_heads = meta_u64(f, arch, "attention.head_count_kv", heads), image;
+        if (tiles > 64 || per_side > 4096 || kv_heads > 4096 || key_dim > 65536 ||
+            value_dim > 65536)
+            return UINT64_MAX; /* the engine refuses such a file anyway */
+        image = tiles * (per_side * per_side + 1) * kv_heads * (key_dim + value_dim) *
+                sizeof(float) * n_cross;
+        if (__builtin_mul_overflow(image, (uint64_t)n_parallel, &image) ||
+            __builtin_add_overflow(state, image, &state))
+            return UINT64_MAX;
+    }
     uint64_t total = 0; /* per position */
     for (uint64_t il = 0; il < layers && il + shared < layers; il++) {
         uint64_t kv_heads =
             meta_layer_u64(f, arch, "attention.head_count_kv", il, layers, heads);
-        if (kv_heads == 0)
-            continue; /* a Mamba2 layer (its state is counted above) or an FFN layer */
+        if (kv_heads == 0 || cross_attention_layer(f, arch, il))
+            continue; /* a Mamba2 layer (its state is counted above), an FFN layer or a
+                       * cross-attention layer */
         bool sliding = meta_layer_u64(f, arch, "attention.sliding_window_pattern", il, layers, 0);
         uint64_t layer = corral_kv_type_bytes(kv_type, sliding ? key_swa : key_dim) +
                          corral_kv_type_bytes(kv_type, sliding ? value_swa : value_dim);
