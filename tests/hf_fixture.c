@@ -460,3 +460,60 @@ void hf_fixture_write(const char *gguf_path, const char *dir, const char *hf_arc
                json_pack("{s:{s:i},s:o}", "metadata", "total_size", 0, "weight_map", weight_map));
     gguf_close(f);
 }
+
+void hf_fixture_write_adapter(const char *adapter_path, const char *base_path, const char *dir)
+{
+    corral_error err;
+    gguf_file *ad = gguf_open(adapter_path, &err);
+    gguf_file *base = ad ? gguf_open(base_path, &err) : NULL;
+    if (!base)
+        fail_msg("%s", err.message);
+    uint32_t heads = get_u32(base, "llama.attention.head_count");
+    uint32_t kv_heads = get_u32(base, "llama.attention.head_count_kv");
+    float alpha = 0;
+    assert_true(gguf_get_f32(ad, "adapter.lora.alpha", &alpha, &err));
+    shard s = {.header = json_object(), .data = tmpfile()};
+    assert_non_null(s.data);
+    json_t *modules = json_array();
+    uint64_t rank = 0;
+    for (size_t i = 0; i < gguf_n_tensors(ad); i++) {
+        const gguf_tensor *t = gguf_tensor_at(ad, i);
+        char base_name[256], hf[256], name[300];
+        size_t len = strlen(t->name) - strlen(".lora_a");
+        bool is_a = strcmp(t->name + len, ".lora_a") == 0;
+        snprintf(base_name, sizeof base_name, "%.*s", (int)len, t->name);
+        hf_name(base_name, false, false, false, hf, sizeof hf);
+        hf[strlen(hf) - strlen(".weight")] = '\0';
+        snprintf(name, sizeof name, "base_model.model.%s.lora_%c.weight", hf, is_a ? 'A' : 'B');
+        /* GGUF's lora_a [n_in, r] and lora_b [r, n_out] are PEFT's [r, n_in] and [n_out, r] */
+        uint64_t cols = (uint64_t)t->ne[0], rows = (uint64_t)t->ne[1];
+        float *values = malloc(rows * cols * sizeof *values);
+        assert_non_null(values);
+        const uint16_t *halves = t->data;
+        for (uint64_t e = 0; e < rows * cols; e++)
+            values[e] = t->type == TENSOR_TYPE_F32 ? ((const float *)t->data)[e]
+                                                   : quant_f16_to_f32(halves[e]);
+        uint32_t permute = 0;
+        if (!is_a && strstr(base_name, ".attn_q.weight"))
+            permute = heads;
+        if (!is_a && strstr(base_name, ".attn_k.weight"))
+            permute = kv_heads;
+        put_matrix(&s, name, t->type == TENSOR_TYPE_F32 ? SAFETENSORS_F32 : SAFETENSORS_F16,
+                   values, rows, cols, permute, false);
+        free(values);
+        rank = is_a ? rows : rank;
+        const char *module = strrchr(hf, '.') + 1;
+        bool listed = false;
+        for (size_t m = 0; m < json_array_size(modules); m++)
+            listed = listed || strcmp(json_string_value(json_array_get(modules, m)), module) == 0;
+        if (!listed)
+            json_array_append_new(modules, json_string(module));
+    }
+    finish_shard(&s, dir, "adapter_model.safetensors");
+    write_json(dir, "adapter_config.json",
+               json_pack("{s:s,s:s,s:I,s:f,s:o,s:b,s:b}", "peft_type", "LORA", "task_type",
+                         "CAUSAL_LM", "r", (json_int_t)rank, "lora_alpha", (double)alpha,
+                         "target_modules", modules, "use_rslora", false, "use_dora", false));
+    gguf_close(base);
+    gguf_close(ad);
+}

@@ -25,6 +25,13 @@
 void hf_fixture_write(const char *gguf_path, const char *dir, const char *hf_arch,
                       safetensors_dtype matrix_dtype, const char *pre_regex);
 
+/*
+ * Write the PEFT directory (adapter_config.json, adapter_model.safetensors) of the GGUF LoRA
+ * adapter at adapter_path for the llama model at base_path into dir: lora_A and lora_B under
+ * Hugging Face's names, in the adapter's types (F32 or F16), B's Q/K rows in Hugging Face's order.
+ */
+void hf_fixture_write_adapter(const char *adapter_path, const char *base_path, const char *dir);
+
 /* Qwen2's pre-tokenizer pattern, as its tokenizer.json spells it. */
 extern const char hf_fixture_qwen2_regex[];
 

@@ -23,6 +23,7 @@
 
 #include "engine/gguf.h"
 #include "file_fixture.h"
+#include "convert/hf_adapter.h"
 #include "hf_fixture.h"
 #include "server/server.h"
 #include "registry_fixture.h"
@@ -984,6 +985,94 @@ static void test_create_refuses_checkpoints_it_cannot_convert(void **state)
     store_fixture_remove_root(dir);
 }
 
+/* Upload a PEFT adapter directory's two files; the adapters map of a create request. */
+static json_t *upload_peft_adapter(const char *dir)
+{
+    static const char *const names[] = {HF_ADAPTER_CONFIG, HF_ADAPTER_WEIGHTS};
+    json_t *files = json_object();
+    for (size_t i = 0; i < 2; i++) {
+        size_t len;
+        char *data = file_fixture_read(store_fixture_path(dir, names[i]), &len);
+        char digest[CORRAL_DIGEST_BUF], path[128];
+        corral_digest_of(data, len, digest);
+        snprintf(path, sizeof path, "/api/blobs/%s", digest);
+        response r = call("POST", path, data, len);
+        assert_true(r.status == 201 || r.status == 200);
+        free(r.body);
+        free(data);
+        json_object_set_new(files, names[i], json_string(digest));
+    }
+    return files;
+}
+
+/* A PEFT adapter (ADAPTER ./dir/) becomes the GGUF adapter hf_adapter_convert writes for the
+ * model; what does not fit the model is a 400, and no scratch file stays behind. */
+static void test_create_converts_a_peft_adapter(void **state)
+{
+    (void)state;
+    char *dir = store_fixture_make_root();
+    char adapter_path[4096], base_path[4096];
+    snprintf(adapter_path, sizeof adapter_path, "%s", fixture_path("lora/adapter-f32-r4.gguf"));
+    snprintf(base_path, sizeof base_path, "%s", fixture_path("arch/llama-gqa.gguf"));
+    hf_fixture_write_adapter(adapter_path, base_path, dir);
+    hf_file files[2] = {{HF_ADAPTER_CONFIG, NULL}, {HF_ADAPTER_WEIGHTS, NULL}};
+    char paths[2][512];
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(paths[i], sizeof paths[i], "%s", store_fixture_path(dir, files[i].name));
+        files[i].path = paths[i];
+    }
+    char out[512];
+    snprintf(out, sizeof out, "%s", store_fixture_path(dir, "want.gguf"));
+    corral_error err = {{0}};
+    if (hf_adapter_convert(files, 2, base_path, out, &err) != HF_OK)
+        fail_msg("%s", err.message);
+    size_t len;
+    char *want = file_fixture_read(out, &len), want_digest[CORRAL_DIGEST_BUF];
+    corral_digest_of(want, len, want_digest);
+    free(want);
+
+    char model[CORRAL_DIGEST_BUF], other[CORRAL_DIGEST_BUF];
+    upload_fixture("arch/llama-gqa.gguf", model, &len);
+    upload_fixture("tiny-tolstoy-f16.gguf", other, &len);
+    json_t *adapters = upload_peft_adapter(dir);
+    json_t *req = json_pack("{s:s,s:{s:s},s:O}", "model", "llama-peft", "files", "m.gguf",
+                            model, "adapters", adapters);
+    char *body = json_dumps(req, JSON_COMPACT);
+    response r = call_json("POST", "/api/create", body);
+    free(body);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "{\"status\":\"converting adapter\"}"));
+    assert_non_null(strstr(r.body, "{\"status\":\"success\"}"));
+    free(r.body);
+    json_t *show = show_details("llama-peft");
+    const char *modelfile = json_string_value(json_object_get(show, "modelfile"));
+    char line[160];
+    snprintf(line, sizeof line, "sha256-%s\n", want_digest + strlen("sha256:"));
+    const char *adapter_line = strstr(modelfile, "\nADAPTER ");
+    assert_non_null(adapter_line);
+    assert_non_null(strstr(adapter_line, line));
+    json_decref(show);
+
+    /* another llama's matrices are not llama-gqa's shapes: the converted adapter does not fit */
+    json_object_set_new(json_object_get(req, "files"), "m.gguf", json_string(other));
+    json_object_set_new(req, "model", json_string("tolstoy-peft"));
+    body = json_dumps(req, JSON_COMPACT);
+    expect_error("POST", "/api/create", body, 400, "the converted adapter");
+    free(body);
+    /* PEFT's files and a GGUF adapter are not one adapter */
+    json_object_set_new(json_object_get(req, "files"), "m.gguf", json_string(model));
+    json_object_set_new(json_object_get(req, "adapters"), "extra.gguf", json_string(model));
+    body = json_dumps(req, JSON_COMPACT);
+    expect_error("POST", "/api/create", body, 400,
+                 "'extra.gguf' is not part of a safetensors LoRA adapter");
+    free(body);
+    expect_error("POST", "/api/show", "{\"model\":\"tolstoy-peft\"}", 404, "not found");
+    assert_int_equal(count_quantize_leftovers(), 0);
+    json_decref(req);
+    json_decref(adapters);
+    store_fixture_remove_root(dir);
+}
+
 /* ---- copy and delete ---- */
 
 static void test_copy_then_delete_collects_unreferenced_blobs(void **state)
@@ -1057,6 +1146,7 @@ int main(void)
         cmocka_unit_test(test_create_refuses_to_quantize_a_quantized_model),
         cmocka_unit_test(test_create_converts_a_safetensors_checkpoint),
         cmocka_unit_test(test_create_refuses_checkpoints_it_cannot_convert),
+        cmocka_unit_test(test_create_converts_a_peft_adapter),
         cmocka_unit_test(test_show_reports_ollama_gptoss_family),
         cmocka_unit_test(test_show_lists_vision_only_for_a_tower_the_engine_reads),
         cmocka_unit_test(test_tags_lists_created_model_with_details),

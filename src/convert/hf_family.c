@@ -39,6 +39,14 @@ static const hf_arch archs[] = {
     {"Phi3ForCausalLM", "phi3", FAMILY_PHI3},
 };
 
+const hf_arch *hf_family_by_gguf_name(const char *gguf_name)
+{
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
+        if (strcmp(archs[i].gguf_name, gguf_name) == 0)
+            return &archs[i];
+    return NULL;
+}
+
 bool hf_family_is_gemma(const hf_arch *a)
 {
     return a->family == FAMILY_GEMMA || a->family == FAMILY_GEMMA2 || a->family == FAMILY_GEMMA3;

@@ -67,6 +67,9 @@ void hf_family_params_free(hf_params *p);
 hf_status hf_family_rope_tensors(const json_t *config, const hf_params *p,
                                  hf_extra_tensor extras[2], size_t *n_extras, corral_error *err);
 
+/* The architecture Corral converts to GGUF architecture gguf_name (the first listed), or NULL. */
+const hf_arch *hf_family_by_gguf_name(const char *gguf_name);
+
 /* A Hugging Face tensor name as GGUF's, into out (cap bytes, cut short if longer). */
 void hf_family_rename(const hf_arch *a, const char *in, char *out, size_t cap);
 

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "convert/hf_adapter.h"
 #include "convert/hf_convert.h"
 #include "options/options.h"
 #include "server/models/background_pull.h"
@@ -654,6 +655,80 @@ static void name_the_file(corral_error *err, const char *path, const char *label
     corral_error_set(err, "%s%s", label, copy.message + len);
 }
 
+/* Does 'adapters' hold a safetensors adapter (PEFT's files) rather than GGUF adapters? */
+static bool is_peft_adapter(const json_t *adapters)
+{
+    const char *name;
+    const json_t *digest;
+    json_object_foreach((json_t *)adapters, name, digest)
+        if (ends_with(name, ".safetensors"))
+            return true;
+    return false;
+}
+
+/*
+ * A PEFT LoRA adapter among 'adapters' (an ADAPTER directory's adapter_config.json and
+ * adapter_model.safetensors), converted for the model at model_path into a GGUF adapter that
+ * becomes the adapter layer once checked against the model. Its other JSON files are
+ * ignored, as a checkpoint's are; files of another kind are refused.
+ */
+static unsigned use_peft_adapter(create_job *job, const json_t *adapters,
+                                 const char *model_path)
+{
+    hf_file files[2];
+    size_t n = 0;
+    unsigned status = 200;
+    const char *name;
+    const json_t *digest;
+    json_object_foreach((json_t *)adapters, name, digest) {
+        if (!hf_is_adapter_file(name)) {
+            if (ends_with(name, ".json"))
+                continue;
+            corral_error_set(job->err, "'%.200s' is not part of a safetensors LoRA adapter ("
+                             HF_ADAPTER_CONFIG " and " HF_ADAPTER_WEIGHTS ")", name);
+            status = 400;
+            break;
+        }
+        uint64_t size;
+        char *path = uploaded_blob(job, name, json_string_value(digest), &size, &status);
+        if (!path)
+            break;
+        files[n++] = (hf_file){name, path}; /* two names at most: is_adapter_file's */
+    }
+    char *out = status == 200 ? scratch_file(job, "corral-adapter") : NULL;
+    if (status == 200 && !out)
+        status = 500;
+    if (out) {
+        report(job, "%s", "converting adapter");
+        hf_status converted = hf_adapter_convert(files, n, model_path, out, job->err);
+        if (converted != HF_OK)
+            status = converted == HF_INVALID ? 400 : 500;
+    }
+    char adapter_digest[CORRAL_DIGEST_BUF];
+    uint64_t size = 0;
+    bool existed = false;
+    if (status == 200 &&
+        store_file(job, out, adapter_digest, &size, &existed) != CORRAL_STORE_OK)
+        status = 500;
+    if (out)
+        unlink(out);
+    free(out);
+    for (size_t i = 0; i < n; i++)
+        free((char *)files[i].path);
+    if (status != 200)
+        return status;
+    char *path = corral_store_blob_path(job->store, adapter_digest, job->err);
+    if (!path)
+        return 500;
+    bool fits = corral_lora_check(path, model_path, job->err);
+    if (!fits)
+        name_the_file(job->err, path, "the converted adapter");
+    free(path);
+    if (!fits)
+        return 400;
+    return add_layer(job, CORRAL_MEDIA_ADAPTER, adapter_digest, size, NULL, existed) ? 200 : 400;
+}
+
 /*
  * LoRA adapters, each checked against the model layer (the request's file or the base's) as
  * the runner will apply it, so that an adapter for another model is a 400 naming the tensor
@@ -690,6 +765,11 @@ static unsigned use_adapters(create_job *job, const json_t *adapters)
             free(model_path);
             return 400;
         }
+    }
+    if (is_peft_adapter(adapters)) {
+        status = use_peft_adapter(job, adapters, model_path);
+        free(model_path);
+        return status;
     }
     const char *name;
     const json_t *digest_value;
