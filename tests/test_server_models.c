@@ -19,6 +19,7 @@
 #include <jansson.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "engine/gguf.h"
@@ -835,6 +836,38 @@ static void test_create_quantizes_an_existing_model_without_streaming(void **sta
     json_decref(show);
 }
 
+/* The quantized file becomes the model's blob by rename: when that fails (a directory in the
+ * blob's place) the create fails, and neither the scratch file nor a blob stays. */
+static void test_create_that_cannot_store_its_quantized_file_leaves_nothing(void **state)
+{
+    (void)state;
+    char digest[CORRAL_DIGEST_BUF], body[512];
+    size_t len;
+    upload_fixture("tiny-tolstoy-f32.gguf", digest, &len);
+    snprintf(body, sizeof body, "{\"model\":\"tolstoy-q6\",\"files\":{\"t.gguf\":\"%s\"},"
+             "\"quantize\":\"q6_K\",\"stream\":false}", digest);
+    response r = call_json("POST", "/api/create", body);
+    assert_int_equal(r.status, 200);
+    free(r.body);
+    json_t *show = show_details("tolstoy-q6");
+    const char *from = strstr(json_string_value(json_object_get(show, "modelfile")),
+                              "/blobs/sha256-");
+    assert_non_null(from);
+    char blob[128];
+    snprintf(blob, sizeof blob, "blobs/%.71s", from + strlen("/blobs/"));
+    json_decref(show);
+    r = call_json("DELETE", "/api/delete", "{\"model\":\"tolstoy-q6\"}");
+    assert_int_equal(r.status, 200);
+    free(r.body);
+    assert_false(store_fixture_exists(g_root, blob));
+
+    assert_int_equal(mkdir(store_fixture_path(g_root, blob), 0755), 0);
+    expect_error("POST", "/api/create", body, 500, "cannot rename");
+    assert_int_equal(rmdir(store_fixture_path(g_root, blob)), 0);
+    assert_int_equal(count_quantize_leftovers(), 0);
+    expect_error("POST", "/api/show", "{\"model\":\"tolstoy-q6\"}", 404, "not found");
+}
+
 static void test_create_refuses_to_quantize_a_quantized_model(void **state)
 {
     (void)state;
@@ -1144,6 +1177,7 @@ int main(void)
         cmocka_unit_test(test_create_quantizes_streaming_ollama_statuses),
         cmocka_unit_test(test_create_quantizes_an_existing_model_without_streaming),
         cmocka_unit_test(test_create_refuses_to_quantize_a_quantized_model),
+        cmocka_unit_test(test_create_that_cannot_store_its_quantized_file_leaves_nothing),
         cmocka_unit_test(test_create_converts_a_safetensors_checkpoint),
         cmocka_unit_test(test_create_refuses_checkpoints_it_cannot_convert),
         cmocka_unit_test(test_create_converts_a_peft_adapter),
