@@ -28,6 +28,8 @@
 #include "hf_fixture.h"
 #include "quant_half.h"
 #include "file_fixture.h"
+#include "gguf_write_fixture.h"
+#include "onefile_fixture.h"
 #include "reference_fixture.h"
 #include "store_fixture.h"
 #include "tensor_type.h"
@@ -438,6 +440,162 @@ static void test_convert_mixtral_round_trip(void **state)
                TENSOR_TYPE_F16, skipped);
 }
 
+/* ---- Gemma 3 with its vision tower ---- */
+
+static void expect_convert_refusal(const char *why);
+
+/* src's keys and tensors as the converter writes an F16 checkpoint's values: matrices F16,
+ * vectors F32, Gemma norms (kept as w - 1) plus one; into dst. */
+static void write_as_converted(const char *src, const char *dst)
+{
+    corral_error err = {{0}};
+    gguf_file *in = gguf_open(src, &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s: %s", src, err.message);
+    bool ok = true;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++)
+        ok = gguf_writer_copy_kv(w, gguf_kv_at(in, i), &err);
+    for (int pass = 0; ok && pass < 2; pass++) {
+        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
+            const gguf_tensor *t = gguf_tensor_at(in, i);
+            uint32_t type = t->n_dims == 1 ? TENSOR_TYPE_F32 : TENSOR_TYPE_F16;
+            if (pass == 0) {
+                ok = gguf_writer_add_tensor(w, t->name, type, t->n_dims, t->ne, &err);
+                continue;
+            }
+            bool gemma_norm = strncmp(t->name, "v.", 2) != 0 && strstr(t->name, "_norm.weight");
+            size_t n = (size_t)gguf_tensor_n_elems(t);
+            uint8_t *bytes = malloc(n * 4);
+            assert_non_null(bytes);
+            for (size_t e = 0; e < n; e++) {
+                float x = ((const float *)t->data)[e];
+                if (gemma_norm)
+                    x = (x - 1.0f) + 1.0f;
+                uint16_t h = quant_f32_to_f16(x);
+                memcpy(bytes + e * (type == TENSOR_TYPE_F32 ? 4 : 2),
+                       type == TENSOR_TYPE_F32 ? (void *)&x : (void *)&h,
+                       type == TENSOR_TYPE_F32 ? 4 : 2);
+            }
+            ok = gguf_writer_write_tensor(w, bytes, n * (type == TENSOR_TYPE_F32 ? 4 : 2), &err);
+            free(bytes);
+        }
+        if (pass == 0)
+            ok = ok && gguf_writer_begin(w, dst, &err);
+    }
+    gguf_write_fixture_finish(w, ok, dst, &err);
+    gguf_close(in);
+}
+
+/* gemma3's image embeddings of the square reference image with the file at path. */
+static corral_image_embd square_image_embeddings(const char *path)
+{
+    corral_error err = {{0}};
+    corral_mmproj *mm = corral_mmproj_load(path, &err);
+    if (!mm)
+        fail_msg("%s", err.message);
+    size_t size;
+    float *pixels = file_fixture_read(fixture("vision/gemma3.square.pixels.f32"), &size);
+    assert_int_equal(size, 64 * 64 * 3 * sizeof(float));
+    corral_image_embd embd;
+    if (!corral_mmproj_encode(mm, pixels, 64, 64, 1, &embd, &err))
+        fail_msg("%s", err.message);
+    free(pixels);
+    corral_mmproj_free(mm);
+    return embd;
+}
+
+/* The Gemma3ForConditionalGeneration checkpoint of the gemma3 vision fixtures converts to the
+ * one file ollama's converter writes (the fixtures merged as ollama lays them out, at the
+ * checkpoint's F16): the same tensors byte for byte, the same keys, the same image
+ * embeddings, and a model its tower fits. */
+static void test_convert_gemma3_vision_to_one_file(void **state)
+{
+    (void)state;
+    char text[4096], mmproj[4096];
+    snprintf(text, sizeof text, "%s", fixture("vision/gemma3-text.gguf"));
+    snprintf(mmproj, sizeof mmproj, "%s", fixture("vision/gemma3-mmproj.gguf"));
+    hf_fixture_write_vision(text, mmproj, g_root, 16, SAFETENSORS_F16);
+    corral_error err = {{0}};
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    char text_f16[512], mmproj_f16[512], want_path[512], got_path[512];
+    snprintf(text_f16, sizeof text_f16, "%s", store_fixture_path(g_root, "text-f16.gguf"));
+    snprintf(mmproj_f16, sizeof mmproj_f16, "%s", store_fixture_path(g_root, "mmproj-f16.gguf"));
+    snprintf(want_path, sizeof want_path, "%s", store_fixture_path(g_root, "want.gguf"));
+    snprintf(got_path, sizeof got_path, "%s", store_fixture_path(g_root, "out.gguf"));
+    write_as_converted(text, text_f16);
+    write_as_converted(mmproj, mmproj_f16);
+    onefile_fixture_write(text_f16, mmproj_f16, want_path, 16, NULL, NULL);
+
+    gguf_file *want = gguf_open(want_path, &err), *got = gguf_open(got_path, &err);
+    if (!want || !got)
+        fail_msg("%s", err.message);
+    assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want));
+    for (size_t i = 0; i < gguf_n_tensors(want); i++) {
+        const gguf_tensor *w = gguf_tensor_at(want, i), *g = gguf_find_tensor(got, w->name);
+        if (!g)
+            fail_msg("no %s", w->name);
+        if (g->type != w->type || memcmp(g->ne, w->ne, sizeof w->ne) != 0 ||
+            g->size_bytes != w->size_bytes || memcmp(g->data, w->data, w->size_bytes) != 0)
+            fail_msg("%s differs (%s, expected %s)", w->name, tensor_type_name(g->type),
+                     tensor_type_name(w->type));
+    }
+    for (size_t i = 0; i < gguf_n_kv(want); i++) {
+        const gguf_kv *w = gguf_kv_at(want, i);
+        /* the projector's projection_dim, which ollama's converter does not write */
+        if (!strcmp(w->key, "general.name") || !strcmp(w->key, "general.file_type") ||
+            !strcmp(w->key, "gemma3.vision.projection_dim"))
+            continue;
+        const gguf_kv *g = gguf_find_kv(got, w->key);
+        if (!g || !kv_equal(w, g))
+            fail_msg("%s %s", w->key, g ? "differs" : "is missing");
+    }
+    gguf_close(want);
+    gguf_close(got);
+
+    corral_image_embd a = square_image_embeddings(want_path);
+    corral_image_embd b = square_image_embeddings(got_path);
+    assert_int_equal(a.n_tokens, 16);
+    assert_int_equal(b.n_tokens, a.n_tokens);
+    assert_int_equal(b.n_embd, a.n_embd);
+    assert_memory_equal(b.data, a.data, a.n_tokens * a.n_embd * sizeof *a.data);
+    corral_image_embd_free(&a);
+    corral_image_embd_free(&b);
+    corral_model *model = corral_model_load(got_path, &err);
+    corral_mmproj *mm = model ? corral_mmproj_load(got_path, &err) : NULL;
+    if (!mm || !corral_mmproj_fits(mm, model, &err))
+        fail_msg("%s", err.message);
+    corral_mmproj_free(mm);
+    corral_model_free(model);
+
+    /* from BF16, as ollama's converter: the text model's matrices and the projection BF16,
+     * the tower's F16 */
+    hf_fixture_write_vision(text, mmproj, g_root, 16, SAFETENSORS_BF16);
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    assert_non_null(got = gguf_open(got_path, &err));
+    static const struct {
+        const char *name;
+        uint32_t type;
+    } types[] = {{"blk.0.attn_q.weight", TENSOR_TYPE_BF16},
+                 {"mm.mm_input_projection.weight", TENSOR_TYPE_BF16},
+                 {"v.blk.0.attn_q.weight", TENSOR_TYPE_F16},
+                 {"v.patch_embedding.weight", TENSOR_TYPE_F16},
+                 {"v.blk.0.attn_q.bias", TENSOR_TYPE_F32}};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        if (gguf_find_tensor(got, types[i].name)->type != types[i].type)
+            fail_msg("%s is %s", types[i].name,
+                     tensor_type_name(gguf_find_tensor(got, types[i].name)->type));
+    gguf_close(got);
+    assert_int_equal(unlink(got_path), 0);
+
+    rewrite("config.json", "\"image_size\": 64", "\"image_size\": 0");
+    expect_convert_refusal("config.json: vision_config.image_size must be an integer from 1");
+    rewrite("config.json", "\"vision_config\"", "\"vision_configs\"");
+    expect_convert_refusal("config.json has no vision_config object");
+}
+
 /* ---- LoRA adapters ---- */
 
 #define ADAPTER_BASE "arch/llama-gqa.gguf"
@@ -550,8 +708,6 @@ static void expect_adapter_refusal(const char *base, const char *why)
         fail_msg("'%s', expected '%s'", err.message, why);
     assert_false(store_fixture_exists(g_root, "out.gguf"));
 }
-
-static void rewrite(const char *name, const char *from, const char *to);
 
 /* Each case starts from the F16 adapter's PEFT directory with one thing wrong. */
 static void test_convert_refuses_adapters_it_cannot_convert(void **state)
@@ -803,6 +959,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_convert_mixtral_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_reads_chat_template_jinja, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_convert_gemma3_vision_to_one_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_adapter_f32_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_adapter_f16_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_refuses_adapters_it_cannot_convert, setup,

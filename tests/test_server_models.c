@@ -890,9 +890,11 @@ static json_t *upload_checkpoint(const char *dir)
     static const char *const names[] = {"config.json", "tokenizer.json", "tokenizer_config.json",
                                         "generation_config.json", "model.safetensors.index.json",
                                         "model-00001-of-00002.safetensors",
-                                        "model-00002-of-00002.safetensors"};
+                                        "model-00002-of-00002.safetensors", "tokenizer.model"};
     json_t *files = json_object();
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (!store_fixture_exists(dir, names[i]))
+            continue;
         size_t len;
         char *data = file_fixture_read(store_fixture_path(dir, names[i]), &len);
         char digest[CORRAL_DIGEST_BUF], path[128];
@@ -969,6 +971,32 @@ static void test_create_converts_a_safetensors_checkpoint(void **state)
     store_fixture_remove_root(dir);
 }
 
+/* Gemma 3 with its vision tower converts to one file that /api/show lists with vision. */
+static void test_create_converts_a_gemma3_vision_checkpoint(void **state)
+{
+    (void)state;
+    char *dir = store_fixture_make_root();
+    char text[4096], mmproj[4096];
+    snprintf(text, sizeof text, "%s", fixture_path("vision/gemma3-text.gguf"));
+    snprintf(mmproj, sizeof mmproj, "%s", fixture_path("vision/gemma3-mmproj.gguf"));
+    hf_fixture_write_vision(text, mmproj, dir, 16, SAFETENSORS_BF16);
+    json_t *files = upload_checkpoint(dir);
+    char *body = create_body("gemma3-vision-hf", files, NULL);
+    response r = call_json("POST", "/api/create", body);
+    free(body);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "{\"status\":\"success\"}"));
+    free(r.body);
+    json_t *show = show_details("gemma3-vision-hf");
+    assert_true(has_capability(show, "vision"));
+    assert_string_equal(json_string_value(json_object_get(json_object_get(show, "model_info"),
+                                                          "general.architecture")), "gemma3");
+    json_decref(show);
+    assert_int_equal(count_quantize_leftovers(), 0);
+    json_decref(files);
+    store_fixture_remove_root(dir);
+}
+
 /* What cannot be converted is a 400 that says why, before anything is stored. */
 static void test_create_refuses_checkpoints_it_cannot_convert(void **state)
 {
@@ -982,7 +1010,7 @@ static void test_create_refuses_checkpoints_it_cannot_convert(void **state)
                  "unsupported architecture 'GPTNeoXForCausalLM': Corral converts "
                  "LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, "
                  "Qwen3ForCausalLM, Qwen3MoeForCausalLM, GemmaForCausalLM, Gemma2ForCausalLM, "
-                 "Gemma3ForCausalLM, Phi3ForCausalLM");
+                 "Gemma3ForCausalLM, Gemma3ForConditionalGeneration, Phi3ForCausalLM");
     free(body);
 
     /* an adapter is checked against the converted weights, once they exist: without
@@ -1181,6 +1209,7 @@ int main(void)
         cmocka_unit_test(test_create_converts_a_safetensors_checkpoint),
         cmocka_unit_test(test_create_refuses_checkpoints_it_cannot_convert),
         cmocka_unit_test(test_create_converts_a_peft_adapter),
+        cmocka_unit_test(test_create_converts_a_gemma3_vision_checkpoint),
         cmocka_unit_test(test_show_reports_ollama_gptoss_family),
         cmocka_unit_test(test_show_lists_vision_only_for_a_tower_the_engine_reads),
         cmocka_unit_test(test_tags_lists_created_model_with_details),
