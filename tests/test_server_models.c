@@ -1114,11 +1114,14 @@ static void test_create_converts_a_peft_adapter(void **state)
     assert_non_null(strstr(adapter_line, line));
     json_decref(show);
 
-    /* another llama's matrices are not llama-gqa's shapes: the converted adapter does not fit */
+    /* another llama's matrices are not llama-gqa's shapes: the converted adapter does not fit,
+     * and is not stored */
     json_object_set_new(json_object_get(req, "files"), "m.gguf", json_string(other));
     json_object_set_new(req, "model", json_string("tolstoy-peft"));
     body = json_dumps(req, JSON_COMPACT);
+    size_t blobs = store_fixture_count_entries(g_root, "blobs");
     expect_error("POST", "/api/create", body, 400, "the converted adapter");
+    assert_int_equal(store_fixture_count_entries(g_root, "blobs"), blobs);
     free(body);
     /* PEFT's files and a GGUF adapter are not one adapter */
     json_object_set_new(json_object_get(req, "files"), "m.gguf", json_string(model));

@@ -675,7 +675,7 @@ static bool is_peft_adapter(const json_t *adapters)
 /*
  * A PEFT LoRA adapter among 'adapters' (an ADAPTER directory's adapter_config.json and
  * adapter_model.safetensors), converted for the model at model_path into a GGUF adapter that
- * becomes the adapter layer once checked against the model. Its other JSON files are
+ * is checked against the model and then becomes the adapter layer. Its other JSON files are
  * ignored, as a checkpoint's are; files of another kind are refused.
  */
 static unsigned use_peft_adapter(create_job *job, const json_t *adapters,
@@ -710,6 +710,11 @@ static unsigned use_peft_adapter(create_job *job, const json_t *adapters,
         if (converted != HF_OK)
             status = converted == HF_INVALID ? 400 : 500;
     }
+    /* checked before it enters the store, so that a refusal leaves nothing behind */
+    if (status == 200 && !corral_lora_check(out, model_path, job->err)) {
+        name_the_file(job->err, out, "the converted adapter");
+        status = 400;
+    }
     char adapter_digest[CORRAL_DIGEST_BUF];
     uint64_t size = 0;
     bool existed = false;
@@ -717,6 +722,7 @@ static unsigned use_peft_adapter(create_job *job, const json_t *adapters,
                                : NULL;
     if (status == 200 && !path)
         status = 500;
+    free(path);
     if (out)
         unlink(out);
     free(out);
@@ -724,12 +730,6 @@ static unsigned use_peft_adapter(create_job *job, const json_t *adapters,
         free((char *)files[i].path);
     if (status != 200)
         return status;
-    bool fits = corral_lora_check(path, model_path, job->err);
-    if (!fits)
-        name_the_file(job->err, path, "the converted adapter");
-    free(path);
-    if (!fits)
-        return 400;
     return add_layer(job, CORRAL_MEDIA_ADAPTER, adapter_digest, size, NULL, existed) ? 200 : 400;
 }
 
