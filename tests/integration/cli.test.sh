@@ -317,6 +317,9 @@ printf 'FROM ./llama-gqa.gguf\nADAPTER ./peft\n' > "$work/src/Modelfile.peft"
 expect "create converts a PEFT adapter" "converting adapter" "$work/out"
 "$corral" show llama-peft --modelfile >"$work/out"
 expect "show --modelfile lists the converted adapter" "ADAPTER " "$work/out"
+printf 'FROM ./llama-gqa.gguf\nADAPTER ./peft\nADAPTER ./peft\n' > "$work/src/Modelfile.peft2"
+if "$corral" create llama-peft2 -f "$work/src/Modelfile.peft2" >"$work/out" 2>&1; then fail "create with two PEFT adapters succeeded"; fi
+expect "a PEFT adapter must be the only ADAPTER" "line 3: a safetensors adapter must be the model's only ADAPTER" "$work/out"
 
 # speculative decoding: a DRAFT model (the F16 copy) and prompt lookup give the tokens plain
 # decoding gives (draft_num_predict 0 turns both off); the request log counts the guesses
