@@ -398,14 +398,89 @@ static void finish_shard(shard *s, const char *dir, const char *name)
     json_decref(s->header);
 }
 
-void hf_fixture_write(const char *gguf_path, const char *dir, const char *hf_arch,
-                      safetensors_dtype matrix_dtype, const char *pre_regex)
+/* The Hugging Face names of a llama.cpp projector's tensors (gemma3's) in a Gemma 3
+ * multimodal checkpoint, older transformers' layout. */
+static void vision_hf_name(const char *gguf, char *out, size_t cap)
+{
+    static const char *const whole[][2] = {
+        {"v.patch_embd.weight", "vision_tower.vision_model.embeddings.patch_embedding.weight"},
+        {"v.patch_embd.bias", "vision_tower.vision_model.embeddings.patch_embedding.bias"},
+        {"v.position_embd.weight",
+         "vision_tower.vision_model.embeddings.position_embedding.weight"},
+        {"v.post_ln.weight", "vision_tower.vision_model.post_layernorm.weight"},
+        {"v.post_ln.bias", "vision_tower.vision_model.post_layernorm.bias"},
+        {"mm.soft_emb_norm.weight", "multi_modal_projector.mm_soft_emb_norm.weight"},
+        {"mm.input_projection.weight", "multi_modal_projector.mm_input_projection_weight"},
+    };
+    static const char *const parts[][2] = {
+        {"ln1", "layer_norm1"},  {"ln2", "layer_norm2"},   {"attn_q", "self_attn.q_proj"},
+        {"attn_k", "self_attn.k_proj"}, {"attn_v", "self_attn.v_proj"},
+        {"attn_out", "self_attn.out_proj"}, {"ffn_up", "mlp.fc1"}, {"ffn_down", "mlp.fc2"},
+    };
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
+        if (strcmp(gguf, whole[i][0]) == 0) {
+            snprintf(out, cap, "%s", whole[i][1]);
+            return;
+        }
+    unsigned layer;
+    char part[32], kind[16];
+    if (sscanf(gguf, "v.blk.%u.%31[a-z_0-9].%15s", &layer, part, kind) != 3)
+        fail_msg("no Hugging Face name for %s", gguf);
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        if (strcmp(part, parts[i][0]) == 0) {
+            snprintf(out, cap, "vision_tower.vision_model.encoder.layers.%u.%s.%s", layer,
+                     parts[i][1], kind);
+            return;
+        }
+    fail_msg("no Hugging Face name for %s", gguf);
+}
+
+/* config.json's keys but the architecture's moved under text_config, the projector's
+ * clip.vision.* keys as vision_config, its tokens per image beside them. */
+static void nest_vision_config(const gguf_file *mm, const char *dir, uint32_t tokens_per_image)
+{
+    json_error_t jerr;
+    json_t *flat = json_load_file(store_fixture_path(dir, "config.json"), 0, &jerr);
+    assert_non_null(flat);
+    json_t *c = json_pack("{s:O,s:o,s:I}", "architectures", json_object_get(flat, "architectures"),
+                          "text_config", flat, "mm_tokens_per_image",
+                          (json_int_t)tokens_per_image);
+    json_object_del(flat, "architectures");
+    float eps;
+    corral_error err;
+    assert_true(gguf_get_f32(mm, "clip.vision.attention.layer_norm_epsilon", &eps, &err));
+    json_object_set_new(
+        c, "vision_config",
+        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:s}", "num_hidden_layers",
+                  (json_int_t)get_u32(mm, "clip.vision.block_count"), "hidden_size",
+                  (json_int_t)get_u32(mm, "clip.vision.embedding_length"), "intermediate_size",
+                  (json_int_t)get_u32(mm, "clip.vision.feed_forward_length"),
+                  "num_attention_heads",
+                  (json_int_t)get_u32(mm, "clip.vision.attention.head_count"),
+                  "image_size", (json_int_t)get_u32(mm, "clip.vision.image_size"), "patch_size",
+                  (json_int_t)get_u32(mm, "clip.vision.patch_size"), "layer_norm_eps",
+                  (double)eps, "model_type", "siglip_vision_model"));
+    write_json(dir, "config.json", c);
+}
+
+/* The projector's tensors into s under their Hugging Face names, at their PyTorch shapes. */
+static void put_vision(shard *s, json_t *weight_map, const char *shard_name, const gguf_file *mm,
+                       safetensors_dtype matrix_dtype);
+
+static void write_checkpoint(const char *gguf_path, const char *dir, const char *hf_arch,
+                             safetensors_dtype matrix_dtype, const char *pre_regex,
+                             const char *mmproj_path, uint32_t tokens_per_image)
 {
     corral_error err;
     gguf_file *f = gguf_open(gguf_path, &err);
     if (!f)
         fail_msg("%s", err.message);
+    gguf_file *mm = mmproj_path ? gguf_open(mmproj_path, &err) : NULL;
+    if (mmproj_path && !mm)
+        fail_msg("%s", err.message);
     write_config(f, dir, hf_arch);
+    if (mm)
+        nest_vision_config(mm, dir, tokens_per_image);
     write_tokenizer(f, dir, pre_regex);
     gguf_str arch;
     assert_true(gguf_get_str(f, "general.architecture", &arch, &err));
@@ -440,6 +515,10 @@ void hf_fixture_write(const char *gguf_path, const char *dir, const char *hf_arc
             continue;
         }
         hf_name(t->name, sandwich, phi3, llama, name, sizeof name);
+        if (mm) { /* the text model under language_model, as older transformers saved it */
+            memmove(name + strlen("language_model."), name, strlen(name) + 1);
+            memcpy(name, "language_model.", strlen("language_model."));
+        }
         uint32_t permute = 0;
         if (llama && strstr(t->name, ".attn_q.weight"))
             permute = heads;
@@ -454,9 +533,107 @@ void hf_fixture_write(const char *gguf_path, const char *dir, const char *hf_arc
                    gemma && strstr(t->name, "_norm.weight") != NULL);
         json_object_set_new(weight_map, name, json_string(shard_names[i < n / 2 ? 0 : 1]));
     }
+    if (mm)
+        put_vision(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
     for (int s = 0; s < 2; s++)
         finish_shard(&shards[s], dir, shard_names[s]);
     write_json(dir, "model.safetensors.index.json",
                json_pack("{s:{s:i},s:o}", "metadata", "total_size", 0, "weight_map", weight_map));
+    if (mm)
+        gguf_close(mm);
     gguf_close(f);
+}
+
+static void put_vision(shard *s, json_t *weight_map, const char *shard_name, const gguf_file *mm,
+                       safetensors_dtype matrix_dtype)
+{
+    for (size_t i = 0; i < gguf_n_tensors(mm); i++) {
+        const gguf_tensor *t = gguf_tensor_at(mm, i);
+        assert_int_equal(t->type, TENSOR_TYPE_F32);
+        char name[256];
+        vision_hf_name(t->name, name, sizeof name);
+        uint64_t rows = t->n_dims == 1 ? 0 : (uint64_t)t->ne[t->n_dims - 1];
+        uint64_t cols = gguf_tensor_n_elems(t) / (rows ? rows : 1);
+        /* Gemma's RMSNorm keeps w - 1; SigLIP's LayerNorms keep w */
+        bool minus_one = strcmp(t->name, "mm.soft_emb_norm.weight") == 0;
+        put_matrix(s, name, t->n_dims == 1 ? SAFETENSORS_F32 : matrix_dtype, t->data, rows,
+                   cols, 0, minus_one);
+        if (t->n_dims > 2) { /* the patch kernel: [out, channels, height, width] */
+            json_t *shape = json_array();
+            for (uint32_t d = t->n_dims; d-- > 0;)
+                json_array_append_new(shape, json_integer(t->ne[d]));
+            json_object_set_new(json_object_get(s->header, name), "shape", shape);
+        }
+        json_object_set_new(weight_map, name, json_string(shard_name));
+    }
+}
+
+void hf_fixture_write(const char *gguf_path, const char *dir, const char *hf_arch,
+                      safetensors_dtype matrix_dtype, const char *pre_regex)
+{
+    write_checkpoint(gguf_path, dir, hf_arch, matrix_dtype, pre_regex, NULL, 0);
+}
+
+void hf_fixture_write_vision(const char *text_path, const char *mmproj_path, const char *dir,
+                             uint32_t tokens_per_image, safetensors_dtype matrix_dtype)
+{
+    write_checkpoint(text_path, dir, "Gemma3ForConditionalGeneration", matrix_dtype, NULL,
+                     mmproj_path, tokens_per_image);
+}
+
+void hf_fixture_write_adapter(const char *adapter_path, const char *base_path, const char *dir)
+{
+    corral_error err;
+    gguf_file *ad = gguf_open(adapter_path, &err);
+    gguf_file *base = ad ? gguf_open(base_path, &err) : NULL;
+    if (!base)
+        fail_msg("%s", err.message);
+    uint32_t heads = get_u32(base, "llama.attention.head_count");
+    uint32_t kv_heads = get_u32(base, "llama.attention.head_count_kv");
+    float alpha = 0;
+    assert_true(gguf_get_f32(ad, "adapter.lora.alpha", &alpha, &err));
+    shard s = {.header = json_object(), .data = tmpfile()};
+    assert_non_null(s.data);
+    json_t *modules = json_array();
+    uint64_t rank = 0;
+    for (size_t i = 0; i < gguf_n_tensors(ad); i++) {
+        const gguf_tensor *t = gguf_tensor_at(ad, i);
+        char base_name[256], hf[256], name[300];
+        size_t len = strlen(t->name) - strlen(".lora_a");
+        bool is_a = strcmp(t->name + len, ".lora_a") == 0;
+        snprintf(base_name, sizeof base_name, "%.*s", (int)len, t->name);
+        hf_name(base_name, false, false, false, hf, sizeof hf);
+        hf[strlen(hf) - strlen(".weight")] = '\0';
+        snprintf(name, sizeof name, "base_model.model.%s.lora_%c.weight", hf, is_a ? 'A' : 'B');
+        /* GGUF's lora_a [n_in, r] and lora_b [r, n_out] are PEFT's [r, n_in] and [n_out, r] */
+        uint64_t cols = (uint64_t)t->ne[0], rows = (uint64_t)t->ne[1];
+        float *values = malloc(rows * cols * sizeof *values);
+        assert_non_null(values);
+        const uint16_t *halves = t->data;
+        for (uint64_t e = 0; e < rows * cols; e++)
+            values[e] = t->type == TENSOR_TYPE_F32 ? ((const float *)t->data)[e]
+                                                   : quant_f16_to_f32(halves[e]);
+        uint32_t permute = 0;
+        if (!is_a && strstr(base_name, ".attn_q.weight"))
+            permute = heads;
+        if (!is_a && strstr(base_name, ".attn_k.weight"))
+            permute = kv_heads;
+        put_matrix(&s, name, t->type == TENSOR_TYPE_F32 ? SAFETENSORS_F32 : SAFETENSORS_F16,
+                   values, rows, cols, permute, false);
+        free(values);
+        rank = is_a ? rows : rank;
+        const char *module = strrchr(hf, '.') + 1;
+        bool listed = false;
+        for (size_t m = 0; m < json_array_size(modules); m++)
+            listed = listed || strcmp(json_string_value(json_array_get(modules, m)), module) == 0;
+        if (!listed)
+            json_array_append_new(modules, json_string(module));
+    }
+    finish_shard(&s, dir, "adapter_model.safetensors");
+    write_json(dir, "adapter_config.json",
+               json_pack("{s:s,s:s,s:I,s:f,s:o,s:b,s:b}", "peft_type", "LORA", "task_type",
+                         "CAUSAL_LM", "r", (json_int_t)rank, "lora_alpha", (double)alpha,
+                         "target_modules", modules, "use_rslora", false, "use_dora", false));
+    gguf_close(base);
+    gguf_close(ad);
 }

@@ -25,6 +25,24 @@
 void hf_fixture_write(const char *gguf_path, const char *dir, const char *hf_arch,
                       safetensors_dtype matrix_dtype, const char *pre_regex);
 
+/*
+ * Write the Gemma3ForConditionalGeneration checkpoint of the gemma3 text model at text_path
+ * and its llama.cpp projector at mmproj_path into dir: the text model's keys under
+ * text_config and its tensors under language_model., the projector's keys as vision_config
+ * and its tensors under Hugging Face's names (vision_tower.vision_model.*,
+ * multi_modal_projector.*, the soft embedding norm as w - 1), mm_tokens_per_image =
+ * tokens_per_image; matrices as matrix_dtype, vectors F32.
+ */
+void hf_fixture_write_vision(const char *text_path, const char *mmproj_path, const char *dir,
+                             uint32_t tokens_per_image, safetensors_dtype matrix_dtype);
+
+/*
+ * Write the PEFT directory (adapter_config.json, adapter_model.safetensors) of the GGUF LoRA
+ * adapter at adapter_path for the llama model at base_path into dir: lora_A and lora_B under
+ * Hugging Face's names, in the adapter's types (F32 or F16), B's Q/K rows in Hugging Face's order.
+ */
+void hf_fixture_write_adapter(const char *adapter_path, const char *base_path, const char *dir);
+
 /* Qwen2's pre-tokenizer pattern, as its tokenizer.json spells it. */
 extern const char hf_fixture_qwen2_regex[];
 

@@ -3,8 +3,10 @@
  * malformed header it is given, and the tiny llama.cpp-made fixtures come back from their
  * checkpoints (tests/hf_fixture.c) tensor for tensor, bit for bit in the types llama.cpp's
  * converter writes, with the same metadata and the same tokens; checkpoints Corral cannot
- * convert are refused with a message that says why. With --write-checkpoint DIR it writes the
- * qwen2 fixture's checkpoint there instead (for tests/integration/cli.test.sh).
+ * convert are refused with a message that says why; so for LoRA adapters in PEFT's form, which
+ * must also give the lora/ fixtures' logits. With --write-checkpoint DIR it writes the qwen2
+ * fixture's checkpoint there instead, with --write-adapter DIR the PEFT directory of
+ * lora/adapter-f32-r4.gguf (for tests/integration/cli.test.sh).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +20,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "convert/hf_adapter.h"
 #include "convert/hf_convert.h"
 #include "convert/safetensors.h"
 #include "corral/engine.h"
@@ -25,6 +28,8 @@
 #include "hf_fixture.h"
 #include "quant_half.h"
 #include "file_fixture.h"
+#include "gguf_write_fixture.h"
+#include "onefile_fixture.h"
 #include "reference_fixture.h"
 #include "store_fixture.h"
 #include "tensor_type.h"
@@ -435,6 +440,310 @@ static void test_convert_mixtral_round_trip(void **state)
                TENSOR_TYPE_F16, skipped);
 }
 
+/* ---- Gemma 3 with its vision tower ---- */
+
+static void expect_convert_refusal(const char *why);
+
+/* src's keys and tensors as the converter writes an F16 checkpoint's values: matrices F16,
+ * vectors F32, Gemma norms (kept as w - 1) plus one; into dst. */
+static void write_as_converted(const char *src, const char *dst)
+{
+    corral_error err = {{0}};
+    gguf_file *in = gguf_open(src, &err);
+    gguf_writer *w = gguf_writer_create();
+    if (!in || !w)
+        fail_msg("%s: %s", src, err.message);
+    bool ok = true;
+    for (size_t i = 0; ok && i < gguf_n_kv(in); i++)
+        ok = gguf_writer_copy_kv(w, gguf_kv_at(in, i), &err);
+    for (int pass = 0; ok && pass < 2; pass++) {
+        for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
+            const gguf_tensor *t = gguf_tensor_at(in, i);
+            uint32_t type = t->n_dims == 1 ? TENSOR_TYPE_F32 : TENSOR_TYPE_F16;
+            if (pass == 0) {
+                ok = gguf_writer_add_tensor(w, t->name, type, t->n_dims, t->ne, &err);
+                continue;
+            }
+            bool gemma_norm = strncmp(t->name, "v.", 2) != 0 && strstr(t->name, "_norm.weight");
+            size_t n = (size_t)gguf_tensor_n_elems(t);
+            uint8_t *bytes = malloc(n * 4);
+            assert_non_null(bytes);
+            for (size_t e = 0; e < n; e++) {
+                float x = ((const float *)t->data)[e];
+                if (gemma_norm)
+                    x = (x - 1.0f) + 1.0f;
+                uint16_t h = quant_f32_to_f16(x);
+                memcpy(bytes + e * (type == TENSOR_TYPE_F32 ? 4 : 2),
+                       type == TENSOR_TYPE_F32 ? (void *)&x : (void *)&h,
+                       type == TENSOR_TYPE_F32 ? 4 : 2);
+            }
+            ok = gguf_writer_write_tensor(w, bytes, n * (type == TENSOR_TYPE_F32 ? 4 : 2), &err);
+            free(bytes);
+        }
+        if (pass == 0)
+            ok = ok && gguf_writer_begin(w, dst, &err);
+    }
+    gguf_write_fixture_finish(w, ok, dst, &err);
+    gguf_close(in);
+}
+
+/* gemma3's image embeddings of the square reference image with the file at path. */
+static corral_image_embd square_image_embeddings(const char *path)
+{
+    corral_error err = {{0}};
+    corral_mmproj *mm = corral_mmproj_load(path, &err);
+    if (!mm)
+        fail_msg("%s", err.message);
+    size_t size;
+    float *pixels = file_fixture_read(fixture("vision/gemma3.square.pixels.f32"), &size);
+    assert_int_equal(size, 64 * 64 * 3 * sizeof(float));
+    corral_image_embd embd;
+    if (!corral_mmproj_encode(mm, pixels, 64, 64, 1, &embd, &err))
+        fail_msg("%s", err.message);
+    free(pixels);
+    corral_mmproj_free(mm);
+    return embd;
+}
+
+/* The Gemma3ForConditionalGeneration checkpoint of the gemma3 vision fixtures converts to the
+ * one file ollama's converter writes (the fixtures merged as ollama lays them out, at the
+ * checkpoint's F16): the same tensors byte for byte, the same keys, the same image
+ * embeddings, and a model its tower fits. */
+static void test_convert_gemma3_vision_to_one_file(void **state)
+{
+    (void)state;
+    char text[4096], mmproj[4096];
+    snprintf(text, sizeof text, "%s", fixture("vision/gemma3-text.gguf"));
+    snprintf(mmproj, sizeof mmproj, "%s", fixture("vision/gemma3-mmproj.gguf"));
+    hf_fixture_write_vision(text, mmproj, g_root, 16, SAFETENSORS_F16);
+    corral_error err = {{0}};
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    char text_f16[512], mmproj_f16[512], want_path[512], got_path[512];
+    snprintf(text_f16, sizeof text_f16, "%s", store_fixture_path(g_root, "text-f16.gguf"));
+    snprintf(mmproj_f16, sizeof mmproj_f16, "%s", store_fixture_path(g_root, "mmproj-f16.gguf"));
+    snprintf(want_path, sizeof want_path, "%s", store_fixture_path(g_root, "want.gguf"));
+    snprintf(got_path, sizeof got_path, "%s", store_fixture_path(g_root, "out.gguf"));
+    write_as_converted(text, text_f16);
+    write_as_converted(mmproj, mmproj_f16);
+    onefile_fixture_write(text_f16, mmproj_f16, want_path, 16, NULL, NULL);
+
+    gguf_file *want = gguf_open(want_path, &err), *got = gguf_open(got_path, &err);
+    if (!want || !got)
+        fail_msg("%s", err.message);
+    assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want));
+    for (size_t i = 0; i < gguf_n_tensors(want); i++) {
+        const gguf_tensor *w = gguf_tensor_at(want, i), *g = gguf_find_tensor(got, w->name);
+        if (!g)
+            fail_msg("no %s", w->name);
+        if (g->type != w->type || memcmp(g->ne, w->ne, sizeof w->ne) != 0 ||
+            g->size_bytes != w->size_bytes || memcmp(g->data, w->data, w->size_bytes) != 0)
+            fail_msg("%s differs (%s, expected %s)", w->name, tensor_type_name(g->type),
+                     tensor_type_name(w->type));
+    }
+    for (size_t i = 0; i < gguf_n_kv(want); i++) {
+        const gguf_kv *w = gguf_kv_at(want, i);
+        /* the projector's projection_dim, which ollama's converter does not write */
+        if (!strcmp(w->key, "general.name") || !strcmp(w->key, "general.file_type") ||
+            !strcmp(w->key, "gemma3.vision.projection_dim"))
+            continue;
+        const gguf_kv *g = gguf_find_kv(got, w->key);
+        if (!g || !kv_equal(w, g))
+            fail_msg("%s %s", w->key, g ? "differs" : "is missing");
+    }
+    gguf_close(want);
+    gguf_close(got);
+
+    corral_image_embd a = square_image_embeddings(want_path);
+    corral_image_embd b = square_image_embeddings(got_path);
+    assert_int_equal(a.n_tokens, 16);
+    assert_int_equal(b.n_tokens, a.n_tokens);
+    assert_int_equal(b.n_embd, a.n_embd);
+    assert_memory_equal(b.data, a.data, a.n_tokens * a.n_embd * sizeof *a.data);
+    corral_image_embd_free(&a);
+    corral_image_embd_free(&b);
+    corral_model *model = corral_model_load(got_path, &err);
+    corral_mmproj *mm = model ? corral_mmproj_load(got_path, &err) : NULL;
+    if (!mm || !corral_mmproj_fits(mm, model, &err))
+        fail_msg("%s", err.message);
+    corral_mmproj_free(mm);
+    corral_model_free(model);
+
+    /* from BF16, as ollama's converter: the text model's matrices and the projection BF16,
+     * the tower's F16 */
+    hf_fixture_write_vision(text, mmproj, g_root, 16, SAFETENSORS_BF16);
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    assert_non_null(got = gguf_open(got_path, &err));
+    static const struct {
+        const char *name;
+        uint32_t type;
+    } types[] = {{"blk.0.attn_q.weight", TENSOR_TYPE_BF16},
+                 {"mm.mm_input_projection.weight", TENSOR_TYPE_BF16},
+                 {"v.blk.0.attn_q.weight", TENSOR_TYPE_F16},
+                 {"v.patch_embedding.weight", TENSOR_TYPE_F16},
+                 {"v.blk.0.attn_q.bias", TENSOR_TYPE_F32}};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        if (gguf_find_tensor(got, types[i].name)->type != types[i].type)
+            fail_msg("%s is %s", types[i].name,
+                     tensor_type_name(gguf_find_tensor(got, types[i].name)->type));
+    gguf_close(got);
+    assert_int_equal(unlink(got_path), 0);
+
+    rewrite("config.json", "\"image_size\": 64", "\"image_size\": 0");
+    expect_convert_refusal("config.json: vision_config.image_size must be an integer from 1");
+    rewrite("config.json", "\"vision_config\"", "\"vision_configs\"");
+    expect_convert_refusal("config.json has no vision_config object");
+}
+
+/* ---- LoRA adapters ---- */
+
+#define ADAPTER_BASE "arch/llama-gqa.gguf"
+
+/* The PEFT adapter in g_root converted for base into out.gguf. */
+static hf_status convert_adapter(const char *base, corral_error *err)
+{
+    static const char *const names[] = {HF_ADAPTER_CONFIG, HF_ADAPTER_WEIGHTS};
+    hf_file files[2];
+    char paths[2][512], out_path[512];
+    size_t n = 0;
+    for (size_t i = 0; i < 2; i++)
+        if (store_fixture_exists(g_root, names[i])) {
+            snprintf(paths[n], sizeof paths[n], "%s", store_fixture_path(g_root, names[i]));
+            files[n] = (hf_file){names[i], paths[n]};
+            n++;
+        }
+    snprintf(out_path, sizeof out_path, "%s", store_fixture_path(g_root, "out.gguf"));
+    return hf_adapter_convert(files, n, fixture(base), out_path, err);
+}
+
+/* The base model's logits for a few tokens with the adapter at path applied. */
+static float *adapted_logits(const char *path)
+{
+    corral_error err;
+    corral_model *m = corral_model_load(fixture(ADAPTER_BASE), &err);
+    if (!m || !corral_model_add_lora(m, path, 1.0f, &err))
+        fail_msg("%s", err.message);
+    corral_context_params p;
+    corral_context_params_init(&p);
+    p.kv_type = CORRAL_KV_F32;
+    p.n_ctx = 16;
+    p.n_batch = 16;
+    p.n_threads = 1;
+    corral_context *ctx = corral_context_create(m, &p, &err);
+    static const corral_token ids[] = {1, 15, 300, 42, 7, 99};
+    corral_batch batch = {.n_tokens = 6, .tokens = ids};
+    if (!ctx || !corral_decode(ctx, &batch, &err))
+        fail_msg("%s", err.message);
+    size_t n_vocab = corral_model_n_vocab(m);
+    float *logits = malloc(n_vocab * sizeof *logits);
+    assert_non_null(logits);
+    memcpy(logits, corral_get_logits(ctx, 5), n_vocab * sizeof *logits);
+    corral_context_free(ctx);
+    corral_model_free(m);
+    return logits;
+}
+
+/* A lora/ fixture's PEFT directory converts back to it, value for value in F32, with its keys;
+ * applied, it gives the fixture's logits exactly. */
+static void adapter_round_trip(const char *fixture_name)
+{
+    hf_fixture_write_adapter(fixture(fixture_name), fixture(ADAPTER_BASE), g_root);
+    corral_error err = {{0}};
+    if (convert_adapter(ADAPTER_BASE, &err) != HF_OK)
+        fail_msg("%s: %s", fixture_name, err.message);
+    gguf_file *want = gguf_open(fixture(fixture_name), &err);
+    gguf_file *got = gguf_open(store_fixture_path(g_root, "out.gguf"), &err);
+    if (!want || !got)
+        fail_msg("%s", err.message);
+    assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want));
+    for (size_t i = 0; i < gguf_n_tensors(want); i++) {
+        const gguf_tensor *w = gguf_tensor_at(want, i);
+        const gguf_tensor *g = gguf_find_tensor(got, w->name);
+        if (!g)
+            fail_msg("%s: no %s", fixture_name, w->name);
+        assert_int_equal(g->type, TENSOR_TYPE_F32);
+        for (int d = 0; d < 4; d++)
+            assert_int_equal(g->ne[d], w->ne[d]);
+        for (uint64_t e = 0; e < gguf_tensor_n_elems(w); e++) {
+            const uint16_t *halves = w->data;
+            float x = w->type == TENSOR_TYPE_F32 ? ((const float *)w->data)[e]
+                                                 : quant_f16_to_f32(halves[e]);
+            expect_element(x, TENSOR_TYPE_F32, g->data, e, w->name);
+        }
+    }
+    static const char *const keys[] = {"general.architecture", "general.type", "adapter.type",
+                                       "adapter.lora.alpha"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const gguf_kv *w = gguf_find_kv(want, keys[i]), *g = gguf_find_kv(got, keys[i]);
+        if (!g || !kv_equal(w, g))
+            fail_msg("%s: %s %s", fixture_name, keys[i], g ? "differs" : "is missing");
+    }
+    gguf_close(want);
+    gguf_close(got);
+    float *a = adapted_logits(fixture(fixture_name));
+    float *b = adapted_logits(store_fixture_path(g_root, "out.gguf"));
+    assert_memory_equal(a, b, 512 * sizeof *a);
+    free(a);
+    free(b);
+}
+
+static void test_convert_adapter_f32_round_trip(void **state)
+{
+    (void)state;
+    adapter_round_trip("lora/adapter-f32-r4.gguf");
+}
+
+static void test_convert_adapter_f16_round_trip(void **state)
+{
+    (void)state;
+    adapter_round_trip("lora/adapter-f16-qv.gguf");
+}
+
+static void expect_adapter_refusal(const char *base, const char *why)
+{
+    corral_error err = {{0}};
+    assert_int_equal(convert_adapter(base, &err), HF_INVALID);
+    if (!strstr(err.message, why))
+        fail_msg("'%s', expected '%s'", err.message, why);
+    assert_false(store_fixture_exists(g_root, "out.gguf"));
+}
+
+/* Each case starts from the F16 adapter's PEFT directory with one thing wrong. */
+static void test_convert_refuses_adapters_it_cannot_convert(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *file, *from, *to, *why;
+    } cases[] = {
+        {HF_ADAPTER_CONFIG, "\"use_rslora\": false", "\"use_rslora\": true", "use_rslora"},
+        {HF_ADAPTER_CONFIG, "\"use_dora\": false", "\"use_dora\": true", "use_dora"},
+        {HF_ADAPTER_CONFIG, "\"peft_type\": \"LORA\"", "\"peft_type\": \"IA3\"", "peft_type"},
+        {HF_ADAPTER_CONFIG, "\"lora_alpha\"", "\"lora_alphx\"", "lora_alpha must be"},
+        {HF_ADAPTER_CONFIG, "\"use_dora\": false", "\"alpha_pattern\": {\"q_proj\": 2}",
+         "alpha_pattern"},
+        {HF_ADAPTER_WEIGHTS, "layers.0.self_attn.q_proj.lora_B", "layers.0.self_attn.q_proj.lora_C",
+         "is not a LoRA matrix"},
+        {HF_ADAPTER_WEIGHTS, "layers.0.self_attn.q_proj.lora_B", "layers.0.self_attn.k_proj.lora_B",
+         "has no lora_"},
+        {HF_ADAPTER_WEIGHTS, "layers.0.self_attn.q_proj.lora_A", "layers.0.self_attn.q_norm.lora_A",
+         "which is not an attention, feed-forward or output matrix"},
+        {HF_ADAPTER_WEIGHTS, "layers.0.self_attn.q_proj.lora_A", "layers.9.self_attn.q_proj.lora_A",
+         "which is not an attention"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        hf_fixture_write_adapter(fixture("lora/adapter-f16-qv.gguf"), fixture(ADAPTER_BASE),
+                                 g_root);
+        rewrite(cases[i].file, cases[i].from, cases[i].to);
+        expect_adapter_refusal(ADAPTER_BASE, cases[i].why);
+    }
+    hf_fixture_write_adapter(fixture("lora/adapter-f16-qv.gguf"), fixture(ADAPTER_BASE), g_root);
+    expect_adapter_refusal("arch/phi2.gguf", "not 'phi2'");
+    expect_adapter_refusal("lora/adapter-f16-qv.gguf", "the base model");
+    assert_int_equal(unlink(store_fixture_path(g_root, HF_ADAPTER_CONFIG)), 0);
+    expect_adapter_refusal(ADAPTER_BASE, HF_ADAPTER_CONFIG " is missing");
+}
+
 /* ---- refusals ---- */
 
 static void expect_convert_refusal(const char *why)
@@ -609,6 +918,14 @@ static void write_checkpoint(void **state)
                      SAFETENSORS_F16, hf_fixture_qwen2_regex);
 }
 
+/* ... and the PEFT directory of lora/adapter-f32-r4.gguf, for arch/llama-gqa.gguf. */
+static void write_adapter(void **state)
+{
+    (void)state;
+    hf_fixture_write_adapter(fixture("lora/adapter-f32-r4.gguf"), fixture(ADAPTER_BASE),
+                             g_write_dir);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--write-checkpoint") == 0) {
@@ -616,8 +933,13 @@ int main(int argc, char **argv)
         const struct CMUnitTest write[] = {cmocka_unit_test(write_checkpoint)};
         return cmocka_run_group_tests(write, NULL, NULL);
     }
+    if (argc == 3 && strcmp(argv[1], "--write-adapter") == 0) {
+        g_write_dir = argv[2];
+        const struct CMUnitTest write[] = {cmocka_unit_test(write_adapter)};
+        return cmocka_run_group_tests(write, NULL, NULL);
+    }
     if (argc != 1) {
-        fprintf(stderr, "usage: %s [--write-checkpoint DIR]\n", argv[0]);
+        fprintf(stderr, "usage: %s [--write-checkpoint DIR | --write-adapter DIR]\n", argv[0]);
         return 2;
     }
     const struct CMUnitTest tests[] = {
@@ -636,6 +958,11 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_convert_qwen3moe_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_mixtral_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_reads_chat_template_jinja, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_convert_gemma3_vision_to_one_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_adapter_f32_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_adapter_f16_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_refuses_adapters_it_cannot_convert, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_convert_refuses_what_it_cannot_convert, setup,
                                         teardown),

@@ -19,10 +19,12 @@
 #include <jansson.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "engine/gguf.h"
 #include "file_fixture.h"
+#include "convert/hf_adapter.h"
 #include "hf_fixture.h"
 #include "server/server.h"
 #include "registry_fixture.h"
@@ -834,6 +836,38 @@ static void test_create_quantizes_an_existing_model_without_streaming(void **sta
     json_decref(show);
 }
 
+/* The quantized file becomes the model's blob by rename: when that fails (a directory in the
+ * blob's place) the create fails, and neither the scratch file nor a blob stays. */
+static void test_create_that_cannot_store_its_quantized_file_leaves_nothing(void **state)
+{
+    (void)state;
+    char digest[CORRAL_DIGEST_BUF], body[512];
+    size_t len;
+    upload_fixture("tiny-tolstoy-f32.gguf", digest, &len);
+    snprintf(body, sizeof body, "{\"model\":\"tolstoy-q6\",\"files\":{\"t.gguf\":\"%s\"},"
+             "\"quantize\":\"q6_K\",\"stream\":false}", digest);
+    response r = call_json("POST", "/api/create", body);
+    assert_int_equal(r.status, 200);
+    free(r.body);
+    json_t *show = show_details("tolstoy-q6");
+    const char *from = strstr(json_string_value(json_object_get(show, "modelfile")),
+                              "/blobs/sha256-");
+    assert_non_null(from);
+    char blob[128];
+    snprintf(blob, sizeof blob, "blobs/%.71s", from + strlen("/blobs/"));
+    json_decref(show);
+    r = call_json("DELETE", "/api/delete", "{\"model\":\"tolstoy-q6\"}");
+    assert_int_equal(r.status, 200);
+    free(r.body);
+    assert_false(store_fixture_exists(g_root, blob));
+
+    assert_int_equal(mkdir(store_fixture_path(g_root, blob), 0755), 0);
+    expect_error("POST", "/api/create", body, 500, "cannot rename");
+    assert_int_equal(rmdir(store_fixture_path(g_root, blob)), 0);
+    assert_int_equal(count_quantize_leftovers(), 0);
+    expect_error("POST", "/api/show", "{\"model\":\"tolstoy-q6\"}", 404, "not found");
+}
+
 static void test_create_refuses_to_quantize_a_quantized_model(void **state)
 {
     (void)state;
@@ -856,9 +890,11 @@ static json_t *upload_checkpoint(const char *dir)
     static const char *const names[] = {"config.json", "tokenizer.json", "tokenizer_config.json",
                                         "generation_config.json", "model.safetensors.index.json",
                                         "model-00001-of-00002.safetensors",
-                                        "model-00002-of-00002.safetensors"};
+                                        "model-00002-of-00002.safetensors", "tokenizer.model"};
     json_t *files = json_object();
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (!store_fixture_exists(dir, names[i]))
+            continue;
         size_t len;
         char *data = file_fixture_read(store_fixture_path(dir, names[i]), &len);
         char digest[CORRAL_DIGEST_BUF], path[128];
@@ -935,6 +971,32 @@ static void test_create_converts_a_safetensors_checkpoint(void **state)
     store_fixture_remove_root(dir);
 }
 
+/* Gemma 3 with its vision tower converts to one file that /api/show lists with vision. */
+static void test_create_converts_a_gemma3_vision_checkpoint(void **state)
+{
+    (void)state;
+    char *dir = store_fixture_make_root();
+    char text[4096], mmproj[4096];
+    snprintf(text, sizeof text, "%s", fixture_path("vision/gemma3-text.gguf"));
+    snprintf(mmproj, sizeof mmproj, "%s", fixture_path("vision/gemma3-mmproj.gguf"));
+    hf_fixture_write_vision(text, mmproj, dir, 16, SAFETENSORS_BF16);
+    json_t *files = upload_checkpoint(dir);
+    char *body = create_body("gemma3-vision-hf", files, NULL);
+    response r = call_json("POST", "/api/create", body);
+    free(body);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "{\"status\":\"success\"}"));
+    free(r.body);
+    json_t *show = show_details("gemma3-vision-hf");
+    assert_true(has_capability(show, "vision"));
+    assert_string_equal(json_string_value(json_object_get(json_object_get(show, "model_info"),
+                                                          "general.architecture")), "gemma3");
+    json_decref(show);
+    assert_int_equal(count_quantize_leftovers(), 0);
+    json_decref(files);
+    store_fixture_remove_root(dir);
+}
+
 /* What cannot be converted is a 400 that says why, before anything is stored. */
 static void test_create_refuses_checkpoints_it_cannot_convert(void **state)
 {
@@ -948,7 +1010,7 @@ static void test_create_refuses_checkpoints_it_cannot_convert(void **state)
                  "unsupported architecture 'GPTNeoXForCausalLM': Corral converts "
                  "LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, "
                  "Qwen3ForCausalLM, Qwen3MoeForCausalLM, GemmaForCausalLM, Gemma2ForCausalLM, "
-                 "Gemma3ForCausalLM, Phi3ForCausalLM");
+                 "Gemma3ForCausalLM, Gemma3ForConditionalGeneration, Phi3ForCausalLM");
     free(body);
 
     /* an adapter is checked against the converted weights, once they exist: without
@@ -981,6 +1043,97 @@ static void test_create_refuses_checkpoints_it_cannot_convert(void **state)
     expect_error("POST", "/api/show", "{\"model\":\"qwen2-adapted\"}", 404, "not found");
     assert_int_equal(count_quantize_leftovers(), 0);
     json_decref(files);
+    store_fixture_remove_root(dir);
+}
+
+/* Upload a PEFT adapter directory's two files; the adapters map of a create request. */
+static json_t *upload_peft_adapter(const char *dir)
+{
+    static const char *const names[] = {HF_ADAPTER_CONFIG, HF_ADAPTER_WEIGHTS};
+    json_t *files = json_object();
+    for (size_t i = 0; i < 2; i++) {
+        size_t len;
+        char *data = file_fixture_read(store_fixture_path(dir, names[i]), &len);
+        char digest[CORRAL_DIGEST_BUF], path[128];
+        corral_digest_of(data, len, digest);
+        snprintf(path, sizeof path, "/api/blobs/%s", digest);
+        response r = call("POST", path, data, len);
+        assert_true(r.status == 201 || r.status == 200);
+        free(r.body);
+        free(data);
+        json_object_set_new(files, names[i], json_string(digest));
+    }
+    return files;
+}
+
+/* A PEFT adapter (ADAPTER ./dir/) becomes the GGUF adapter hf_adapter_convert writes for the
+ * model; what does not fit the model is a 400, and no scratch file stays behind. */
+static void test_create_converts_a_peft_adapter(void **state)
+{
+    (void)state;
+    char *dir = store_fixture_make_root();
+    char adapter_path[4096], base_path[4096];
+    snprintf(adapter_path, sizeof adapter_path, "%s", fixture_path("lora/adapter-f32-r4.gguf"));
+    snprintf(base_path, sizeof base_path, "%s", fixture_path("arch/llama-gqa.gguf"));
+    hf_fixture_write_adapter(adapter_path, base_path, dir);
+    hf_file files[2] = {{HF_ADAPTER_CONFIG, NULL}, {HF_ADAPTER_WEIGHTS, NULL}};
+    char paths[2][512];
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(paths[i], sizeof paths[i], "%s", store_fixture_path(dir, files[i].name));
+        files[i].path = paths[i];
+    }
+    char out[512];
+    snprintf(out, sizeof out, "%s", store_fixture_path(dir, "want.gguf"));
+    corral_error err = {{0}};
+    if (hf_adapter_convert(files, 2, base_path, out, &err) != HF_OK)
+        fail_msg("%s", err.message);
+    size_t len;
+    char *want = file_fixture_read(out, &len), want_digest[CORRAL_DIGEST_BUF];
+    corral_digest_of(want, len, want_digest);
+    free(want);
+
+    char model[CORRAL_DIGEST_BUF], other[CORRAL_DIGEST_BUF];
+    upload_fixture("arch/llama-gqa.gguf", model, &len);
+    upload_fixture("tiny-tolstoy-f16.gguf", other, &len);
+    json_t *adapters = upload_peft_adapter(dir);
+    json_t *req = json_pack("{s:s,s:{s:s},s:O}", "model", "llama-peft", "files", "m.gguf",
+                            model, "adapters", adapters);
+    char *body = json_dumps(req, JSON_COMPACT);
+    response r = call_json("POST", "/api/create", body);
+    free(body);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "{\"status\":\"converting adapter\"}"));
+    assert_non_null(strstr(r.body, "{\"status\":\"success\"}"));
+    free(r.body);
+    json_t *show = show_details("llama-peft");
+    const char *modelfile = json_string_value(json_object_get(show, "modelfile"));
+    char line[160];
+    snprintf(line, sizeof line, "sha256-%s\n", want_digest + strlen("sha256:"));
+    const char *adapter_line = strstr(modelfile, "\nADAPTER ");
+    assert_non_null(adapter_line);
+    assert_non_null(strstr(adapter_line, line));
+    json_decref(show);
+
+    /* another llama's matrices are not llama-gqa's shapes: the converted adapter does not fit,
+     * and is not stored */
+    json_object_set_new(json_object_get(req, "files"), "m.gguf", json_string(other));
+    json_object_set_new(req, "model", json_string("tolstoy-peft"));
+    body = json_dumps(req, JSON_COMPACT);
+    size_t blobs = store_fixture_count_entries(g_root, "blobs");
+    expect_error("POST", "/api/create", body, 400, "the converted adapter");
+    assert_int_equal(store_fixture_count_entries(g_root, "blobs"), blobs);
+    free(body);
+    /* PEFT's files and a GGUF adapter are not one adapter */
+    json_object_set_new(json_object_get(req, "files"), "m.gguf", json_string(model));
+    json_object_set_new(json_object_get(req, "adapters"), "extra.gguf", json_string(model));
+    body = json_dumps(req, JSON_COMPACT);
+    expect_error("POST", "/api/create", body, 400,
+                 "'extra.gguf' is not part of a safetensors LoRA adapter");
+    free(body);
+    expect_error("POST", "/api/show", "{\"model\":\"tolstoy-peft\"}", 404, "not found");
+    assert_int_equal(count_quantize_leftovers(), 0);
+    json_decref(req);
+    json_decref(adapters);
     store_fixture_remove_root(dir);
 }
 
@@ -1055,8 +1208,11 @@ int main(void)
         cmocka_unit_test(test_create_quantizes_streaming_ollama_statuses),
         cmocka_unit_test(test_create_quantizes_an_existing_model_without_streaming),
         cmocka_unit_test(test_create_refuses_to_quantize_a_quantized_model),
+        cmocka_unit_test(test_create_that_cannot_store_its_quantized_file_leaves_nothing),
         cmocka_unit_test(test_create_converts_a_safetensors_checkpoint),
         cmocka_unit_test(test_create_refuses_checkpoints_it_cannot_convert),
+        cmocka_unit_test(test_create_converts_a_peft_adapter),
+        cmocka_unit_test(test_create_converts_a_gemma3_vision_checkpoint),
         cmocka_unit_test(test_show_reports_ollama_gptoss_family),
         cmocka_unit_test(test_show_lists_vision_only_for_a_tower_the_engine_reads),
         cmocka_unit_test(test_tags_lists_created_model_with_details),

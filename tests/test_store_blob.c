@@ -2,7 +2,8 @@
  * Blobs: the streaming writer makes a blob only when size and digest match and leaves no temp
  * file either way; digests are checked before any path exists; GC removes exactly the blobs no
  * manifest references (and stops on an unreadable manifest); the start-up prune removes stale
- * partial files and keeps fresh ones.
+ * partial files and keeps fresh ones; a file adopted from blobs/ becomes its blob by rename,
+ * and a failed adoption leaves nothing.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cmocka.h>
 
@@ -158,6 +160,83 @@ static void test_blob_writer_stops_at_its_cap(void **state)
                      CORRAL_STORE_INVALID);
     corral_blob_writer_free(w);
     assert_int_equal(store_fixture_count_entries(f->root, "blobs"), 0);
+}
+
+/* A file written in blobs/ becomes its blob by rename: the same inode, nothing left beside it;
+ * a second file of the same bytes is removed and the blob kept. */
+static void test_blob_adopt_renames_the_file_into_place(void **state)
+{
+    fixture *f = *state;
+    corral_error err = {{0}};
+    char want[CORRAL_DIGEST_BUF], digest[CORRAL_DIGEST_BUF];
+    digest_of_text(payload, want);
+    store_fixture_write(f->root, "blobs/scratch-a", payload, strlen(payload));
+    struct stat before, after;
+    assert_int_equal(stat(store_fixture_path(f->root, "blobs/scratch-a"), &before), 0);
+    char path[4096];
+    snprintf(path, sizeof path, "%s", store_fixture_path(f->root, "blobs/scratch-a"));
+    uint64_t size = 0;
+    bool existed = true;
+    if (corral_store_blob_adopt(f->store, path, digest, &size, &existed, &err) != CORRAL_STORE_OK)
+        fail_msg("%s", err.message);
+    assert_string_equal(digest, want);
+    assert_int_equal(size, strlen(payload));
+    assert_false(existed);
+    assert_false(store_fixture_exists(f->root, "blobs/scratch-a"));
+    char *blob = corral_store_blob_path(f->store, digest, &err);
+    assert_int_equal(stat(blob, &after), 0);
+    free(blob);
+    assert_int_equal(after.st_ino, before.st_ino);
+    assert_int_equal(after.st_mode & 0777, 0644);
+    assert_int_equal(store_fixture_count_entries(f->root, "blobs"), 1);
+
+    store_fixture_write(f->root, "blobs/scratch-b", payload, strlen(payload));
+    snprintf(path, sizeof path, "%s", store_fixture_path(f->root, "blobs/scratch-b"));
+    assert_int_equal(corral_store_blob_adopt(f->store, path, digest, &size, &existed, &err),
+                     CORRAL_STORE_OK);
+    assert_true(existed);
+    assert_string_equal(digest, want);
+    assert_false(store_fixture_exists(f->root, "blobs/scratch-b"));
+    assert_int_equal(store_fixture_count_entries(f->root, "blobs"), 1);
+    char *text = NULL;
+    size_t len = 0;
+    assert_int_equal(corral_store_blob_read(f->store, want, 1024, &text, &len, &err),
+                     CORRAL_STORE_OK);
+    assert_memory_equal(text, payload, strlen(payload));
+    free(text);
+}
+
+/* A rename that fails leaves neither the file nor a blob; what is not a file of blobs/ is
+ * refused and left alone. */
+static void test_blob_adopt_failures_leave_nothing_behind(void **state)
+{
+    fixture *f = *state;
+    corral_error err = {{0}};
+    char want[CORRAL_DIGEST_BUF], digest[CORRAL_DIGEST_BUF], name[128], path[4096];
+    digest_of_text(payload, want);
+    snprintf(name, sizeof name, "blobs/sha256-%s", want + strlen("sha256:"));
+    assert_int_equal(mkdir(store_fixture_path(f->root, name), 0755), 0); /* in the blob's way */
+    store_fixture_write(f->root, "blobs/scratch-a", payload, strlen(payload));
+    snprintf(path, sizeof path, "%s", store_fixture_path(f->root, "blobs/scratch-a"));
+    uint64_t size;
+    bool existed;
+    assert_int_equal(corral_store_blob_adopt(f->store, path, digest, &size, &existed, &err),
+                     CORRAL_STORE_IO);
+    assert_non_null(strstr(err.message, "cannot rename"));
+    assert_false(store_fixture_exists(f->root, "blobs/scratch-a"));
+    assert_int_equal(store_fixture_count_entries(f->root, "blobs"), 1);
+
+    assert_int_equal(corral_store_blob_adopt(f->store, path, digest, &size, &existed, &err),
+                     CORRAL_STORE_IO); /* gone */
+    store_fixture_write(f->root, "outside", payload, strlen(payload));
+    snprintf(path, sizeof path, "%s", store_fixture_path(f->root, "outside"));
+    assert_int_equal(corral_store_blob_adopt(f->store, path, digest, &size, &existed, &err),
+                     CORRAL_STORE_INVALID);
+    assert_true(store_fixture_exists(f->root, "outside"));
+    snprintf(path, sizeof path, "%s", store_fixture_path(f->root, name));
+    assert_int_equal(corral_store_blob_adopt(f->store, path, digest, &size, &existed, &err),
+                     CORRAL_STORE_INVALID); /* a directory */
+    assert_true(store_fixture_exists(f->root, name));
 }
 
 static void test_blob_lookups_reject_bad_digests(void **state)
@@ -325,6 +404,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_blob_writer_free_without_finish_removes_temp, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_blob_writer_stops_at_its_cap, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_blob_adopt_renames_the_file_into_place, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_blob_adopt_failures_leave_nothing_behind, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_blob_lookups_reject_bad_digests, setup, teardown),
         cmocka_unit_test_setup_teardown(test_blob_write_is_idempotent_and_read_is_bounded, setup,
                                         teardown),

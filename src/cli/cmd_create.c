@@ -22,6 +22,7 @@
 #include "cli/flags.h"
 #include "cli/modelfile.h"
 #include "cli/progress.h"
+#include "convert/hf_adapter.h"
 #include "util/file.h"
 
 #define MAX_DIR_FILES 64
@@ -182,14 +183,27 @@ static bool is_checkpoint_file(const char *name)
            strcmp(name, "tokenizer.model") == 0;
 }
 
+/* Does the directory hold a PEFT LoRA adapter (adapter_model.safetensors)? */
+static bool is_peft_directory(const char *dir_path)
+{
+    char path[PATH_MAX];
+    struct stat st;
+    return (size_t)snprintf(path, sizeof path, "%s/" HF_ADAPTER_WEIGHTS, dir_path) <
+               sizeof path &&
+           stat(path, &st) == 0;
+}
+
 /*
  * The files of a directory that Corral reads, keyed by their names: a Hugging Face checkpoint's
- * (for the server to convert) when the directory holds one, else its GGUF files.
+ * (FROM) or PEFT adapter's (ADAPTER) for the server to convert when the directory holds one,
+ * else its GGUF files.
  */
 static bool add_directory(corral_client *client, progress *shown, const char *dir_path,
-                          bool from, json_t *files, corral_error *err)
+                          modelfile_kind kind, json_t *files, corral_error *err)
 {
+    bool from = kind == MODELFILE_FROM;
     bool checkpoint = from && is_checkpoint_directory(dir_path);
+    bool peft = kind == MODELFILE_ADAPTER && is_peft_directory(dir_path);
     size_t max_files = checkpoint ? MAX_CHECKPOINT_FILES : MAX_DIR_FILES;
     DIR *dir = opendir(dir_path);
     if (!dir) {
@@ -201,7 +215,8 @@ static bool add_directory(corral_client *client, progress *shown, const char *di
     struct dirent *entry;
     while (ok && (entry = readdir(dir))) {
         if (checkpoint ? !is_checkpoint_file(entry->d_name)
-                       : !has_suffix(entry->d_name, ".gguf"))
+                       : peft ? !hf_is_adapter_file(entry->d_name)
+                              : !has_suffix(entry->d_name, ".gguf"))
             continue;
         char path[PATH_MAX];
         struct stat st;
@@ -276,8 +291,7 @@ static bool resolve_source(corral_client *client, progress *shown, const modelfi
         return false;
     }
     json_t *files = json_object();
-    bool ok = S_ISDIR(st.st_mode) ? add_directory(client, shown, path,
-                                                  cmd->kind == MODELFILE_FROM, files, err)
+    bool ok = S_ISDIR(st.st_mode) ? add_directory(client, shown, path, cmd->kind, files, err)
                                   : add_file(client, shown, path,
                                              strrchr(path, '/') ? strrchr(path, '/') + 1 : path,
                                              files, err);
@@ -292,6 +306,14 @@ static bool resolve_source(corral_client *client, progress *shown, const modelfi
     /* every ADAPTER line adds its adapter, a projector joins the model's files; a later FROM
      * or DRAFT replaces the earlier one */
     json_t *earlier = json_object_get(request, keys[cmd->kind]);
+    bool peft = json_object_get(files, HF_ADAPTER_WEIGHTS) != NULL;
+    if (cmd->kind == MODELFILE_ADAPTER && earlier &&
+        (peft || json_object_get(earlier, HF_ADAPTER_WEIGHTS))) {
+        corral_error_set(err, "line %u: a safetensors adapter must be the model's only ADAPTER",
+                         cmd->line);
+        json_decref(files);
+        return false;
+    }
     if ((cmd->kind == MODELFILE_ADAPTER || projector) && earlier) {
         json_object_update(earlier, files);
         json_decref(files);

@@ -311,10 +311,11 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
         }
         t.ne[src->n_dims - 1 - d] = (int64_t)src->shape[d];
     }
+    bool tower = strncmp(t.name, "v.", 2) == 0; /* ollama keeps a vision tower F16 */
     if (t.n_dims == 1 || ends_with(t.name, ".bias") || ends_with(t.name, ".ffn_gate_inp.weight"))
         t.type = TENSOR_TYPE_F32; /* a router's few columns decide which experts run */
     else
-        t.type = src->dtype == SAFETENSORS_BF16 ? TENSOR_TYPE_BF16 : TENSOR_TYPE_F16;
+        t.type = src->dtype == SAFETENSORS_BF16 && !tower ? TENSOR_TYPE_BF16 : TENSOR_TYPE_F16;
     c->any_bf16 = c->any_bf16 || t.type == TENSOR_TYPE_BF16;
     bool q = ends_with(t.name, ".attn_q.weight"), k = ends_with(t.name, ".attn_k.weight");
     t.add_one = hf_family_is_gemma(c->p.arch) && ends_with(t.name, "_norm.weight");

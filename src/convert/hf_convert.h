@@ -8,7 +8,10 @@
  * MixtralForCausalLM (GGUF "llama"), Qwen2ForCausalLM ("qwen2"), Qwen3ForCausalLM ("qwen3"),
  * Qwen3MoeForCausalLM ("qwen3moe"), GemmaForCausalLM,
  * Gemma2ForCausalLM and Gemma3ForCausalLM (text; "gemma", "gemma2", "gemma3": their norms,
- * stored as w - 1, become 1 + w), Phi3ForCausalLM ("phi3": fused q/k/v and gate/up kept
+ * stored as w - 1, become 1 + w), Gemma3ForConditionalGeneration ("gemma3" with its vision
+ * tower in the same file, as ollama's converter writes it: the tower's keys under
+ * "gemma3.vision.", its tensors under ollama's "v." and "mm." names, F16 and F32),
+ * Phi3ForCausalLM ("phi3": fused q/k/v and gate/up kept
  * fused, LongRoPE's factors as rope_factors_long/short tensors). A mixture of experts' matrices
  * are stacked per layer into ffn_{gate,up,down}_exps (experts outermost), its router
  * (ffn_gate_inp) kept F32. The tokenizer is
@@ -30,7 +33,7 @@
 #define HF_SUPPORTED_ARCHITECTURES                                                           \
     "LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, "            \
     "Qwen3ForCausalLM, Qwen3MoeForCausalLM, GemmaForCausalLM, Gemma2ForCausalLM, "            \
-    "Gemma3ForCausalLM, Phi3ForCausalLM"
+    "Gemma3ForCausalLM, Gemma3ForConditionalGeneration, Phi3ForCausalLM"
 
 /* One file of the checkpoint: its name relative to the directory, and where it is. */
 typedef struct hf_file {

@@ -18,6 +18,7 @@
 /* What the functions below read and write. */
 typedef struct family {
     const json_t *config;
+    const char *section;     /* what config is, for messages: "" or "vision_config." */
     hf_params p;
     corral_error *err;
     hf_extra_tensor *extras; /* make_rope_freqs' */
@@ -27,17 +28,26 @@ typedef struct family {
 } family;
 
 static const hf_arch archs[] = {
-    {"LlamaForCausalLM", "llama", FAMILY_LLAMA},
-    {"MistralForCausalLM", "llama", FAMILY_LLAMA},
-    {"Qwen2ForCausalLM", "qwen2", FAMILY_QWEN2},
-    {"Qwen3ForCausalLM", "qwen3", FAMILY_QWEN3},
-    {"Qwen3MoeForCausalLM", "qwen3moe", FAMILY_QWEN3},
-    {"MixtralForCausalLM", "llama", FAMILY_LLAMA},
-    {"GemmaForCausalLM", "gemma", FAMILY_GEMMA},
-    {"Gemma2ForCausalLM", "gemma2", FAMILY_GEMMA2},
-    {"Gemma3ForCausalLM", "gemma3", FAMILY_GEMMA3},
-    {"Phi3ForCausalLM", "phi3", FAMILY_PHI3},
+    {"LlamaForCausalLM", "llama", FAMILY_LLAMA, false},
+    {"MistralForCausalLM", "llama", FAMILY_LLAMA, false},
+    {"Qwen2ForCausalLM", "qwen2", FAMILY_QWEN2, false},
+    {"Qwen3ForCausalLM", "qwen3", FAMILY_QWEN3, false},
+    {"Qwen3MoeForCausalLM", "qwen3moe", FAMILY_QWEN3, false},
+    {"MixtralForCausalLM", "llama", FAMILY_LLAMA, false},
+    {"GemmaForCausalLM", "gemma", FAMILY_GEMMA, false},
+    {"Gemma2ForCausalLM", "gemma2", FAMILY_GEMMA2, false},
+    {"Gemma3ForCausalLM", "gemma3", FAMILY_GEMMA3, false},
+    {"Gemma3ForConditionalGeneration", "gemma3", FAMILY_GEMMA3, true},
+    {"Phi3ForCausalLM", "phi3", FAMILY_PHI3, false},
 };
+
+const hf_arch *hf_family_by_gguf_name(const char *gguf_name)
+{
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
+        if (strcmp(archs[i].gguf_name, gguf_name) == 0)
+            return &archs[i];
+    return NULL;
+}
 
 bool hf_family_is_gemma(const hf_arch *a)
 {
@@ -86,11 +96,12 @@ static bool read_u32(family *c, const char *key, bool required, uint32_t max, ui
     const json_t *v = json_object_get(c->config, key);
     if (!v || json_is_null(v)) {
         if (required)
-            corral_error_set(c->err, "config.json has no %s", key);
+            corral_error_set(c->err, "config.json has no %s%s", c->section, key);
         return !required;
     }
     if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > max) {
-        corral_error_set(c->err, "config.json: %s must be an integer from 1 to %u", key, max);
+        corral_error_set(c->err, "config.json: %s%s must be an integer from 1 to %u", c->section,
+                         key, max);
         return false;
     }
     *out = (uint32_t)json_integer_value(v);
@@ -104,7 +115,7 @@ static bool read_f32(family *c, const json_t *obj, const char *key, bool *presen
         return true;
     double d = json_number_value(v);
     if (!json_is_number(v) || !(d > 0) || d > 3.4e38) {
-        corral_error_set(c->err, "config.json: %s must be a positive number", key);
+        corral_error_set(c->err, "config.json: %s%s must be a positive number", c->section, key);
         return false;
     }
     *out = (float)d;
@@ -246,10 +257,88 @@ static hf_status read_config(family *c)
     return has_sandwich_norms(p->arch) ? read_gemma_config(c) : HF_OK;
 }
 
+/*
+ * Gemma 3's text model under text_config: config.json's keys with text_config's over them,
+ * and what Hugging Face's Gemma3TextConfig assumes where the file leaves a key out (the
+ * released checkpoints leave out head counts, which ollama's converter takes from the layer
+ * count: 34, 48 and 62 layers are the 4B, 12B and 27B models).
+ */
+static json_t *gemma3_text_config(family *c, const json_t *config)
+{
+    const json_t *text = json_object_get(config, "text_config");
+    json_t *merged = json_copy((json_t *)config);
+    if (!merged || (text && json_object_update(merged, (json_t *)text) != 0)) {
+        json_decref(merged);
+        corral_error_set(c->err, "out of memory");
+        return NULL;
+    }
+    const json_t *layers = json_object_get(merged, "num_hidden_layers");
+    json_int_t n = json_is_integer(layers) ? json_integer_value(layers) : 0;
+    json_int_t heads = n == 34 ? 8 : n == 48 ? 16 : n == 62 ? 32 : 8;
+    json_t *defaults = json_pack("{s:I,s:I,s:i,s:f,s:f,s:f,s:i,s:i,s:i}", "num_attention_heads",
+                                 heads, "num_key_value_heads", heads / 2, "head_dim", 256,
+                                 "rms_norm_eps", 1e-6, "rope_theta", 1000000.0,
+                                 "rope_local_base_freq", 10000.0, "max_position_embeddings",
+                                 131072, "sliding_window", 4096, "sliding_window_pattern", 6);
+    const char *key;
+    json_t *value;
+    json_object_foreach(defaults, key, value)
+        if (!json_object_get(merged, key) && (strcmp(key, "sliding_window_pattern") != 0 ||
+                                               !json_object_get(merged, "layer_types")))
+            json_object_set(merged, key, value);
+    json_decref(defaults);
+    return merged;
+}
+
+/* vision_config: the tower's sizes (required), its epsilon and channels (SigLIP's defaults). */
+static hf_status read_vision_config(family *c, const json_t *config)
+{
+    const json_t *v = json_object_get(config, "vision_config");
+    if (!json_is_object(v)) {
+        corral_error_set(c->err, "config.json has no vision_config object");
+        return HF_INVALID;
+    }
+    hf_vision *vis = &c->p.vision;
+    vis->n_channels = 3;
+    vis->eps = 1e-6f;
+    const json_t *saved = c->config;
+    c->config = v;
+    c->section = "vision_config.";
+    bool ok = read_u32(c, "num_hidden_layers", true, MAX_LAYERS, &vis->n_layer) &&
+              read_u32(c, "hidden_size", true, MAX_WIDTH, &vis->n_embd) &&
+              read_u32(c, "intermediate_size", true, 1u << 24, &vis->n_ff) &&
+              read_u32(c, "num_attention_heads", true, 65536, &vis->n_head) &&
+              read_u32(c, "image_size", true, 65536, &vis->image_size) &&
+              read_u32(c, "patch_size", true, 65536, &vis->patch_size) &&
+              read_u32(c, "num_channels", false, 3, &vis->n_channels) &&
+              read_f32(c, v, "layer_norm_eps", NULL, &vis->eps);
+    c->config = config;
+    c->section = "";
+    ok = ok && read_u32(c, "mm_tokens_per_image", false, 1u << 20, &vis->tokens_per_image);
+    c->config = saved;
+    if (ok && vis->n_embd % vis->n_head) {
+        corral_error_set(c->err, "config.json: vision_config's %u heads do not divide its "
+                         "hidden_size %u", vis->n_head, vis->n_embd);
+        ok = false;
+    }
+    return ok ? HF_OK : HF_INVALID;
+}
+
 hf_status hf_family_read_config(const json_t *config, hf_params *p, corral_error *err)
 {
-    family c = {.config = config, .err = err};
-    hf_status status = read_config(&c);
+    family c = {.config = config, .section = "", .err = err};
+    const char *name = json_string_value(json_array_get(json_object_get(config,
+                                                                        "architectures"), 0));
+    bool vision = name && strcmp(name, "Gemma3ForConditionalGeneration") == 0;
+    hf_status status = HF_OK;
+    if (vision && !(c.p.text_config = gemma3_text_config(&c, config)))
+        status = HF_IO;
+    if (vision && status == HF_OK)
+        status = read_vision_config(&c, config);
+    if (status == HF_OK) {
+        c.config = vision ? c.p.text_config : config;
+        status = read_config(&c);
+    }
     *p = c.p;
     return status;
 }
@@ -258,6 +347,8 @@ void hf_family_params_free(hf_params *p)
 {
     free(p->sliding_pattern);
     p->sliding_pattern = NULL;
+    json_decref(p->text_config);
+    p->text_config = NULL;
 }
 
 /* The pair of the rename tables that starts s, or NULL. */
@@ -274,11 +365,49 @@ static const char *const *rename_at(const hf_arch *a, const char *s)
     return NULL;
 }
 
+/* A multimodal checkpoint's prefixes (older and newer transformers' layouts): its text model's
+ * as a text checkpoint's, its tower's as ollama's "v." and its projector's as "mm.". */
+static const char *const vision_prefixes[][2] = {
+    {"model.language_model.", "model."},
+    {"language_model.model.", "model."},
+    {"language_model.lm_head.", "lm_head."},
+    {"model.vision_tower.vision_model.embeddings.", "v."},
+    {"vision_tower.vision_model.embeddings.", "v."},
+    {"model.vision_tower.vision_model.", "v."},
+    {"vision_tower.vision_model.", "v."},
+    {"model.multi_modal_projector.", "mm."},
+    {"multi_modal_projector.", "mm."},
+};
+
+/* A tower's and projector's name pieces that differ from the text model's. */
+static const char *const vision_renames[][2] = {
+    {"encoder.layers", "blk"},
+    {"self_attn.out_proj", "attn_output"},
+    {"mm_input_projection_weight", "mm_input_projection.weight"},
+};
+
 void hf_family_rename(const hf_arch *a, const char *in, char *out, size_t cap)
 {
+    char stripped[2048];
+    size_t n_prefixes = a->vision ? sizeof vision_prefixes / sizeof vision_prefixes[0] : 0;
+    for (size_t i = 0; i < n_prefixes; i++) {
+        size_t len = strlen(vision_prefixes[i][0]);
+        if (strncmp(in, vision_prefixes[i][0], len) == 0) {
+            snprintf(stripped, sizeof stripped, "%s%s", vision_prefixes[i][1], in + len);
+            in = stripped;
+            break;
+        }
+    }
+    bool tower = a->vision && (strncmp(in, "v.", 2) == 0 || strncmp(in, "mm.", 3) == 0);
     size_t o = 0;
     for (const char *s = in; *s && o + 1 < cap;) {
-        const char *const *pair = rename_at(a, s);
+        const char *const *pair = NULL;
+        for (size_t r = 0; tower && !pair && r < sizeof vision_renames / sizeof vision_renames[0];
+             r++)
+            if (strncmp(s, vision_renames[r][0], strlen(vision_renames[r][0])) == 0)
+                pair = vision_renames[r];
+        if (!pair)
+            pair = rename_at(a, s);
         const char *piece = pair ? pair[1] : s;
         size_t len = pair ? strlen(piece) : 1;
         for (size_t i = 0; i < len && o + 1 < cap; i++)
@@ -288,8 +417,40 @@ void hf_family_rename(const hf_arch *a, const char *in, char *out, size_t cap)
     out[o] = '\0';
 }
 
+/* A tower's or projector's tensor under ollama's name. */
+static bool known_vision_tensor(const hf_params *p, const char *name)
+{
+    static const char *const whole[] = {
+        "v.patch_embedding.weight", "v.patch_embedding.bias", "v.position_embedding.weight",
+        "v.post_layernorm.weight",  "v.post_layernorm.bias",  "mm.mm_input_projection.weight",
+        "mm.mm_soft_emb_norm.weight",
+    };
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
+        if (!strcmp(name, whole[i]))
+            return true;
+    unsigned layer;
+    char prefix[32];
+    if (sscanf(name, "v.blk.%u.", &layer) != 1 || layer >= p->vision.n_layer)
+        return false;
+    int used = snprintf(prefix, sizeof prefix, "v.blk.%u.", layer);
+    if (strncmp(name, prefix, (size_t)used) != 0)
+        return false;
+    static const char *const parts[] = {"attn_q", "attn_k", "attn_v", "attn_output",
+                                        "layer_norm1", "layer_norm2", "mlp.fc1", "mlp.fc2"};
+    const char *rest = name + used;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        size_t n = strlen(parts[i]);
+        if (!strncmp(rest, parts[i], n) && (!strcmp(rest + n, ".weight") ||
+                                            !strcmp(rest + n, ".bias")))
+            return true;
+    }
+    return false;
+}
+
 bool hf_family_known_tensor(const hf_params *p, const char *name)
 {
+    if (p->arch->vision && (!strncmp(name, "v.", 2) || !strncmp(name, "mm.", 3)))
+        return known_vision_tensor(p, name);
     if (!strcmp(name, "token_embd.weight") || !strcmp(name, "output_norm.weight") ||
         !strcmp(name, "output.weight"))
         return true;
@@ -434,7 +595,8 @@ static hf_status make_rope_freqs(family *c)
 hf_status hf_family_rope_tensors(const json_t *config, const hf_params *p,
                                  hf_extra_tensor extras[2], size_t *n_extras, corral_error *err)
 {
-    family c = {.config = config, .p = *p, .err = err, .extras = extras};
+    family c = {.config = p->text_config ? p->text_config : config, .section = "", .p = *p,
+                .err = err, .extras = extras};
     hf_status status = make_rope_freqs(&c);
     *n_extras = c.n_extras;
     return status;
@@ -496,6 +658,26 @@ static bool write_gemma_keys(family *c, gguf_writer *w, const char *a)
     return ok;
 }
 
+/* A tower's hyperparameters as ollama's converter writes them: under "<arch>.vision.". */
+static bool write_vision_keys(family *c, gguf_writer *w, const char *a)
+{
+    const hf_vision *v = &c->p.vision;
+    char key[96];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
+    bool ok = gguf_writer_add_u32(w, KEY("vision.block_count"), v->n_layer, c->err) &&
+              gguf_writer_add_u32(w, KEY("vision.embedding_length"), v->n_embd, c->err) &&
+              gguf_writer_add_u32(w, KEY("vision.feed_forward_length"), v->n_ff, c->err) &&
+              gguf_writer_add_u32(w, KEY("vision.image_size"), v->image_size, c->err) &&
+              gguf_writer_add_u32(w, KEY("vision.patch_size"), v->patch_size, c->err) &&
+              gguf_writer_add_u32(w, KEY("vision.num_channels"), v->n_channels, c->err) &&
+              gguf_writer_add_u32(w, KEY("vision.attention.head_count"), v->n_head, c->err) &&
+              gguf_writer_add_f32(w, KEY("vision.attention.layer_norm_epsilon"), v->eps, c->err);
+    if (ok && v->tokens_per_image)
+        ok = gguf_writer_add_u32(w, KEY("mm.tokens_per_image"), v->tokens_per_image, c->err);
+#undef KEY
+    return ok;
+}
+
 static bool write_keys(family *c, gguf_writer *w)
 {
     const hf_params *p = &c->p;
@@ -547,6 +729,8 @@ static bool write_keys(family *c, gguf_writer *w)
 #undef KEY
     if (ok && hf_family_is_gemma(p->arch))
         ok = write_gemma_keys(c, w, a);
+    if (ok && p->arch->vision)
+        ok = write_vision_keys(c, w, a);
     return ok;
 }
 

@@ -28,7 +28,15 @@ typedef struct hf_arch {
     const char *hf_name;
     const char *gguf_name;
     arch_family family;
+    bool vision; /* a text model under text_config with a vision tower under vision_config */
 } hf_arch;
+
+/* A vision tower's hyperparameters (config.json's vision_config), as ollama writes them. */
+typedef struct hf_vision {
+    uint32_t n_layer, n_embd, n_ff, n_head, image_size, patch_size, n_channels;
+    uint32_t tokens_per_image; /* config.json's mm_tokens_per_image; 0 when absent */
+    float eps;
+} hf_vision;
 
 /* config.json's hyperparameters, as the GGUF keys need them */
 typedef struct hf_params {
@@ -46,6 +54,10 @@ typedef struct hf_params {
     float attn_softcap, final_softcap, rope_local_theta;
     uint8_t *sliding_pattern; /* per layer: 1 for a sliding-window layer */
     uint32_t n_sliding_pattern;
+    /* a model with a vision tower: its text model's config (config.json with text_config's
+     * keys over it, Gemma 3's defaults filled in), which rope_type points into, and its tower */
+    json_t *text_config;
+    hf_vision vision;
 } hf_params;
 
 /* An F32 vector made from config.json: Llama 3's rope_freqs, Phi-3's LongRoPE factors. */
@@ -63,11 +75,17 @@ typedef struct hf_extra_tensor {
 hf_status hf_family_read_config(const json_t *config, hf_params *p, corral_error *err);
 void hf_family_params_free(hf_params *p);
 
-/* The tensors config.json's rope_scaling defines (at most 2), into extras; free their data. */
+/* The tensors config.json's rope_scaling defines (at most 2; a model with a vision tower:
+ * text_config's), into extras; free their data. */
 hf_status hf_family_rope_tensors(const json_t *config, const hf_params *p,
                                  hf_extra_tensor extras[2], size_t *n_extras, corral_error *err);
 
-/* A Hugging Face tensor name as GGUF's, into out (cap bytes, cut short if longer). */
+/* The architecture Corral converts to GGUF architecture gguf_name (the first listed), or NULL. */
+const hf_arch *hf_family_by_gguf_name(const char *gguf_name);
+
+/* A Hugging Face tensor name as GGUF's, into out (cap bytes, cut short if longer); a vision
+ * tower's and its projector's under ollama's names ("v.blk.0.layer_norm1.weight",
+ * "mm.mm_input_projection.weight"). */
 void hf_family_rename(const hf_arch *a, const char *in, char *out, size_t cap);
 
 /* Whether a GGUF name is one of the architecture's tensors (experts' stacks aside). */

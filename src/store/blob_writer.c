@@ -2,7 +2,8 @@
  * The streaming blob writer: chunks go to a temp file in blobs/ and through SHA-256 as they
  * arrive, so an upload of any size costs a constant amount of memory. Only finish, after the
  * size and digest matched and the data is on disk, renames the temp file to the blob's name;
- * every other ending removes it.
+ * every other ending removes it. Adopting a file already written in blobs/ ends the same way,
+ * the file hashed by reading it back.
  */
 #include "store/store_internal.h"
 
@@ -186,4 +187,95 @@ void corral_blob_writer_free(corral_blob_writer *w)
     discard_temp(w);
     EVP_MD_CTX_free(w->sha);
     free(w);
+}
+
+#define ADOPT_CHUNK_BYTES ((size_t)4 << 20)
+
+/* The SHA-256 and size of the open file fd, read to its end. */
+static bool hash_file(int fd, const char *path, char digest[CORRAL_DIGEST_BUF], uint64_t *size,
+                      corral_error *err)
+{
+    EVP_MD_CTX *sha = EVP_MD_CTX_new();
+    unsigned char *buf = malloc(ADOPT_CHUNK_BYTES);
+    bool ok = sha && buf && EVP_DigestInit_ex(sha, EVP_sha256(), NULL);
+    if (!ok)
+        corral_error_set(err, "out of memory");
+    *size = 0;
+    while (ok) {
+        ssize_t n = read(fd, buf, ADOPT_CHUNK_BYTES);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            corral_error_set(err, "cannot read '%s': %s", path, strerror(errno));
+            ok = false;
+        } else if (n == 0) {
+            break;
+        } else if (!EVP_DigestUpdate(sha, buf, (size_t)n)) {
+            corral_error_set(err, "SHA-256 update failed");
+            ok = false;
+        }
+        *size += n > 0 ? (uint64_t)n : 0;
+    }
+    unsigned char hash[EVP_MAX_MD_SIZE];
+    unsigned int hash_len = 0;
+    if (ok && (!EVP_DigestFinal_ex(sha, hash, &hash_len) || hash_len != 32)) {
+        corral_error_set(err, "SHA-256 final failed");
+        ok = false;
+    }
+    if (ok)
+        store_digest_format(hash, digest);
+    free(buf);
+    EVP_MD_CTX_free(sha);
+    return ok;
+}
+
+corral_store_status corral_store_blob_adopt(corral_store *store, const char *path,
+                                            char digest[CORRAL_DIGEST_BUF],
+                                            uint64_t *size_bytes, bool *existed,
+                                            corral_error *err)
+{
+    *existed = false;
+    size_t dir_len = strlen(store->blobs_dir);
+    if (strncmp(path, store->blobs_dir, dir_len) != 0 || path[dir_len] != '/' ||
+        !path[dir_len + 1] || strchr(path + dir_len + 1, '/')) {
+        corral_error_set(err, "'%s' is not a file in '%s'", path, store->blobs_dir);
+        return CORRAL_STORE_INVALID;
+    }
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        corral_error_set(err, "cannot read '%s': %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        unlink(path);
+        return CORRAL_STORE_IO;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        corral_error_set(err, "'%s' is not a regular file", path);
+        close(fd);
+        return CORRAL_STORE_INVALID; /* not a file anything wrote: left alone */
+    }
+    /* the data is durable before its name appears; ollama's blobs are mode 0644 */
+    bool ok = hash_file(fd, path, digest, size_bytes, err);
+    if (ok && (fsync(fd) != 0 || fchmod(fd, 0644) != 0)) {
+        corral_error_set(err, "cannot write '%s': %s", path, strerror(errno));
+        ok = false;
+    }
+    close(fd);
+    char *final_path = ok ? corral_store_blob_path(store, digest, err) : NULL;
+    corral_store_status status = final_path ? CORRAL_STORE_OK : CORRAL_STORE_IO;
+    if (final_path && corral_store_blob_stat(store, digest, NULL, NULL) == CORRAL_STORE_OK) {
+        *existed = true;
+        status = corral_store_blob_touch(store, digest, err);
+    } else if (final_path && rename(path, final_path) != 0) {
+        corral_error_set(err, "cannot rename '%s' to '%s': %s", path, final_path,
+                         strerror(errno));
+        status = CORRAL_STORE_IO;
+    } else if (final_path && !store_fsync_dir(store->blobs_dir, err)) {
+        status = CORRAL_STORE_IO;
+    }
+    if (*existed || status != CORRAL_STORE_OK)
+        unlink(path);
+    free(final_path);
+    return status;
 }

@@ -1,10 +1,11 @@
 /*
  * The model store: the public face of src/store/. Owns ollama's on-disk layout under one root:
- * model names and their manifest paths, manifests (read, validate, write,
- * list, copy, delete), content-addressed blobs (stat, streaming verified writes, garbage
- * collection) and start-up housekeeping. Knows nothing of HTTP, GGUF or registries.
- * Invariants: a digest or name is validated before any path is formed from it; every file
- * reaches its final name only by rename after fsync, and a blob only after its digest matched.
+ * model names and their manifest paths, manifests (read, validate, write, list, copy, delete),
+ * content-addressed blobs (stat, streaming verified writes, adoption of a file written in
+ * blobs/, garbage collection) and start-up housekeeping. Knows nothing of HTTP, GGUF or
+ * registries. Invariants: a digest or name is validated before any path is formed from it;
+ * every file reaches its final name only by rename after fsync, and a blob only under the
+ * digest of its bytes.
  */
 #ifndef CORRAL_STORE_STORE_H
 #define CORRAL_STORE_STORE_H
@@ -271,6 +272,19 @@ corral_store_status corral_store_blob_write(corral_store *store, const void *dat
  * a writer that did not finish, so free alone is the abort.
  */
 #define CORRAL_BLOB_SIZE_UNKNOWN UINT64_MAX
+
+/*
+ * A finished file that something wrote straight into blobs/ (a conversion's or
+ * quantization's output) made a blob without copying it: hashed as it is read, fsynced and
+ * renamed to its digest's name, then blobs/ fsynced; when that blob exists already the file is
+ * removed and the blob's mtime renewed (*existed). Either way nothing stays at path, on
+ * failure too, and a blob appears whole or not at all. A path that is not a regular file
+ * directly inside blobs/ is refused (INVALID) and left alone.
+ */
+corral_store_status corral_store_blob_adopt(corral_store *store, const char *path,
+                                            char digest[CORRAL_DIGEST_BUF],
+                                            uint64_t *size_bytes, bool *existed,
+                                            corral_error *err);
 
 typedef struct corral_blob_writer corral_blob_writer;
 

@@ -4,7 +4,7 @@
 # vision model's Projector too), run (argument and piped stdin, --format json or a schema,
 # compared with the server's own /api/generate text; words after --), cp, rm, ps (and its
 # columns from a canned /api/ps), stop, create --quantize, create from a safetensors checkpoint
-# directory, Modelfile errors naming the line,
+# directory and with a PEFT adapter directory, Modelfile errors naming the line,
 # flags in the forms ollama reads (--verbose=false, -fPATH, --file=PATH, -q=LEVEL),
 # help, unknown commands, and the REPL in a pseudo-terminal (repl_pty.py).
 # Env: CORRAL_BIN, CORRAL_FIXTURES, CORRAL_CHECKPOINT_WRITER (test_convert). Exits non-zero on
@@ -308,6 +308,18 @@ expect "show reports the converted architecture" "qwen2" "$work/out"
 "$corral" run qwen2-hf hello >"$work/out" 2>"$work/err" </dev/null || fail "run of the converted model: $(cat "$work/err")"
 ok "the converted model runs"
 "$corral" stop qwen2-hf
+
+# ADAPTER of a PEFT directory: the server converts the LoRA adapter for the model
+"$CORRAL_CHECKPOINT_WRITER" --write-adapter "$work/src/peft" >"$work/out" 2>&1 || fail "writing the adapter: $(cat "$work/out")"
+ln -s "$CORRAL_FIXTURES/arch/llama-gqa.gguf" "$work/src/llama-gqa.gguf"
+printf 'FROM ./llama-gqa.gguf\nADAPTER ./peft\n' > "$work/src/Modelfile.peft"
+"$corral" create llama-peft -f "$work/src/Modelfile.peft" >"$work/out" 2>&1 || fail "create with a PEFT adapter: $(cat "$work/out")"
+expect "create converts a PEFT adapter" "converting adapter" "$work/out"
+"$corral" show llama-peft --modelfile >"$work/out"
+expect "show --modelfile lists the converted adapter" "ADAPTER " "$work/out"
+printf 'FROM ./llama-gqa.gguf\nADAPTER ./peft\nADAPTER ./peft\n' > "$work/src/Modelfile.peft2"
+if "$corral" create llama-peft2 -f "$work/src/Modelfile.peft2" >"$work/out" 2>&1; then fail "create with two PEFT adapters succeeded"; fi
+expect "a PEFT adapter must be the only ADAPTER" "line 3: a safetensors adapter must be the model's only ADAPTER" "$work/out"
 
 # speculative decoding: a DRAFT model (the F16 copy) and prompt lookup give the tokens plain
 # decoding gives (draft_num_predict 0 turns both off); the request log counts the guesses

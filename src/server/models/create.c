@@ -10,14 +10,12 @@
 #include "server/models/create.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include "convert/hf_adapter.h"
 #include "convert/hf_convert.h"
 #include "options/options.h"
 #include "server/models/background_pull.h"
@@ -28,7 +26,6 @@
 #define MAX_LAYERS 256
 #define GC_GRACE_S 3600 /* blobs uploaded for a create still in flight are younger than this */
 #define QUANTIZE_DIGEST "0000000000000000000" /* ollama's placeholder digest for the bar */
-#define IMPORT_CHUNK_BYTES ((size_t)4 << 20)
 
 typedef struct pending_layer {
     const char *media_type; /* a CORRAL_MEDIA_* constant or the base manifest's string */
@@ -460,13 +457,8 @@ static void forget_gguf_config(json_t *config)
 
 static void report(create_job *job, const char *fmt, const char *arg);
 
-/* Copy the file at path into the store under its digest; the blob writer checks it. */
-static corral_store_status store_file(create_job *job, const char *path,
-                                      char digest[CORRAL_DIGEST_BUF], uint64_t *size_bytes,
-                                      bool *existed);
-
-/* A file beside the blobs for the engine to write (the store's file system, for the import;
- * what a crash leaves there the start-up housekeeping removes). */
+/* A file in blobs/ for the engine to write, which then becomes a blob by rename
+ * (adopt_scratch); what a crash leaves there the start-up housekeeping removes. */
 static char *scratch_file(create_job *job, const char *prefix)
 {
     size_t len = strlen(corral_store_root(job->store)) + strlen(prefix) + 32;
@@ -484,6 +476,21 @@ static char *scratch_file(create_job *job, const char *prefix)
     }
     close(fd);
     return path;
+}
+
+/* The finished scratch file at *path made a blob without a copy (the store hashes it and
+ * renames it into place); *path is freed and cleared once nothing is left there. Returns the
+ * blob's path, or NULL with the error set. */
+static char *adopt_scratch(create_job *job, char **path, char digest[CORRAL_DIGEST_BUF],
+                           uint64_t *size, bool *existed)
+{
+    corral_store_status s = corral_store_blob_adopt(job->store, *path, digest, size, existed,
+                                                    job->err);
+    if (s != CORRAL_STORE_INVALID) { /* adopted or removed; an INVALID path job_free removes */
+        free(*path);
+        *path = NULL;
+    }
+    return s == CORRAL_STORE_OK ? corral_store_blob_path(job->store, digest, job->err) : NULL;
 }
 
 /*
@@ -654,6 +661,78 @@ static void name_the_file(corral_error *err, const char *path, const char *label
     corral_error_set(err, "%s%s", label, copy.message + len);
 }
 
+/* Does 'adapters' hold a safetensors adapter (PEFT's files) rather than GGUF adapters? */
+static bool is_peft_adapter(const json_t *adapters)
+{
+    const char *name;
+    const json_t *digest;
+    json_object_foreach((json_t *)adapters, name, digest)
+        if (ends_with(name, ".safetensors"))
+            return true;
+    return false;
+}
+
+/*
+ * A PEFT LoRA adapter among 'adapters' (an ADAPTER directory's adapter_config.json and
+ * adapter_model.safetensors), converted for the model at model_path into a GGUF adapter that
+ * is checked against the model and then becomes the adapter layer. Its other JSON files are
+ * ignored, as a checkpoint's are; files of another kind are refused.
+ */
+static unsigned use_peft_adapter(create_job *job, const json_t *adapters,
+                                 const char *model_path)
+{
+    hf_file files[2];
+    size_t n = 0;
+    unsigned status = 200;
+    const char *name;
+    const json_t *digest;
+    json_object_foreach((json_t *)adapters, name, digest) {
+        if (!hf_is_adapter_file(name)) {
+            if (ends_with(name, ".json"))
+                continue;
+            corral_error_set(job->err, "'%.200s' is not part of a safetensors LoRA adapter ("
+                             HF_ADAPTER_CONFIG " and " HF_ADAPTER_WEIGHTS ")", name);
+            status = 400;
+            break;
+        }
+        uint64_t size;
+        char *path = uploaded_blob(job, name, json_string_value(digest), &size, &status);
+        if (!path)
+            break;
+        files[n++] = (hf_file){name, path}; /* two names at most: is_adapter_file's */
+    }
+    char *out = status == 200 ? scratch_file(job, "corral-adapter") : NULL;
+    if (status == 200 && !out)
+        status = 500;
+    if (out) {
+        report(job, "%s", "converting adapter");
+        hf_status converted = hf_adapter_convert(files, n, model_path, out, job->err);
+        if (converted != HF_OK)
+            status = converted == HF_INVALID ? 400 : 500;
+    }
+    /* checked before it enters the store, so that a refusal leaves nothing behind */
+    if (status == 200 && !corral_lora_check(out, model_path, job->err)) {
+        name_the_file(job->err, out, "the converted adapter");
+        status = 400;
+    }
+    char adapter_digest[CORRAL_DIGEST_BUF];
+    uint64_t size = 0;
+    bool existed = false;
+    char *path = status == 200 ? adopt_scratch(job, &out, adapter_digest, &size, &existed)
+                               : NULL;
+    if (status == 200 && !path)
+        status = 500;
+    free(path);
+    if (out)
+        unlink(out);
+    free(out);
+    for (size_t i = 0; i < n; i++)
+        free((char *)files[i].path);
+    if (status != 200)
+        return status;
+    return add_layer(job, CORRAL_MEDIA_ADAPTER, adapter_digest, size, NULL, existed) ? 200 : 400;
+}
+
 /*
  * LoRA adapters, each checked against the model layer (the request's file or the base's) as
  * the runner will apply it, so that an adapter for another model is a 400 naming the tensor
@@ -690,6 +769,11 @@ static unsigned use_adapters(create_job *job, const json_t *adapters)
             free(model_path);
             return 400;
         }
+    }
+    if (is_peft_adapter(adapters)) {
+        status = use_peft_adapter(job, adapters, model_path);
+        free(model_path);
+        return status;
     }
     const char *name;
     const json_t *digest_value;
@@ -984,45 +1068,6 @@ static unsigned begin_quantization(create_job *job)
     return 200;
 }
 
-static corral_store_status store_file(create_job *job, const char *path,
-                                      char digest[CORRAL_DIGEST_BUF], uint64_t *size_bytes,
-                                      bool *existed)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        corral_error_set(job->err, "cannot read %s: %s", path, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return CORRAL_STORE_IO;
-    }
-    size_t size = (size_t)st.st_size;
-    const uint8_t *data = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (data == MAP_FAILED) {
-        corral_error_set(job->err, "cannot map %s: %s", path, strerror(errno));
-        return CORRAL_STORE_IO;
-    }
-    corral_digest_of(data, size, digest);
-    *size_bytes = size;
-    *existed = corral_store_blob_stat(job->store, digest, NULL, NULL) == CORRAL_STORE_OK;
-    corral_store_status s = CORRAL_STORE_OK;
-    if (*existed) {
-        corral_store_blob_touch(job->store, digest, NULL); /* reused: restart its GC grace */
-    } else {
-        corral_blob_writer *w = corral_blob_writer_create(job->store, size, job->err);
-        bool ok = w != NULL;
-        for (size_t at = 0; ok && at < size; at += IMPORT_CHUNK_BYTES)
-            ok = corral_blob_writer_write(w, data + at, size - at < IMPORT_CHUNK_BYTES
-                                                            ? size - at : IMPORT_CHUNK_BYTES,
-                                          job->err);
-        s = ok ? corral_blob_writer_finish(w, digest, size, job->err) : CORRAL_STORE_IO;
-        corral_blob_writer_free(w);
-    }
-    munmap((void *)data, size);
-    return s;
-}
-
 /* The quantized file replaces the model layer (in place, as ollama does) and its config. */
 static unsigned import_quantized(create_job *job)
 {
@@ -1030,10 +1075,12 @@ static unsigned import_quantized(create_job *job)
     char digest[CORRAL_DIGEST_BUF];
     uint64_t size;
     bool existed;
-    if (store_file(job, job->quantized_path, digest, &size, &existed) != CORRAL_STORE_OK)
+    char *blob = adopt_scratch(job, &job->quantized_path, digest, &size, &existed);
+    if (!blob)
         return 500;
     forget_gguf_config(job->config);
-    unsigned status = add_gguf_to_config(job, job->quantized_path);
+    unsigned status = add_gguf_to_config(job, blob);
+    free(blob);
     for (size_t i = 0; status == 200 && i < job->n_layers; i++) {
         pending_layer *l = &job->layers[i];
         if (strcmp(l->media_type, CORRAL_MEDIA_MODEL) == 0) {
@@ -1043,9 +1090,6 @@ static unsigned import_quantized(create_job *job)
             l->existed = existed;
         }
     }
-    unlink(job->quantized_path);
-    free(job->quantized_path);
-    job->quantized_path = NULL;
     return status;
 }
 
@@ -1081,13 +1125,12 @@ static unsigned import_converted(create_job *job)
     char digest[CORRAL_DIGEST_BUF];
     uint64_t size;
     bool existed;
-    if (store_file(job, job->converted_path, digest, &size, &existed) != CORRAL_STORE_OK)
+    char *blob = adopt_scratch(job, &job->converted_path, digest, &size, &existed);
+    if (!blob)
         return 500;
     forget_gguf_config(job->config); /* a base model's: the checkpoint describes the model */
-    unsigned status = add_gguf_to_config(job, job->converted_path);
-    unlink(job->converted_path);
-    free(job->converted_path);
-    job->converted_path = NULL;
+    unsigned status = add_gguf_to_config(job, blob);
+    free(blob);
     if (status != 200)
         return status;
     remove_layers(job, CORRAL_MEDIA_MODEL);
