@@ -108,6 +108,60 @@ static void copilot_uses_the_responses_api(void **state)
     launch_strings_free(&env);
 }
 
+/* The JSON after NAME= in env. */
+static json_t *env_json(const launch_strings *env, const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; i < env->count; i++)
+        if (strncmp(env->items[i], name, n) == 0 && env->items[i][n] == '=')
+            return json_loads(env->items[i] + n + 1, 0, NULL);
+    return NULL;
+}
+
+static void opencode_gets_a_provider_in_its_config(void **state)
+{
+    (void)state;
+    launch_target target = {.server_url = "http://h:1", .model = "qwen3", .thinking = true};
+    launch_strings args = {0}, env = {0};
+    char *extra[] = {"run", "hello"};
+    assert_true(launch_build_command(launch_tool_find("opencode"), &target, extra, 2, &args,
+                                     &env, NULL));
+    assert_int_equal(args.count, 2);
+    assert_string_equal(args.items[0], "run");
+    json_t *config = env_json(&env, "OPENCODE_CONFIG_CONTENT");
+    assert_non_null(config);
+    assert_string_equal(json_string_value(json_object_get(config, "model")), "corral/qwen3");
+    json_t *provider = json_object_get(json_object_get(config, "provider"), "corral");
+    assert_string_equal(json_string_value(json_object_get(provider, "npm")),
+                        "@ai-sdk/openai-compatible");
+    json_t *options = json_object_get(provider, "options");
+    assert_string_equal(json_string_value(json_object_get(options, "baseURL")), "http://h:1/v1");
+    assert_null(json_object_get(options, "apiKey"));
+    json_t *model = json_object_get(json_object_get(provider, "models"), "qwen3");
+    assert_true(json_is_true(json_object_get(model, "reasoning")));
+    assert_null(json_object_get(model, "modalities"));
+    json_decref(config);
+    launch_strings_free(&args);
+    launch_strings_free(&env);
+
+    target = (launch_target){.server_url = "http://h:1", .model = "gemma3", .vision = true,
+                             .api_key = "k"};
+    assert_true(launch_build_command(launch_tool_find("opencode"), &target, NULL, 0, &args,
+                                     &env, NULL));
+    config = env_json(&env, "OPENCODE_CONFIG_CONTENT");
+    provider = json_object_get(json_object_get(config, "provider"), "corral");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(provider, "options"), "apiKey")), "k");
+    model = json_object_get(json_object_get(provider, "models"), "gemma3");
+    assert_null(json_object_get(model, "reasoning"));
+    assert_string_equal(json_string_value(json_array_get(
+                            json_object_get(json_object_get(model, "modalities"), "input"), 1)),
+                        "image");
+    json_decref(config);
+    launch_strings_free(&args);
+    launch_strings_free(&env);
+}
+
 static void codex_selects_the_launch_profile(void **state)
 {
     (void)state;
@@ -229,8 +283,8 @@ static void droid_settings_keep_the_users_own(void **state)
         "\"autonomy\":\"high\"}}",
         0, &parse);
     assert_non_null(settings);
-    launch_target target = {.server_url = "http://h:1", .model = "qwen3"};
-    assert_true(launch_droid_settings(settings, &target, true));
+    launch_target target = {.server_url = "http://h:1", .model = "qwen3", .vision = true};
+    assert_true(launch_droid_settings(settings, &target));
     assert_string_equal(json_string_value(json_object_get(settings, "theme")), "dark");
     json_t *models = json_object_get(settings, "customModels");
     assert_int_equal(json_array_size(models), 2);
@@ -254,14 +308,15 @@ static void droid_settings_keep_the_users_own(void **state)
     settings = json_loads("{\"sessionDefaultSettings\":{\"reasoningEffort\":\"low\"}}", 0,
                           &parse);
     target.api_key = "k";
-    assert_true(launch_droid_settings(settings, &target, false));
+    target.vision = false;
+    assert_true(launch_droid_settings(settings, &target));
     session = json_object_get(settings, "sessionDefaultSettings");
     assert_string_equal(json_string_value(json_object_get(session, "reasoningEffort")), "low");
     mine = json_array_get(json_object_get(settings, "customModels"), 0);
     assert_string_equal(json_string_value(json_object_get(mine, "apiKey")), "k");
     json_decref(settings);
     settings = json_loads("{\"sessionDefaultSettings\":3}", 0, &parse);
-    assert_true(launch_droid_settings(settings, &target, false));
+    assert_true(launch_droid_settings(settings, &target));
     assert_true(json_is_object(json_object_get(settings, "sessionDefaultSettings")));
     json_decref(settings);
 }
@@ -363,6 +418,7 @@ int main(void)
         cmocka_unit_test(wildcard_address_becomes_loopback),
         cmocka_unit_test(claude_gets_every_tier_on_the_model),
         cmocka_unit_test(copilot_uses_the_responses_api),
+        cmocka_unit_test(opencode_gets_a_provider_in_its_config),
         cmocka_unit_test(codex_selects_the_launch_profile),
         cmocka_unit_test(codex_refuses_arguments_that_undo_the_wiring),
         cmocka_unit_test(codex_versions),

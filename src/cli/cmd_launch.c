@@ -1,11 +1,12 @@
 /*
  * `corral launch [TOOL] [--model MODEL] [--config] [--yes] [-- ARGS...]`: start a coding
- * agent (Claude Code, Codex, Copilot CLI, Droid) wired to the Corral server, as ollama's
+ * agent (Claude Code, Codex, Copilot CLI, OpenCode, Droid) wired to the Corral server, as ollama's
  * `launch`. Without TOOL it lists the tools and whether each is installed. With one it checks
  * that the tool is installed (it never installs one: it says how), that the server has the
  * model (pulling it with --yes or on a yes at the prompt), warns when the context window the
  * model will get is below what the tool needs, writes the tool's config file when the tool
- * reads one (launch_tools.h says which), and replaces this process with the tool.
+ * reads one (launch_tools.h says which), and replaces this process with the tool. --restore
+ * removes the Codex profile files launch wrote.
  */
 #include <errno.h>
 #include <limits.h>
@@ -31,6 +32,7 @@ typedef struct launch_args {
     const char *tool;
     const char *model;
     bool configure_only;
+    bool restore;
     bool yes;
     char **extra;
     size_t n_extra;
@@ -39,12 +41,14 @@ typedef struct launch_args {
 static void print_usage(FILE *out)
 {
     fprintf(out,
-            "Usage: corral launch [TOOL] [--model MODEL] [--config] [--yes] [-- ARGS...]\n\n"
+            "Usage: corral launch [TOOL] [--model MODEL] [--config] [--yes] [-- ARGS...]\n"
+            "       corral launch codex --restore\n\n"
             "Start a coding agent wired to the Corral server (CORRAL_HOST, else OLLAMA_HOST).\n"
             "Without TOOL: list the tools and whether each is installed.\n\n"
             "Flags:\n"
             "      --model MODEL   the model the tool uses (required to launch)\n"
             "      --config        write the tool's config file without launching it\n"
+            "      --restore       remove the files launch wrote for the tool (codex)\n"
             "  -y, --yes           pull the model when the server does not have it\n"
             "  -- ARGS...          arguments passed on to the tool\n\n"
             "Examples:\n"
@@ -112,6 +116,8 @@ static int parse_args(int argc, char **argv, launch_args *a)
         if (match == FLAG_OTHER)
             match = flag_bool(arg, "--config", &a->configure_only);
         if (match == FLAG_OTHER)
+            match = flag_bool(arg, "--restore", &a->restore);
+        if (match == FLAG_OTHER)
             match = flag_bool(arg, "--yes", &a->yes);
         if (match == FLAG_OTHER)
             match = flag_bool(arg, "-y", &a->yes);
@@ -131,9 +137,14 @@ static int parse_args(int argc, char **argv, launch_args *a)
         }
         a->tool = arg;
     }
-    if (!a->tool && (a->model || a->configure_only || a->yes || a->extra)) {
+    if (!a->tool && (a->model || a->configure_only || a->restore || a->yes || a->extra)) {
         fprintf(stderr, "Error: flags and arguments need a tool name, for example: "
                         "corral launch claude --model qwen3-coder\n");
+        return 2;
+    }
+    if (a->restore && (a->model || a->configure_only || a->extra)) {
+        fprintf(stderr, "Error: --restore goes alone, without --model, --config or arguments "
+                        "after --\n");
         return 2;
     }
     return 0;
@@ -248,7 +259,7 @@ typedef struct model_facts {
     unsigned trained; /* context it was trained for, 0 when unknown */
     unsigned window;  /* context a tool's requests will get */
     launch_context_source source;
-    bool vision;
+    bool vision, thinking;
 } model_facts;
 
 static void warn_small_context(const launch_tool *tool, const char *model,
@@ -274,13 +285,13 @@ static void warn_small_context(const launch_tool *tool, const char *model,
             tool->recommended_context);
 }
 
-static bool has_vision(const json_t *show)
+static bool has_capability(const json_t *show, const char *capability)
 {
     size_t i;
     const json_t *c;
     json_array_foreach(json_object_get(show, "capabilities"), i, c) {
         const char *name = json_string_value(c);
-        if (name && strcmp(name, "vision") == 0)
+        if (name && strcmp(name, capability) == 0)
             return true;
     }
     return false;
@@ -289,7 +300,9 @@ static bool has_vision(const json_t *show)
 static model_facts read_model_facts(corral_client *client, const char *model,
                                     const json_t *show)
 {
-    model_facts facts = {.trained = trained_context(show), .vision = has_vision(show)};
+    model_facts facts = {.trained = trained_context(show),
+                         .vision = has_capability(show, "vision"),
+                         .thinking = has_capability(show, "thinking")};
     facts.window = launch_context_window(facts.trained, loaded_context(client, model),
                                          num_ctx_parameter(show), server_default_context(),
                                          &facts.source);
@@ -339,8 +352,7 @@ static bool configure_codex(launch_target *target, const model_facts *facts, cha
 }
 
 /* Droid: the Corral entry in ~/.factory/settings.json, the user's other settings kept. */
-static bool configure_droid(const launch_target *target, const model_facts *facts,
-                            corral_error *err)
+static bool configure_droid(const launch_target *target, corral_error *err)
 {
     const char *home = getenv("HOME");
     char dir[4096], path[4200];
@@ -366,7 +378,7 @@ static bool configure_droid(const launch_target *target, const model_facts *fact
         settings = json_object();
     }
     char *text = NULL;
-    bool ok = settings && launch_droid_settings(settings, target, facts->vision) &&
+    bool ok = settings && launch_droid_settings(settings, target) &&
               (text = json_dumps(settings, JSON_INDENT(2))) != NULL;
     if (!ok)
         corral_error_set(err, "out of memory writing Droid's settings");
@@ -436,6 +448,35 @@ static void run_tool(const char *program, launch_strings *args, const launch_str
     corral_error_set(err, "cannot run %s: %s", program, strerror(errno));
 }
 
+/* Codex without launch's profile: the two files launch owns go, the user's config stays. */
+static int restore(const launch_tool *tool)
+{
+    const char *home = getenv("HOME");
+    if (tool->wiring != LAUNCH_WIRING_CODEX_PROFILE) {
+        fprintf(stderr, "Error: %s has nothing to restore: corral launch %s\n",
+                tool->display_name, tool->wiring == LAUNCH_WIRING_ENV
+                                        ? "changes no file of it"
+                                        : "keeps its other settings as they are");
+        return 2;
+    }
+    if (!home || !*home) {
+        fprintf(stderr, "Error: HOME is not set: cannot find %s's config\n",
+                tool->display_name);
+        return 1;
+    }
+    static const char *const owned[] = {"corral-launch.config.toml", "corral-launch.model.json"};
+    for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/.codex/%s", home, owned[i]);
+        if (unlink(path) != 0 && errno != ENOENT) {
+            fprintf(stderr, "Error: cannot remove %s: %s\n", path, strerror(errno));
+            return 1;
+        }
+    }
+    fprintf(stderr, "Removed Codex's corral-launch profile; ~/.codex/config.toml is as it was.\n");
+    return 0;
+}
+
 static int launch(const launch_args *a, const launch_tool *tool)
 {
     char program[PATH_MAX];
@@ -486,12 +527,14 @@ static int launch(const launch_args *a, const launch_tool *tool)
     model_facts facts = {0};
     if (ok) {
         facts = read_model_facts(client, a->model, show);
+        target.vision = facts.vision;
+        target.thinking = facts.thinking;
         warn_small_context(tool, a->model, &facts);
     }
     if (ok && tool->wiring == LAUNCH_WIRING_CODEX_PROFILE)
         ok = configure_codex(&target, &facts, catalog, sizeof catalog, &err);
     else if (ok && tool->wiring == LAUNCH_WIRING_DROID_SETTINGS)
-        ok = configure_droid(&target, &facts, &err);
+        ok = configure_droid(&target, &err);
     json_decref(show);
     client_close(client);
     if (ok && a->configure_only) {
@@ -529,5 +572,5 @@ int cmd_launch(int argc, char **argv)
         fprintf(stderr, "\n");
         return 2;
     }
-    return launch(&a, tool);
+    return a.restore ? restore(tool) : launch(&a, tool);
 }

@@ -24,6 +24,8 @@ static const launch_tool tools[] = {
     {"copilot", {"copilot-cli", NULL}, "Copilot CLI", "copilot", {".local/bin/copilot", NULL},
      "see https://docs.github.com/en/copilot/how-tos/set-up/install-copilot-cli", AGENT_CONTEXT,
      LAUNCH_WIRING_ENV},
+    {"opencode", {NULL}, "OpenCode", "opencode", {".opencode/bin/opencode", NULL},
+     "curl -fsSL https://opencode.ai/install | bash", AGENT_CONTEXT, LAUNCH_WIRING_ENV},
     {"droid", {NULL}, "Droid", "droid", {NULL},
      "see https://docs.factory.ai/cli/getting-started/quickstart", AGENT_CONTEXT,
      LAUNCH_WIRING_DROID_SETTINGS},
@@ -228,6 +230,46 @@ static bool build_copilot(const launch_target *t, launch_strings *args, launch_s
            launch_strings_add(args, "--model") && launch_strings_add(args, t->model);
 }
 
+/* OpenCode reads a whole config from OPENCODE_CONFIG_CONTENT: a provider for this server. */
+static bool build_opencode(const launch_target *t, launch_strings *env)
+{
+    char base_url[768];
+    int n = snprintf(base_url, sizeof base_url, "%s/v1", t->server_url);
+    if (n < 0 || (size_t)n >= sizeof base_url)
+        return false;
+    json_t *entry = json_pack("{s:s}", "name", t->model);
+    bool ok = entry != NULL;
+    if (ok && t->vision)
+        ok = json_object_set_new(entry, "modalities",
+                                 json_pack("{s:[ss],s:[s]}", "input", "text", "image", "output",
+                                           "text")) == 0;
+    if (ok && t->thinking)
+        ok = json_object_set_new(entry, "reasoning", json_true()) == 0;
+    json_t *options = ok ? json_pack("{s:s}", "baseURL", base_url) : NULL;
+    if (options && t->api_key)
+        ok = json_object_set_new(options, "apiKey", json_string(t->api_key)) == 0;
+    json_t *models = ok && options ? json_object() : NULL;
+    if (models)
+        ok = json_object_set_new(models, t->model, entry) == 0;
+    else
+        json_decref(entry);
+    json_t *config = NULL;
+    if (ok && models)
+        config = json_pack("{s:s,s:{s:{s:s,s:s,s:o,s:o}},s:s+}", "$schema",
+                           "https://opencode.ai/config.json", "provider", "corral", "npm",
+                           "@ai-sdk/openai-compatible", "name", "Corral", "options", options,
+                           "models", models, "model", "corral/", t->model);
+    else {
+        json_decref(options);
+        json_decref(models);
+    }
+    char *text = config ? json_dumps(config, JSON_COMPACT) : NULL;
+    ok = text && launch_strings_addf(env, "OPENCODE_CONFIG_CONTENT=%s", text);
+    free(text);
+    json_decref(config);
+    return ok;
+}
+
 static bool build_codex(const launch_target *t, launch_strings *args, launch_strings *env)
 {
     char base_url[768];
@@ -260,12 +302,15 @@ bool launch_build_command(const launch_tool *tool, const launch_target *target,
         ok = build_claude(target, args, env);
     } else if (strcmp(tool->name, "copilot") == 0) {
         ok = build_copilot(target, args, env);
+    } else if (strcmp(tool->name, "opencode") == 0) {
+        ok = build_opencode(target, env);
     } else if (tool->wiring == LAUNCH_WIRING_CODEX_PROFILE) {
         if (!codex_check_extra(extra, n_extra, err))
             return false;
         ok = build_codex(target, args, env);
     }
-    /* Droid reads everything from its settings file: only the user's arguments */
+    /* OpenCode's model is in its config, Droid's in its settings file: only the user's
+     * arguments */
     for (size_t i = 0; ok && i < n_extra; i++)
         ok = launch_strings_add(args, extra[i]);
     if (!ok)
@@ -316,7 +361,7 @@ json_t *launch_codex_catalog(const char *model, unsigned context_window, bool vi
                      "supported_reasoning_levels", "experimental_supported_tools");
 }
 
-bool launch_droid_settings(json_t *settings, const launch_target *target, bool vision)
+bool launch_droid_settings(json_t *settings, const launch_target *target)
 {
     char base_url[768], id[1024];
     int n = snprintf(base_url, sizeof base_url, "%s/v1", target->server_url);
@@ -328,7 +373,7 @@ bool launch_droid_settings(json_t *settings, const launch_target *target, bool v
                               "displayName", target->model, "baseUrl", base_url, "apiKey",
                               target->api_key ? target->api_key : "corral", "provider",
                               "generic-chat-completion-api", "maxOutputTokens",
-                              DROID_MAX_OUTPUT_TOKENS, "supportsImages", vision, "id", id,
+                              DROID_MAX_OUTPUT_TOKENS, "supportsImages", target->vision, "id", id,
                               "index", 0);
     if (!models || !entry || json_array_append_new(models, entry) != 0) {
         json_decref(models);

@@ -55,6 +55,8 @@ typedef struct launch_target {
     const char *api_key;    /* CORRAL_API_KEY, or NULL when the server needs none */
     const char *model;
     const char *codex_catalog_path; /* Codex only: the model catalog file written */
+    bool vision;   /* the model takes images */
+    bool thinking; /* the model thinks before it answers */
 } launch_target;
 
 /*
@@ -89,7 +91,7 @@ json_t *launch_codex_catalog(const char *model, unsigned context_window, bool vi
  * settings stay, and a reasoning effort Droid does not know becomes "none". settings is a
  * JSON object (an empty one for a new file); modified in place. false when out of memory.
  */
-bool launch_droid_settings(json_t *settings, const launch_target *target, bool vision);
+bool launch_droid_settings(json_t *settings, const launch_target *target);
 
 /* The oldest Codex that reads a profile file (--profile NAME: NAME.config.toml). */
 #define LAUNCH_CODEX_MIN_VERSION "0.134.0"

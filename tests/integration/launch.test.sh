@@ -1,13 +1,17 @@
 #!/bin/sh
 # `corral launch` against a real `corral serve`, with fake tools (one script first on PATH,
 # linked under each tool's name) that record the arguments and environment they were started
-# with: the tool list, each tool's wiring (Claude Code and Copilot CLI by environment, Codex
-# by its launch profile, Droid by its settings file, kept and backed up), arguments after --,
-# the API key passed on, the tool's exit status returned, Codex's version checked, the context warning, and the errors
-# for a missing tool and a missing model. No model is loaded.
+# with: the tool list, each tool's wiring (Claude Code, Copilot CLI and OpenCode by
+# environment, Codex by its launch profile, Droid by its settings file, kept and backed up),
+# arguments after --, the API key passed on, the tool's exit status returned, Codex's version
+# checked and its files removed by --restore, the context warning, the errors for a missing
+# tool and a missing model, and a missing model pulled with --yes. No model is loaded.
 # Env: CORRAL_BIN, CORRAL_FIXTURES. Exits non-zero on the first failed check.
 set -eu
 . "$(dirname "$0")/lib.sh"
+# no network: the one pull below is of the model shipped inside the binary
+export https_proxy=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 http_proxy=http://127.0.0.1:9 \
+    ALL_PROXY=http://127.0.0.1:9 all_proxy=http://127.0.0.1:9 no_proxy=127.0.0.1 NO_PROXY=127.0.0.1
 serve_in_scratch launch
 unset CORRAL_API_KEY OLLAMA_API_KEY CORRAL_CONTEXT_LENGTH OLLAMA_CONTEXT_LENGTH
 expect() { grep -qF -- "$2" "$3" || fail "$1: expected '$2' in: $(cat "$3")"; ok "$1"; }
@@ -26,7 +30,7 @@ env >"$FAKE_LOG/$name.env"
 exit 7
 EOF
 chmod +x "$work/bin/fake-tool"
-for tool in claude codex copilot; do ln -s fake-tool "$work/bin/$tool"; done
+for tool in claude codex copilot opencode; do ln -s fake-tool "$work/bin/$tool"; done
 export FAKE_LOG="$work/log"
 tools_path="$work/bin:$PATH"
 
@@ -42,6 +46,13 @@ PATH="$tools_path" "$corral" launch claude --model nosuch >"$work/out" 2>&1 || s
 [ "$status" = 1 ] || fail "a missing model exited $status"
 expect "a missing model is an error naming the pull" "model 'nosuch' not found; pull it with 'corral pull nosuch'" "$work/out"
 [ ! -e "$work/log/claude.args" ] || fail "the tool ran for a missing model"
+if PATH="$tools_path" "$corral" launch claude --model tiny-tolstoy </dev/null >"$work/out" 2>&1; then
+    fail "a missing model was pulled without --yes"
+fi
+PATH="$tools_path" "$corral" launch claude --model tiny-tolstoy --yes </dev/null >"$work/out" 2>&1 || true
+expect "--yes pulls a missing model" "success" "$work/out"
+expect "--yes then launches the tool" "tiny-tolstoy" "$work/log/claude.args"
+rm "$work/log/claude.args"
 
 status=0
 PATH="$tools_path" CORRAL_API_KEY=sekrit "$corral" launch claude --model tiny -- --resume 'two words' \
@@ -61,6 +72,10 @@ PATH="$tools_path" "$corral" launch copilot-cli --model tiny >"$work/out" 2>&1 |
 expect "copilot is sent to the server" "COPILOT_PROVIDER_BASE_URL=http://127.0.0.1:$port/v1" "$work/log/copilot.env"
 expect "copilot gets the model" "COPILOT_MODEL=tiny" "$work/log/copilot.env"
 
+PATH="$tools_path" "$corral" launch opencode --model tiny >"$work/out" 2>&1 || true
+expect "opencode's config names the server" "\"baseURL\":\"http://127.0.0.1:$port/v1\"" "$work/log/opencode.env"
+expect "opencode's config selects the model" '"model":"corral/tiny"' "$work/log/opencode.env"
+
 mkdir -p "$HOME/.codex"
 echo 'model = "gpt-5"' >"$HOME/.codex/config.toml"
 PATH="$tools_path" "$corral" launch codex --model tiny -- --sandbox workspace-write >"$work/out" 2>&1 || true
@@ -74,6 +89,10 @@ if PATH="$tools_path" FAKE_CODEX_VERSION=0.87.0 "$corral" launch codex --model t
 expect "a codex too old for profiles is refused" "codex 0.87.0 is too old" "$work/out"
 if PATH="$tools_path" "$corral" launch codex --model tiny -- -m other >"$work/out" 2>&1; then fail "codex -m accepted"; fi
 expect "an argument that undoes codex's wiring is refused" "conflicting extra argument '-m'" "$work/out"
+"$corral" launch codex --restore >"$work/out" 2>&1 || fail "codex --restore: $(cat "$work/out")"
+[ ! -e "$HOME/.codex/corral-launch.config.toml" ] && [ ! -e "$HOME/.codex/corral-launch.model.json" ] ||
+    fail "codex --restore left launch's files"
+expect "codex --restore keeps the user's config" 'model = "gpt-5"' "$HOME/.codex/config.toml"
 
 mkdir -p "$HOME/.factory"
 cat >"$HOME/.factory/settings.json" <<'EOF'
