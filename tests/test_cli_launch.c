@@ -201,7 +201,6 @@ static void codex_selects_the_launch_profile(void **state)
 static void codex_refuses_arguments_that_undo_the_wiring(void **state)
 {
     (void)state;
-    launch_target target = {.server_url = "http://h:1", .model = "m"};
     static const char *const refused[][2] = {
         {"-m", "other"},          {"--model=other", NULL}, {"--profile", "x"},
         {"-px", NULL},            {"-c", "model=\"x\""},   {"--config", "model_provider=y"},
@@ -209,14 +208,16 @@ static void codex_refuses_arguments_that_undo_the_wiring(void **state)
     };
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         char *extra[2] = {(char *)refused[i][0], (char *)refused[i][1]};
-        launch_strings args = {0}, env = {0};
         corral_error err = {{0}};
-        assert_false(launch_build_command(launch_tool_find("codex"), &target, extra,
-                                          extra[1] ? 2 : 1, &args, &env, &err));
+        assert_false(launch_check_extra(launch_tool_find("codex"), extra, extra[1] ? 2 : 1,
+                                        &err));
         assert_non_null(strstr(err.message, "conflicting extra"));
-        launch_strings_free(&args);
-        launch_strings_free(&env);
+        /* the same words are the user's own business for another tool */
+        assert_true(launch_check_extra(launch_tool_find("claude"), extra, extra[1] ? 2 : 1,
+                                       NULL));
     }
+    char *allowed[] = {"--sandbox", "workspace-write", "-c", "sandbox_mode=\"read-only\""};
+    assert_true(launch_check_extra(launch_tool_find("codex"), allowed, 4, NULL));
 }
 
 static void codex_versions(void **state)

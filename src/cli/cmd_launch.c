@@ -497,6 +497,10 @@ static int launch(const launch_args *a, const launch_tool *tool)
         return 2;
     }
     corral_error err = {{0}};
+    if (!launch_check_extra(tool, a->extra, a->n_extra, &err)) {
+        fprintf(stderr, "Error: %s\n", err.message);
+        return 2;
+    }
     char version[4096];
     if (!a->configure_only && tool->wiring == LAUNCH_WIRING_CODEX_PROFILE &&
         (!read_version(program, version, sizeof version, &err) ||

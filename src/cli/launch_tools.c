@@ -198,6 +198,12 @@ static bool codex_check_extra(char *const *extra, size_t n_extra, corral_error *
     return true;
 }
 
+bool launch_check_extra(const launch_tool *tool, char *const *extra, size_t n_extra,
+                        corral_error *err)
+{
+    return tool->wiring != LAUNCH_WIRING_CODEX_PROFILE || codex_check_extra(extra, n_extra, err);
+}
+
 static bool build_claude(const launch_target *t, launch_strings *args, launch_strings *env)
 {
     bool ok = launch_strings_addf(env, "ANTHROPIC_BASE_URL=%s", t->server_url) &&
@@ -305,8 +311,6 @@ bool launch_build_command(const launch_tool *tool, const launch_target *target,
     } else if (strcmp(tool->name, "opencode") == 0) {
         ok = build_opencode(target, env);
     } else if (tool->wiring == LAUNCH_WIRING_CODEX_PROFILE) {
-        if (!codex_check_extra(extra, n_extra, err))
-            return false;
         ok = build_codex(target, args, env);
     }
     /* OpenCode's model is in its config, Droid's in its settings file: only the user's

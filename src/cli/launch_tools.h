@@ -67,10 +67,16 @@ typedef struct launch_target {
 bool launch_connectable_url(const char *address_url, char *out, size_t out_size);
 
 /*
+ * Whether the user's extra arguments leave tool's wiring alone: false with err for one that
+ * would undo it (Codex's --profile, -m, or -c for the model, provider or catalog).
+ */
+bool launch_check_extra(const launch_tool *tool, char *const *extra, size_t n_extra,
+                        corral_error *err);
+
+/*
  * The argument list (after the program) and environment (NAME=VALUE, set on top of the
- * caller's) that run tool against target, with the user's extra arguments last. false with
- * err when an extra argument would undo the wiring (Codex's --profile, -m, -c provider keys)
- * or memory ran out.
+ * caller's) that run tool against target, with the user's extra arguments (passed by
+ * launch_check_extra) last. false with err when memory ran out.
  */
 bool launch_build_command(const launch_tool *tool, const launch_target *target,
                           char *const *extra, size_t n_extra, launch_strings *args,

@@ -87,12 +87,14 @@ expect "codex's catalog has the model's context" '"context_window": 256' "$HOME/
 expect "codex's own config stays" 'model = "gpt-5"' "$HOME/.codex/config.toml"
 if PATH="$tools_path" FAKE_CODEX_VERSION=0.87.0 "$corral" launch codex --model tiny >"$work/out" 2>&1; then fail "an old codex launched"; fi
 expect "a codex too old for profiles is refused" "codex 0.87.0 is too old" "$work/out"
-if PATH="$tools_path" "$corral" launch codex --model tiny -- -m other >"$work/out" 2>&1; then fail "codex -m accepted"; fi
-expect "an argument that undoes codex's wiring is refused" "conflicting extra argument '-m'" "$work/out"
 "$corral" launch codex --restore >"$work/out" 2>&1 || fail "codex --restore: $(cat "$work/out")"
 [ ! -e "$HOME/.codex/corral-launch.config.toml" ] && [ ! -e "$HOME/.codex/corral-launch.model.json" ] ||
     fail "codex --restore left launch's files"
 expect "codex --restore keeps the user's config" 'model = "gpt-5"' "$HOME/.codex/config.toml"
+if PATH="$tools_path" "$corral" launch codex --model tiny -- -m other >"$work/out" 2>&1; then fail "codex -m accepted"; fi
+expect "an argument that undoes codex's wiring is refused" "conflicting extra argument '-m'" "$work/out"
+[ ! -e "$HOME/.codex/corral-launch.config.toml" ] || fail "a refused argument still wrote codex's profile"
+ok "a refused argument writes nothing"
 
 mkdir -p "$HOME/.factory"
 cat >"$HOME/.factory/settings.json" <<'EOF'
