@@ -27,5 +27,6 @@ int cmd_cp(int argc, char **argv);
 int cmd_create(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
 int cmd_version(int argc, char **argv);
+int cmd_launch(int argc, char **argv);
 
 #endif

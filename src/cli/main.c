@@ -28,6 +28,7 @@ static const command commands[] = {
     {"ps", cmd_ps, "list running models"},
     {"cp", cmd_cp, "copy a model"},
     {"rm", cmd_rm, "remove models"},
+    {"launch", cmd_launch, "start a coding agent (Claude Code, Codex...) on a local model"},
     {"bench", cmd_bench, "prompt and generation speed of a model, as llama-bench"},
     {"gpus", cmd_gpus, "list the GPUs the engine can offload layers to"},
     {"gguf-info", cmd_gguf_info, "print a GGUF file's metadata and tensors"},
