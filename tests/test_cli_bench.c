@@ -1,9 +1,9 @@
 /*
  * `corral bench` end to end on a fixture model: one table row per test and thread count with
  * positive speeds, the kernels line names the software-prefetch choice where it applies
- * (CORRAL_PREFETCH), the GB/s column counts the weights a step really reads (of a mixture of
- * experts the used experts only, the output where it is the tied embedding), and bad input
- * gets a message and status 1/2.
+ * (CORRAL_PREFETCH), a token's CPU time fits in its threads' wall time, the GB/s column
+ * counts the weights a step really reads (of a mixture of experts the used experts only, the
+ * output where it is the tied embedding), and bad input gets a message and status 1/2.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -31,9 +31,25 @@ static char *bench(const char *env, const char *args, int *status)
     return command_fixture_run(cmd, status);
 }
 
-/* The rows "| NAME | THREADS | median | min | max | GB/s |" of the table whose NAME (which
- * may hold spaces: "tg4 x2") is name: count them, and check that every figure present is
- * positive and that tg rows carry a bandwidth. */
+/* The last field of the table row at line, "| ... | FIGURE |": the CPU ms per token. */
+static double last_field(const char *line)
+{
+    const char *end = strchr(line, '\n');
+    if (!end)
+        end = line + strlen(line);
+    while (end > line && end[-1] != '|')
+        end--;
+    const char *start = end > line ? end - 1 : line;
+    while (start > line && start[-1] != '|')
+        start--;
+    assert_true(end - start > 1);
+    return strtod(start, NULL);
+}
+
+/* The rows "| NAME | THREADS | median | min | max | GB/s | CPU ms/t |" of the table whose
+ * NAME (which may hold spaces: "tg4 x2") is name: count them, and check that every figure
+ * present is positive, that tg rows carry a bandwidth, and that a token's CPU time is no more
+ * than its threads could spend in the slowest run's wall time. */
 static int count_rows(const char *out, const char *name)
 {
     int rows = 0;
@@ -54,6 +70,9 @@ static int count_rows(const char *out, const char *name)
         assert_true(median > 0.0 && low > 0.0 && high >= median && median >= low);
         if (name[0] == 't')
             assert_true(fields == 5 && gbps > 0.0);
+        double cpu_ms = last_field(line);
+        if (cpu_ms <= 0.0 || cpu_ms > threads * 1e3 / low * 1.01 + 1e-3)
+            fail_msg("CPU ms/t %.3f out of (0, %d x %.3f ms]", cpu_ms, threads, 1e3 / low);
         rows++;
     }
     return rows;

@@ -8,7 +8,9 @@
  * once (-s, llama-batched-bench's parallel sequences): each step decodes one token of every sequence in one batch, as the runner does
  * for s clients. Prints the median tokens/s (all sequences' tokens) and min/max per test and,
  * for tg, the weight bytes streamed per second: of a mixture of experts, only the experts a
- * step uses. Uses only the public engine API.
+ * step uses; then the process's CPU milliseconds per token (median), which on a shared
+ * machine leaves out the time the threads waited for a core, where the wall figures do not.
+ * Uses only the public engine API.
  */
 #include <errno.h>
 #include <math.h>
@@ -248,10 +250,10 @@ static double bytes_per_step(const model_bytes *bytes, long n_seq)
     return (double)bytes->per_token + share * (double)bytes->experts;
 }
 
-static double now_seconds(void)
+static double clock_seconds(clockid_t clock)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(clock, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
@@ -362,30 +364,43 @@ static corral_context *group_context_create(const corral_model *model, const ben
     return ctx;
 }
 
+/* One test's figures per timed run, each sorted ascending: speed (tokens of all sequences
+ * per second) and the process's CPU milliseconds per token. */
+typedef struct bench_runs {
+    double *speeds, *cpu_ms;
+} bench_runs;
+
 /* One test on the group's filled context: a warm-up, then reps timed runs, each from the
- * cache cut back to the depth; speeds (tokens of all sequences per second) sorted ascending. */
+ * cache cut back to the depth. */
 static bool run_test(const corral_model *model, corral_context *ctx, const bench_group *g,
                      const bench_test *test, corral_token *tokens, int32_t *seqs, long reps,
-                     double *speeds, corral_error *err)
+                     bench_runs *runs, corral_error *err)
 {
     uint32_t n_vocab = corral_model_n_vocab(model);
     corral_token bos = corral_vocab_bos(corral_model_vocab(model));
     uint64_t rng = 1;
     bool ok = true;
+    double n_tokens = (double)(test->n_tokens * test->n_seq);
     for (long run = -1; run < reps && ok; run++) {
         for (long s = 0; s < test->n_seq; s++)
             corral_seq_truncate(ctx, (int32_t)s, (uint32_t)g->depth);
-        double start = now_seconds();
+        double start = clock_seconds(CLOCK_MONOTONIC);
+        double cpu_start = clock_seconds(CLOCK_PROCESS_CPUTIME_ID);
         if (test->kind[0] == 'p')
             ok = run_prompt(ctx, tokens, seqs, test->n_tokens, 0, n_vocab, bos, &rng, err);
         else
             ok = run_generation(ctx, run < 0 ? 1 : test->n_tokens, test->n_seq, n_vocab, bos,
                                 &rng, err);
-        if (run >= 0)
-            speeds[run] = (double)(test->n_tokens * test->n_seq) / (now_seconds() - start);
+        if (run >= 0) {
+            runs->cpu_ms[run] =
+                (clock_seconds(CLOCK_PROCESS_CPUTIME_ID) - cpu_start) * 1e3 / n_tokens;
+            runs->speeds[run] = n_tokens / (clock_seconds(CLOCK_MONOTONIC) - start);
+        }
     }
-    if (ok)
-        qsort(speeds, (size_t)reps, sizeof *speeds, compare_doubles);
+    if (ok) {
+        qsort(runs->speeds, (size_t)reps, sizeof *runs->speeds, compare_doubles);
+        qsort(runs->cpu_ms, (size_t)reps, sizeof *runs->cpu_ms, compare_doubles);
+    }
     return ok;
 }
 
@@ -417,13 +432,18 @@ static void print_header(const char *path, const model_bytes *bytes, corral_kv_t
         printf(", 1-token software prefetch %s",
                corral_cpu_prefetches_single_stream() ? "on" : "off");
     printf("\n\n");
-    printf("| test         | threads | t/s median | t/s min | t/s max | GB/s |\n");
-    printf("|--------------|--------:|-----------:|--------:|--------:|-----:|\n");
+    printf("| test         | threads | t/s median | t/s min | t/s max | GB/s | CPU ms/t |\n");
+    printf("|--------------|--------:|-----------:|--------:|--------:|-----:|---------:|\n");
+}
+
+static double median_of(const double *sorted, long n)
+{
+    return n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
 }
 
 /* One test's row. */
 static void print_row(const bench_group *g, const bench_test *test, long reps,
-                      const model_bytes *bytes, const double *speeds)
+                      const model_bytes *bytes, const bench_runs *runs)
 {
     char name[64];
     int len = snprintf(name, sizeof name, "%s%ld", test->kind, test->n_tokens);
@@ -431,7 +451,8 @@ static void print_row(const bench_group *g, const bench_test *test, long reps,
         len += snprintf(name + len, sizeof name - (size_t)len, " x%ld", test->n_seq);
     if (g->depth > 0)
         snprintf(name + len, sizeof name - (size_t)len, " @ d%ld", g->depth);
-    double median = reps % 2 ? speeds[reps / 2] : 0.5 * (speeds[reps / 2 - 1] + speeds[reps / 2]);
+    const double *speeds = runs->speeds;
+    double median = median_of(speeds, reps);
     char gbps[16] = ""; /* the weights are read once per step, for all sequences */
     if (test->kind[0] == 't')
         snprintf(gbps, sizeof gbps, "%.1f",
@@ -439,15 +460,15 @@ static void print_row(const bench_group *g, const bench_test *test, long reps,
     char threads[16] = "auto";
     if (g->n_threads > 0)
         snprintf(threads, sizeof threads, "%d", g->n_threads);
-    printf("| %-12s | %7s | %10.2f | %7.2f | %7.2f | %4s |\n", name, threads, median, speeds[0],
-           speeds[reps - 1], gbps);
+    printf("| %-12s | %7s | %10.2f | %7.2f | %7.2f | %4s | %8.3f |\n", name, threads, median,
+           speeds[0], speeds[reps - 1], gbps, median_of(runs->cpu_ms, reps));
     fflush(stdout);
 }
 
 /* The group's context, its cache filled to the depth once (untimed) in every sequence, then
  * each test, its row printed as it ends. */
 static bool run_group(const corral_model *model, const bench_group *g, long reps,
-                      const model_bytes *bytes, double *speeds, corral_error *err)
+                      const model_bytes *bytes, bench_runs *runs, corral_error *err)
 {
     long max_tokens, max_seq;
     corral_context *ctx = group_context_create(model, g, &max_tokens, &max_seq, err);
@@ -463,8 +484,8 @@ static bool run_group(const corral_model *model, const bench_group *g, long reps
     for (long s = 0; ok && g->depth > 0 && s < max_seq; s++)
         ok = run_prompt(ctx, tokens, seqs, g->depth, (int32_t)s, n_vocab, bos, &rng, err);
     for (size_t i = 0; i < g->n_tests && ok; i++)
-        if ((ok = run_test(model, ctx, g, &g->tests[i], tokens, seqs, reps, speeds, err)))
-            print_row(g, &g->tests[i], reps, bytes, speeds);
+        if ((ok = run_test(model, ctx, g, &g->tests[i], tokens, seqs, reps, runs, err)))
+            print_row(g, &g->tests[i], reps, bytes, runs);
     free(tokens);
     free(seqs);
     corral_context_free(ctx);
@@ -485,8 +506,9 @@ int cmd_bench(int argc, char **argv)
         fprintf(stderr, "corral bench: %s\n", err.message);
         return 1;
     }
-    double *speeds = malloc((size_t)o.reps * sizeof *speeds);
-    bool ok = speeds != NULL;
+    bench_runs runs = {malloc((size_t)o.reps * sizeof *runs.speeds),
+                       malloc((size_t)o.reps * sizeof *runs.cpu_ms)};
+    bool ok = runs.speeds && runs.cpu_ms;
     print_header(o.model_path, &bytes, o.kv_type, &o.device);
     /* per thread count and depth, one group: the pp tests, then the tg tests, each at every -s */
     bench_test tests[2 * MAX_LIST + MAX_LIST * MAX_LIST];
@@ -501,11 +523,13 @@ int cmd_bench(int argc, char **argv)
         for (size_t d = 0; d < o.depth.n && ok && n_tests > 0; d++) {
             bench_group g = {o.depth.values[d], (int)o.threads.values[ti], o.kv_type, &o.device,
                              tests, n_tests};
-            ok = run_group(model, &g, o.reps, &bytes, speeds, &err);
+            ok = run_group(model, &g, o.reps, &bytes, &runs, &err);
         }
     if (!ok)
-        fprintf(stderr, "corral bench: %s\n", speeds ? err.message : "out of memory");
-    free(speeds);
+        fprintf(stderr, "corral bench: %s\n",
+                runs.speeds && runs.cpu_ms ? err.message : "out of memory");
+    free(runs.speeds);
+    free(runs.cpu_ms);
     corral_model_free(model);
     corral_gpu_release();
     return ok ? 0 : 1;
