@@ -781,6 +781,7 @@ static void test_fit_estimate_covers_the_allocations(void **state)
     check_estimate("arch/gemma4-e.gguf", 4);
     check_estimate("arch/gemma4-moe.gguf", 1); /* its norms and scales beside the experts */
     check_estimate("arch/qwen35.gguf", 2); /* recurrent states in place of a cache */
+    check_estimate("arch/lfm2.gguf", 2); /* conv windows, and no state matrices */
 }
 
 /* A context that needs what the device layers lack (here a quantized KV cache) runs wholly
@@ -984,13 +985,20 @@ static void test_nemotron_h_stays_on_the_cpu(void **state)
     unlink(latent);
 }
 
-/* lfm2's short-convolution layers keep its context (attention layers too, lfm2moe's experts
- * too) on the CPU. */
-static void test_lfm2_stays_on_the_cpu(void **state)
+/* lfm2: gated short convs (in_proj's b, c and x, c * conv(b * x) through each sequence's
+ * window, out_proj) beside attention layers with per-head q/k norms: every layer and the last
+ * (a conv) alone, four sequences, and windows checkpointed, restored and cleared with every
+ * layer on the device and with the last two (an attention one and a conv one) beside two on
+ * the CPU. lfm2moe: the same layers with sigmoid-scored experts and a selection bias. */
+static void test_lfm2_short_convs(void **state)
 {
     (void)state;
-    check_recurrent_model_stays_on_the_cpu("arch/lfm2.gguf");
-    check_recurrent_model_stays_on_the_cpu("arch/lfm2moe.gguf");
+    check_model("arch/lfm2.gguf", 1e-3f, false, true);
+    check_four_sequences("arch/lfm2.gguf");
+    check_recurrent_reuse("arch/lfm2.gguf", -1);
+    check_recurrent_reuse("arch/lfm2.gguf", 2);
+    check_model("arch/lfm2moe.gguf", 1e-3f, false, false);
+    check_four_sequences("arch/lfm2moe.gguf");
 }
 
 /* A family whose layers the device lacks (without recurrent state): every layer stays on the
@@ -1151,7 +1159,7 @@ int main(void)
         cmocka_unit_test(test_nomic_bert_moe_stays_on_the_cpu),
         cmocka_unit_test(test_qwen3next_stays_on_the_cpu),
         cmocka_unit_test(test_nemotron_h_stays_on_the_cpu),
-        cmocka_unit_test(test_lfm2_stays_on_the_cpu),
+        cmocka_unit_test(test_lfm2_short_convs),
         cmocka_unit_test(test_qwen3vl),
         cmocka_unit_test(test_qwen3vlmoe),
         cmocka_unit_test(test_chatglm_fused_qkv_partial_rope),

@@ -1368,6 +1368,44 @@ static void test_delta_conv(void **state)
     free(kernels), free(x), free(window);
 }
 
+/* LFM2's gated short conv over 197 channels (rows [b | c | x] of 3 x 197), 3 taps, windows
+ * that already hold inputs, tokens of two sequences interleaved: each token's c * conv(b * x)
+ * where b was, and both windows, as the CPU's delta_net_gated_conv_token leaves them. */
+static void test_gated_short_conv(void **state)
+{
+    (void)state;
+    enum { C = 197, TAPS = 3, TOKENS = 7, SEQS = 2 };
+    uint32_t slot = 0, tokens[2 * TOKENS];
+    float *kernels = random_floats(C * TAPS), *rows = random_floats(TOKENS * 3 * C);
+    float *window = random_floats(SEQS * (TAPS - 1) * C), *cpu_rows = malloc(TOKENS * 3 * C * 4);
+    float want[TOKENS * C], got[TOKENS * C], got_rows[TOKENS * 3 * C];
+    float want_window[SEQS * (TAPS - 1) * C], got_window[SEQS * (TAPS - 1) * C];
+    assert_non_null(cpu_rows);
+    interleaved_tokens(tokens, TOKENS);
+    memcpy(cpu_rows, rows, TOKENS * 3 * C * 4);
+    memcpy(want_window, window, sizeof want_window);
+    delta_net_context d = {.n_recurrent = 1, .slot = &slot, .channels = C, .kernels = kernels};
+    for (size_t t = 0; t < TOKENS; t++)
+        delta_net_gated_conv_token(&d, 0, TAPS, want_window + tokens[2 * t] * (TAPS - 1) * C,
+                                   cpu_rows + t * 3 * C, want + t * C);
+    vk_buffer bk = device_buffer(kernels, C * TAPS * 4), bt = device_buffer(tokens, sizeof tokens);
+    vk_buffer bw = device_buffer(window, sizeof got_window);
+    vk_buffer bx = device_buffer(rows, sizeof got_rows);
+    vk_commands c = begin();
+    vk_op_gated_short_conv(&c, vk_whole(&bk), vk_whole(&bt), vk_whole(&bw), vk_whole(&bx), C,
+                           TAPS, TOKENS);
+    submit(&c);
+    read_back(&bx, got_rows, sizeof got_rows);
+    read_back(&bw, got_window, sizeof got_window);
+    for (size_t t = 0; t < TOKENS; t++)
+        memcpy(got + t * C, got_rows + t * 3 * C, C * 4);
+    assert_close("gated short conv", got, want, TOKENS * C, 1e-5);
+    assert_close("gated conv windows", got_window, want_window, SEQS * (TAPS - 1) * C, 0.0);
+    vk_buffer_free(dev, &bk), vk_buffer_free(dev, &bt), vk_buffer_free(dev, &bw);
+    vk_buffer_free(dev, &bx);
+    free(kernels), free(rows), free(window), free(cpu_rows);
+}
+
 /* The gates from their logits, softplus's linear part above 20 among them. */
 static void test_delta_gates(void **state)
 {
@@ -1508,6 +1546,7 @@ int main(void)
         cmocka_unit_test(test_mul_rows),
         cmocka_unit_test(test_mul_sigmoid),
         cmocka_unit_test(test_delta_conv),
+        cmocka_unit_test(test_gated_short_conv),
         cmocka_unit_test(test_delta_gates),
         cmocka_unit_test(test_l2norm),
         cmocka_unit_test(test_delta_rule),

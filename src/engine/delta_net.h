@@ -71,9 +71,10 @@ static inline float *delta_net_state(const delta_net_context *d, uint32_t seq, u
 void delta_net_conv_token(const delta_net_context *d, uint32_t il, size_t taps, float *window,
                           const float *bias, float *x);
 
-/* The same without the silu (LFM2's short convolutions, shortconv.c). */
-void delta_net_conv_token_linear(const delta_net_context *d, uint32_t il, size_t taps,
-                                 float *window, const float *bias, float *x);
+/* LFM2's gated short conv of one token (arch_lfm2.c): row holds in_proj's [b | c | x] of
+ * d->channels each; y = c * conv(b * x), b * x joining the window (b is overwritten). */
+void delta_net_gated_conv_token(const delta_net_context *d, uint32_t il, size_t taps,
+                                float *window, float *row, float *y);
 
 float delta_net_silu(float x);
 float delta_net_softplus(float x);

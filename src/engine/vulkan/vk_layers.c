@@ -19,7 +19,8 @@
  * the attention, wv_b after) as expert products whose expert is the head. qwen35's hybrid
  * block runs its Gated DeltaNet layers (delta_net.c's recurrence, each layer's conv windows
  * and state matrices per sequence kept here with a checkpoint, which gpu_seq_states clears,
- * copies and restores as delta_net.c does the CPU's) and its gated attention.
+ * copies and restores as delta_net.c does the CPU's) and its gated attention; lfm2's its
+ * gated short convs (their windows kept the same way) beside its attention layers.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -65,10 +66,11 @@ typedef struct gpu_layer {
      * dense and the experts' output norms */
     gpu_weight ffn_gate_inp_s, ffn_pre_norm_2, ffn_post_norm_1, ffn_post_norm_2;
     vk_buffer k_cache, v_cache; /* none on a shared KV layer, which reads its source's */
-    /* a Gated DeltaNet layer's (qwen35): its projections, gates' vectors, output norm and
-     * matrix, its conv's taps in F32 (a channel's taps, oldest first), and per sequence its
-     * conv window and state matrices, live and as checkpointed (delta_net.h's layout) */
-    gpu_weight ssm_qkv, ssm_z, ssm_alpha, ssm_beta, ssm_dt, ssm_a, ssm_norm, ssm_out;
+    /* a recurrent layer's: a Gated DeltaNet's (qwen35) projections, gates' vectors, output
+     * norm and matrix, or LFM2's short conv's in_proj and out_proj; its conv's taps in F32 (a
+     * channel's taps, oldest first), and per sequence its conv window and state matrices
+     * (none for LFM2), live and as checkpointed (delta_net.h's layout) */
+    gpu_weight ssm_qkv, ssm_z, ssm_alpha, ssm_beta, ssm_dt, ssm_a, ssm_norm, ssm_out, ssm_in;
     vk_buffer conv_kernels, conv_state, state, checkpoint_conv, checkpoint_state;
 } gpu_layer;
 
@@ -144,14 +146,16 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
     /* gemma4's is the sandwich-normed block at each layer's own widths (record_attention) */
     bool gemma4 = m->arch == &arch_gemma4;
     /* qwen35's hybrid block: Gated DeltaNet layers beside gated attention (record_qwen35);
-     * Qwen3-Next's projections grouped by key head are not among the device's */
+     * Qwen3-Next's projections grouped by key head are not among the device's. lfm2's:
+     * gated short convs beside attention, each pre-normed (record_short_conv) */
     bool qwen35 = block == qwen35_layer && !(m->arch->tensors & ARCH_SSM_GROUPED);
+    bool lfm2 = m->arch == &arch_lfm2 || m->arch == &arch_lfm2moe;
     if (m->arch->tensors & ARCH_ATTN_OUT_GATE)
         return "a softplus gate on the attention's output (laguna)";
     for (uint32_t il = 0; il < hp->n_layer; il++)
         if (m->layers[il].n_head != hp->n_head)
             return "query head counts that differ by layer";
-    if (!mla && !gemma4 && !qwen35 &&
+    if (!mla && !gemma4 && !qwen35 && !lfm2 &&
         ((block != layer_pre_norm && block != layer_sandwich_norm &&
           block != layer_normed_branches && block != layer_parallel &&
           block != layer_post_norm && block != layer_pre_norm_or_parallel) ||
@@ -201,7 +205,7 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
         const weight *ws[] = {&l->wq,    &l->wk,    &l->wv,   &l->wo,  &l->ffn_gate,
                               &l->ffn_up, &l->ffn_down, &l->wq_a, &l->wkv_a, &l->wk_b,
                               &l->wv_b, &l->ssm_qkv, &l->ssm_z, &l->ssm_alpha, &l->ssm_beta,
-                              &l->ssm_out};
+                              &l->ssm_out, &l->ssm_in};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
             if (!weight_supported(ws[i]))
                 return "a weight type the device kernels lack, or a LoRA adapter";
@@ -257,9 +261,11 @@ static vk_cache_shape cache_shape(const gpu_layers *g, const corral_context *ctx
     return (vk_cache_shape){l->n_head_kv, values ? l->head_dim_v : l->head_dim_k, cells, g->f16};
 }
 
-/* A Gated DeltaNet layer's buffers of its own, in bytes: its conv's taps and, for all the
+/* A recurrent layer's buffers of its own, in bytes: its conv's taps and, for all the
  * context's sequences, its conv windows and its state matrices (each twice, with the
- * checkpoints). The model's reader capped the sizes, so the products stay small. */
+ * checkpoints), as delta_net.c sizes the CPU's: a conv of one tap keeps no window, and
+ * LFM2's layers no matrices (ssm_state 0). The model's reader capped the sizes, so the
+ * products stay small. */
 typedef struct delta_sizes {
     uint64_t channels, kernels, conv, state;
 } delta_sizes;
@@ -267,11 +273,18 @@ typedef struct delta_sizes {
 static delta_sizes delta_layer_sizes(const corral_context *ctx)
 {
     const hparams *hp = &ctx->model->hp;
-    uint64_t S = hp->ssm_head_dim, taps = hp->ssm_conv_kernel, f = sizeof(float);
-    uint64_t channels = ((uint64_t)hp->ssm_v_heads + 2 * (uint64_t)hp->ssm_k_heads) * S;
-    uint64_t conv = (uint64_t)ctx->n_seq * (taps - 1) * channels * f;
-    return (delta_sizes){channels, channels * taps * f, conv ? conv : f, /* one tap: no window */
-                         (uint64_t)ctx->n_seq * hp->ssm_v_heads * S * S * f};
+    uint64_t S = hp->ssm_head_dim, N = hp->ssm_state, taps = hp->ssm_conv_kernel;
+    uint64_t value_width = (uint64_t)hp->ssm_v_heads * S, f = sizeof(float);
+    uint64_t channels = value_width + 2 * (uint64_t)hp->ssm_k_heads * N;
+    return (delta_sizes){channels, channels * taps * f,
+                         (uint64_t)ctx->n_seq * (taps - 1) * channels * f,
+                         (uint64_t)ctx->n_seq * value_width * N * f};
+}
+
+/* A buffer's size for `bytes` that may be none: a binding needs one float at least. */
+static uint64_t at_least_a_float(uint64_t bytes)
+{
+    return bytes ? bytes : sizeof(float);
 }
 
 /* The memory upload() allocates for w: a buffer, or one per part of whole rows. */
@@ -310,11 +323,12 @@ static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint
     if (l->recurrent) {
         delta_sizes d = delta_layer_sizes(ctx);
         const weight *ssm[] = {&l->ssm_qkv, &l->ssm_z, &l->ssm_alpha, &l->ssm_beta, &l->ssm_dt,
-                               &l->ssm_a, &l->ssm_norm, &l->ssm_out};
+                               &l->ssm_a, &l->ssm_norm, &l->ssm_out, &l->ssm_in};
         for (size_t i = 0; i < sizeof ssm / sizeof ssm[0]; i++)
             sum += weight_footprint(g, ssm[i]);
         sum += vk_buffer_footprint(g->dev, d.kernels) +
-               2 * vk_buffer_footprint(g->dev, d.conv) + 2 * vk_buffer_footprint(g->dev, d.state);
+               2 * vk_buffer_footprint(g->dev, at_least_a_float(d.conv)) +
+               2 * vk_buffer_footprint(g->dev, at_least_a_float(d.state));
     } else if (!l->kv_shared) {
         sum += vk_buffer_footprint(g->dev, vk_cache_bytes(&ks, ctx->n_seq)) +
                vk_buffer_footprint(g->dev, vk_cache_bytes(&vs, ctx->n_seq));
@@ -398,16 +412,16 @@ static bool upload_value_rows(gpu_layers *g, const corral_context *ctx, const la
     return ok;
 }
 
-/* A Gated DeltaNet layer's weights, its conv's taps as F32 (delta_net.c's copy_kernels),
- * and its states, which start as zeros: every sequence holds nothing (the fills run with the
+/* A recurrent layer's weights, its conv's taps as F32 (delta_net.c's copy_kernels), and
+ * its states, which start as zeros: every sequence holds nothing (the fills run with the
  * first submission). */
-static bool upload_delta_net(gpu_layers *g, const corral_context *ctx, const layer_weights *l,
+static bool upload_recurrent(gpu_layers *g, const corral_context *ctx, const layer_weights *l,
                              gpu_layer *gl, corral_error *err)
 {
     const weight *from[] = {&l->ssm_qkv, &l->ssm_z, &l->ssm_alpha, &l->ssm_beta, &l->ssm_dt,
-                            &l->ssm_a, &l->ssm_norm, &l->ssm_out};
+                            &l->ssm_a, &l->ssm_norm, &l->ssm_out, &l->ssm_in};
     gpu_weight *to[] = {&gl->ssm_qkv, &gl->ssm_z, &gl->ssm_alpha, &gl->ssm_beta, &gl->ssm_dt,
-                        &gl->ssm_a, &gl->ssm_norm, &gl->ssm_out};
+                        &gl->ssm_a, &gl->ssm_norm, &gl->ssm_out, &gl->ssm_in};
     for (size_t i = 0; i < sizeof from / sizeof from[0]; i++)
         if (!upload(g, from[i], to[i], err))
             return false;
@@ -426,7 +440,8 @@ static bool upload_delta_net(gpu_layers *g, const corral_context *ctx, const lay
     free(kernels);
     vk_buffer *states[] = {&gl->conv_state, &gl->state, &gl->checkpoint_conv,
                            &gl->checkpoint_state};
-    uint64_t sizes[] = {d.conv, d.state, d.conv, d.state};
+    uint64_t conv = at_least_a_float(d.conv), state = at_least_a_float(d.state);
+    uint64_t sizes[] = {conv, state, conv, state};
     for (size_t i = 0; ok && i < 4; i++)
         ok = buffer(g, sizes[i], false, states[i], err);
     if (ok) {
@@ -475,7 +490,7 @@ static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
         return false;
     }
     if (l->recurrent)
-        return upload_delta_net(g, ctx, l, gl, err);
+        return upload_recurrent(g, ctx, l, gl, err);
     vk_cache_shape ks = cache_shape(g, ctx, il, false), vs = cache_shape(g, ctx, il, true);
     return l->kv_shared ||
            (buffer(g, vk_cache_bytes(&ks, ctx->n_seq), false, &gl->k_cache, err) &&
@@ -518,7 +533,11 @@ static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error
               buffer(g, nb * TOKEN_WORDS * sizeof(uint32_t), true, &g->io_tokens, err);
     if (ok && g->compact)
         ok = buffer(g, nb * TOKEN_WORDS * sizeof(uint32_t), true, &g->io_swa_tokens, err);
-    if (ok && hp->ssm_v_heads) { /* qwen35's Gated DeltaNet and gated attention */
+    if (ok && hp->ssm_shortconv) { /* LFM2's in_proj rows [b | c | x], then the conv's */
+        uint64_t channels = delta_layer_sizes(ctx).channels;
+        ok = buffer(g, nb * 3 * channels * f, false, &g->delta_qkv, err) &&
+             buffer(g, nb * channels * f, false, &g->delta_out, err);
+    } else if (ok && hp->ssm_v_heads) { /* qwen35's Gated DeltaNet and gated attention */
         uint64_t H = hp->ssm_v_heads, channels = delta_layer_sizes(ctx).channels;
         ok = buffer(g, nb * channels * f, false, &g->delta_qkv, err) &&
              buffer(g, nb * value_width * f, false, &g->delta_z, err) &&
@@ -742,7 +761,7 @@ void gpu_layers_free(gpu_layers *g)
         for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++)
             free_weight(dev, ws[k]);
         gpu_weight *ssm[] = {&l->ssm_qkv, &l->ssm_z, &l->ssm_alpha, &l->ssm_beta, &l->ssm_dt,
-                             &l->ssm_a, &l->ssm_norm, &l->ssm_out};
+                             &l->ssm_a, &l->ssm_norm, &l->ssm_out, &l->ssm_in};
         for (size_t k = 0; k < sizeof ssm / sizeof ssm[0]; k++)
             free_weight(dev, ssm[k]);
         vk_buffer *own[] = {&l->k_cache, &l->v_cache, &l->conv_kernels, &l->conv_state,
@@ -991,6 +1010,21 @@ static void record_delta_net(gpu_layers *g, const corral_context *ctx, uint32_t 
     matmul(g, &gl->ssm_out, &g->delta_z, &g->xn, n);
 }
 
+/* g->xn becomes layer il's gated short conv over `in` (arch_lfm2.c's forward_shortconv):
+ * in_proj's rows [b | c | x], c * conv(b * x) through each sequence's window, out_proj. */
+static void record_short_conv(gpu_layers *g, const corral_context *ctx, uint32_t il,
+                              vk_buffer *in, uint32_t n)
+{
+    gpu_layer *gl = &g->layers[il - g->first];
+    uint32_t C = (uint32_t)delta_layer_sizes(ctx).channels;
+    matmul(g, &gl->ssm_in, in, &g->delta_qkv, n);
+    vk_op_gated_short_conv(&g->cmd, vk_whole(&gl->conv_kernels), vk_whole(&g->io_tokens),
+                           vk_whole(&gl->conv_state), vk_whole(&g->delta_qkv), C,
+                           ctx->model->hp.ssm_conv_kernel, n);
+    copy_rows(g, &g->delta_qkv, &g->delta_out, n, C, 0, 3 * C, 0, C);
+    matmul(g, &gl->ssm_out, &g->delta_out, &g->xn, n);
+}
+
 /* g->xn becomes qwen35's gated attention over `in` (arch_qwen35.c): q's projection holds
  * per head its q rows and then its gate's; q and k RMS-normed per head and rotated, the
  * attention's output times sigmoid(gate) before attn_output. */
@@ -1204,7 +1238,9 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
         block_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->x, &g->xn, n);
         in = &g->xn;
     }
-    if (m->layers[il].recurrent)
+    if (m->layers[il].recurrent && hp->ssm_shortconv)
+        record_short_conv(g, ctx, il, in, n);
+    else if (m->layers[il].recurrent)
         record_delta_net(g, ctx, il, in, n);
     else if (m->arch->layer == qwen35_layer)
         record_gated_attention(g, ctx, il, in, n);
@@ -1513,7 +1549,7 @@ void gpu_seq_states(gpu_layers *g, const corral_context *ctx, uint32_t seq, enum
         gpu_layer *gl = &g->layers[il - g->first];
         vk_buffer *live[] = {&gl->conv_state, &gl->state};
         vk_buffer *kept[] = {&gl->checkpoint_conv, &gl->checkpoint_state};
-        uint64_t bytes[] = {(uint64_t)(ctx->model->hp.ssm_conv_kernel > 1) * d.conv, d.state};
+        uint64_t bytes[] = {d.conv, d.state}; /* either may be none */
         if (!any)
             begin_call_work(g);
         any = true;

@@ -419,12 +419,26 @@ void vk_op_moe_combine_slots(vk_commands *c, vk_span experts, vk_span weights, v
     record(c, VK_PIPE_MOE_COMBINE, spans, &p, sizeof p, stride_groups(p.count, 256), 1, 1);
 }
 
+/* Both convs are one shader, `gated` choosing LFM2's rows and gates over silu. */
+static void short_conv(vk_commands *c, vk_span kernels, vk_span tokens, vk_span window,
+                       vk_span x, uint32_t channels, uint32_t taps, uint32_t n_tokens,
+                       bool gated)
+{
+    struct { uint32_t channels, taps, n_tokens, gated; } p = {channels, taps, n_tokens, gated};
+    vk_span spans[VK_BINDINGS] = {[0] = kernels, [1] = tokens, [2] = window, [4] = x};
+    record(c, VK_PIPE_DELTA_CONV, spans, &p, sizeof p, (channels + 63) / 64, 1, 1);
+}
+
 void vk_op_delta_conv(vk_commands *c, vk_span kernels, vk_span tokens, vk_span window,
                       vk_span x, uint32_t channels, uint32_t taps, uint32_t n_tokens)
 {
-    struct { uint32_t channels, taps, n_tokens; } p = {channels, taps, n_tokens};
-    vk_span spans[VK_BINDINGS] = {[0] = kernels, [1] = tokens, [2] = window, [4] = x};
-    record(c, VK_PIPE_DELTA_CONV, spans, &p, sizeof p, (channels + 63) / 64, 1, 1);
+    short_conv(c, kernels, tokens, window, x, channels, taps, n_tokens, false);
+}
+
+void vk_op_gated_short_conv(vk_commands *c, vk_span kernels, vk_span tokens, vk_span window,
+                            vk_span x, uint32_t channels, uint32_t taps, uint32_t n_tokens)
+{
+    short_conv(c, kernels, tokens, window, x, channels, taps, n_tokens, true);
 }
 
 void vk_op_delta_gates(vk_commands *c, vk_span alpha, vk_span beta, vk_span dt, vk_span a,

@@ -223,7 +223,7 @@ void vk_op_softmax(vk_commands *c, vk_span x, uint32_t n, uint32_t rows, float s
 void vk_op_get_rows(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes, vk_span ids,
                     vk_span out, uint32_t n, uint32_t n_ids);
 
-/* ---- Gated DeltaNet (delta_net.h; vk_layers.c's recurrent layers) ---- */
+/* ---- recurrent layers (delta_net.h; vk_layers.c's): Gated DeltaNet, LFM2's short conv ---- */
 
 /* In place on n_tokens rows of `channels` floats: each channel through its `taps` taps
  * (kernels: a channel's taps, oldest first, F32) over the window of its token's sequence
@@ -231,6 +231,12 @@ void vk_op_get_rows(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes, 
  * first), then silu; the token's input joins the window. Tokens in batch order. */
 void vk_op_delta_conv(vk_commands *c, vk_span kernels, vk_span tokens, vk_span window,
                       vk_span x, uint32_t channels, uint32_t taps, uint32_t n_tokens);
+
+/* LFM2's gated short conv (arch_lfm2.c), in place on n_tokens rows [b | c | x] of 3 x
+ * `channels` floats: b * x through the conv as vk_op_delta_conv's (no silu), b * x joining
+ * the window, and c times the conv's output written over b. */
+void vk_op_gated_short_conv(vk_commands *c, vk_span kernels, vk_span tokens, vk_span window,
+                            vk_span x, uint32_t channels, uint32_t taps, uint32_t n_tokens);
 
 /* In place, per (token, head) of n_tokens rows of n_heads: alpha = exp(softplus(alpha +
  * dt[h]) * a[h]) (the decay), beta = sigmoid(beta) (the strength). */
