@@ -782,6 +782,7 @@ static void test_fit_estimate_covers_the_allocations(void **state)
     check_estimate("arch/gemma4-moe.gguf", 1); /* its norms and scales beside the experts */
     check_estimate("arch/qwen35.gguf", 2); /* recurrent states in place of a cache */
     check_estimate("arch/lfm2.gguf", 2); /* conv windows, and no state matrices */
+    check_estimate("arch/granitehybrid.gguf", 2); /* Mamba2's heads' vectors in one buffer */
 }
 
 /* A context that needs what the device layers lack (here a quantized KV cache) runs wholly
@@ -944,12 +945,20 @@ static void test_qwen35moe(void **state)
     check_four_sequences("arch/qwen35moe.gguf");
 }
 
-/* granitehybrid's Mamba2 layers, dense and with experts (Granite 4.0 -h). */
-static void test_mamba2_model_stays_on_the_cpu(void **state)
+/* granitehybrid (Granite 4.0 -h): Mamba2 layers (the conv with its bias, the scan through
+ * each sequence's states, the group RMSNorm gated by silu(z)) beside attention without RoPE,
+ * Granite's scales: every layer and the last (a Mamba2 one) alone, four sequences, and states
+ * checkpointed, restored and cleared with every layer on the device and with the last two
+ * (an attention one and a Mamba2 one) beside two on the CPU; with experts and a shared one,
+ * every layer. */
+static void test_granitehybrid_mamba2(void **state)
 {
     (void)state;
-    check_recurrent_model_stays_on_the_cpu("arch/granitehybrid.gguf");
-    check_recurrent_model_stays_on_the_cpu("arch/granitehybrid-moe.gguf");
+    check_model("arch/granitehybrid.gguf", 1e-3f, false, true);
+    check_four_sequences("arch/granitehybrid.gguf");
+    check_recurrent_reuse("arch/granitehybrid.gguf", -1);
+    check_recurrent_reuse("arch/granitehybrid.gguf", 2);
+    check_model("arch/granitehybrid-moe.gguf", 1e-3f, false, false);
 }
 
 /* glm4moe (GLM-4.5): q/k/v biases, q/k norms on some layers only, partial NeoX RoPE, a
@@ -968,12 +977,24 @@ static void test_glm4moe(void **state)
 /* qwen3next: Qwen3-Next's recurrent layers stay on the CPU as qwen35's do. */
 static void test_qwen3next_stays_on_the_cpu(void **state) { (void)state; check_recurrent_model_stays_on_the_cpu("arch/qwen3next.gguf"); }
 
-/* nemotron_h's Mamba2 layers keep its context (ReLU² FFN layers, experts too, Nemotron 3
- * Super's latent ones among them) on the CPU. */
-static void test_nemotron_h_stays_on_the_cpu(void **state)
+/* nemotron_h: layers each one of a Mamba2 mixer, attention (no RoPE) or a ReLU² FFN: every
+ * layer and the last (an FFN one) alone, four sequences, and states checkpointed, restored
+ * and cleared with every layer on the device and with the last three (attention, Mamba2, FFN)
+ * beside two on the CPU. */
+static void test_nemotron_h_mamba2(void **state)
 {
     (void)state;
-    check_recurrent_model_stays_on_the_cpu("arch/nemotron-h.gguf");
+    check_model("arch/nemotron-h.gguf", 1e-3f, false, true);
+    check_four_sequences("arch/nemotron-h.gguf");
+    check_recurrent_reuse("arch/nemotron-h.gguf", -1);
+    check_recurrent_reuse("arch/nemotron-h.gguf", 3);
+}
+
+/* nemotron_h_moe's ungated ReLU² experts (Nemotron 3 Super's latent ones among them) keep its
+ * context on the CPU. */
+static void test_nemotron_h_moe_stays_on_the_cpu(void **state)
+{
+    (void)state;
     check_recurrent_model_stays_on_the_cpu("arch/nemotron-h-moe.gguf");
     char latent[] = "/tmp/corral-test-vulkan-latent-XXXXXX";
     int fd = mkstemp(latent);
@@ -1151,14 +1172,15 @@ int main(void)
         cmocka_unit_test(test_qwen2moe_gated_shared_expert),
         cmocka_unit_test(test_phi3_longrope),
         cmocka_unit_test(test_qwen35moe),
-        cmocka_unit_test(test_mamba2_model_stays_on_the_cpu),
+        cmocka_unit_test(test_granitehybrid_mamba2),
         cmocka_unit_test(test_glm4moe),
         cmocka_unit_test(test_gemma_embedding_stays_on_the_cpu),
         cmocka_unit_test(test_jina_bert_v2_stays_on_the_cpu),
         cmocka_unit_test(test_alibi_stays_on_the_cpu),
         cmocka_unit_test(test_nomic_bert_moe_stays_on_the_cpu),
         cmocka_unit_test(test_qwen3next_stays_on_the_cpu),
-        cmocka_unit_test(test_nemotron_h_stays_on_the_cpu),
+        cmocka_unit_test(test_nemotron_h_mamba2),
+        cmocka_unit_test(test_nemotron_h_moe_stays_on_the_cpu),
         cmocka_unit_test(test_lfm2_short_convs),
         cmocka_unit_test(test_qwen3vl),
         cmocka_unit_test(test_qwen3vlmoe),

@@ -466,9 +466,11 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
         goto fail;
     /* before the repacking, which the layers on a GPU do without */
     bool grouped = m->arch->tensors & ARCH_SSM_GROUPED;
-    bool device_recurrent = hp->ssm_shortconv || (m->arch->layer == qwen35_layer && !grouped);
+    bool device_recurrent = hp->ssm_shortconv || hp->ssm_mamba2 ||
+                            (m->arch->layer == qwen35_layer && !grouped);
     if (p->n_gpu_layers != 0 && hp->ssm_v_heads > 0 && !device_recurrent) {
-        /* the device's recurrent layers are qwen35's Gated DeltaNet and LFM2's short convs */
+        /* the device's recurrent layers are qwen35's Gated DeltaNet, LFM2's short convs and
+         * Mamba2 layers */
         log_printf(LOG_INFO, "running on the CPU: %s's recurrent layers run on the CPU only",
                    m->arch->name);
     } else if (p->n_gpu_layers != 0) {

@@ -20,7 +20,9 @@
  * block runs its Gated DeltaNet layers (delta_net.c's recurrence, each layer's conv windows
  * and state matrices per sequence kept here with a checkpoint, which gpu_seq_states clears,
  * copies and restores as delta_net.c does the CPU's) and its gated attention; lfm2's its
- * gated short convs (their windows kept the same way) beside its attention layers.
+ * gated short convs (their windows kept the same way) beside its attention layers;
+ * granitehybrid's and nemotron_h's Mamba2 layers (mamba2.c's conv, scan and group norm,
+ * their windows and scan states kept the same way) beside their attention and FFN layers.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -67,11 +69,14 @@ typedef struct gpu_layer {
     gpu_weight ffn_gate_inp_s, ffn_pre_norm_2, ffn_post_norm_1, ffn_post_norm_2;
     vk_buffer k_cache, v_cache; /* none on a shared KV layer, which reads its source's */
     /* a recurrent layer's: a Gated DeltaNet's (qwen35) projections, gates' vectors, output
-     * norm and matrix, or LFM2's short conv's in_proj and out_proj; its conv's taps in F32 (a
-     * channel's taps, oldest first), and per sequence its conv window and state matrices
-     * (none for LFM2), live and as checkpointed (delta_net.h's layout) */
+     * norm and matrix; LFM2's short conv's in_proj and out_proj; a Mamba2 layer's in and out
+     * projections, conv bias, group norm, and its heads' dt bias, A and D in one buffer (the
+     * three, a float a head each); its conv's taps in F32 (a channel's taps, oldest first),
+     * and per sequence its conv window and state matrices (none for LFM2), live and as
+     * checkpointed (delta_net.h's layout) */
     gpu_weight ssm_qkv, ssm_z, ssm_alpha, ssm_beta, ssm_dt, ssm_a, ssm_norm, ssm_out, ssm_in;
-    vk_buffer conv_kernels, conv_state, state, checkpoint_conv, checkpoint_state;
+    gpu_weight ssm_conv_b;
+    vk_buffer mamba2_heads, conv_kernels, conv_state, state, checkpoint_conv, checkpoint_state;
 } gpu_layer;
 
 struct gpu_layers {
@@ -136,6 +141,12 @@ static bool weight_supported(const weight *w)
 }
 
 
+/* Whether m's layers are nemotron_h's: each one of a Mamba2 mixer, attention or an FFN. */
+static bool nemotron_h(const corral_model *m)
+{
+    return m->arch == &arch_nemotron_h || m->arch == &arch_nemotron_h_moe;
+}
+
 /* Why the device cannot run ctx's layers, or NULL when it can. */
 static const char *unsupported(const corral_context *ctx, const vk_device *dev)
 {
@@ -150,12 +161,15 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
      * gated short convs beside attention, each pre-normed (record_short_conv) */
     bool qwen35 = block == qwen35_layer && !(m->arch->tensors & ARCH_SSM_GROUPED);
     bool lfm2 = m->arch == &arch_lfm2 || m->arch == &arch_lfm2moe;
+    /* granitehybrid's pre-norm block and nemotron_h's one-mixer layers with Mamba2 layers
+     * among them (record_mamba2, record_one_mixer) */
+    bool mamba2 = m->arch == &arch_granitehybrid || nemotron_h(m);
     if (m->arch->tensors & ARCH_ATTN_OUT_GATE)
         return "a softplus gate on the attention's output (laguna)";
     for (uint32_t il = 0; il < hp->n_layer; il++)
         if (m->layers[il].n_head != hp->n_head)
             return "query head counts that differ by layer";
-    if (!mla && !gemma4 && !qwen35 && !lfm2 &&
+    if (!mla && !gemma4 && !qwen35 && !lfm2 && !mamba2 &&
         ((block != layer_pre_norm && block != layer_sandwich_norm &&
           block != layer_normed_branches && block != layer_parallel &&
           block != layer_post_norm && block != layer_pre_norm_or_parallel) ||
@@ -287,6 +301,12 @@ static uint64_t at_least_a_float(uint64_t bytes)
     return bytes ? bytes : sizeof(float);
 }
 
+/* A Mamba2 layer's dt bias, A and D, a float a head each. */
+static uint64_t mamba2_heads_bytes(const corral_context *ctx)
+{
+    return 3 * (uint64_t)ctx->model->hp.ssm_v_heads * sizeof(float);
+}
+
 /* The memory upload() allocates for w: a buffer, or one per part of whole rows. */
 static uint64_t weight_footprint(const gpu_layers *g, const weight *w)
 {
@@ -322,10 +342,14 @@ static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint
     uint64_t sum = 0;
     if (l->recurrent) {
         delta_sizes d = delta_layer_sizes(ctx);
-        const weight *ssm[] = {&l->ssm_qkv, &l->ssm_z, &l->ssm_alpha, &l->ssm_beta, &l->ssm_dt,
-                               &l->ssm_a, &l->ssm_norm, &l->ssm_out, &l->ssm_in};
+        const weight *ssm[] = {&l->ssm_qkv, &l->ssm_z, &l->ssm_alpha, &l->ssm_beta,
+                               &l->ssm_norm, &l->ssm_out, &l->ssm_in, &l->ssm_conv_b};
         for (size_t i = 0; i < sizeof ssm / sizeof ssm[0]; i++)
             sum += weight_footprint(g, ssm[i]);
+        if (ctx->model->hp.ssm_mamba2)
+            sum += vk_buffer_footprint(g->dev, mamba2_heads_bytes(ctx));
+        else
+            sum += weight_footprint(g, &l->ssm_dt) + weight_footprint(g, &l->ssm_a);
         sum += vk_buffer_footprint(g->dev, d.kernels) +
                2 * vk_buffer_footprint(g->dev, at_least_a_float(d.conv)) +
                2 * vk_buffer_footprint(g->dev, at_least_a_float(d.state));
@@ -412,19 +436,42 @@ static bool upload_value_rows(gpu_layers *g, const corral_context *ctx, const la
     return ok;
 }
 
+/* A Mamba2 layer's dt bias, A and D (F32 vectors, the loader checked) into one buffer, in
+ * that order, as the scan reads them. */
+static bool upload_mamba2_heads(gpu_layers *g, const corral_context *ctx,
+                                const layer_weights *l, gpu_layer *gl, corral_error *err)
+{
+    size_t H = ctx->model->hp.ssm_v_heads, bytes = mamba2_heads_bytes(ctx);
+    float *heads = malloc(bytes);
+    if (!heads) {
+        corral_error_set(err, "out of memory");
+        return false;
+    }
+    memcpy(heads, l->ssm_dt.data, H * sizeof *heads);
+    memcpy(heads + H, l->ssm_a.data, H * sizeof *heads);
+    memcpy(heads + 2 * H, l->ssm_d.data, H * sizeof *heads);
+    bool ok = buffer(g, bytes, false, &gl->mamba2_heads, err) &&
+              vk_buffer_write(g->dev, &gl->mamba2_heads, 0, heads, bytes, err);
+    free(heads);
+    return ok;
+}
+
 /* A recurrent layer's weights, its conv's taps as F32 (delta_net.c's copy_kernels), and
  * its states, which start as zeros: every sequence holds nothing (the fills run with the
  * first submission). */
 static bool upload_recurrent(gpu_layers *g, const corral_context *ctx, const layer_weights *l,
                              gpu_layer *gl, corral_error *err)
 {
-    const weight *from[] = {&l->ssm_qkv, &l->ssm_z, &l->ssm_alpha, &l->ssm_beta, &l->ssm_dt,
-                            &l->ssm_a, &l->ssm_norm, &l->ssm_out, &l->ssm_in};
-    gpu_weight *to[] = {&gl->ssm_qkv, &gl->ssm_z, &gl->ssm_alpha, &gl->ssm_beta, &gl->ssm_dt,
-                        &gl->ssm_a, &gl->ssm_norm, &gl->ssm_out, &gl->ssm_in};
-    for (size_t i = 0; i < sizeof from / sizeof from[0]; i++)
+    const weight *from[] = {&l->ssm_qkv, &l->ssm_z, &l->ssm_alpha, &l->ssm_beta, &l->ssm_norm,
+                            &l->ssm_out, &l->ssm_in, &l->ssm_conv_b, &l->ssm_dt, &l->ssm_a};
+    gpu_weight *to[] = {&gl->ssm_qkv, &gl->ssm_z, &gl->ssm_alpha, &gl->ssm_beta, &gl->ssm_norm,
+                        &gl->ssm_out, &gl->ssm_in, &gl->ssm_conv_b, &gl->ssm_dt, &gl->ssm_a};
+    bool mamba2 = ctx->model->hp.ssm_mamba2; /* its dt bias and A go up with D, below */
+    for (size_t i = 0; i < sizeof from / sizeof from[0] - 2 * mamba2; i++)
         if (!upload(g, from[i], to[i], err))
             return false;
+    if (mamba2 && !upload_mamba2_heads(g, ctx, l, gl, err))
+        return false;
     delta_sizes d = delta_layer_sizes(ctx);
     size_t taps = ctx->model->hp.ssm_conv_kernel;
     float *kernels = malloc(d.kernels);
@@ -533,7 +580,12 @@ static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error
               buffer(g, nb * TOKEN_WORDS * sizeof(uint32_t), true, &g->io_tokens, err);
     if (ok && g->compact)
         ok = buffer(g, nb * TOKEN_WORDS * sizeof(uint32_t), true, &g->io_swa_tokens, err);
-    if (ok && hp->ssm_shortconv) { /* LFM2's in_proj rows [b | c | x], then the conv's */
+    if (ok && hp->ssm_mamba2) { /* rows [z | x B C | dt]; z, then the heads' outputs */
+        uint64_t row = value_width + delta_layer_sizes(ctx).channels + hp->ssm_v_heads;
+        ok = buffer(g, nb * row * f, false, &g->delta_qkv, err) &&
+             buffer(g, nb * value_width * f, false, &g->delta_z, err) &&
+             buffer(g, nb * value_width * f, false, &g->delta_out, err);
+    } else if (ok && hp->ssm_shortconv) { /* LFM2's in_proj rows [b | c | x], then the conv's */
         uint64_t channels = delta_layer_sizes(ctx).channels;
         ok = buffer(g, nb * 3 * channels * f, false, &g->delta_qkv, err) &&
              buffer(g, nb * channels * f, false, &g->delta_out, err);
@@ -554,16 +606,19 @@ static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error
     if (ok && dense_and_experts)
         ok = buffer(g, nb * hp->n_embd * f, false, &g->router_in, err);
     if (ok && ((ctx->model->arch->tensors & ARCH_QK_NORM_HEADS) ||
-               ctx->model->arch == &arch_gemma4)) {
-        float *ones = malloc(hp->head_dim_k * sizeof *ones);
+               ctx->model->arch == &arch_gemma4 || hp->ssm_mamba2)) {
+        /* a head's width, or a Mamba2 layer's group of channels, whichever is wider */
+        uint64_t group = hp->ssm_mamba2 ? value_width / hp->ssm_k_heads : 0;
+        uint64_t n_ones = hp->head_dim_k > group ? hp->head_dim_k : group;
+        float *ones = malloc(n_ones * sizeof *ones);
         if (!ones) {
             corral_error_set(err, "out of memory");
             return false;
         }
-        for (uint32_t i = 0; i < hp->head_dim_k; i++)
+        for (uint64_t i = 0; i < n_ones; i++)
             ones[i] = 1.0f;
-        ok = buffer(g, hp->head_dim_k * f, false, &g->ones, err) &&
-             vk_buffer_write(g->dev, &g->ones, 0, ones, hp->head_dim_k * f, err);
+        ok = buffer(g, n_ones * f, false, &g->ones, err) &&
+             vk_buffer_write(g->dev, &g->ones, 0, ones, n_ones * f, err);
         free(ones);
     }
     if (ok && hp->attn_temp_scale != 0.0f)
@@ -761,11 +816,12 @@ void gpu_layers_free(gpu_layers *g)
         for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++)
             free_weight(dev, ws[k]);
         gpu_weight *ssm[] = {&l->ssm_qkv, &l->ssm_z, &l->ssm_alpha, &l->ssm_beta, &l->ssm_dt,
-                             &l->ssm_a, &l->ssm_norm, &l->ssm_out, &l->ssm_in};
+                             &l->ssm_a, &l->ssm_norm, &l->ssm_out, &l->ssm_in, &l->ssm_conv_b};
         for (size_t k = 0; k < sizeof ssm / sizeof ssm[0]; k++)
             free_weight(dev, ssm[k]);
         vk_buffer *own[] = {&l->k_cache, &l->v_cache, &l->conv_kernels, &l->conv_state,
-                            &l->state, &l->checkpoint_conv, &l->checkpoint_state};
+                            &l->state, &l->checkpoint_conv, &l->checkpoint_state,
+                            &l->mamba2_heads};
         for (size_t k = 0; k < sizeof own / sizeof own[0]; k++)
             if (own[k]->buffer)
                 vk_buffer_free(dev, own[k]);
@@ -1025,6 +1081,35 @@ static void record_short_conv(gpu_layers *g, const corral_context *ctx, uint32_t
     matmul(g, &gl->ssm_out, &g->delta_out, &g->xn, n);
 }
 
+/* g->xn becomes layer il's Mamba2 mixer over `in` (mamba2.c's forward_mamba2): the input
+ * projection's rows [z | x B C | dt], the conv with its bias through each sequence's window,
+ * each head's scan through its sequence's states, y times silu(z), each group of channels
+ * RMS-normed with its row of ssm_norm, and the output matrix. */
+static void record_mamba2(gpu_layers *g, const corral_context *ctx, uint32_t il, vk_buffer *in,
+                          uint32_t n)
+{
+    const hparams *hp = &ctx->model->hp;
+    gpu_layer *gl = &g->layers[il - g->first];
+    vk_commands *c = &g->cmd;
+    uint32_t H = hp->ssm_v_heads, P = hp->ssm_head_dim, G = hp->ssm_k_heads, width = H * P;
+    uint32_t channels = (uint32_t)delta_layer_sizes(ctx).channels;
+    vk_mamba2_shape s = {P, H, G, hp->ssm_state, channels, hp->ssm_conv_kernel, n, ctx->n_seq};
+    vk_span tokens = vk_whole(&g->io_tokens);
+    vk_span bias = gl->ssm_conv_b.buf.buffer ? vk_whole(&gl->ssm_conv_b.buf) : (vk_span){0};
+    matmul(g, &gl->ssm_in, in, &g->delta_qkv, n);
+    vk_op_mamba2_conv(c, vk_whole(&gl->conv_kernels), bias, tokens, vk_whole(&gl->conv_state),
+                      vk_whole(&g->delta_qkv), &s);
+    vk_op_mamba2_scan(c, tokens, vk_whole(&g->delta_qkv), vk_whole(&gl->mamba2_heads),
+                      vk_whole(&gl->state), vk_whole(&g->delta_out), &s);
+    copy_rows(g, &g->delta_qkv, &g->delta_z, n, width, 0, width + channels + H, 0, width);
+    vk_op_swiglu(c, vk_whole(&g->delta_z), vk_whole(&g->delta_out), n * width);
+    vk_op_rmsnorm(c, vk_whole(&g->ones), vk_whole(&g->delta_z), vk_whole(&g->delta_z),
+                  width / G, n * G, hp->norm_eps);
+    vk_op_binary(c, VK_MUL, vk_whole(&g->delta_z), vk_whole(&gl->ssm_norm.buf), n * width,
+                 width, 0.0f);
+    matmul(g, &gl->ssm_out, &g->delta_z, &g->xn, n);
+}
+
 /* g->xn becomes qwen35's gated attention over `in` (arch_qwen35.c): q's projection holds
  * per head its q rows and then its gate's; q and k RMS-normed per head and rotated, the
  * attention's output times sigmoid(gate) before attn_output. */
@@ -1205,6 +1290,17 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
         layernorm_x(g, hp, &gl->layer_out_norm, &gl->layer_out_norm_b, n);
         return;
     }
+    if (nemotron_h(m)) { /* arch_nemotron_h.c's layer: one mixer on the normed input */
+        block_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->x, &g->xn, n);
+        if (m->layers[il].recurrent)
+            record_mamba2(g, ctx, il, &g->xn, n);
+        else if (gl->wq.buf.buffer)
+            record_attention(g, ctx, il, &g->xn, n);
+        else
+            record_ffn(g, ctx, il, &g->xn, n);
+        residual(g, hp, n);
+        return;
+    }
     if (gl->attn_norm_2.buf.buffer) {
         /* falcon-40b: the attention reads a norm of x of its own, in xn, which the FFN's
          * output would overwrite: here the attention's residual comes first */
@@ -1238,7 +1334,9 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
         block_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->x, &g->xn, n);
         in = &g->xn;
     }
-    if (m->layers[il].recurrent && hp->ssm_shortconv)
+    if (m->layers[il].recurrent && hp->ssm_mamba2)
+        record_mamba2(g, ctx, il, in, n);
+    else if (m->layers[il].recurrent && hp->ssm_shortconv)
         record_short_conv(g, ctx, il, in, n);
     else if (m->layers[il].recurrent)
         record_delta_net(g, ctx, il, in, n);

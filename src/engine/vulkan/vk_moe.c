@@ -90,6 +90,8 @@ const char *vk_moe_unsupported(const corral_model *m)
         return "no experts used";
     if (hp->expert_weight_input)
         return "experts that weight their input";
+    if (hp->moe_latent)
+        return "latent experts (their input projected down, their sum back up)";
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const layer_weights *l = &m->layers[il];
         if (!l->ffn_gate_inp.data) {
@@ -97,6 +99,8 @@ const char *vk_moe_unsupported(const corral_model *m)
                 return "dense layers beside gpt-oss's experts";
             continue;
         }
+        if (!l->ffn_gate_exps.data)
+            return "experts without a gate (ReLU² of up)";
         if (!f32_ok(&l->exp_probs_b))
             return "a selection bias of the router other than F32";
         if (!f32_ok(&l->ffn_down_exps_s))
