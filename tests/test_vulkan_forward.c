@@ -783,6 +783,7 @@ static void test_fit_estimate_covers_the_allocations(void **state)
     check_estimate("arch/qwen35.gguf", 2); /* recurrent states in place of a cache */
     check_estimate("arch/lfm2.gguf", 2); /* conv windows, and no state matrices */
     check_estimate("arch/granitehybrid.gguf", 2); /* Mamba2's heads' vectors in one buffer */
+    check_estimate("arch/qwen3next.gguf", 2); /* grouped projections in parts of their own */
 }
 
 /* A context that needs what the device layers lack (here a quantized KV cache) runs wholly
@@ -974,8 +975,19 @@ static void test_glm4moe(void **state)
     check_estimate("arch/glm4moe.gguf", 1);
 }
 
-/* qwen3next: Qwen3-Next's recurrent layers stay on the CPU as qwen35's do. */
-static void test_qwen3next_stays_on_the_cpu(void **state) { (void)state; check_recurrent_model_stays_on_the_cpu("arch/qwen3next.gguf"); }
+/* qwen3next: qwen35moe's layers with the DeltaNet's value heads grouped by key head, its
+ * projections grouped too (layers 0 and 2 a fused ssm_in, layer 1 attn_qkv and attn_gate;
+ * ssm_ba everywhere): every layer, four sequences, and states checkpointed, restored and
+ * cleared with every layer on the device and with the last two (a fused DeltaNet layer and
+ * the attention one) beside two on the CPU. */
+static void test_qwen3next_grouped_delta_net(void **state)
+{
+    (void)state;
+    check_model("arch/qwen3next.gguf", 1e-3f, false, false);
+    check_four_sequences("arch/qwen3next.gguf");
+    check_recurrent_reuse("arch/qwen3next.gguf", -1);
+    check_recurrent_reuse("arch/qwen3next.gguf", 2);
+}
 
 /* nemotron_h: layers each one of a Mamba2 mixer, attention (no RoPE) or a ReLU² FFN: every
  * layer and the last (an FFN one) alone, four sequences, and states checkpointed, restored
@@ -1178,7 +1190,7 @@ int main(void)
         cmocka_unit_test(test_jina_bert_v2_stays_on_the_cpu),
         cmocka_unit_test(test_alibi_stays_on_the_cpu),
         cmocka_unit_test(test_nomic_bert_moe_stays_on_the_cpu),
-        cmocka_unit_test(test_qwen3next_stays_on_the_cpu),
+        cmocka_unit_test(test_qwen3next_grouped_delta_net),
         cmocka_unit_test(test_nemotron_h_mamba2),
         cmocka_unit_test(test_nemotron_h_moe_stays_on_the_cpu),
         cmocka_unit_test(test_lfm2_short_convs),

@@ -1461,11 +1461,11 @@ static void test_l2norm(void **state)
 }
 
 /* The delta rule over heads of 72 (more than a workgroup's rows), 4 value heads reading 2
- * key heads, two sequences' states that already hold something and their tokens
- * interleaved: every output and both states as delta_net_step leaves them. */
-static void test_delta_rule(void **state)
+ * key heads (tiled as qwen35's, or grouped as Qwen3-Next's), two sequences' states that
+ * already hold something and their tokens interleaved: every output and both states as
+ * delta_net_step leaves them, each value head on delta_net_key_head's key head. */
+static void check_delta_rule(bool grouped)
 {
-    (void)state;
     enum { S = 72, H = 4, G = 2, TOKENS = 7, SEQS = 2, C = 2 * G * S + H * S };
     uint32_t tokens[2 * TOKENS];
     interleaved_tokens(tokens, TOKENS);
@@ -1485,7 +1485,8 @@ static void test_delta_rule(void **state)
     memcpy(want_states, states, state_floats * 4);
     for (size_t t = 0; t < TOKENS; t++)
         for (size_t h = 0; h < H; h++) {
-            const float *row = qkv + t * C, *q = row + (h % G) * S, *k = q + G * S;
+            const float *row = qkv + t * C;
+            const float *q = row + delta_net_key_head(h, H, G, grouped) * S, *k = q + G * S;
             delta_net_step(want_states + ((size_t)tokens[2 * t] * H + h) * S * S, q, k,
                            row + 2 * G * S + h * S, decay[t * H + h], strength[t * H + h], S,
                            want + (t * H + h) * S);
@@ -1494,7 +1495,7 @@ static void test_delta_rule(void **state)
     vk_buffer bd = device_buffer(decay, TOKENS * H * 4), bs = device_buffer(strength, TOKENS * H * 4);
     vk_buffer bst = device_buffer(states, state_floats * 4), bo = device_buffer(NULL, sizeof got);
     vk_commands c = begin();
-    vk_delta_shape shape = {S, H, G, C, TOKENS, SEQS};
+    vk_delta_shape shape = {S, H, G, C, TOKENS, SEQS, grouped};
     vk_op_delta_rule(&c, vk_whole(&bt), vk_whole(&bq), vk_whole(&bd), vk_whole(&bs),
                      vk_whole(&bst), vk_whole(&bo), &shape);
     submit(&c);
@@ -1505,6 +1506,13 @@ static void test_delta_rule(void **state)
     vk_buffer_free(dev, &bt), vk_buffer_free(dev, &bq), vk_buffer_free(dev, &bd);
     vk_buffer_free(dev, &bs), vk_buffer_free(dev, &bst), vk_buffer_free(dev, &bo);
     free(qkv), free(states), free(decay), free(strength), free(want_states), free(got_states);
+}
+
+static void test_delta_rule(void **state)
+{
+    (void)state;
+    check_delta_rule(false);
+    check_delta_rule(true);
 }
 
 /* Mamba2's sizes in the tests below: 4 heads of 72 (more than a workgroup's rows), 2 groups

@@ -290,9 +290,8 @@ static void delta_task(void *arg, size_t task, size_t thread)
     const delta_net_context *d = ctx->delta;
     uint32_t seq = (uint32_t)(task / hp->ssm_v_heads);
     size_t h = task % hp->ssm_v_heads, S = hp->ssm_head_dim;
-    size_t kh = ctx->model->arch->tensors & ARCH_SSM_GROUPED
-                    ? h / (hp->ssm_v_heads / hp->ssm_k_heads)
-                    : h % hp->ssm_k_heads;
+    size_t kh = delta_net_key_head(h, hp->ssm_v_heads, hp->ssm_k_heads,
+                                   ctx->model->arch->tensors & ARCH_SSM_GROUPED);
     size_t key_width = (size_t)hp->ssm_k_heads * S;
     size_t value_width = (size_t)hp->ssm_v_heads * S;
     float *state = delta_net_state(d, seq, job->layer) + h * S * S;

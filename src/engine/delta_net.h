@@ -87,6 +87,14 @@ void delta_net_l2_normalize(float *x, size_t n, float eps);
 float delta_net_decay(float logit, float dt, float a);
 float delta_net_strength(float logit);
 
+/* The key head value head h of n_heads reads: h / (n_heads / n_key_heads) where the heads
+ * are grouped by key head (Qwen3-Next, ARCH_SSM_GROUPED), else h mod n_key_heads (qwen35). */
+static inline size_t delta_net_key_head(size_t h, size_t n_heads, size_t n_key_heads,
+                                        bool grouped)
+{
+    return grouped ? h / (n_heads / n_key_heads) : h % n_key_heads;
+}
+
 /* One token through one value head's state (S rows of S, a row per value component): the
  * state decays, takes strength * (v - S k) k^T, and out = S q / sqrt(S). */
 void delta_net_step(float *state, const float *q, const float *k, const float *v, float decay,

@@ -17,7 +17,8 @@
  * pre-norm block with multi-head latent attention runs in mla.c's absorbed form: the cache
  * row [k_rope | normed latent] under one KV head, each head's per-head products (wk_b before
  * the attention, wv_b after) as expert products whose expert is the head. qwen35's hybrid
- * block runs its Gated DeltaNet layers (delta_net.c's recurrence, each layer's conv windows
+ * block (and Qwen3-Next's, its projections grouped by key head uploaded in qwen35's order)
+ * runs its Gated DeltaNet layers (delta_net.c's recurrence, each layer's conv windows
  * and state matrices per sequence kept here with a checkpoint, which gpu_seq_states clears,
  * copies and restores as delta_net.c does the CPU's) and its gated attention; lfm2's its
  * gated short convs (their windows kept the same way) beside its attention layers;
@@ -156,10 +157,10 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
     bool mla = hp->mla_kv_lora > 0; /* deepseek2's block: pre-norm, the attention latent */
     /* gemma4's is the sandwich-normed block at each layer's own widths (record_attention) */
     bool gemma4 = m->arch == &arch_gemma4;
-    /* qwen35's hybrid block: Gated DeltaNet layers beside gated attention (record_qwen35);
-     * Qwen3-Next's projections grouped by key head are not among the device's. lfm2's:
-     * gated short convs beside attention, each pre-normed (record_short_conv) */
-    bool qwen35 = block == qwen35_layer && !(m->arch->tensors & ARCH_SSM_GROUPED);
+    /* qwen35's hybrid block, Qwen3-Next's too: Gated DeltaNet layers beside gated attention
+     * (record_delta_net, record_gated_attention). lfm2's: gated short convs beside
+     * attention, each pre-normed (record_short_conv) */
+    bool qwen35 = block == qwen35_layer;
     bool lfm2 = m->arch == &arch_lfm2 || m->arch == &arch_lfm2moe;
     /* granitehybrid's pre-norm block and nemotron_h's one-mixer layers with Mamba2 layers
      * among them (record_mamba2, record_one_mixer) */
@@ -219,7 +220,7 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
         const weight *ws[] = {&l->wq,    &l->wk,    &l->wv,   &l->wo,  &l->ffn_gate,
                               &l->ffn_up, &l->ffn_down, &l->wq_a, &l->wkv_a, &l->wk_b,
                               &l->wv_b, &l->ssm_qkv, &l->ssm_z, &l->ssm_alpha, &l->ssm_beta,
-                              &l->ssm_out, &l->ssm_in};
+                              &l->ssm_out, &l->ssm_in, &l->ssm_ba};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
             if (!weight_supported(ws[i]))
                 return "a weight type the device kernels lack, or a LoRA adapter";
@@ -307,6 +308,58 @@ static uint64_t mamba2_heads_bytes(const corral_context *ctx)
     return 3 * (uint64_t)ctx->model->hp.ssm_v_heads * sizeof(float);
 }
 
+/* Qwen3-Next's projections grouped by key head (delta_net.c's ungroup), as qwen35's: ssm_in's
+ * q, k, v and z rows of each key head become ssm_qkv's [q | k | v] and ssm_z's rows, and
+ * ssm_ba's betas and alphas of each key head ssm_beta's and ssm_alpha's, each a matrix of
+ * its own whose row i is row `row(i)` of `from`. */
+enum { GROUPED_PARTS = 4 };
+
+typedef struct grouped_rows {
+    const weight *from;
+    size_t n_rows;
+    int part; /* 0 qkv, 1 z, 2 beta, 3 alpha */
+} grouped_rows;
+
+/* The parts layer l uploads from its grouped projections (none where the family's are not
+ * grouped): ssm_in's two when the layer has it (the newer files' attn_qkv and attn_gate are
+ * in qwen35's order), ssm_ba's two. */
+static size_t grouped_parts(const corral_context *ctx, const layer_weights *l,
+                            grouped_rows parts[GROUPED_PARTS])
+{
+    const hparams *hp = &ctx->model->hp;
+    size_t n = 0, S = hp->ssm_head_dim, H = hp->ssm_v_heads;
+    if (!(ctx->model->arch->tensors & ARCH_SSM_GROUPED))
+        return 0;
+    if (l->ssm_in.data) {
+        parts[n++] = (grouped_rows){&l->ssm_in, (2 * (size_t)hp->ssm_k_heads + H) * S, 0};
+        parts[n++] = (grouped_rows){&l->ssm_in, H * S, 1};
+    }
+    parts[n++] = (grouped_rows){&l->ssm_ba, H, 2};
+    parts[n++] = (grouped_rows){&l->ssm_ba, H, 3};
+    return n;
+}
+
+/* The grouped row that row i of a part comes from (delta_net.c's ungroup, backwards). */
+static size_t grouped_row(const hparams *hp, int part, size_t i)
+{
+    size_t S = hp->ssm_head_dim, G = hp->ssm_k_heads, r = hp->ssm_v_heads / G;
+    size_t key_width = G * S, group = 2 * S + 2 * r * S; /* ssm_in's rows of a key head */
+    switch (part) {
+    case 0: /* q of key head i / S, then k, then the value heads' v */
+        if (i < key_width)
+            return i / S * group + i % S;
+        if (i < 2 * key_width)
+            return (i - key_width) / S * group + S + i % S;
+        return (i - 2 * key_width) / (r * S) * group + 2 * S + (i - 2 * key_width) % (r * S);
+    case 1: /* z of the value heads of key head i / (r S) */
+        return i / (r * S) * group + 2 * S + r * S + i % (r * S);
+    case 2: /* beta of value head i: its key head's betas come first */
+        return i / r * 2 * r + i % r;
+    default: /* alpha of value head i, after its key head's betas */
+        return i / r * 2 * r + r + i % r;
+    }
+}
+
 /* The memory upload() allocates for w: a buffer, or one per part of whole rows. */
 static uint64_t weight_footprint(const gpu_layers *g, const weight *w)
 {
@@ -350,6 +403,13 @@ static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint
             sum += vk_buffer_footprint(g->dev, mamba2_heads_bytes(ctx));
         else
             sum += weight_footprint(g, &l->ssm_dt) + weight_footprint(g, &l->ssm_a);
+        grouped_rows parts[GROUPED_PARTS];
+        size_t n_parts = grouped_parts(ctx, l, parts);
+        for (size_t i = 0; i < n_parts; i++) {
+            weight part = *parts[i].from;
+            part.n_out = parts[i].n_rows;
+            sum += weight_footprint(g, &part);
+        }
         sum += vk_buffer_footprint(g->dev, d.kernels) +
                2 * vk_buffer_footprint(g->dev, at_least_a_float(d.conv)) +
                2 * vk_buffer_footprint(g->dev, at_least_a_float(d.state));
@@ -436,6 +496,28 @@ static bool upload_value_rows(gpu_layers *g, const corral_context *ctx, const la
     return ok;
 }
 
+/* A part of Qwen3-Next's grouped projections, its rows gathered in qwen35's order. */
+static bool upload_grouped(gpu_layers *g, const corral_context *ctx, const grouped_rows *part,
+                           gpu_weight *out, corral_error *err)
+{
+    const weight *w = part->from;
+    char *rows = malloc(part->n_rows * w->row_bytes);
+    if (!rows) {
+        corral_error_set(err, "out of memory");
+        return false;
+    }
+    for (size_t i = 0; i < part->n_rows; i++)
+        memcpy(rows + i * w->row_bytes,
+               (const char *)w->data + grouped_row(&ctx->model->hp, part->part, i) * w->row_bytes,
+               w->row_bytes);
+    weight gathered = *w;
+    gathered.data = rows;
+    gathered.n_out = part->n_rows;
+    bool ok = upload(g, &gathered, out, err);
+    free(rows);
+    return ok;
+}
+
 /* A Mamba2 layer's dt bias, A and D (F32 vectors, the loader checked) into one buffer, in
  * that order, as the scan reads them. */
 static bool upload_mamba2_heads(gpu_layers *g, const corral_context *ctx,
@@ -472,6 +554,12 @@ static bool upload_recurrent(gpu_layers *g, const corral_context *ctx, const lay
             return false;
     if (mamba2 && !upload_mamba2_heads(g, ctx, l, gl, err))
         return false;
+    grouped_rows parts[GROUPED_PARTS];
+    size_t n_parts = grouped_parts(ctx, l, parts);
+    gpu_weight *part_to[] = {&gl->ssm_qkv, &gl->ssm_z, &gl->ssm_beta, &gl->ssm_alpha};
+    for (size_t i = 0; i < n_parts; i++)
+        if (!upload_grouped(g, ctx, &parts[i], part_to[parts[i].part], err))
+            return false;
     delta_sizes d = delta_layer_sizes(ctx);
     size_t taps = ctx->model->hp.ssm_conv_kernel;
     float *kernels = malloc(d.kernels);
@@ -1056,7 +1144,8 @@ static void record_delta_net(gpu_layers *g, const corral_context *ctx, uint32_t 
     vk_op_l2norm(c, vk_whole(&g->delta_qkv), S, 2 * G, n, channels, hp->norm_eps);
     vk_op_delta_gates(c, vk_whole(&g->delta_alpha), vk_whole(&g->delta_beta),
                       vk_whole(&gl->ssm_dt.buf), vk_whole(&gl->ssm_a.buf), H, n);
-    vk_delta_shape shape = {S, H, G, channels, n, ctx->n_seq};
+    vk_delta_shape shape = {S, H, G, channels, n, ctx->n_seq,
+                            ctx->model->arch->tensors & ARCH_SSM_GROUPED};
     vk_op_delta_rule(c, tokens, vk_whole(&g->delta_qkv), vk_whole(&g->delta_alpha),
                      vk_whole(&g->delta_beta), vk_whole(&gl->state), vk_whole(&g->delta_out),
                      &shape);

@@ -488,8 +488,9 @@ void vk_op_delta_rule(vk_commands *c, vk_span tokens, vk_span qkv, vk_span decay
     struct {
         uint32_t head_dim, n_heads, n_key_heads, channels, n_tokens;
         float scale;
+        uint32_t grouped;
     } p = {s->head_dim, s->n_heads, s->n_key_heads, s->channels, s->n_tokens,
-           1.0f / sqrtf((float)s->head_dim)};
+           1.0f / sqrtf((float)s->head_dim), s->grouped};
     vk_span spans[VK_BINDINGS] = {tokens, qkv, decay, strength, out, state};
     record(c, VK_PIPE_DELTA_RULE, spans, &p, sizeof p, (s->head_dim + 63) / 64, s->n_heads,
            s->n_seq);

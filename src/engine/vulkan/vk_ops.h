@@ -271,12 +271,14 @@ void vk_op_l2norm(vk_commands *c, vk_span x, uint32_t n, uint32_t spans, uint32_
 typedef struct vk_delta_shape {
     uint32_t head_dim, n_heads, n_key_heads; /* value heads of head_dim, read key heads */
     uint32_t channels, n_tokens, n_seq; /* qkv's row width; sequences the state holds */
+    bool grouped; /* value heads grouped by key head (delta_net_key_head) */
 } vk_delta_shape;
 
 /* Each value head's state (state: per sequence n_heads x head_dim x head_dim floats, a row
  * per value component) through the tokens of its sequence in batch order (tokens as for
  * vk_op_kv_store; qkv rows: the key heads' q, their k, the value heads' v; decay and strength
- * per token and head), each token's out[t][h] = S q / sqrt(head_dim). */
+ * per token and head), each token's out[t][h] = S q / sqrt(head_dim), value head h reading
+ * key head delta_net_key_head(h, ...). */
 void vk_op_delta_rule(vk_commands *c, vk_span tokens, vk_span qkv, vk_span decay,
                       vk_span strength, vk_span state, vk_span out, const vk_delta_shape *s);
 
