@@ -5,7 +5,7 @@
  * their weights; or deepseek2's scored router with its selection bias and expert groups),
  * then the batch's (token, expert) pairs, row t * n_used + j, through their experts' gate
  * and up rows, per-expert biases (gpt-oss), the SwiGLU, gpt-oss's clamped one or gemma4's
- * GeGLU, and the down rows, and each token's outputs weighted (gemma4: times each expert's
+ * GeGLU (nemotron_h_moe's experts without a gate: relu(up)²), and the down rows, and each token's outputs weighted (gemma4: times each expert's
  * own output scale, folded into the weight) and summed from its most probable expert on
  * (moe_combine.comp), the shared expert's output added after. A few tokens' pairs take a
  * workgroup each, their expert picked on the device by the pair's id (matmul.glsl's expert
@@ -99,8 +99,6 @@ const char *vk_moe_unsupported(const corral_model *m)
                 return "dense layers beside gpt-oss's experts";
             continue;
         }
-        if (!l->ffn_gate_exps.data)
-            return "experts without a gate (ReLU² of up)";
         if (!f32_ok(&l->exp_probs_b))
             return "a selection bias of the router other than F32";
         if (!f32_ok(&l->ffn_down_exps_s))
@@ -134,10 +132,12 @@ static uint32_t experts_a_part(const weight *w, size_t rows, uint32_t n_expert,
     return per_part == 0 ? 1 : per_part < n_expert ? (uint32_t)per_part : n_expert;
 }
 
-/* The memory upload_experts allocates for an expert matrix's buffers. */
+/* The memory upload_experts allocates for an expert matrix's buffers (none: no matrix). */
 static uint64_t experts_footprint(const vk_device *dev, const weight *w, size_t rows,
                                   uint32_t n_expert, uint64_t part_bytes)
 {
+    if (!w->data)
+        return 0;
     uint64_t expert_bytes = (uint64_t)rows * w->row_bytes, sum = 0;
     uint32_t per_part = experts_a_part(w, rows, n_expert, part_bytes);
     for (uint32_t e0 = 0; e0 < n_expert; e0 += per_part) {
@@ -202,7 +202,8 @@ static bool upload_weight(vk_moe *moe, const weight *w, uint64_t part_bytes, uin
            vk_buffer_write(moe->dev, &out->buf, 0, w->data, bytes_of(w), err);
 }
 
-/* An expert matrix in parts of whole experts, each at most part_bytes. */
+/* An expert matrix in parts of whole experts, each at most part_bytes; none (no parts) where
+ * the layer has no such matrix (ungated experts' gate). */
 static bool upload_experts(vk_moe *moe, const weight *w, const void **expert_rows, size_t rows,
                            uint32_t n_expert, uint64_t part_bytes, uint64_t *bytes,
                            moe_matrix *out, corral_error *err)
@@ -210,6 +211,8 @@ static bool upload_experts(vk_moe *moe, const weight *w, const void **expert_row
     uint64_t expert_bytes = (uint64_t)rows * w->row_bytes;
     *out = (moe_matrix){.type = w->type, .n_in = (uint32_t)w->n_in, .rows = (uint32_t)rows,
                         .row_bytes = w->row_bytes};
+    if (!w->data)
+        return true;
     if (expert_bytes == 0 || expert_bytes > part_bytes) {
         corral_error_set(err, "an expert of %llu bytes is larger than one buffer (%llu)",
                          (unsigned long long)expert_bytes, (unsigned long long)part_bytes);
@@ -476,13 +479,19 @@ void vk_moe_record(vk_moe *moe, vk_commands *c, const corral_context *ctx, uint3
     uint32_t k = hp->n_expert_used, n_pairs = n * k;
     bool oai = m->arch->ffn == FFN_SWIGLU_OAI;
 
+    bool shared = ml->shared_up.buf.buffer;
     if (ml->shared_gate.buf.buffer) {
         product(moe, c, &ml->shared_gate, in, &moe->shared_gate, n);
         product(moe, c, &ml->shared_up, in, &moe->shared_up, n);
         vk_op_swiglu(c, vk_whole(&moe->shared_gate), vk_whole(&moe->shared_up),
                      n * hp->n_ff_shexp);
-        product(moe, c, &ml->shared_down, &moe->shared_gate, &moe->shared_out, n);
+    } else if (shared) { /* ungated (nemotron_h_moe): relu(up . x)² */
+        product(moe, c, &ml->shared_up, in, &moe->shared_gate, n);
+        vk_op_binary(c, VK_RELU_SQR, vk_whole(&moe->shared_gate), (vk_span){0},
+                     n * hp->n_ff_shexp, 0, 0.0f);
     }
+    if (shared)
+        product(moe, c, &ml->shared_down, &moe->shared_gate, &moe->shared_out, n);
     if (ml->shared_gate_inp.buf.buffer) {
         /* qwen2moe: the output times sigmoid(gate . x) per token, the sigmoid taken by the
          * scored router over one expert (in place in shared_up, free again; ids and weights
@@ -532,15 +541,24 @@ void vk_moe_record(vk_moe *moe, vk_commands *c, const corral_context *ctx, uint3
         /* each slot's input row gathered into out, free until the down product */
         vk_op_get_rows(c, TENSOR_TYPE_F32, vk_whole(in), (size_t)hp->n_embd * sizeof(float),
                        vk_whole(&moe->slot_rows), vk_whole(&moe->out), hp->n_embd, n_pairs);
-        expert_tiles_product(moe, c, &ml->gate, &moe->out, &moe->gate, n_pairs, hp->n_expert);
-        expert_tiles_product(moe, c, &ml->up, &moe->out, &moe->up, n_pairs, hp->n_expert);
-    } else {
-        expert_product(moe, c, &ml->gate, in, &moe->gate, n_pairs, k, hp->n_expert);
-        expert_product(moe, c, &ml->up, in, &moe->up, n_pairs, k, hp->n_expert);
     }
+    /* ungated experts (nemotron_h_moe): up alone, into the gate's rows, then relu(up)² */
+    bool gated = ml->gate.n_parts > 0;
+    vk_buffer *up_rows = gated ? &moe->up : &moe->gate;
+    if (gated && grouped)
+        expert_tiles_product(moe, c, &ml->gate, &moe->out, &moe->gate, n_pairs, hp->n_expert);
+    else if (gated)
+        expert_product(moe, c, &ml->gate, in, &moe->gate, n_pairs, k, hp->n_expert);
+    if (grouped)
+        expert_tiles_product(moe, c, &ml->up, &moe->out, up_rows, n_pairs, hp->n_expert);
+    else
+        expert_product(moe, c, &ml->up, in, up_rows, n_pairs, k, hp->n_expert);
     expert_bias(c, &ml->gate_bias, ids, &moe->gate, n_pairs);
-    expert_bias(c, &ml->up_bias, ids, &moe->up, n_pairs);
-    if (oai)
+    expert_bias(c, &ml->up_bias, ids, up_rows, n_pairs);
+    if (!gated)
+        vk_op_binary(c, VK_RELU_SQR, vk_whole(&moe->gate), (vk_span){0},
+                     n_pairs * hp->n_ff_exp, 0, 0.0f);
+    else if (oai)
         vk_op_swiglu_oai(c, vk_whole(&moe->gate), vk_whole(&moe->up), n_pairs * hp->n_ff_exp,
                          SWIGLU_OAI_ALPHA, SWIGLU_OAI_LIMIT);
     else if (m->arch->ffn == FFN_GEGLU)
@@ -556,7 +574,7 @@ void vk_moe_record(vk_moe *moe, vk_commands *c, const corral_context *ctx, uint3
     vk_op_moe_combine_slots(c, vk_whole(&moe->out), vk_whole(&moe->weights),
                             grouped ? vk_whole(&moe->slot_of) : (vk_span){0}, vk_whole(out),
                             hp->n_embd, k, n);
-    if (ml->shared_gate.buf.buffer)
+    if (shared)
         vk_op_binary(c, VK_ADD, vk_whole(out), vk_whole(&moe->shared_out), n * hp->n_embd,
                      n * hp->n_embd, 0.0f);
 }
