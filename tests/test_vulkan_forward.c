@@ -952,7 +952,7 @@ static void test_qwen35moe(void **state)
  * Granite's scales: every layer and the last (a Mamba2 one) alone, four sequences, and states
  * checkpointed, restored and cleared with every layer on the device and with the last two
  * (an attention one and a Mamba2 one) beside two on the CPU; with experts and a shared one,
- * every layer. */
+ * every layer and the last alone. */
 static void test_granitehybrid_mamba2(void **state)
 {
     (void)state;
@@ -960,7 +960,7 @@ static void test_granitehybrid_mamba2(void **state)
     check_four_sequences("arch/granitehybrid.gguf");
     check_recurrent_reuse("arch/granitehybrid.gguf", -1);
     check_recurrent_reuse("arch/granitehybrid.gguf", 2);
-    check_model("arch/granitehybrid-moe.gguf", 1e-3f, false, false);
+    check_model("arch/granitehybrid-moe.gguf", 1e-3f, false, true);
 }
 
 /* glm4moe (GLM-4.5): q/k/v biases, q/k norms on some layers only, partial NeoX RoPE, a
@@ -978,13 +978,13 @@ static void test_glm4moe(void **state)
 
 /* qwen3next: qwen35moe's layers with the DeltaNet's value heads grouped by key head, its
  * projections grouped too (layers 0 and 2 a fused ssm_in, layer 1 attn_qkv and attn_gate;
- * ssm_ba everywhere): every layer, four sequences, and states checkpointed, restored and
- * cleared with every layer on the device and with the last two (a fused DeltaNet layer and
- * the attention one) beside two on the CPU. */
+ * ssm_ba everywhere): every layer and the last (attention) alone, four sequences, and states
+ * checkpointed, restored and cleared with every layer on the device and with the last two (a
+ * fused DeltaNet layer and the attention one) beside two on the CPU. */
 static void test_qwen3next_grouped_delta_net(void **state)
 {
     (void)state;
-    check_model("arch/qwen3next.gguf", 1e-3f, false, false);
+    check_model("arch/qwen3next.gguf", 1e-3f, false, true);
     check_four_sequences("arch/qwen3next.gguf");
     check_recurrent_reuse("arch/qwen3next.gguf", -1);
     check_recurrent_reuse("arch/qwen3next.gguf", 2);
@@ -1005,12 +1005,12 @@ static void test_nemotron_h_mamba2(void **state)
 
 /* nemotron_h_moe: nemotron_h's layers with sigmoid-routed experts without a gate (relu(up)²)
  * beside an ungated shared expert: every layer (the 19-token prompt's pairs grouped by
- * expert, the steps' pair by pair) and four sequences. Nemotron 3 Super's latent experts keep
+ * expert, the steps' pair by pair) and the last (experts) alone, and four sequences. Nemotron 3 Super's latent experts keep
  * its context on the CPU. */
 static void test_nemotron_h_moe_ungated_experts(void **state)
 {
     (void)state;
-    check_model("arch/nemotron-h-moe.gguf", 1e-3f, false, false);
+    check_model("arch/nemotron-h-moe.gguf", 1e-3f, false, true);
     check_four_sequences("arch/nemotron-h-moe.gguf");
     char latent[] = "/tmp/corral-test-vulkan-latent-XXXXXX";
     int fd = mkstemp(latent);
@@ -1026,7 +1026,8 @@ static void test_nemotron_h_moe_ungated_experts(void **state)
  * window, out_proj) beside attention layers with per-head q/k norms: every layer and the last
  * (a conv) alone, four sequences, and windows checkpointed, restored and cleared with every
  * layer on the device and with the last two (an attention one and a conv one) beside two on
- * the CPU. lfm2moe: the same layers with sigmoid-scored experts and a selection bias. */
+ * the CPU. lfm2moe: the same layers with sigmoid-scored experts and a selection bias, every
+ * layer and the last alone, four sequences. */
 static void test_lfm2_short_convs(void **state)
 {
     (void)state;
@@ -1034,7 +1035,7 @@ static void test_lfm2_short_convs(void **state)
     check_four_sequences("arch/lfm2.gguf");
     check_recurrent_reuse("arch/lfm2.gguf", -1);
     check_recurrent_reuse("arch/lfm2.gguf", 2);
-    check_model("arch/lfm2moe.gguf", 1e-3f, false, false);
+    check_model("arch/lfm2moe.gguf", 1e-3f, false, true);
     check_four_sequences("arch/lfm2moe.gguf");
 }
 
