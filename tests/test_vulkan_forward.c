@@ -744,11 +744,12 @@ static void test_nomic_bert_moe_stays_on_the_cpu(void **state)
 /* The memory the fitting counts a context's device layers at covers what they really
  * allocate (the device's count of its live buffers' memory), and by little more: a dense
  * model, and MoE ones (the experts' scratch beside the layers', latent attention), with
- * every layer and the output layer on the device, and with the last `partial` layers only. */
+ * every layer and the output layer on the device, and with the last `partial` layers only;
+ * file: a fixture's name, or a path of its own (starting with '/'). */
 static void check_estimate(const char *file, int partial)
 {
     corral_error err = {{0}};
-    corral_model *m = corral_model_load(fixture(file), &err);
+    corral_model *m = corral_model_load(file[0] == '/' ? file : fixture(file), &err);
     vk_device *dev = vk_device_open(-1, &err);
     if (!m || !dev)
         fail_msg("%s: %s", file, err.message);
@@ -855,26 +856,6 @@ static void test_olmo3_windows_and_two_ropes(void **state)
 
 /* Command R+'s q/k LayerNorms with a weight row per head, on the device as stablelm 2 12B's. */
 static void test_command_r_plus_per_head_qk_layernorms(void **state) { (void)state; check_model("arch/command-r-plus.gguf", 1e-3f, false, false); }
-
-/* A recurrent model's context, all layers asked for, stays on the CPU. */
-static void check_recurrent_model_stays_on_the_cpu(const char *file)
-{
-    corral_error err = {{0}};
-    corral_model *m = corral_model_load(file[0] == '/' ? file : fixture(file), &err);
-    assert_non_null(m);
-    corral_context_params p;
-    corral_context_params_init(&p);
-    p.n_ctx = 128;
-    p.n_threads = 1;
-    p.n_gpu_layers = -1;
-    corral_context *ctx = corral_context_create(m, &p, &err);
-    if (!ctx)
-        fail_msg("context: %s", err.message);
-    assert_int_equal(corral_context_gpu_layers(ctx), 0);
-    assert_true(corral_context_recurrent(ctx));
-    corral_context_free(ctx);
-    corral_model_free(m);
-}
 
 /* The same calls on both contexts: decode ids (logits for the last), then the last token's
  * logits must agree. */
@@ -1005,8 +986,9 @@ static void test_nemotron_h_mamba2(void **state)
 
 /* nemotron_h_moe: nemotron_h's layers with sigmoid-routed experts without a gate (relu(up)²)
  * beside an ungated shared expert: every layer (the 19-token prompt's pairs grouped by
- * expert, the steps' pair by pair) and the last (experts) alone, and four sequences. Nemotron 3 Super's latent experts keep
- * its context on the CPU. */
+ * expert, the steps' pair by pair) and the last (experts) alone, and four sequences. Nemotron
+ * 3 Super's latent experts (the input projected down for them, their sum back up): every
+ * layer and the last alone, and the fitting's count of their memory. */
 static void test_nemotron_h_moe_ungated_experts(void **state)
 {
     (void)state;
@@ -1018,7 +1000,8 @@ static void test_nemotron_h_moe_ungated_experts(void **state)
     close(fd);
     nemotron_latent_spec spec = {.layout = NEMOTRON_LATENT_LLAMA_CPP, .latent = 16};
     nemotron_latent_fixture_write(fixture("arch/nemotron-h-moe.gguf"), latent, &spec);
-    check_recurrent_model_stays_on_the_cpu(latent);
+    check_model(latent, 1e-3f, false, true);
+    check_estimate(latent, 1); /* the latent projections and experts of the latent's width */
     unlink(latent);
 }
 
