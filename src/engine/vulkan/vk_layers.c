@@ -162,8 +162,8 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
      * attention, each pre-normed (record_short_conv) */
     bool qwen35 = block == qwen35_layer;
     bool lfm2 = m->arch == &arch_lfm2 || m->arch == &arch_lfm2moe;
-    /* granitehybrid's pre-norm block and nemotron_h's one-mixer layers with Mamba2 layers
-     * among them (record_mamba2, record_one_mixer) */
+    /* granitehybrid's pre-norm block and nemotron_h's one-mixer layers (record_layer's),
+     * Mamba2 layers among them (record_mamba2) */
     bool mamba2 = m->arch == &arch_granitehybrid || nemotron_h(m);
     if (m->arch->tensors & ARCH_ATTN_OUT_GATE)
         return "a softplus gate on the attention's output (laguna)";
