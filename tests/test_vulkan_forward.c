@@ -819,11 +819,12 @@ static void test_nomic_bert_moe_stays_on_the_cpu(void **state)
 /* The memory the fitting counts a context's device layers at covers what they really
  * allocate (the device's count of its live buffers' memory), and by little more: a dense
  * model, and MoE ones (the experts' scratch beside the layers', latent attention), with
- * every layer and the output layer on the device, and with the last `partial` layers only. */
+ * every layer and the output layer on the device, and with the last `partial` layers only;
+ * file: a fixture's name, or a path of its own (starting with '/'). */
 static void check_estimate(const char *file, int partial)
 {
     corral_error err = {{0}};
-    corral_model *m = corral_model_load(fixture(file), &err);
+    corral_model *m = corral_model_load(file[0] == '/' ? file : fixture(file), &err);
     vk_device *dev = vk_device_open(-1, &err);
     if (!m || !dev)
         fail_msg("%s: %s", file, err.message);
@@ -856,6 +857,10 @@ static void test_fit_estimate_covers_the_allocations(void **state)
     check_estimate("arch/gemma4-e.gguf", 4);
     check_estimate("arch/gemma4-moe.gguf", 1); /* its norms and scales beside the experts */
     check_estimate("arch/qwen35.gguf", 2); /* recurrent states in place of a cache */
+    check_estimate("arch/lfm2.gguf", 2); /* conv windows, and no state matrices */
+    check_estimate("arch/granitehybrid.gguf", 2); /* Mamba2's heads' vectors in one buffer */
+    check_estimate("arch/qwen3next.gguf", 2); /* grouped projections in parts of their own */
+    check_estimate("arch/nemotron-h-moe.gguf", 2); /* experts without a gate matrix */
 }
 
 /* A context that needs what the device layers lack (here a quantized KV cache) runs wholly
@@ -926,26 +931,6 @@ static void test_olmo3_windows_and_two_ropes(void **state)
 
 /* Command R+'s q/k LayerNorms with a weight row per head, on the device as stablelm 2 12B's. */
 static void test_command_r_plus_per_head_qk_layernorms(void **state) { (void)state; check_model("arch/command-r-plus.gguf", 1e-3f, false, false); }
-
-/* A recurrent model's context, all layers asked for, stays on the CPU. */
-static void check_recurrent_model_stays_on_the_cpu(const char *file)
-{
-    corral_error err = {{0}};
-    corral_model *m = corral_model_load(file[0] == '/' ? file : fixture(file), &err);
-    assert_non_null(m);
-    corral_context_params p;
-    corral_context_params_init(&p);
-    p.n_ctx = 128;
-    p.n_threads = 1;
-    p.n_gpu_layers = -1;
-    corral_context *ctx = corral_context_create(m, &p, &err);
-    if (!ctx)
-        fail_msg("context: %s", err.message);
-    assert_int_equal(corral_context_gpu_layers(ctx), 0);
-    assert_true(corral_context_recurrent(ctx));
-    corral_context_free(ctx);
-    corral_model_free(m);
-}
 
 /* The same calls on both contexts: decode ids (logits for the last), then the last token's
  * logits must agree. */
@@ -1018,12 +1003,20 @@ static void test_qwen35moe(void **state)
     check_four_sequences("arch/qwen35moe.gguf");
 }
 
-/* granitehybrid's Mamba2 layers, dense and with experts (Granite 4.0 -h). */
-static void test_mamba2_model_stays_on_the_cpu(void **state)
+/* granitehybrid (Granite 4.0 -h): Mamba2 layers (the conv with its bias, the scan through
+ * each sequence's states, the group RMSNorm gated by silu(z)) beside attention without RoPE,
+ * Granite's scales: every layer and the last (a Mamba2 one) alone, four sequences, and states
+ * checkpointed, restored and cleared with every layer on the device and with the last two
+ * (an attention one and a Mamba2 one) beside two on the CPU; with experts and a shared one,
+ * every layer and the last alone. */
+static void test_granitehybrid_mamba2(void **state)
 {
     (void)state;
-    check_recurrent_model_stays_on_the_cpu("arch/granitehybrid.gguf");
-    check_recurrent_model_stays_on_the_cpu("arch/granitehybrid-moe.gguf");
+    check_model("arch/granitehybrid.gguf", 1e-3f, false, true);
+    check_four_sequences("arch/granitehybrid.gguf");
+    check_recurrent_reuse("arch/granitehybrid.gguf", -1);
+    check_recurrent_reuse("arch/granitehybrid.gguf", 2);
+    check_model("arch/granitehybrid-moe.gguf", 1e-3f, false, true);
 }
 
 /* glm4moe (GLM-4.5): q/k/v biases, q/k norms on some layers only, partial NeoX RoPE, a
@@ -1039,33 +1032,69 @@ static void test_glm4moe(void **state)
     check_estimate("arch/glm4moe.gguf", 1);
 }
 
-/* qwen3next: Qwen3-Next's recurrent layers stay on the CPU as qwen35's do. */
-static void test_qwen3next_stays_on_the_cpu(void **state) { (void)state; check_recurrent_model_stays_on_the_cpu("arch/qwen3next.gguf"); }
-
-/* nemotron_h's Mamba2 layers keep its context (ReLU² FFN layers, experts too, Nemotron 3
- * Super's latent ones among them) on the CPU. */
-static void test_nemotron_h_stays_on_the_cpu(void **state)
+/* qwen3next: qwen35moe's layers with the DeltaNet's value heads grouped by key head, its
+ * projections grouped too (layers 0 and 2 a fused ssm_in, layer 1 attn_qkv and attn_gate;
+ * ssm_ba everywhere): every layer and the last (attention) alone, four sequences, and states
+ * checkpointed, restored and cleared with every layer on the device and with the last two (a
+ * fused DeltaNet layer and the attention one) beside two on the CPU. */
+static void test_qwen3next_grouped_delta_net(void **state)
 {
     (void)state;
-    check_recurrent_model_stays_on_the_cpu("arch/nemotron-h.gguf");
-    check_recurrent_model_stays_on_the_cpu("arch/nemotron-h-moe.gguf");
+    check_model("arch/qwen3next.gguf", 1e-3f, false, true);
+    check_four_sequences("arch/qwen3next.gguf");
+    check_recurrent_reuse("arch/qwen3next.gguf", -1);
+    check_recurrent_reuse("arch/qwen3next.gguf", 2);
+}
+
+/* nemotron_h: layers each one of a Mamba2 mixer, attention (no RoPE) or a ReLU² FFN: every
+ * layer and the last (an FFN one) alone, four sequences, and states checkpointed, restored
+ * and cleared with every layer on the device and with the last three (attention, Mamba2, FFN)
+ * beside two on the CPU. */
+static void test_nemotron_h_mamba2(void **state)
+{
+    (void)state;
+    check_model("arch/nemotron-h.gguf", 1e-3f, false, true);
+    check_four_sequences("arch/nemotron-h.gguf");
+    check_recurrent_reuse("arch/nemotron-h.gguf", -1);
+    check_recurrent_reuse("arch/nemotron-h.gguf", 3);
+}
+
+/* nemotron_h_moe: nemotron_h's layers with sigmoid-routed experts without a gate (relu(up)²)
+ * beside an ungated shared expert: every layer (the 19-token prompt's pairs grouped by
+ * expert, the steps' pair by pair) and the last (experts) alone, and four sequences. Nemotron
+ * 3 Super's latent experts (the input projected down for them, their sum back up): every
+ * layer and the last alone, and the fitting's count of their memory. */
+static void test_nemotron_h_moe_ungated_experts(void **state)
+{
+    (void)state;
+    check_model("arch/nemotron-h-moe.gguf", 1e-3f, false, true);
+    check_four_sequences("arch/nemotron-h-moe.gguf");
     char latent[] = "/tmp/corral-test-vulkan-latent-XXXXXX";
     int fd = mkstemp(latent);
     assert_true(fd >= 0);
     close(fd);
     nemotron_latent_spec spec = {.layout = NEMOTRON_LATENT_LLAMA_CPP, .latent = 16};
     nemotron_latent_fixture_write(fixture("arch/nemotron-h-moe.gguf"), latent, &spec);
-    check_recurrent_model_stays_on_the_cpu(latent);
+    check_model(latent, 1e-3f, false, true);
+    check_estimate(latent, 1); /* the latent projections and experts of the latent's width */
     unlink(latent);
 }
 
-/* lfm2's short-convolution layers keep its context (attention layers too, lfm2moe's experts
- * too) on the CPU. */
-static void test_lfm2_stays_on_the_cpu(void **state)
+/* lfm2: gated short convs (in_proj's b, c and x, c * conv(b * x) through each sequence's
+ * window, out_proj) beside attention layers with per-head q/k norms: every layer and the last
+ * (a conv) alone, four sequences, and windows checkpointed, restored and cleared with every
+ * layer on the device and with the last two (an attention one and a conv one) beside two on
+ * the CPU. lfm2moe: the same layers with sigmoid-scored experts and a selection bias, every
+ * layer and the last alone, four sequences. */
+static void test_lfm2_short_convs(void **state)
 {
     (void)state;
-    check_recurrent_model_stays_on_the_cpu("arch/lfm2.gguf");
-    check_recurrent_model_stays_on_the_cpu("arch/lfm2moe.gguf");
+    check_model("arch/lfm2.gguf", 1e-3f, false, true);
+    check_four_sequences("arch/lfm2.gguf");
+    check_recurrent_reuse("arch/lfm2.gguf", -1);
+    check_recurrent_reuse("arch/lfm2.gguf", 2);
+    check_model("arch/lfm2moe.gguf", 1e-3f, false, true);
+    check_four_sequences("arch/lfm2moe.gguf");
 }
 
 /* A family whose layers the device lacks (without recurrent state): every layer stays on the
@@ -1220,15 +1249,16 @@ int main(void)
         cmocka_unit_test(test_qwen2moe_gated_shared_expert),
         cmocka_unit_test(test_phi3_longrope),
         cmocka_unit_test(test_qwen35moe),
-        cmocka_unit_test(test_mamba2_model_stays_on_the_cpu),
+        cmocka_unit_test(test_granitehybrid_mamba2),
         cmocka_unit_test(test_glm4moe),
         cmocka_unit_test(test_gemma_embedding_stays_on_the_cpu),
         cmocka_unit_test(test_jina_bert_v2_stays_on_the_cpu),
         cmocka_unit_test(test_alibi_stays_on_the_cpu),
         cmocka_unit_test(test_nomic_bert_moe_stays_on_the_cpu),
-        cmocka_unit_test(test_qwen3next_stays_on_the_cpu),
-        cmocka_unit_test(test_nemotron_h_stays_on_the_cpu),
-        cmocka_unit_test(test_lfm2_stays_on_the_cpu),
+        cmocka_unit_test(test_qwen3next_grouped_delta_net),
+        cmocka_unit_test(test_nemotron_h_mamba2),
+        cmocka_unit_test(test_nemotron_h_moe_ungated_experts),
+        cmocka_unit_test(test_lfm2_short_convs),
         cmocka_unit_test(test_qwen3vl),
         cmocka_unit_test(test_qwen3vlmoe),
         cmocka_unit_test(test_chatglm_fused_qkv_partial_rope),

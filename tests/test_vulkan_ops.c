@@ -19,6 +19,7 @@
 
 #include "blocks.h"
 #include "delta_net.h"
+#include "mamba2.h"
 #include "moe.h"
 #include "quant.h"
 #include "vk_ops.h"
@@ -1368,6 +1369,44 @@ static void test_delta_conv(void **state)
     free(kernels), free(x), free(window);
 }
 
+/* LFM2's gated short conv over 197 channels (rows [b | c | x] of 3 x 197), 3 taps, windows
+ * that already hold inputs, tokens of two sequences interleaved: each token's c * conv(b * x)
+ * where b was, and both windows, as the CPU's delta_net_gated_conv_token leaves them. */
+static void test_gated_short_conv(void **state)
+{
+    (void)state;
+    enum { C = 197, TAPS = 3, TOKENS = 7, SEQS = 2 };
+    uint32_t slot = 0, tokens[2 * TOKENS];
+    float *kernels = random_floats(C * TAPS), *rows = random_floats(TOKENS * 3 * C);
+    float *window = random_floats(SEQS * (TAPS - 1) * C), *cpu_rows = malloc(TOKENS * 3 * C * 4);
+    float want[TOKENS * C], got[TOKENS * C], got_rows[TOKENS * 3 * C];
+    float want_window[SEQS * (TAPS - 1) * C], got_window[SEQS * (TAPS - 1) * C];
+    assert_non_null(cpu_rows);
+    interleaved_tokens(tokens, TOKENS);
+    memcpy(cpu_rows, rows, TOKENS * 3 * C * 4);
+    memcpy(want_window, window, sizeof want_window);
+    delta_net_context d = {.n_recurrent = 1, .slot = &slot, .channels = C, .kernels = kernels};
+    for (size_t t = 0; t < TOKENS; t++)
+        delta_net_gated_conv_token(&d, 0, TAPS, want_window + tokens[2 * t] * (TAPS - 1) * C,
+                                   cpu_rows + t * 3 * C, want + t * C);
+    vk_buffer bk = device_buffer(kernels, C * TAPS * 4), bt = device_buffer(tokens, sizeof tokens);
+    vk_buffer bw = device_buffer(window, sizeof got_window);
+    vk_buffer bx = device_buffer(rows, sizeof got_rows);
+    vk_commands c = begin();
+    vk_op_gated_short_conv(&c, vk_whole(&bk), vk_whole(&bt), vk_whole(&bw), vk_whole(&bx), C,
+                           TAPS, TOKENS);
+    submit(&c);
+    read_back(&bx, got_rows, sizeof got_rows);
+    read_back(&bw, got_window, sizeof got_window);
+    for (size_t t = 0; t < TOKENS; t++)
+        memcpy(got + t * C, got_rows + t * 3 * C, C * 4);
+    assert_close("gated short conv", got, want, TOKENS * C, 1e-5);
+    assert_close("gated conv windows", got_window, want_window, SEQS * (TAPS - 1) * C, 0.0);
+    vk_buffer_free(dev, &bk), vk_buffer_free(dev, &bt), vk_buffer_free(dev, &bw);
+    vk_buffer_free(dev, &bx);
+    free(kernels), free(rows), free(window), free(cpu_rows);
+}
+
 /* The gates from their logits, softplus's linear part above 20 among them. */
 static void test_delta_gates(void **state)
 {
@@ -1422,11 +1461,11 @@ static void test_l2norm(void **state)
 }
 
 /* The delta rule over heads of 72 (more than a workgroup's rows), 4 value heads reading 2
- * key heads, two sequences' states that already hold something and their tokens
- * interleaved: every output and both states as delta_net_step leaves them. */
-static void test_delta_rule(void **state)
+ * key heads (tiled as qwen35's, or grouped as Qwen3-Next's), two sequences' states that
+ * already hold something and their tokens interleaved: every output and both states as
+ * delta_net_step leaves them, each value head on delta_net_key_head's key head. */
+static void check_delta_rule(bool grouped)
 {
-    (void)state;
     enum { S = 72, H = 4, G = 2, TOKENS = 7, SEQS = 2, C = 2 * G * S + H * S };
     uint32_t tokens[2 * TOKENS];
     interleaved_tokens(tokens, TOKENS);
@@ -1446,7 +1485,8 @@ static void test_delta_rule(void **state)
     memcpy(want_states, states, state_floats * 4);
     for (size_t t = 0; t < TOKENS; t++)
         for (size_t h = 0; h < H; h++) {
-            const float *row = qkv + t * C, *q = row + (h % G) * S, *k = q + G * S;
+            const float *row = qkv + t * C;
+            const float *q = row + delta_net_key_head(h, H, G, grouped) * S, *k = q + G * S;
             delta_net_step(want_states + ((size_t)tokens[2 * t] * H + h) * S * S, q, k,
                            row + 2 * G * S + h * S, decay[t * H + h], strength[t * H + h], S,
                            want + (t * H + h) * S);
@@ -1455,7 +1495,7 @@ static void test_delta_rule(void **state)
     vk_buffer bd = device_buffer(decay, TOKENS * H * 4), bs = device_buffer(strength, TOKENS * H * 4);
     vk_buffer bst = device_buffer(states, state_floats * 4), bo = device_buffer(NULL, sizeof got);
     vk_commands c = begin();
-    vk_delta_shape shape = {S, H, G, C, TOKENS, SEQS};
+    vk_delta_shape shape = {S, H, G, C, TOKENS, SEQS, grouped};
     vk_op_delta_rule(&c, vk_whole(&bt), vk_whole(&bq), vk_whole(&bd), vk_whole(&bs),
                      vk_whole(&bst), vk_whole(&bo), &shape);
     submit(&c);
@@ -1466,6 +1506,102 @@ static void test_delta_rule(void **state)
     vk_buffer_free(dev, &bt), vk_buffer_free(dev, &bq), vk_buffer_free(dev, &bd);
     vk_buffer_free(dev, &bs), vk_buffer_free(dev, &bst), vk_buffer_free(dev, &bo);
     free(qkv), free(states), free(decay), free(strength), free(want_states), free(got_states);
+}
+
+static void test_delta_rule(void **state)
+{
+    (void)state;
+    check_delta_rule(false);
+    check_delta_rule(true);
+}
+
+/* Mamba2's sizes in the tests below: 4 heads of 72 (more than a workgroup's rows), 2 groups
+ * of B and C 45 wide, so 468 conv channels (not a whole number of workgroups), and rows
+ * [z | x B C | dt] of 288 + 468 + 4 floats. */
+enum { M_P = 72, M_H = 4, M_G = 2, M_N = 45, M_VW = M_H * M_P, M_C = M_VW + 2 * M_G * M_N,
+       M_ROW = M_VW + M_C + M_H, M_TOKENS = 7, M_SEQS = 2, M_TAPS = 4 };
+
+/* Mamba2's conv, in place on the x B C of rows [z | x B C | dt], with its bias, windows that
+ * already hold inputs, tokens of two sequences interleaved: every row and both windows as
+ * the CPU's delta_net_conv_token leaves them (z and dt untouched). */
+static void test_mamba2_conv(void **state)
+{
+    (void)state;
+    uint32_t slot = 0, tokens[2 * M_TOKENS];
+    float *kernels = random_floats(M_C * M_TAPS), *rows = random_floats(M_TOKENS * M_ROW);
+    float *bias = random_floats(M_C), *window = random_floats(M_SEQS * (M_TAPS - 1) * M_C);
+    size_t row_bytes = M_TOKENS * M_ROW * 4, window_bytes = M_SEQS * (M_TAPS - 1) * M_C * 4;
+    float *want = malloc(row_bytes), *got = malloc(row_bytes);
+    float *want_window = malloc(window_bytes), *got_window = malloc(window_bytes);
+    assert_true(want && got && want_window && got_window);
+    interleaved_tokens(tokens, M_TOKENS);
+    memcpy(want, rows, row_bytes);
+    memcpy(want_window, window, window_bytes);
+    delta_net_context d = {.n_recurrent = 1, .slot = &slot, .channels = M_C, .kernels = kernels};
+    for (size_t t = 0; t < M_TOKENS; t++)
+        delta_net_conv_token(&d, 0, M_TAPS, want_window + tokens[2 * t] * (M_TAPS - 1) * M_C,
+                             bias, want + t * M_ROW + M_VW);
+    vk_buffer bk = device_buffer(kernels, M_C * M_TAPS * 4), bb = device_buffer(bias, M_C * 4);
+    vk_buffer bt = device_buffer(tokens, sizeof tokens), bw = device_buffer(window, window_bytes);
+    vk_buffer bx = device_buffer(rows, row_bytes);
+    vk_commands c = begin();
+    vk_mamba2_shape shape = {M_P, M_H, M_G, M_N, M_C, M_TAPS, M_TOKENS, M_SEQS};
+    vk_op_mamba2_conv(&c, vk_whole(&bk), vk_whole(&bb), vk_whole(&bt), vk_whole(&bw),
+                      vk_whole(&bx), &shape);
+    submit(&c);
+    read_back(&bx, got, row_bytes);
+    read_back(&bw, got_window, window_bytes);
+    assert_close("Mamba2 conv", got, want, M_TOKENS * M_ROW, 1e-5);
+    assert_close("Mamba2 conv windows", got_window, want_window, window_bytes / 4, 0.0);
+    vk_buffer_free(dev, &bk), vk_buffer_free(dev, &bb), vk_buffer_free(dev, &bt);
+    vk_buffer_free(dev, &bw), vk_buffer_free(dev, &bx);
+    free(kernels), free(rows), free(bias), free(window), free(want), free(got);
+    free(want_window), free(got_window);
+}
+
+/* Mamba2's scan over two sequences' states that already hold something, their tokens
+ * interleaved, one dt past softplus's linear threshold: every output and both states as
+ * the CPU's delta_net_softplus and mamba2_head_step leave them. */
+static void test_mamba2_scan(void **state)
+{
+    (void)state;
+    uint32_t tokens[2 * M_TOKENS];
+    interleaved_tokens(tokens, M_TOKENS);
+    float *rows = random_floats(M_TOKENS * M_ROW), *heads = random_floats(3 * M_H);
+    size_t state_floats = (size_t)M_SEQS * M_H * M_P * M_N;
+    float *states = random_floats(state_floats), *want_states = malloc(state_floats * 4);
+    float *got_states = malloc(state_floats * 4), want[M_TOKENS * M_VW], got[M_TOKENS * M_VW];
+    assert_true(want_states && got_states);
+    for (size_t h = 0; h < M_H; h++)
+        heads[M_H + h] = -1.0f - fabsf(heads[M_H + h]); /* A < 0: a decay below 1 */
+    rows[2 * M_ROW + M_VW + M_C + 1] = 25.0f; /* token 2's dt of head 1: softplus is dt */
+    memcpy(want_states, states, state_floats * 4);
+    for (size_t t = 0; t < M_TOKENS; t++) {
+        const float *row = rows + t * M_ROW;
+        for (size_t h = 0; h < M_H; h++) {
+            size_t g = h / (M_H / M_G);
+            const float *B = row + 2 * M_VW + g * M_N, *C = B + M_G * M_N;
+            float step = delta_net_softplus(row[M_VW + M_C + h] + heads[h]);
+            mamba2_head_step(want_states + ((size_t)tokens[2 * t] * M_H + h) * M_P * M_N,
+                             row + M_VW + h * M_P, B, C, step, heads[M_H + h],
+                             heads[2 * M_H + h], M_P, M_N, want + t * M_VW + h * M_P);
+        }
+    }
+    vk_buffer bt = device_buffer(tokens, sizeof tokens);
+    vk_buffer bp = device_buffer(rows, M_TOKENS * M_ROW * 4), bh = device_buffer(heads, 3 * M_H * 4);
+    vk_buffer bs = device_buffer(states, state_floats * 4), bo = device_buffer(NULL, sizeof got);
+    vk_commands c = begin();
+    vk_mamba2_shape shape = {M_P, M_H, M_G, M_N, M_C, M_TAPS, M_TOKENS, M_SEQS};
+    vk_op_mamba2_scan(&c, vk_whole(&bt), vk_whole(&bp), vk_whole(&bh), vk_whole(&bs),
+                      vk_whole(&bo), &shape);
+    submit(&c);
+    read_back(&bo, got, sizeof got);
+    read_back(&bs, got_states, state_floats * 4);
+    assert_close("Mamba2 scan outputs", got, want, M_TOKENS * M_VW, 1e-5);
+    assert_close("Mamba2 scan states", got_states, want_states, state_floats, 1e-5);
+    vk_buffer_free(dev, &bt), vk_buffer_free(dev, &bp), vk_buffer_free(dev, &bh);
+    vk_buffer_free(dev, &bs), vk_buffer_free(dev, &bo);
+    free(rows), free(heads), free(states), free(want_states), free(got_states);
 }
 
 int main(void)
@@ -1508,6 +1644,9 @@ int main(void)
         cmocka_unit_test(test_mul_rows),
         cmocka_unit_test(test_mul_sigmoid),
         cmocka_unit_test(test_delta_conv),
+        cmocka_unit_test(test_gated_short_conv),
+        cmocka_unit_test(test_mamba2_conv),
+        cmocka_unit_test(test_mamba2_scan),
         cmocka_unit_test(test_delta_gates),
         cmocka_unit_test(test_l2norm),
         cmocka_unit_test(test_delta_rule),

@@ -155,12 +155,8 @@ static void forward_shortconv(corral_context *ctx, uint32_t il)
     for (size_t t = 0; t < n; t++) {
         uint32_t seq = ctx->tok_seq[t];
         d->dirty[seq] = true;
-        float *b = d->proj + t * 3 * E, *c = b + E, *x = c + E, *y = d->out + t * E;
-        for (size_t i = 0; i < E; i++)
-            b[i] *= x[i];
-        delta_net_conv_token_linear(d, il, taps, delta_net_conv_state(d, seq, il), NULL, b);
-        for (size_t i = 0; i < E; i++)
-            y[i] = c[i] * b[i];
+        delta_net_gated_conv_token(d, il, taps, delta_net_conv_state(d, seq, il),
+                                   d->proj + t * 3 * E, d->out + t * E);
     }
     const matrix_product out = {&l->ssm_out, NULL, 0, ctx->xn};
     forward_matmul(ctx, &out, 1, d->out, n);

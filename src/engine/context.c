@@ -473,12 +473,7 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     if (!alloc_kv_cache(ctx, p->no_sliding_window, err))
         goto fail;
     /* before the repacking, which the layers on a GPU do without */
-    if (p->n_gpu_layers != 0 && hp->ssm_v_heads > 0 &&
-        (m->arch->layer != qwen35_layer || (m->arch->tensors & ARCH_SSM_GROUPED))) {
-        /* the device's recurrent layers are qwen35's Gated DeltaNet alone */
-        log_printf(LOG_INFO, "running on the CPU: %s's recurrent layers run on the CPU only",
-                   m->arch->name);
-    } else if (p->n_gpu_layers != 0) {
+    if (p->n_gpu_layers != 0) {
         corral_error why = {0};
         /* a warning when layers were asked for by number; "as many as fit" is every load's
          * default, and on a machine without a GPU none fit as a matter of course */

@@ -190,9 +190,10 @@ float delta_net_softplus(float x)
     return x > 20.0f ? x : logf(1.0f + expf(x));
 }
 
-/* Each channel's sum runs from the oldest input to this one; the bias comes after it. */
-void delta_net_conv_token_linear(const delta_net_context *d, uint32_t il, size_t taps,
-                                 float *window, const float *bias, float *x)
+/* delta_net_conv_token without the silu. Each channel's sum runs from the oldest input to
+ * this one; the bias comes after it. */
+static void conv_token_linear(const delta_net_context *d, uint32_t il, size_t taps,
+                              float *window, const float *bias, float *x)
 {
     size_t C = d->channels;
     const float *kernels = d->kernels + (size_t)d->slot[il] * C * taps;
@@ -212,10 +213,22 @@ void delta_net_conv_token_linear(const delta_net_context *d, uint32_t il, size_t
     }
 }
 
+void delta_net_gated_conv_token(const delta_net_context *d, uint32_t il, size_t taps,
+                                float *window, float *row, float *y)
+{
+    size_t C = d->channels;
+    float *b = row, *c = row + C, *x = row + 2 * C;
+    for (size_t i = 0; i < C; i++)
+        b[i] *= x[i];
+    conv_token_linear(d, il, taps, window, NULL, b);
+    for (size_t i = 0; i < C; i++)
+        y[i] = c[i] * b[i];
+}
+
 void delta_net_conv_token(const delta_net_context *d, uint32_t il, size_t taps, float *window,
                           const float *bias, float *x)
 {
-    delta_net_conv_token_linear(d, il, taps, window, bias, x);
+    conv_token_linear(d, il, taps, window, bias, x);
     for (size_t c = 0; c < d->channels; c++)
         x[c] = delta_net_silu(x[c]);
 }
@@ -277,9 +290,8 @@ static void delta_task(void *arg, size_t task, size_t thread)
     const delta_net_context *d = ctx->delta;
     uint32_t seq = (uint32_t)(task / hp->ssm_v_heads);
     size_t h = task % hp->ssm_v_heads, S = hp->ssm_head_dim;
-    size_t kh = ctx->model->arch->tensors & ARCH_SSM_GROUPED
-                    ? h / (hp->ssm_v_heads / hp->ssm_k_heads)
-                    : h % hp->ssm_k_heads;
+    size_t kh = delta_net_key_head(h, hp->ssm_v_heads, hp->ssm_k_heads,
+                                   ctx->model->arch->tensors & ARCH_SSM_GROUPED);
     size_t key_width = (size_t)hp->ssm_k_heads * S;
     size_t value_width = (size_t)hp->ssm_v_heads * S;
     float *state = delta_net_state(d, seq, job->layer) + h * S * S;

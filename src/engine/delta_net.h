@@ -71,9 +71,10 @@ static inline float *delta_net_state(const delta_net_context *d, uint32_t seq, u
 void delta_net_conv_token(const delta_net_context *d, uint32_t il, size_t taps, float *window,
                           const float *bias, float *x);
 
-/* The same without the silu (LFM2's short convolutions, shortconv.c). */
-void delta_net_conv_token_linear(const delta_net_context *d, uint32_t il, size_t taps,
-                                 float *window, const float *bias, float *x);
+/* LFM2's gated short conv of one token (arch_lfm2.c): row holds in_proj's [b | c | x] of
+ * d->channels each; y = c * conv(b * x), b * x joining the window (b is overwritten). */
+void delta_net_gated_conv_token(const delta_net_context *d, uint32_t il, size_t taps,
+                                float *window, float *row, float *y);
 
 float delta_net_silu(float x);
 float delta_net_softplus(float x);
@@ -85,6 +86,14 @@ void delta_net_l2_normalize(float *x, size_t n, float eps);
  * sigmoid(logit), from their projections' logits. */
 float delta_net_decay(float logit, float dt, float a);
 float delta_net_strength(float logit);
+
+/* The key head value head h of n_heads reads: h / (n_heads / n_key_heads) where the heads
+ * are grouped by key head (Qwen3-Next, ARCH_SSM_GROUPED), else h mod n_key_heads (qwen35). */
+static inline size_t delta_net_key_head(size_t h, size_t n_heads, size_t n_key_heads,
+                                        bool grouped)
+{
+    return grouped ? h / (n_heads / n_key_heads) : h % n_key_heads;
+}
 
 /* One token through one value head's state (S rows of S, a row per value component): the
  * state decays, takes strength * (v - S k) k^T, and out = S q / sqrt(S). */

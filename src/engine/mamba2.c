@@ -24,6 +24,20 @@ typedef struct mamba2_job {
     uint32_t layer;
 } mamba2_job;
 
+void mamba2_head_step(float *state, const float *x, const float *B, const float *C, float step,
+                      float a, float skip, size_t P, size_t N, float *out)
+{
+    float decay = expf(step * a);
+    for (size_t i = 0; i < P; i++) {
+        float *s = state + i * N, x_step = x[i] * step, sum = 0.0f;
+        for (size_t j = 0; j < N; j++) {
+            s[j] = s[j] * decay + B[j] * x_step;
+            sum += s[j] * C[j];
+        }
+        out[i] = sum + x[i] * skip;
+    }
+}
+
 /* One (sequence, head): the sequence's tokens of the batch in order through its state. */
 static void scan_task(void *arg, size_t task, size_t thread)
 {
@@ -46,16 +60,8 @@ static void scan_task(void *arg, size_t task, size_t thread)
         const float *x = row + value_width + h * P;
         const float *B = row + 2 * value_width + g * N;
         const float *C = B + (size_t)hp->ssm_k_heads * N;
-        float step = row[value_width + d->channels + h], decay = expf(step * a);
-        float *out = d->out + t * value_width + h * P;
-        for (size_t i = 0; i < P; i++) {
-            float *s = state + i * N, x_step = x[i] * step, sum = 0.0f;
-            for (size_t j = 0; j < N; j++) {
-                s[j] = s[j] * decay + B[j] * x_step;
-                sum += s[j] * C[j];
-            }
-            out[i] = sum + x[i] * skip;
-        }
+        mamba2_head_step(state, x, B, C, row[value_width + d->channels + h], a, skip, P, N,
+                         d->out + t * value_width + h * P);
     }
 }
 

@@ -8,9 +8,15 @@
 #ifndef CORRAL_ENGINE_MAMBA2_H
 #define CORRAL_ENGINE_MAMBA2_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "corral/engine.h"
+
+/* One token through one head's state (P rows of N): with decay = exp(step * a), row i
+ * becomes decay * S[i] + (x[i] * step) * B, and out[i] = S[i] . C + skip * x[i]. */
+void mamba2_head_step(float *state, const float *x, const float *B, const float *C, float step,
+                      float a, float skip, size_t P, size_t N, float *out);
 
 /* ctx->xn becomes layer il's Mamba2 mixer over ctx->xn, the batch's tokens taken in order per
  * sequence, each updating its sequence's state. */

@@ -17,9 +17,13 @@
  * pre-norm block with multi-head latent attention runs in mla.c's absorbed form: the cache
  * row [k_rope | normed latent] under one KV head, each head's per-head products (wk_b before
  * the attention, wv_b after) as expert products whose expert is the head. qwen35's hybrid
- * block runs its Gated DeltaNet layers (delta_net.c's recurrence, each layer's conv windows
+ * block (and Qwen3-Next's, its projections grouped by key head uploaded in qwen35's order)
+ * runs its Gated DeltaNet layers (delta_net.c's recurrence, each layer's conv windows
  * and state matrices per sequence kept here with a checkpoint, which gpu_seq_states clears,
- * copies and restores as delta_net.c does the CPU's) and its gated attention.
+ * copies and restores as delta_net.c does the CPU's) and its gated attention; lfm2's its
+ * gated short convs (their windows kept the same way) beside its attention layers;
+ * granitehybrid's and nemotron_h's Mamba2 layers (mamba2.c's conv, scan and group norm,
+ * their windows and scan states kept the same way) beside their attention and FFN layers.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -65,11 +69,15 @@ typedef struct gpu_layer {
      * dense and the experts' output norms */
     gpu_weight ffn_gate_inp_s, ffn_pre_norm_2, ffn_post_norm_1, ffn_post_norm_2;
     vk_buffer k_cache, v_cache; /* none on a shared KV layer, which reads its source's */
-    /* a Gated DeltaNet layer's (qwen35): its projections, gates' vectors, output norm and
-     * matrix, its conv's taps in F32 (a channel's taps, oldest first), and per sequence its
-     * conv window and state matrices, live and as checkpointed (delta_net.h's layout) */
-    gpu_weight ssm_qkv, ssm_z, ssm_alpha, ssm_beta, ssm_dt, ssm_a, ssm_norm, ssm_out;
-    vk_buffer conv_kernels, conv_state, state, checkpoint_conv, checkpoint_state;
+    /* a recurrent layer's: a Gated DeltaNet's (qwen35) projections, gates' vectors, output
+     * norm and matrix; LFM2's short conv's in_proj and out_proj; a Mamba2 layer's in and out
+     * projections, conv bias, group norm, and its heads' dt bias, A and D in one buffer (the
+     * three, a float a head each); its conv's taps in F32 (a channel's taps, oldest first),
+     * and per sequence its conv window and state matrices (none for LFM2), live and as
+     * checkpointed (delta_net.h's layout) */
+    gpu_weight ssm_qkv, ssm_z, ssm_alpha, ssm_beta, ssm_dt, ssm_a, ssm_norm, ssm_out, ssm_in;
+    gpu_weight ssm_conv_b;
+    vk_buffer mamba2_heads, conv_kernels, conv_state, state, checkpoint_conv, checkpoint_state;
 } gpu_layer;
 
 struct gpu_layers {
@@ -134,6 +142,12 @@ static bool weight_supported(const weight *w)
 }
 
 
+/* Whether m's layers are nemotron_h's: each one of a Mamba2 mixer, attention or an FFN. */
+static bool nemotron_h(const corral_model *m)
+{
+    return m->arch == &arch_nemotron_h || m->arch == &arch_nemotron_h_moe;
+}
+
 /* Why the device cannot run ctx's layers, or NULL when it can. */
 static const char *unsupported(const corral_context *ctx, const vk_device *dev)
 {
@@ -143,9 +157,14 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
     bool mla = hp->mla_kv_lora > 0; /* deepseek2's block: pre-norm, the attention latent */
     /* gemma4's is the sandwich-normed block at each layer's own widths (record_attention) */
     bool gemma4 = m->arch == &arch_gemma4;
-    /* qwen35's hybrid block: Gated DeltaNet layers beside gated attention (record_qwen35);
-     * Qwen3-Next's projections grouped by key head are not among the device's */
-    bool qwen35 = block == qwen35_layer && !(m->arch->tensors & ARCH_SSM_GROUPED);
+    /* qwen35's hybrid block, Qwen3-Next's too: Gated DeltaNet layers beside gated attention
+     * (record_delta_net, record_gated_attention). lfm2's: gated short convs beside
+     * attention, each pre-normed (record_short_conv) */
+    bool qwen35 = block == qwen35_layer;
+    bool lfm2 = m->arch == &arch_lfm2 || m->arch == &arch_lfm2moe;
+    /* granitehybrid's pre-norm block and nemotron_h's one-mixer layers (record_layer's),
+     * Mamba2 layers among them (record_mamba2) */
+    bool mamba2 = m->arch == &arch_granitehybrid || nemotron_h(m);
     /* mllama's is the llama block, its cross-attention layers left out (record_pass) */
     bool mllama = m->arch == &arch_mllama;
     if (m->arch->tensors & ARCH_ATTN_OUT_GATE)
@@ -153,7 +172,7 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
     for (uint32_t il = 0; il < hp->n_layer; il++)
         if (m->layers[il].n_head != hp->n_head)
             return "query head counts that differ by layer";
-    if (!mla && !gemma4 && !qwen35 && !mllama &&
+    if (!mla && !gemma4 && !qwen35 && !lfm2 && !mamba2 && !mllama &&
         ((block != layer_pre_norm && block != layer_sandwich_norm &&
           block != layer_normed_branches && block != layer_parallel &&
           block != layer_post_norm && block != layer_pre_norm_or_parallel) ||
@@ -203,7 +222,7 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
         const weight *ws[] = {&l->wq,    &l->wk,    &l->wv,   &l->wo,  &l->ffn_gate,
                               &l->ffn_up, &l->ffn_down, &l->wq_a, &l->wkv_a, &l->wk_b,
                               &l->wv_b, &l->ssm_qkv, &l->ssm_z, &l->ssm_alpha, &l->ssm_beta,
-                              &l->ssm_out};
+                              &l->ssm_out, &l->ssm_in, &l->ssm_ba};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
             if (!weight_supported(ws[i]))
                 return "a weight type the device kernels lack, or a LoRA adapter";
@@ -259,9 +278,11 @@ static vk_cache_shape cache_shape(const gpu_layers *g, const corral_context *ctx
     return (vk_cache_shape){l->n_head_kv, values ? l->head_dim_v : l->head_dim_k, cells, g->f16};
 }
 
-/* A Gated DeltaNet layer's buffers of its own, in bytes: its conv's taps and, for all the
+/* A recurrent layer's buffers of its own, in bytes: its conv's taps and, for all the
  * context's sequences, its conv windows and its state matrices (each twice, with the
- * checkpoints). The model's reader capped the sizes, so the products stay small. */
+ * checkpoints), as delta_net.c sizes the CPU's: a conv of one tap keeps no window, and
+ * LFM2's layers no matrices (ssm_state 0). The model's reader capped the sizes, so the
+ * products stay small. */
 typedef struct delta_sizes {
     uint64_t channels, kernels, conv, state;
 } delta_sizes;
@@ -269,11 +290,76 @@ typedef struct delta_sizes {
 static delta_sizes delta_layer_sizes(const corral_context *ctx)
 {
     const hparams *hp = &ctx->model->hp;
-    uint64_t S = hp->ssm_head_dim, taps = hp->ssm_conv_kernel, f = sizeof(float);
-    uint64_t channels = ((uint64_t)hp->ssm_v_heads + 2 * (uint64_t)hp->ssm_k_heads) * S;
-    uint64_t conv = (uint64_t)ctx->n_seq * (taps - 1) * channels * f;
-    return (delta_sizes){channels, channels * taps * f, conv ? conv : f, /* one tap: no window */
-                         (uint64_t)ctx->n_seq * hp->ssm_v_heads * S * S * f};
+    uint64_t S = hp->ssm_head_dim, N = hp->ssm_state, taps = hp->ssm_conv_kernel;
+    uint64_t value_width = (uint64_t)hp->ssm_v_heads * S, f = sizeof(float);
+    uint64_t channels = value_width + 2 * (uint64_t)hp->ssm_k_heads * N;
+    return (delta_sizes){channels, channels * taps * f,
+                         (uint64_t)ctx->n_seq * (taps - 1) * channels * f,
+                         (uint64_t)ctx->n_seq * value_width * N * f};
+}
+
+/* A buffer's size for `bytes` that may be none: a binding needs one float at least. */
+static uint64_t at_least_a_float(uint64_t bytes)
+{
+    return bytes ? bytes : sizeof(float);
+}
+
+/* A Mamba2 layer's dt bias, A and D, a float a head each. */
+static uint64_t mamba2_heads_bytes(const corral_context *ctx)
+{
+    return 3 * (uint64_t)ctx->model->hp.ssm_v_heads * sizeof(float);
+}
+
+/* Qwen3-Next's projections grouped by key head (delta_net.c's ungroup), as qwen35's: ssm_in's
+ * q, k, v and z rows of each key head become ssm_qkv's [q | k | v] and ssm_z's rows, and
+ * ssm_ba's betas and alphas of each key head ssm_beta's and ssm_alpha's, each a matrix of
+ * its own whose row i is row `row(i)` of `from`. */
+enum { GROUPED_PARTS = 4 };
+
+typedef struct grouped_rows {
+    const weight *from;
+    size_t n_rows;
+    int part; /* 0 qkv, 1 z, 2 beta, 3 alpha */
+} grouped_rows;
+
+/* The parts layer l uploads from its grouped projections (none where the family's are not
+ * grouped): ssm_in's two when the layer has it (the newer files' attn_qkv and attn_gate are
+ * in qwen35's order), ssm_ba's two. */
+static size_t grouped_parts(const corral_context *ctx, const layer_weights *l,
+                            grouped_rows parts[GROUPED_PARTS])
+{
+    const hparams *hp = &ctx->model->hp;
+    size_t n = 0, S = hp->ssm_head_dim, H = hp->ssm_v_heads;
+    if (!(ctx->model->arch->tensors & ARCH_SSM_GROUPED))
+        return 0;
+    if (l->ssm_in.data) {
+        parts[n++] = (grouped_rows){&l->ssm_in, (2 * (size_t)hp->ssm_k_heads + H) * S, 0};
+        parts[n++] = (grouped_rows){&l->ssm_in, H * S, 1};
+    }
+    parts[n++] = (grouped_rows){&l->ssm_ba, H, 2};
+    parts[n++] = (grouped_rows){&l->ssm_ba, H, 3};
+    return n;
+}
+
+/* The grouped row that row i of a part comes from (delta_net.c's ungroup, backwards). */
+static size_t grouped_row(const hparams *hp, int part, size_t i)
+{
+    size_t S = hp->ssm_head_dim, G = hp->ssm_k_heads, r = hp->ssm_v_heads / G;
+    size_t key_width = G * S, group = 2 * S + 2 * r * S; /* ssm_in's rows of a key head */
+    switch (part) {
+    case 0: /* q of key head i / S, then k, then the value heads' v */
+        if (i < key_width)
+            return i / S * group + i % S;
+        if (i < 2 * key_width)
+            return (i - key_width) / S * group + S + i % S;
+        return (i - 2 * key_width) / (r * S) * group + 2 * S + (i - 2 * key_width) % (r * S);
+    case 1: /* z of the value heads of key head i / (r S) */
+        return i / (r * S) * group + 2 * S + r * S + i % (r * S);
+    case 2: /* beta of value head i: its key head's betas come first */
+        return i / r * 2 * r + i % r;
+    default: /* alpha of value head i, after its key head's betas */
+        return i / r * 2 * r + r + i % r;
+    }
 }
 
 /* The memory upload() allocates for w: a buffer, or one per part of whole rows. */
@@ -313,12 +399,24 @@ static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint
     uint64_t sum = 0;
     if (l->recurrent) {
         delta_sizes d = delta_layer_sizes(ctx);
-        const weight *ssm[] = {&l->ssm_qkv, &l->ssm_z, &l->ssm_alpha, &l->ssm_beta, &l->ssm_dt,
-                               &l->ssm_a, &l->ssm_norm, &l->ssm_out};
+        const weight *ssm[] = {&l->ssm_qkv, &l->ssm_z, &l->ssm_alpha, &l->ssm_beta,
+                               &l->ssm_norm, &l->ssm_out, &l->ssm_in, &l->ssm_conv_b};
         for (size_t i = 0; i < sizeof ssm / sizeof ssm[0]; i++)
             sum += weight_footprint(g, ssm[i]);
+        if (ctx->model->hp.ssm_mamba2)
+            sum += vk_buffer_footprint(g->dev, mamba2_heads_bytes(ctx));
+        else
+            sum += weight_footprint(g, &l->ssm_dt) + weight_footprint(g, &l->ssm_a);
+        grouped_rows parts[GROUPED_PARTS];
+        size_t n_parts = grouped_parts(ctx, l, parts);
+        for (size_t i = 0; i < n_parts; i++) {
+            weight part = *parts[i].from;
+            part.n_out = parts[i].n_rows;
+            sum += weight_footprint(g, &part);
+        }
         sum += vk_buffer_footprint(g->dev, d.kernels) +
-               2 * vk_buffer_footprint(g->dev, d.conv) + 2 * vk_buffer_footprint(g->dev, d.state);
+               2 * vk_buffer_footprint(g->dev, at_least_a_float(d.conv)) +
+               2 * vk_buffer_footprint(g->dev, at_least_a_float(d.state));
     } else if (!l->kv_shared) {
         sum += vk_buffer_footprint(g->dev, vk_cache_bytes(&ks, ctx->n_seq)) +
                vk_buffer_footprint(g->dev, vk_cache_bytes(&vs, ctx->n_seq));
@@ -402,18 +500,69 @@ static bool upload_value_rows(gpu_layers *g, const corral_context *ctx, const la
     return ok;
 }
 
-/* A Gated DeltaNet layer's weights, its conv's taps as F32 (delta_net.c's copy_kernels),
- * and its states, which start as zeros: every sequence holds nothing (the fills run with the
+/* A part of Qwen3-Next's grouped projections, its rows gathered in qwen35's order. */
+static bool upload_grouped(gpu_layers *g, const corral_context *ctx, const grouped_rows *part,
+                           gpu_weight *out, corral_error *err)
+{
+    const weight *w = part->from;
+    char *rows = malloc(part->n_rows * w->row_bytes);
+    if (!rows) {
+        corral_error_set(err, "out of memory");
+        return false;
+    }
+    for (size_t i = 0; i < part->n_rows; i++)
+        memcpy(rows + i * w->row_bytes,
+               (const char *)w->data + grouped_row(&ctx->model->hp, part->part, i) * w->row_bytes,
+               w->row_bytes);
+    weight gathered = *w;
+    gathered.data = rows;
+    gathered.n_out = part->n_rows;
+    bool ok = upload(g, &gathered, out, err);
+    free(rows);
+    return ok;
+}
+
+/* A Mamba2 layer's dt bias, A and D (F32 vectors, the loader checked) into one buffer, in
+ * that order, as the scan reads them. */
+static bool upload_mamba2_heads(gpu_layers *g, const corral_context *ctx,
+                                const layer_weights *l, gpu_layer *gl, corral_error *err)
+{
+    size_t H = ctx->model->hp.ssm_v_heads, bytes = mamba2_heads_bytes(ctx);
+    float *heads = malloc(bytes);
+    if (!heads) {
+        corral_error_set(err, "out of memory");
+        return false;
+    }
+    memcpy(heads, l->ssm_dt.data, H * sizeof *heads);
+    memcpy(heads + H, l->ssm_a.data, H * sizeof *heads);
+    memcpy(heads + 2 * H, l->ssm_d.data, H * sizeof *heads);
+    bool ok = buffer(g, bytes, false, &gl->mamba2_heads, err) &&
+              vk_buffer_write(g->dev, &gl->mamba2_heads, 0, heads, bytes, err);
+    free(heads);
+    return ok;
+}
+
+/* A recurrent layer's weights, its conv's taps as F32 (delta_net.c's copy_kernels), and
+ * its states, which start as zeros: every sequence holds nothing (the fills run with the
  * first submission). */
-static bool upload_delta_net(gpu_layers *g, const corral_context *ctx, const layer_weights *l,
+static bool upload_recurrent(gpu_layers *g, const corral_context *ctx, const layer_weights *l,
                              gpu_layer *gl, corral_error *err)
 {
-    const weight *from[] = {&l->ssm_qkv, &l->ssm_z, &l->ssm_alpha, &l->ssm_beta, &l->ssm_dt,
-                            &l->ssm_a, &l->ssm_norm, &l->ssm_out};
-    gpu_weight *to[] = {&gl->ssm_qkv, &gl->ssm_z, &gl->ssm_alpha, &gl->ssm_beta, &gl->ssm_dt,
-                        &gl->ssm_a, &gl->ssm_norm, &gl->ssm_out};
-    for (size_t i = 0; i < sizeof from / sizeof from[0]; i++)
+    const weight *from[] = {&l->ssm_qkv, &l->ssm_z, &l->ssm_alpha, &l->ssm_beta, &l->ssm_norm,
+                            &l->ssm_out, &l->ssm_in, &l->ssm_conv_b, &l->ssm_dt, &l->ssm_a};
+    gpu_weight *to[] = {&gl->ssm_qkv, &gl->ssm_z, &gl->ssm_alpha, &gl->ssm_beta, &gl->ssm_norm,
+                        &gl->ssm_out, &gl->ssm_in, &gl->ssm_conv_b, &gl->ssm_dt, &gl->ssm_a};
+    bool mamba2 = ctx->model->hp.ssm_mamba2; /* its dt bias and A go up with D, below */
+    for (size_t i = 0; i < sizeof from / sizeof from[0] - 2 * mamba2; i++)
         if (!upload(g, from[i], to[i], err))
+            return false;
+    if (mamba2 && !upload_mamba2_heads(g, ctx, l, gl, err))
+        return false;
+    grouped_rows parts[GROUPED_PARTS];
+    size_t n_parts = grouped_parts(ctx, l, parts);
+    gpu_weight *part_to[] = {&gl->ssm_qkv, &gl->ssm_z, &gl->ssm_beta, &gl->ssm_alpha};
+    for (size_t i = 0; i < n_parts; i++)
+        if (!upload_grouped(g, ctx, &parts[i], part_to[parts[i].part], err))
             return false;
     delta_sizes d = delta_layer_sizes(ctx);
     size_t taps = ctx->model->hp.ssm_conv_kernel;
@@ -430,7 +579,8 @@ static bool upload_delta_net(gpu_layers *g, const corral_context *ctx, const lay
     free(kernels);
     vk_buffer *states[] = {&gl->conv_state, &gl->state, &gl->checkpoint_conv,
                            &gl->checkpoint_state};
-    uint64_t sizes[] = {d.conv, d.state, d.conv, d.state};
+    uint64_t conv = at_least_a_float(d.conv), state = at_least_a_float(d.state);
+    uint64_t sizes[] = {conv, state, conv, state};
     for (size_t i = 0; ok && i < 4; i++)
         ok = buffer(g, sizes[i], false, states[i], err);
     if (ok) {
@@ -481,7 +631,7 @@ static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
         return false;
     }
     if (l->recurrent)
-        return upload_delta_net(g, ctx, l, gl, err);
+        return upload_recurrent(g, ctx, l, gl, err);
     vk_cache_shape ks = cache_shape(g, ctx, il, false), vs = cache_shape(g, ctx, il, true);
     return l->kv_shared ||
            (buffer(g, vk_cache_bytes(&ks, ctx->n_seq), false, &gl->k_cache, err) &&
@@ -524,7 +674,16 @@ static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error
               buffer(g, nb * TOKEN_WORDS * sizeof(uint32_t), true, &g->io_tokens, err);
     if (ok && g->compact)
         ok = buffer(g, nb * TOKEN_WORDS * sizeof(uint32_t), true, &g->io_swa_tokens, err);
-    if (ok && hp->ssm_v_heads) { /* qwen35's Gated DeltaNet and gated attention */
+    if (ok && hp->ssm_mamba2) { /* rows [z | x B C | dt]; z, then the heads' outputs */
+        uint64_t row = value_width + delta_layer_sizes(ctx).channels + hp->ssm_v_heads;
+        ok = buffer(g, nb * row * f, false, &g->delta_qkv, err) &&
+             buffer(g, nb * value_width * f, false, &g->delta_z, err) &&
+             buffer(g, nb * value_width * f, false, &g->delta_out, err);
+    } else if (ok && hp->ssm_shortconv) { /* LFM2's in_proj rows [b | c | x], then the conv's */
+        uint64_t channels = delta_layer_sizes(ctx).channels;
+        ok = buffer(g, nb * 3 * channels * f, false, &g->delta_qkv, err) &&
+             buffer(g, nb * channels * f, false, &g->delta_out, err);
+    } else if (ok && hp->ssm_v_heads) { /* qwen35's Gated DeltaNet and gated attention */
         uint64_t H = hp->ssm_v_heads, channels = delta_layer_sizes(ctx).channels;
         ok = buffer(g, nb * channels * f, false, &g->delta_qkv, err) &&
              buffer(g, nb * value_width * f, false, &g->delta_z, err) &&
@@ -541,16 +700,19 @@ static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error
     if (ok && dense_and_experts)
         ok = buffer(g, nb * hp->n_embd * f, false, &g->router_in, err);
     if (ok && ((ctx->model->arch->tensors & ARCH_QK_NORM_HEADS) ||
-               ctx->model->arch == &arch_gemma4)) {
-        float *ones = malloc(hp->head_dim_k * sizeof *ones);
+               ctx->model->arch == &arch_gemma4 || hp->ssm_mamba2)) {
+        /* a head's width, or a Mamba2 layer's group of channels, whichever is wider */
+        uint64_t group = hp->ssm_mamba2 ? value_width / hp->ssm_k_heads : 0;
+        uint64_t n_ones = hp->head_dim_k > group ? hp->head_dim_k : group;
+        float *ones = malloc(n_ones * sizeof *ones);
         if (!ones) {
             corral_error_set(err, "out of memory");
             return false;
         }
-        for (uint32_t i = 0; i < hp->head_dim_k; i++)
+        for (uint64_t i = 0; i < n_ones; i++)
             ones[i] = 1.0f;
-        ok = buffer(g, hp->head_dim_k * f, false, &g->ones, err) &&
-             vk_buffer_write(g->dev, &g->ones, 0, ones, hp->head_dim_k * f, err);
+        ok = buffer(g, n_ones * f, false, &g->ones, err) &&
+             vk_buffer_write(g->dev, &g->ones, 0, ones, n_ones * f, err);
         free(ones);
     }
     if (ok && hp->attn_temp_scale != 0.0f)
@@ -748,11 +910,12 @@ void gpu_layers_free(gpu_layers *g)
         for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++)
             free_weight(dev, ws[k]);
         gpu_weight *ssm[] = {&l->ssm_qkv, &l->ssm_z, &l->ssm_alpha, &l->ssm_beta, &l->ssm_dt,
-                             &l->ssm_a, &l->ssm_norm, &l->ssm_out};
+                             &l->ssm_a, &l->ssm_norm, &l->ssm_out, &l->ssm_in, &l->ssm_conv_b};
         for (size_t k = 0; k < sizeof ssm / sizeof ssm[0]; k++)
             free_weight(dev, ssm[k]);
         vk_buffer *own[] = {&l->k_cache, &l->v_cache, &l->conv_kernels, &l->conv_state,
-                            &l->state, &l->checkpoint_conv, &l->checkpoint_state};
+                            &l->state, &l->checkpoint_conv, &l->checkpoint_state,
+                            &l->mamba2_heads};
         for (size_t k = 0; k < sizeof own / sizeof own[0]; k++)
             if (own[k]->buffer)
                 vk_buffer_free(dev, own[k]);
@@ -987,13 +1150,58 @@ static void record_delta_net(gpu_layers *g, const corral_context *ctx, uint32_t 
     vk_op_l2norm(c, vk_whole(&g->delta_qkv), S, 2 * G, n, channels, hp->norm_eps);
     vk_op_delta_gates(c, vk_whole(&g->delta_alpha), vk_whole(&g->delta_beta),
                       vk_whole(&gl->ssm_dt.buf), vk_whole(&gl->ssm_a.buf), H, n);
-    vk_delta_shape shape = {S, H, G, channels, n, ctx->n_seq};
+    vk_delta_shape shape = {S, H, G, channels, n, ctx->n_seq,
+                            ctx->model->arch->tensors & ARCH_SSM_GROUPED};
     vk_op_delta_rule(c, tokens, vk_whole(&g->delta_qkv), vk_whole(&g->delta_alpha),
                      vk_whole(&g->delta_beta), vk_whole(&gl->state), vk_whole(&g->delta_out),
                      &shape);
     vk_op_rmsnorm(c, vk_whole(&gl->ssm_norm.buf), vk_whole(&g->delta_out),
                   vk_whole(&g->delta_out), S, n * H, hp->norm_eps);
     vk_op_swiglu(c, vk_whole(&g->delta_z), vk_whole(&g->delta_out), n * H * S);
+    matmul(g, &gl->ssm_out, &g->delta_z, &g->xn, n);
+}
+
+/* g->xn becomes layer il's gated short conv over `in` (arch_lfm2.c's forward_shortconv):
+ * in_proj's rows [b | c | x], c * conv(b * x) through each sequence's window, out_proj. */
+static void record_short_conv(gpu_layers *g, const corral_context *ctx, uint32_t il,
+                              vk_buffer *in, uint32_t n)
+{
+    gpu_layer *gl = &g->layers[il - g->first];
+    uint32_t C = (uint32_t)delta_layer_sizes(ctx).channels;
+    matmul(g, &gl->ssm_in, in, &g->delta_qkv, n);
+    vk_op_gated_short_conv(&g->cmd, vk_whole(&gl->conv_kernels), vk_whole(&g->io_tokens),
+                           vk_whole(&gl->conv_state), vk_whole(&g->delta_qkv), C,
+                           ctx->model->hp.ssm_conv_kernel, n);
+    copy_rows(g, &g->delta_qkv, &g->delta_out, n, C, 0, 3 * C, 0, C);
+    matmul(g, &gl->ssm_out, &g->delta_out, &g->xn, n);
+}
+
+/* g->xn becomes layer il's Mamba2 mixer over `in` (mamba2.c's forward_mamba2): the input
+ * projection's rows [z | x B C | dt], the conv with its bias through each sequence's window,
+ * each head's scan through its sequence's states, y times silu(z), each group of channels
+ * RMS-normed with its row of ssm_norm, and the output matrix. */
+static void record_mamba2(gpu_layers *g, const corral_context *ctx, uint32_t il, vk_buffer *in,
+                          uint32_t n)
+{
+    const hparams *hp = &ctx->model->hp;
+    gpu_layer *gl = &g->layers[il - g->first];
+    vk_commands *c = &g->cmd;
+    uint32_t H = hp->ssm_v_heads, P = hp->ssm_head_dim, G = hp->ssm_k_heads, width = H * P;
+    uint32_t channels = (uint32_t)delta_layer_sizes(ctx).channels;
+    vk_mamba2_shape s = {P, H, G, hp->ssm_state, channels, hp->ssm_conv_kernel, n, ctx->n_seq};
+    vk_span tokens = vk_whole(&g->io_tokens);
+    vk_span bias = gl->ssm_conv_b.buf.buffer ? vk_whole(&gl->ssm_conv_b.buf) : (vk_span){0};
+    matmul(g, &gl->ssm_in, in, &g->delta_qkv, n);
+    vk_op_mamba2_conv(c, vk_whole(&gl->conv_kernels), bias, tokens, vk_whole(&gl->conv_state),
+                      vk_whole(&g->delta_qkv), &s);
+    vk_op_mamba2_scan(c, tokens, vk_whole(&g->delta_qkv), vk_whole(&gl->mamba2_heads),
+                      vk_whole(&gl->state), vk_whole(&g->delta_out), &s);
+    copy_rows(g, &g->delta_qkv, &g->delta_z, n, width, 0, width + channels + H, 0, width);
+    vk_op_swiglu(c, vk_whole(&g->delta_z), vk_whole(&g->delta_out), n * width);
+    vk_op_rmsnorm(c, vk_whole(&g->ones), vk_whole(&g->delta_z), vk_whole(&g->delta_z),
+                  width / G, n * G, hp->norm_eps);
+    vk_op_binary(c, VK_MUL, vk_whole(&g->delta_z), vk_whole(&gl->ssm_norm.buf), n * width,
+                 width, 0.0f);
     matmul(g, &gl->ssm_out, &g->delta_z, &g->xn, n);
 }
 
@@ -1177,6 +1385,17 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
         layernorm_x(g, hp, &gl->layer_out_norm, &gl->layer_out_norm_b, n);
         return;
     }
+    if (nemotron_h(m)) { /* arch_nemotron_h.c's layer: one mixer on the normed input */
+        block_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->x, &g->xn, n);
+        if (m->layers[il].recurrent)
+            record_mamba2(g, ctx, il, &g->xn, n);
+        else if (gl->wq.buf.buffer)
+            record_attention(g, ctx, il, &g->xn, n);
+        else
+            record_ffn(g, ctx, il, &g->xn, n);
+        residual(g, hp, n);
+        return;
+    }
     if (gl->attn_norm_2.buf.buffer) {
         /* falcon-40b: the attention reads a norm of x of its own, in xn, which the FFN's
          * output would overwrite: here the attention's residual comes first */
@@ -1210,7 +1429,11 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
         block_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->x, &g->xn, n);
         in = &g->xn;
     }
-    if (m->layers[il].recurrent)
+    if (m->layers[il].recurrent && hp->ssm_mamba2)
+        record_mamba2(g, ctx, il, in, n);
+    else if (m->layers[il].recurrent && hp->ssm_shortconv)
+        record_short_conv(g, ctx, il, in, n);
+    else if (m->layers[il].recurrent)
         record_delta_net(g, ctx, il, in, n);
     else if (m->arch->layer == qwen35_layer)
         record_gated_attention(g, ctx, il, in, n);
@@ -1520,7 +1743,7 @@ void gpu_seq_states(gpu_layers *g, const corral_context *ctx, uint32_t seq, enum
         gpu_layer *gl = &g->layers[il - g->first];
         vk_buffer *live[] = {&gl->conv_state, &gl->state};
         vk_buffer *kept[] = {&gl->checkpoint_conv, &gl->checkpoint_state};
-        uint64_t bytes[] = {(uint64_t)(ctx->model->hp.ssm_conv_kernel > 1) * d.conv, d.state};
+        uint64_t bytes[] = {d.conv, d.state}; /* either may be none */
         if (!any)
             begin_call_work(g);
         any = true;

@@ -5,7 +5,9 @@
  * their weights; or deepseek2's scored router with its selection bias and expert groups),
  * then the batch's (token, expert) pairs, row t * n_used + j, through their experts' gate
  * and up rows, per-expert biases (gpt-oss), the SwiGLU, gpt-oss's clamped one or gemma4's
- * GeGLU, and the down rows, and each token's outputs weighted (gemma4: times each expert's
+ * GeGLU (nemotron_h_moe's experts without a gate: relu(up)²), and the down rows (latent
+ * experts, Nemotron 3 Super's: on the input projected into the latent, their weighted sum
+ * projected back up), and each token's outputs weighted (gemma4: times each expert's
  * own output scale, folded into the weight) and summed from its most probable expert on
  * (moe_combine.comp), the shared expert's output added after. A few tokens' pairs take a
  * workgroup each, their expert picked on the device by the pair's id (matmul.glsl's expert
@@ -49,6 +51,7 @@ typedef struct moe_layer {
     moe_weight shared_gate, shared_up, shared_down;
     moe_weight shared_gate_inp; /* qwen2moe's gate of the shared expert's output */
     moe_weight expert_scale;    /* gemma4's scale of each expert's output (F32, optional) */
+    moe_weight latent_down, latent_up; /* latent experts' projections (Nemotron 3 Super) */
     moe_matrix gate, up, down;
 } moe_layer;
 
@@ -59,6 +62,8 @@ struct vk_moe {
     /* the micro-batch's routing, the pairs' rows and the shared expert's */
     vk_buffer logits, ids, weights, gate, up, out, quants, scales;
     vk_buffer shared_gate, shared_up, shared_out;
+    /* latent experts: the input projected into the latent, the experts' weighted sum there */
+    vk_buffer latent_in, latent_sum;
     /* a prompt's pairs grouped by expert (vk_op_moe_group): its slots and their tiles */
     vk_buffer slot_of, slot_rows, slot_ids, tiles;
 };
@@ -103,7 +108,8 @@ const char *vk_moe_unsupported(const corral_model *m)
             return "experts' output scales other than F32";
         const weight *ws[] = {&l->ffn_gate_inp, &l->ffn_gate_exps, &l->ffn_up_exps,
                               &l->ffn_down_exps, &l->ffn_gate_shexp, &l->ffn_up_shexp,
-                              &l->ffn_down_shexp, &l->ffn_gate_inp_shexp};
+                              &l->ffn_down_shexp, &l->ffn_gate_inp_shexp,
+                              &l->ffn_latent_down, &l->ffn_latent_up};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
             if (!type_ok(ws[i]))
                 return "an expert weight type the device kernels lack, or a LoRA adapter";
@@ -121,6 +127,12 @@ static uint64_t bytes_of(const weight *w)
     return w->data ? (uint64_t)w->row_bytes * w->n_out : 0;
 }
 
+/* The width of the experts' input and output: the latent's, or n_embd. */
+static uint32_t expert_width(const hparams *hp)
+{
+    return hp->moe_latent > 0 ? hp->moe_latent : hp->n_embd;
+}
+
 /* Experts a buffer of an expert matrix holds (upload_experts), at least 1. */
 static uint32_t experts_a_part(const weight *w, size_t rows, uint32_t n_expert,
                                uint64_t part_bytes)
@@ -130,10 +142,12 @@ static uint32_t experts_a_part(const weight *w, size_t rows, uint32_t n_expert,
     return per_part == 0 ? 1 : per_part < n_expert ? (uint32_t)per_part : n_expert;
 }
 
-/* The memory upload_experts allocates for an expert matrix's buffers. */
+/* The memory upload_experts allocates for an expert matrix's buffers (none: no matrix). */
 static uint64_t experts_footprint(const vk_device *dev, const weight *w, size_t rows,
                                   uint32_t n_expert, uint64_t part_bytes)
 {
+    if (!w->data)
+        return 0;
     uint64_t expert_bytes = (uint64_t)rows * w->row_bytes, sum = 0;
     uint32_t per_part = experts_a_part(w, rows, n_expert, part_bytes);
     for (uint32_t e0 = 0; e0 < n_expert; e0 += per_part) {
@@ -153,7 +167,8 @@ uint64_t vk_moe_layer_bytes(const vk_device *dev, const corral_model *m, uint32_
     const weight *ws[] = {&l->ffn_gate_inp,   &l->ffn_gate_inp_b, &l->ffn_gate_exps_b,
                           &l->ffn_up_exps_b,  &l->ffn_down_exps_b, &l->ffn_gate_shexp,
                           &l->ffn_up_shexp,   &l->ffn_down_shexp, &l->exp_probs_b,
-                          &l->ffn_gate_inp_shexp, &l->ffn_down_exps_s};
+                          &l->ffn_gate_inp_shexp, &l->ffn_down_exps_s, &l->ffn_latent_down,
+                          &l->ffn_latent_up};
     uint64_t sum = 0;
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
         if (ws[i]->data)
@@ -161,7 +176,8 @@ uint64_t vk_moe_layer_bytes(const vk_device *dev, const corral_model *m, uint32_
     return sum +
            experts_footprint(dev, &l->ffn_gate_exps, hp->n_ff_exp, hp->n_expert, part_bytes) +
            experts_footprint(dev, &l->ffn_up_exps, hp->n_ff_exp, hp->n_expert, part_bytes) +
-           experts_footprint(dev, &l->ffn_down_exps, hp->n_embd, hp->n_expert, part_bytes);
+           experts_footprint(dev, &l->ffn_down_exps, expert_width(hp), hp->n_expert,
+                             part_bytes);
 }
 
 /* ---- creation ---- */
@@ -198,7 +214,8 @@ static bool upload_weight(vk_moe *moe, const weight *w, uint64_t part_bytes, uin
            vk_buffer_write(moe->dev, &out->buf, 0, w->data, bytes_of(w), err);
 }
 
-/* An expert matrix in parts of whole experts, each at most part_bytes. */
+/* An expert matrix in parts of whole experts, each at most part_bytes; none (no parts) where
+ * the layer has no such matrix (ungated experts' gate). */
 static bool upload_experts(vk_moe *moe, const weight *w, const void **expert_rows, size_t rows,
                            uint32_t n_expert, uint64_t part_bytes, uint64_t *bytes,
                            moe_matrix *out, corral_error *err)
@@ -206,6 +223,8 @@ static bool upload_experts(vk_moe *moe, const weight *w, const void **expert_row
     uint64_t expert_bytes = (uint64_t)rows * w->row_bytes;
     *out = (moe_matrix){.type = w->type, .n_in = (uint32_t)w->n_in, .rows = (uint32_t)rows,
                         .row_bytes = w->row_bytes};
+    if (!w->data)
+        return true;
     if (expert_bytes == 0 || expert_bytes > part_bytes) {
         corral_error_set(err, "an expert of %llu bytes is larger than one buffer (%llu)",
                          (unsigned long long)expert_bytes, (unsigned long long)part_bytes);
@@ -244,10 +263,12 @@ static bool upload_layer(vk_moe *moe, const corral_model *m, uint32_t il, uint64
     const weight *from[] = {&l->ffn_gate_inp,   &l->ffn_gate_inp_b, &l->ffn_gate_exps_b,
                             &l->ffn_up_exps_b,  &l->ffn_down_exps_b, &l->ffn_gate_shexp,
                             &l->ffn_up_shexp,   &l->ffn_down_shexp, &l->exp_probs_b,
-                            &l->ffn_gate_inp_shexp, &l->ffn_down_exps_s};
+                            &l->ffn_gate_inp_shexp, &l->ffn_down_exps_s, &l->ffn_latent_down,
+                            &l->ffn_latent_up};
     moe_weight *to[] = {&ml->router,    &ml->router_bias, &ml->gate_bias,  &ml->up_bias,
                         &ml->down_bias, &ml->shared_gate, &ml->shared_up, &ml->shared_down,
-                        &ml->selection_bias, &ml->shared_gate_inp, &ml->expert_scale};
+                        &ml->selection_bias, &ml->shared_gate_inp, &ml->expert_scale,
+                        &ml->latent_down, &ml->latent_up};
     for (size_t i = 0; i < sizeof from / sizeof from[0]; i++)
         if (!upload_weight(moe, from[i], part_bytes, bytes, to[i], err))
             return false;
@@ -255,7 +276,7 @@ static bool upload_layer(vk_moe *moe, const corral_model *m, uint32_t il, uint64
                           hp->n_expert, part_bytes, bytes, &ml->gate, err) &&
            upload_experts(moe, &l->ffn_up_exps, l->up_exps_rows, hp->n_ff_exp, hp->n_expert,
                           part_bytes, bytes, &ml->up, err) &&
-           upload_experts(moe, &l->ffn_down_exps, l->down_exps_rows, hp->n_embd,
+           upload_experts(moe, &l->ffn_down_exps, l->down_exps_rows, expert_width(hp),
                           hp->n_expert, part_bytes, bytes, &ml->down, err);
 }
 
@@ -266,7 +287,7 @@ static uint64_t max_u64(uint64_t a, uint64_t b)
 
 /* The scratch buffers for ctx's micro-batch and their sizes (a buffer of size 0 is not
  * made); the count. */
-enum { MAX_SCRATCH = 16 };
+enum { MAX_SCRATCH = 17 };
 static size_t scratch_list(vk_moe *moe, const corral_context *ctx, vk_buffer **bufs,
                            uint64_t *sizes)
 {
@@ -275,8 +296,8 @@ static size_t scratch_list(vk_moe *moe, const corral_context *ctx, vk_buffer **b
     uint64_t tiles = vk_moe_max_tiles((uint32_t)pairs, hp->n_expert);
     /* the widest input a product quantizes; a prompt's expert products take each pair's row
      * of the input gathered (into out) */
-    uint64_t widest = max_u64(max_u64(pairs * hp->n_embd, pairs * hp->n_ff_exp),
-                              nb * hp->n_ff_shexp);
+    uint64_t W = max_u64(hp->n_embd, expert_width(hp)); /* n_embd, or a wider latent */
+    uint64_t widest = max_u64(max_u64(pairs * W, pairs * hp->n_ff_exp), nb * hp->n_ff_shexp);
     uint64_t shared = hp->n_ff_shexp > 0;
     struct { vk_buffer *buf; uint64_t size; } list[] = {
         {&moe->logits, nb * hp->n_expert * f},
@@ -284,7 +305,7 @@ static size_t scratch_list(vk_moe *moe, const corral_context *ctx, vk_buffer **b
         {&moe->weights, pairs * f},
         {&moe->gate, pairs * hp->n_ff_exp * f},
         {&moe->up, pairs * hp->n_ff_exp * f},
-        {&moe->out, pairs * hp->n_embd * f},
+        {&moe->out, pairs * W * f},
         {&moe->quants, vk_matmul_quants_bytes(widest)},
         {&moe->scales, vk_matmul_scales_bytes(widest)},
         {&moe->shared_gate, shared * nb * hp->n_ff_shexp * f},
@@ -294,6 +315,8 @@ static size_t scratch_list(vk_moe *moe, const corral_context *ctx, vk_buffer **b
         {&moe->slot_rows, pairs * sizeof(uint32_t)},
         {&moe->slot_ids, pairs * sizeof(uint32_t)},
         {&moe->tiles, tiles * 3 * sizeof(uint32_t)},
+        {&moe->latent_in, nb * hp->moe_latent * f},
+        {&moe->latent_sum, nb * hp->moe_latent * f},
     };
     _Static_assert(sizeof list / sizeof list[0] <= MAX_SCRATCH, "MAX_SCRATCH");
     size_t n = 0;
@@ -379,7 +402,8 @@ void vk_moe_free(vk_moe *moe)
         moe_weight *ws[] = {&ml->router,    &ml->router_bias, &ml->gate_bias,
                             &ml->up_bias,   &ml->down_bias,   &ml->shared_gate,
                             &ml->shared_up, &ml->shared_down, &ml->selection_bias,
-                            &ml->shared_gate_inp, &ml->expert_scale};
+                            &ml->shared_gate_inp, &ml->expert_scale, &ml->latent_down,
+                            &ml->latent_up};
         for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++)
             free_buffer(dev, &ws[k]->buf);
         free_matrix(dev, &ml->gate);
@@ -390,7 +414,8 @@ void vk_moe_free(vk_moe *moe)
     vk_buffer *bufs[] = {&moe->logits,      &moe->ids,       &moe->weights,    &moe->gate,
                          &moe->up,          &moe->out,       &moe->quants,     &moe->scales,
                          &moe->shared_gate, &moe->shared_up, &moe->shared_out, &moe->slot_of,
-                         &moe->slot_rows,   &moe->slot_ids,  &moe->tiles};
+                         &moe->slot_rows,   &moe->slot_ids,  &moe->tiles,      &moe->latent_in,
+                         &moe->latent_sum};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
         free_buffer(dev, bufs[k]);
     free(moe);
@@ -472,13 +497,19 @@ void vk_moe_record(vk_moe *moe, vk_commands *c, const corral_context *ctx, uint3
     uint32_t k = hp->n_expert_used, n_pairs = n * k;
     bool oai = m->arch->ffn == FFN_SWIGLU_OAI;
 
+    bool shared = ml->shared_up.buf.buffer;
     if (ml->shared_gate.buf.buffer) {
         product(moe, c, &ml->shared_gate, in, &moe->shared_gate, n);
         product(moe, c, &ml->shared_up, in, &moe->shared_up, n);
         vk_op_swiglu(c, vk_whole(&moe->shared_gate), vk_whole(&moe->shared_up),
                      n * hp->n_ff_shexp);
-        product(moe, c, &ml->shared_down, &moe->shared_gate, &moe->shared_out, n);
+    } else if (shared) { /* ungated (nemotron_h_moe): relu(up . x)² */
+        product(moe, c, &ml->shared_up, in, &moe->shared_gate, n);
+        vk_op_binary(c, VK_RELU_SQR, vk_whole(&moe->shared_gate), (vk_span){0},
+                     n * hp->n_ff_shexp, 0, 0.0f);
     }
+    if (shared)
+        product(moe, c, &ml->shared_down, &moe->shared_gate, &moe->shared_out, n);
     if (ml->shared_gate_inp.buf.buffer) {
         /* qwen2moe: the output times sigmoid(gate . x) per token, the sigmoid taken by the
          * scored router over one expert (in place in shared_up, free again; ids and weights
@@ -517,6 +548,12 @@ void vk_moe_record(vk_moe *moe, vk_commands *c, const corral_context *ctx, uint3
         vk_op_binary(c, VK_MUL, vk_whole(&moe->weights), vk_whole(&moe->logits), n_pairs,
                      n_pairs, 0.0f);
     }
+    /* latent experts take the input projected into the latent, W wide, and give a latent */
+    bool latent = ml->latent_down.buf.buffer;
+    vk_buffer *pair_in = latent ? &moe->latent_in : in;
+    uint32_t W = expert_width(hp);
+    if (latent)
+        product(moe, c, &ml->latent_down, in, &moe->latent_in, n);
     /* a prompt's pairs grouped by expert, each expert's rows read once a tile of its pairs;
      * a few tokens' pairs one by one (the grouping would cost more than it saves) */
     bool grouped = n_pairs >= GROUP_MIN_PAIRS_PER_EXPERT * hp->n_expert;
@@ -526,17 +563,26 @@ void vk_moe_record(vk_moe *moe, vk_commands *c, const corral_context *ctx, uint3
                         vk_whole(&moe->slot_rows), vk_whole(&moe->slot_ids),
                         vk_whole(&moe->tiles), n_pairs, hp->n_expert, k);
         /* each slot's input row gathered into out, free until the down product */
-        vk_op_get_rows(c, TENSOR_TYPE_F32, vk_whole(in), (size_t)hp->n_embd * sizeof(float),
-                       vk_whole(&moe->slot_rows), vk_whole(&moe->out), hp->n_embd, n_pairs);
-        expert_tiles_product(moe, c, &ml->gate, &moe->out, &moe->gate, n_pairs, hp->n_expert);
-        expert_tiles_product(moe, c, &ml->up, &moe->out, &moe->up, n_pairs, hp->n_expert);
-    } else {
-        expert_product(moe, c, &ml->gate, in, &moe->gate, n_pairs, k, hp->n_expert);
-        expert_product(moe, c, &ml->up, in, &moe->up, n_pairs, k, hp->n_expert);
+        vk_op_get_rows(c, TENSOR_TYPE_F32, vk_whole(pair_in), (size_t)W * sizeof(float),
+                       vk_whole(&moe->slot_rows), vk_whole(&moe->out), W, n_pairs);
     }
+    /* ungated experts (nemotron_h_moe): up alone, into the gate's rows, then relu(up)² */
+    bool gated = ml->gate.n_parts > 0;
+    vk_buffer *up_rows = gated ? &moe->up : &moe->gate;
+    if (gated && grouped)
+        expert_tiles_product(moe, c, &ml->gate, &moe->out, &moe->gate, n_pairs, hp->n_expert);
+    else if (gated)
+        expert_product(moe, c, &ml->gate, pair_in, &moe->gate, n_pairs, k, hp->n_expert);
+    if (grouped)
+        expert_tiles_product(moe, c, &ml->up, &moe->out, up_rows, n_pairs, hp->n_expert);
+    else
+        expert_product(moe, c, &ml->up, pair_in, up_rows, n_pairs, k, hp->n_expert);
     expert_bias(c, &ml->gate_bias, ids, &moe->gate, n_pairs);
-    expert_bias(c, &ml->up_bias, ids, &moe->up, n_pairs);
-    if (oai)
+    expert_bias(c, &ml->up_bias, ids, up_rows, n_pairs);
+    if (!gated)
+        vk_op_binary(c, VK_RELU_SQR, vk_whole(&moe->gate), (vk_span){0},
+                     n_pairs * hp->n_ff_exp, 0, 0.0f);
+    else if (oai)
         vk_op_swiglu_oai(c, vk_whole(&moe->gate), vk_whole(&moe->up), n_pairs * hp->n_ff_exp,
                          SWIGLU_OAI_ALPHA, SWIGLU_OAI_LIMIT);
     else if (m->arch->ffn == FFN_GEGLU)
@@ -550,9 +596,11 @@ void vk_moe_record(vk_moe *moe, vk_commands *c, const corral_context *ctx, uint3
         expert_product(moe, c, &ml->down, &moe->gate, &moe->out, n_pairs, 1, hp->n_expert);
     expert_bias(c, &ml->down_bias, ids, &moe->out, n_pairs);
     vk_op_moe_combine_slots(c, vk_whole(&moe->out), vk_whole(&moe->weights),
-                            grouped ? vk_whole(&moe->slot_of) : (vk_span){0}, vk_whole(out),
-                            hp->n_embd, k, n);
-    if (ml->shared_gate.buf.buffer)
+                            grouped ? vk_whole(&moe->slot_of) : (vk_span){0},
+                            vk_whole(latent ? &moe->latent_sum : out), W, k, n);
+    if (latent) /* the weighted sum projected back up to n_embd */
+        product(moe, c, &ml->latent_up, &moe->latent_sum, out, n);
+    if (shared)
         vk_op_binary(c, VK_ADD, vk_whole(out), vk_whole(&moe->shared_out), n * hp->n_embd,
                      n * hp->n_embd, 0.0f);
 }

@@ -419,12 +419,51 @@ void vk_op_moe_combine_slots(vk_commands *c, vk_span experts, vk_span weights, v
     record(c, VK_PIPE_MOE_COMBINE, spans, &p, sizeof p, stride_groups(p.count, 256), 1, 1);
 }
 
+/* Every conv is one shader: `channels` floats at `offset` of rows `stride` apart, a bias or
+ * none, and LFM2's rows and gates (gated) or silu. */
+typedef struct conv_params {
+    uint32_t channels, taps, n_tokens, stride, offset, gated, has_bias;
+} conv_params;
+
+static void short_conv(vk_commands *c, vk_span kernels, vk_span bias, vk_span tokens,
+                       vk_span window, vk_span x, const conv_params *p)
+{
+    vk_span spans[VK_BINDINGS] = {[0] = kernels, [1] = tokens, [2] = window, [3] = bias,
+                                  [4] = x};
+    record(c, VK_PIPE_DELTA_CONV, spans, p, sizeof *p, (p->channels + 63) / 64, 1, 1);
+}
+
 void vk_op_delta_conv(vk_commands *c, vk_span kernels, vk_span tokens, vk_span window,
                       vk_span x, uint32_t channels, uint32_t taps, uint32_t n_tokens)
 {
-    struct { uint32_t channels, taps, n_tokens; } p = {channels, taps, n_tokens};
-    vk_span spans[VK_BINDINGS] = {[0] = kernels, [1] = tokens, [2] = window, [4] = x};
-    record(c, VK_PIPE_DELTA_CONV, spans, &p, sizeof p, (channels + 63) / 64, 1, 1);
+    conv_params p = {channels, taps, n_tokens, channels, 0, false, false};
+    short_conv(c, kernels, (vk_span){0}, tokens, window, x, &p);
+}
+
+void vk_op_gated_short_conv(vk_commands *c, vk_span kernels, vk_span tokens, vk_span window,
+                            vk_span x, uint32_t channels, uint32_t taps, uint32_t n_tokens)
+{
+    conv_params p = {channels, taps, n_tokens, 3 * channels, 0, true, false};
+    short_conv(c, kernels, (vk_span){0}, tokens, window, x, &p);
+}
+
+void vk_op_mamba2_conv(vk_commands *c, vk_span kernels, vk_span bias, vk_span tokens,
+                       vk_span window, vk_span x, const vk_mamba2_shape *s)
+{
+    uint32_t value_width = s->n_heads * s->head_dim;
+    conv_params p = {s->channels, s->taps, s->n_tokens, value_width + s->channels + s->n_heads,
+                     value_width, false, bias.buffer != VK_NULL_HANDLE};
+    short_conv(c, kernels, bias, tokens, window, x, &p);
+}
+
+void vk_op_mamba2_scan(vk_commands *c, vk_span tokens, vk_span proj, vk_span heads,
+                       vk_span state, vk_span out, const vk_mamba2_shape *s)
+{
+    struct { uint32_t head_dim, n_heads, n_groups, state_size, channels, n_tokens; } p = {
+        s->head_dim, s->n_heads, s->n_groups, s->state_size, s->channels, s->n_tokens};
+    vk_span spans[VK_BINDINGS] = {[0] = tokens, [1] = proj, [2] = heads, [4] = out, [5] = state};
+    record(c, VK_PIPE_MAMBA2_SCAN, spans, &p, sizeof p, (s->head_dim + 63) / 64, s->n_heads,
+           s->n_seq);
 }
 
 void vk_op_delta_gates(vk_commands *c, vk_span alpha, vk_span beta, vk_span dt, vk_span a,
@@ -449,8 +488,9 @@ void vk_op_delta_rule(vk_commands *c, vk_span tokens, vk_span qkv, vk_span decay
     struct {
         uint32_t head_dim, n_heads, n_key_heads, channels, n_tokens;
         float scale;
+        uint32_t grouped;
     } p = {s->head_dim, s->n_heads, s->n_key_heads, s->channels, s->n_tokens,
-           1.0f / sqrtf((float)s->head_dim)};
+           1.0f / sqrtf((float)s->head_dim), s->grouped};
     vk_span spans[VK_BINDINGS] = {tokens, qkv, decay, strength, out, state};
     record(c, VK_PIPE_DELTA_RULE, spans, &p, sizeof p, (s->head_dim + 63) / 64, s->n_heads,
            s->n_seq);

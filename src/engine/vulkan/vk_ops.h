@@ -223,7 +223,7 @@ void vk_op_softmax(vk_commands *c, vk_span x, uint32_t n, uint32_t rows, float s
 void vk_op_get_rows(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes, vk_span ids,
                     vk_span out, uint32_t n, uint32_t n_ids);
 
-/* ---- Gated DeltaNet (delta_net.h; vk_layers.c's recurrent layers) ---- */
+/* ---- recurrent layers (delta_net.h; vk_layers.c's): Gated DeltaNet, LFM2, Mamba2 ---- */
 
 /* In place on n_tokens rows of `channels` floats: each channel through its `taps` taps
  * (kernels: a channel's taps, oldest first, F32) over the window of its token's sequence
@@ -231,6 +231,32 @@ void vk_op_get_rows(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes, 
  * first), then silu; the token's input joins the window. Tokens in batch order. */
 void vk_op_delta_conv(vk_commands *c, vk_span kernels, vk_span tokens, vk_span window,
                       vk_span x, uint32_t channels, uint32_t taps, uint32_t n_tokens);
+
+/* LFM2's gated short conv (arch_lfm2.c), in place on n_tokens rows [b | c | x] of 3 x
+ * `channels` floats: b * x through the conv as vk_op_delta_conv's (no silu), b * x joining
+ * the window, and c times the conv's output written over b. */
+void vk_op_gated_short_conv(vk_commands *c, vk_span kernels, vk_span tokens, vk_span window,
+                            vk_span x, uint32_t channels, uint32_t taps, uint32_t n_tokens);
+
+/* A Mamba2 layer's sizes (mamba2.c): n_heads heads of head_dim channels reading n_groups
+ * groups of B and C, state_size wide; the conv's channels (x, B and C); n_tokens tokens of
+ * n_seq sequences. A token's row of its input projection is [z | x B C | dt], z and x
+ * n_heads x head_dim wide, dt one value a head. */
+typedef struct vk_mamba2_shape {
+    uint32_t head_dim, n_heads, n_groups, state_size, channels, taps, n_tokens, n_seq;
+} vk_mamba2_shape;
+
+/* In place on each row's x B C: the conv as vk_op_delta_conv's, plus bias (an empty span:
+ * none) before the silu. */
+void vk_op_mamba2_conv(vk_commands *c, vk_span kernels, vk_span bias, vk_span tokens,
+                       vk_span window, vk_span x, const vk_mamba2_shape *s);
+
+/* Each head's state (per sequence n_heads x head_dim rows of state_size floats) through the
+ * tokens of its sequence in batch order (tokens as for vk_op_kv_store), reading each row's
+ * conv output and dt (proj, after vk_op_mamba2_conv) and per head its dt bias, A and D
+ * (heads: the three, n_heads floats each): out[t][h] = y before the gate. */
+void vk_op_mamba2_scan(vk_commands *c, vk_span tokens, vk_span proj, vk_span heads,
+                       vk_span state, vk_span out, const vk_mamba2_shape *s);
 
 /* In place, per (token, head) of n_tokens rows of n_heads: alpha = exp(softplus(alpha +
  * dt[h]) * a[h]) (the decay), beta = sigmoid(beta) (the strength). */
@@ -245,12 +271,14 @@ void vk_op_l2norm(vk_commands *c, vk_span x, uint32_t n, uint32_t spans, uint32_
 typedef struct vk_delta_shape {
     uint32_t head_dim, n_heads, n_key_heads; /* value heads of head_dim, read key heads */
     uint32_t channels, n_tokens, n_seq; /* qkv's row width; sequences the state holds */
+    bool grouped; /* value heads grouped by key head (delta_net_key_head) */
 } vk_delta_shape;
 
 /* Each value head's state (state: per sequence n_heads x head_dim x head_dim floats, a row
  * per value component) through the tokens of its sequence in batch order (tokens as for
  * vk_op_kv_store; qkv rows: the key heads' q, their k, the value heads' v; decay and strength
- * per token and head), each token's out[t][h] = S q / sqrt(head_dim). */
+ * per token and head), each token's out[t][h] = S q / sqrt(head_dim), value head h reading
+ * key head delta_net_key_head(h, ...). */
 void vk_op_delta_rule(vk_commands *c, vk_span tokens, vk_span qkv, vk_span decay,
                       vk_span strength, vk_span state, vk_span out, const vk_delta_shape *s);
 

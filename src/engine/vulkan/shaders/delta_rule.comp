@@ -3,7 +3,8 @@
 // of S per sequence, taken through the batch's tokens of its sequence in order. Per token the
 // state decays, takes strength * (v - S k) k^T, and out = S q / sqrt(S). A row's update
 // reads that row alone, so invocation j of workgroup (., h, sequence) owns row j of value
-// head h, its sums in the CPU's order. Value head h reads key head h mod key heads.
+// head h, its sums in the CPU's order. Value head h reads key head h mod key heads, or
+// h / (heads / key heads) where the heads are grouped by key head (Qwen3-Next).
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer Tokens { uint tokens[]; }; // (sequence, cell)
 layout(std430, binding = 1) readonly buffer Qkv { float qkv[]; }; // q, k, v heads a row
@@ -14,6 +15,7 @@ layout(std430, binding = 5) buffer State { float state[]; };  // [sequence][head
 layout(push_constant) uniform Params {
     uint head_dim, n_heads, n_key_heads, channels, n_tokens;
     float scale;
+    uint grouped;
 } p;
 
 void main()
@@ -22,7 +24,8 @@ void main()
     uint seq = gl_WorkGroupID.z;
     if (j >= S)
         return;
-    uint key_width = p.n_key_heads * S, kh = h % p.n_key_heads;
+    uint key_width = p.n_key_heads * S;
+    uint kh = p.grouped != 0u ? h / (p.n_heads / p.n_key_heads) : h % p.n_key_heads;
     uint row = ((seq * p.n_heads + h) * S + j) * S;
     for (uint t = 0u; t < p.n_tokens; t++) {
         if (tokens[2u * t] != seq)
