@@ -33,7 +33,7 @@
 #define HF_SUPPORTED_ARCHITECTURES                                                           \
     "LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, "            \
     "Qwen3ForCausalLM, Qwen3MoeForCausalLM, GemmaForCausalLM, Gemma2ForCausalLM, "            \
-    "Gemma3ForCausalLM, Gemma3ForConditionalGeneration, Phi3ForCausalLM"
+    "Gemma3ForCausalLM, Gemma3ForConditionalGeneration, Phi3ForCausalLM, GptOssForCausalLM"
 
 /* One file of the checkpoint: its name relative to the directory, and where it is. */
 typedef struct hf_file {

@@ -39,6 +39,7 @@ static const hf_arch archs[] = {
     {"Gemma3ForCausalLM", "gemma3", FAMILY_GEMMA3, false},
     {"Gemma3ForConditionalGeneration", "gemma3", FAMILY_GEMMA3, true},
     {"Phi3ForCausalLM", "phi3", FAMILY_PHI3, false},
+    {"GptOssForCausalLM", "gpt-oss", FAMILY_GPTOSS, false},
 };
 
 const hf_arch *hf_family_by_gguf_name(const char *gguf_name)
@@ -65,6 +66,13 @@ static const char *const sandwich_renames[][2] = {
     {"post_attention_layernorm", "post_attention_norm"},
     {"pre_feedforward_layernorm", "ffn_norm"},
     {"post_feedforward_layernorm", "post_ffw_norm"},
+};
+
+/* gpt-oss's names that differ from the others', tried first for it. */
+static const char *const gptoss_renames[][2] = {
+    {"self_attn.sinks", "attn_sinks.weight"},
+    {"post_attention_layernorm", "post_attention_norm"},
+    {"mlp.router", "ffn_gate_inp"},
 };
 
 /* Hugging Face name pieces and their GGUF names, tried in this order at each position. */
@@ -240,12 +248,19 @@ static hf_status read_config(family *c)
         p->has_theta = true; /* Gemma 3's global layers' base when its config leaves it out */
         p->rope_theta = 1000000.0f;
     }
-    if (!read_u32(c, strcmp(p->arch->gguf_name, "llama") ? "num_experts" : "num_local_experts",
-                  false, MAX_EXPERTS, &p->n_expert) ||
+    bool gptoss = p->arch->family == FAMILY_GPTOSS;
+    bool local = gptoss || !strcmp(p->arch->gguf_name, "llama");
+    if (!read_u32(c, local ? "num_local_experts" : "num_experts", gptoss, MAX_EXPERTS,
+                  &p->n_expert) ||
         !read_u32(c, "num_experts_per_tok", p->n_expert > 0, p->n_expert ? p->n_expert : 1,
                   &p->n_expert_used) ||
         !read_u32(c, "moe_intermediate_size", false, 1u << 24, &p->n_ff_expert))
         return HF_INVALID;
+    if (gptoss) { /* every expert is intermediate_size wide; some layers slide */
+        p->n_ff_expert = p->n_ff;
+        if (!read_u32(c, "sliding_window", false, UINT32_MAX, &p->sliding_window))
+            return HF_INVALID;
+    }
     if (p->arch->family == FAMILY_PHI3) {
         uint32_t original = 0;
         if (!read_u32(c, "sliding_window", false, UINT32_MAX, &p->sliding_window) ||
@@ -358,6 +373,10 @@ static const char *const *rename_at(const hf_arch *a, const char *s)
     for (size_t r = 0; has_sandwich_norms(a) && r < n; r++)
         if (strncmp(s, sandwich_renames[r][0], strlen(sandwich_renames[r][0])) == 0)
             return sandwich_renames[r];
+    n = sizeof gptoss_renames / sizeof gptoss_renames[0];
+    for (size_t r = 0; a->family == FAMILY_GPTOSS && r < n; r++)
+        if (strncmp(s, gptoss_renames[r][0], strlen(gptoss_renames[r][0])) == 0)
+            return gptoss_renames[r];
     n = sizeof renames / sizeof renames[0];
     for (size_t r = 0; r < n; r++)
         if (strncmp(s, renames[r][0], strlen(renames[r][0])) == 0)
@@ -447,6 +466,22 @@ static bool known_vision_tensor(const hf_params *p, const char *name)
     return false;
 }
 
+/* A gpt-oss block's tensor but its experts' (the part of its name after "blk.L."). */
+static bool known_gptoss_tensor(const char *suffix)
+{
+    static const char *const names[] = {
+        "attn_norm.weight",   "attn_q.weight",      "attn_q.bias",
+        "attn_k.weight",      "attn_k.bias",        "attn_v.weight",
+        "attn_v.bias",        "attn_output.weight", "attn_output.bias",
+        "attn_sinks.weight",  "post_attention_norm.weight", "ffn_gate_inp.weight",
+        "ffn_gate_inp.bias",
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(suffix, names[i]))
+            return true;
+    return false;
+}
+
 bool hf_family_known_tensor(const hf_params *p, const char *name)
 {
     if (p->arch->vision && (!strncmp(name, "v.", 2) || !strncmp(name, "mm.", 3)))
@@ -462,6 +497,8 @@ bool hf_family_known_tensor(const hf_params *p, const char *name)
     if (strncmp(name, prefix, (size_t)used) != 0) /* "blk.01." or "blk.+1." */
         return false;
     const char *suffix = name + used;
+    if (p->arch->family == FAMILY_GPTOSS)
+        return known_gptoss_tensor(suffix);
     static const char *const block[] = {"attn_norm.weight", "attn_output.weight",
                                         "ffn_norm.weight", "ffn_up.weight", "ffn_down.weight"};
     for (size_t i = 0; i < sizeof block / sizeof block[0]; i++)
@@ -506,6 +543,28 @@ bool hf_family_parse_expert(const char *name, unsigned *layer, unsigned *expert,
                 *kind = hf[i][1];
                 return true;
             }
+        }
+    }
+    return false;
+}
+
+bool hf_family_parse_gptoss_experts(const char *name, unsigned *layer, gptoss_part *part)
+{
+    static const char *const parts[] = {
+        [GPTOSS_GATE_UP] = "gate_up_proj",          [GPTOSS_GATE_UP_BIAS] = "gate_up_proj_bias",
+        [GPTOSS_GATE_UP_BLOCKS] = "gate_up_proj_blocks",
+        [GPTOSS_GATE_UP_SCALES] = "gate_up_proj_scales", [GPTOSS_DOWN] = "down_proj",
+        [GPTOSS_DOWN_BIAS] = "down_proj_bias",      [GPTOSS_DOWN_BLOCKS] = "down_proj_blocks",
+        [GPTOSS_DOWN_SCALES] = "down_proj_scales",
+    };
+    char part_name[24], again[256];
+    if (sscanf(name, "model.layers.%u.mlp.experts.%23[a-z_]", layer, part_name) != 2)
+        return false;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        snprintf(again, sizeof again, "model.layers.%u.mlp.experts.%s", *layer, parts[i]);
+        if (strcmp(again, name) == 0) { /* exactly that spelling: no "+1" or "01" */
+            *part = (gptoss_part)i;
+            return true;
         }
     }
     return false;
@@ -714,6 +773,8 @@ static bool write_keys(family *c, gguf_writer *w)
         ok = gguf_writer_add_f32(w, KEY("attention.layer_norm_rms_epsilon"), p->rms_eps, err);
     if (ok && phi3)
         ok = write_phi3_keys(c, w, a);
+    if (ok && p->arch->family == FAMILY_GPTOSS && p->sliding_window)
+        ok = gguf_writer_add_u32(w, KEY("attention.sliding_window"), p->sliding_window, err);
     bool factors = p->rope_type && (!strcmp(p->rope_type, "llama3") ||
                                     !strcmp(p->rope_type, "longrope") ||
                                     !strcmp(p->rope_type, "su"));
