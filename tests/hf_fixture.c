@@ -53,15 +53,19 @@ static const char *const sandwich_names[][2] = {
     {"post_ffw_norm", "post_feedforward_layernorm"},
 };
 
+/* StarCoder2's two-layer FFN */
+static const char *const starcoder2_names[][2] = {{"ffn_up", "mlp.c_fc"},
+                                                  {"ffn_down", "mlp.c_proj"}};
+
 static void hf_name(const char *gguf, bool sandwich, bool phi3, bool mixtral, bool gptoss,
-                    char *out, size_t cap)
+                    bool starcoder2, char *out, size_t cap)
 {
     if (strcmp(gguf, "token_embd.weight") == 0) {
         snprintf(out, cap, "model.embed_tokens.weight");
         return;
     }
-    if (strcmp(gguf, "output_norm.weight") == 0) {
-        snprintf(out, cap, "model.norm.weight");
+    if (strncmp(gguf, "output_norm.", 12) == 0) {
+        snprintf(out, cap, "model.norm.%s", gguf + 12);
         return;
     }
     if (strcmp(gguf, "output.weight") == 0) {
@@ -82,6 +86,11 @@ static void hf_name(const char *gguf, bool sandwich, bool phi3, bool mixtral, bo
                 snprintf(out, cap, "model.layers.%u.%s", layer, gptoss_names[i][1]);
             else
                 snprintf(out, cap, "model.layers.%u.%s.%s", layer, gptoss_names[i][1], kind);
+            return;
+        }
+    for (size_t i = 0; starcoder2 && i < 2; i++)
+        if (strcmp(part, starcoder2_names[i][0]) == 0) {
+            snprintf(out, cap, "model.layers.%u.%s.%s", layer, starcoder2_names[i][1], kind);
             return;
         }
     if (phi3 && strcmp(part, phi3_names[0][0]) == 0) {
@@ -139,20 +148,31 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
                           (json_int_t)gguf_find_kv(f, "tokenizer.ggml.tokens")->n);
     float theta, eps;
     assert_true(gguf_get_f32(f, K("rope.freq_base"), &theta, &err));
-    assert_true(gguf_get_f32(f, K("attention.layer_norm_rms_epsilon"), &eps, &err));
     json_object_set_new(c, "rope_theta", json_real(theta));
-    json_object_set_new(c, "rms_norm_eps", json_real(eps));
+    if (gguf_find_kv(f, K("attention.layer_norm_rms_epsilon"))) {
+        assert_true(gguf_get_f32(f, K("attention.layer_norm_rms_epsilon"), &eps, &err));
+        json_object_set_new(c, "rms_norm_eps", json_real(eps));
+    }
+    if (gguf_find_kv(f, K("attention.layer_norm_epsilon"))) { /* LayerNorm's */
+        assert_true(gguf_get_f32(f, K("attention.layer_norm_epsilon"), &eps, &err));
+        json_object_set_new(c, strcmp(a, "starcoder2") ? "layer_norm_eps" : "norm_epsilon",
+                            json_real(eps));
+    }
     if (gguf_find_kv(f, K("attention.key_length")))
         json_object_set_new(c, "head_dim", json_integer(get_u32(f, K("attention.key_length"))));
     json_object_set_new(c, "torch_dtype", json_string("bfloat16"));
     bool mixtral = strcmp(a, "llama") == 0, gptoss = strcmp(a, "gpt-oss") == 0;
-    static const char *const gemma_keys[][2] = {
+    const char *const gemma_keys[][2] = {
         {"expert_used_count", "num_experts_per_tok"},
         {"expert_feed_forward_length", "moe_intermediate_size"},
         {"rope.scaling.original_context_length", "original_max_position_embeddings"},
         {"attention.sliding_window", "sliding_window"},
         {"attn_logit_softcapping", "attn_logit_softcapping"},
         {"final_logit_softcapping", "final_logit_softcapping"},
+        {"embedding_scale", "embedding_multiplier"}, /* Granite's */
+        {"residual_scale", "residual_multiplier"},
+        {"attention.scale", "attention_multiplier"},
+        {"logit_scale", strcmp(a, "granite") ? "logit_scale" : "logits_scaling"},
     };
     for (size_t i = 0; i < sizeof gemma_keys / sizeof gemma_keys[0]; i++) {
         snprintf(key, sizeof key, "%s.%s", a, gemma_keys[i][0]);
@@ -171,14 +191,27 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
                             json_integer(get_u32(f, K("expert_feed_forward_length"))));
     const gguf_kv *rope_type = gguf_find_kv(f, K("rope.scaling.type"));
     if (rope_type) {
-        float factor;
+        float factor, attn_factor;
         assert_true(gguf_get_f32(f, K("rope.scaling.factor"), &factor, &err));
-        json_object_set_new(
-            c, "rope_scaling",
+        json_t *scaling =
             json_pack("{s:s%,s:f,s:I}", "rope_type", gguf_kv_str(rope_type, 0).data,
                       gguf_kv_str(rope_type, 0).size, "factor", (double)factor,
                       "original_max_position_embeddings",
-                      (json_int_t)get_u32(f, K("rope.scaling.original_context_length"))));
+                      (json_int_t)get_u32(f, K("rope.scaling.original_context_length")));
+        if (gguf_find_kv(f, K("rope.scaling.attn_factor"))) {
+            assert_true(gguf_get_f32(f, K("rope.scaling.attn_factor"), &attn_factor, &err));
+            json_object_set_new(scaling, "attention_factor", json_real(attn_factor));
+        }
+        json_object_set_new(c, "rope_scaling", scaling);
+    }
+    const gguf_kv *pattern = gguf_find_kv(f, K("attention.sliding_window_pattern"));
+    if (pattern && strcmp(a, "olmo2") == 0) { /* Olmo 3's sliding layers */
+        json_t *types = json_array();
+        for (uint64_t i = 0; i < pattern->n; i++)
+            json_array_append_new(types, json_string(gguf_kv_bool(pattern, i)
+                                                         ? "sliding_attention"
+                                                         : "full_attention"));
+        json_object_set_new(c, "layer_types", types);
     }
 #undef K
     /* Phi-3's LongRoPE factors */
@@ -623,6 +656,12 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     bool sandwich = gemma && arch.size == 6; /* gemma2, gemma3 */
     bool phi3 = arch.size == 4 && memcmp(arch.data, "phi3", 4) == 0;
     bool gptoss = arch.size == 7 && memcmp(arch.data, "gpt-oss", 7) == 0;
+    bool starcoder2 = arch.size == 10 && memcmp(arch.data, "starcoder2", 10) == 0;
+    bool olmo2 = arch.size == 5 && memcmp(arch.data, "olmo2", 5) == 0;
+    /* Llama's derivatives keep Hugging Face's rotated halves too */
+    bool permuted = llama || (arch.size == 7 && memcmp(arch.data, "granite", 7) == 0) ||
+                    (arch.size == 7 && memcmp(arch.data, "smollm3", 7) == 0);
+    sandwich = sandwich || olmo2;
     char key[96];
     snprintf(key, sizeof key, "%.*s.attention.head_count", (int)arch.size, arch.data);
     uint32_t heads = get_u32(f, key);
@@ -657,15 +696,15 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
                         t, llama, matrix_dtype);
             continue;
         }
-        hf_name(t->name, sandwich, phi3, llama, gptoss, name, sizeof name);
+        hf_name(t->name, sandwich, phi3, llama, gptoss, starcoder2, name, sizeof name);
         if (mm) { /* the text model under language_model, as older transformers saved it */
             memmove(name + strlen("language_model."), name, strlen(name) + 1);
             memcpy(name, "language_model.", strlen("language_model."));
         }
         uint32_t permute = 0;
-        if (llama && strstr(t->name, ".attn_q.weight"))
+        if (permuted && strstr(t->name, ".attn_q.weight"))
             permute = heads;
-        if (llama && strstr(t->name, ".attn_k.weight"))
+        if (permuted && strstr(t->name, ".attn_k.weight"))
             permute = kv_heads;
         shard *s = &shards[i < n / 2 ? 0 : 1];
         assert_int_equal(t->type, TENSOR_TYPE_F32);
@@ -754,7 +793,7 @@ void hf_fixture_write_adapter(const char *adapter_path, const char *base_path, c
         size_t len = strlen(t->name) - strlen(".lora_a");
         bool is_a = strcmp(t->name + len, ".lora_a") == 0;
         snprintf(base_name, sizeof base_name, "%.*s", (int)len, t->name);
-        hf_name(base_name, false, false, false, false, hf, sizeof hf);
+        hf_name(base_name, false, false, false, false, false, hf, sizeof hf);
         hf[strlen(hf) - strlen(".weight")] = '\0';
         snprintf(name, sizeof name, "base_model.model.%s.lora_%c.weight", hf, is_a ? 'A' : 'B');
         /* GGUF's lora_a [n_in, r] and lora_b [r, n_out] are PEFT's [r, n_in] and [n_out, r] */

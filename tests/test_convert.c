@@ -399,6 +399,50 @@ static void test_convert_mistral_is_llama(void **state)
 
 /* Transformers keeps a template apart in chat_template.jinja when tokenizer_config.json has
  * none: it is the model's template then. */
+static void test_convert_olmo2_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/olmo2.gguf", "Olmo2ForCausalLM", SAFETENSORS_BF16, hf_fixture_qwen2_regex,
+               TENSOR_TYPE_BF16, skipped);
+}
+
+/* Olmo 3 is OLMo 2 with yarn (its attention factor) and sliding layers from layer_types. */
+static void test_convert_olmo3_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/olmo3.gguf", "Olmo3ForCausalLM", SAFETENSORS_F16, hf_fixture_qwen2_regex,
+               TENSOR_TYPE_F16, skipped);
+}
+
+/* Granite: Llama's Q/K permutation and its four multipliers. */
+static void test_convert_granite_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/granite.gguf", "GraniteForCausalLM", SAFETENSORS_BF16, hf_fixture_qwen2_regex,
+               TENSOR_TYPE_BF16, skipped);
+}
+
+static void test_convert_cohere2_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/cohere2.gguf", "Cohere2ForCausalLM", SAFETENSORS_F16, hf_fixture_qwen2_regex,
+               TENSOR_TYPE_F16, skipped);
+}
+
+static void test_convert_smollm3_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/smollm3.gguf", "SmolLM3ForCausalLM", SAFETENSORS_BF16, hf_fixture_qwen2_regex,
+               TENSOR_TYPE_BF16, skipped);
+}
+
+static void test_convert_starcoder2_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/starcoder2.gguf", "Starcoder2ForCausalLM", SAFETENSORS_F16,
+               hf_fixture_qwen2_regex, TENSOR_TYPE_F16, skipped);
+}
+
 /* gpt-oss's harmony tokenizer: o200k's pattern names llama.cpp's "gpt-4o" pre-tokenizer. */
 static void test_convert_names_o200k_pre_tokenizer(void **state)
 {
@@ -522,6 +566,7 @@ static void test_convert_mixtral_round_trip(void **state)
 /* ---- Gemma 3 with its vision tower ---- */
 
 static void expect_convert_refusal(const char *why);
+static void set_json(const char *name, const char *path, const char *key, const char *value);
 
 /* src's keys and tensors as the converter writes an F16 checkpoint's values: matrices F16,
  * vectors F32, Gemma norms (kept as w - 1) plus one; into dst. */
@@ -915,6 +960,25 @@ static void test_convert_refuses_what_it_cannot_convert(void **state)
     rewrite("config.json", "\"num_experts\": 8", "\"num_experts\": 7");
     expect_convert_refusal("is not an expert's matrix of this Qwen3MoeForCausalLM");
 
+    hf_fixture_write(fixture("arch/granite.gguf"), g_root, "GraniteForCausalLM",
+                     SAFETENSORS_F16, hf_fixture_qwen2_regex);
+    set_json("config.json", "", "embedding_multiplier", "-12");
+    expect_convert_refusal("embedding_multiplier must be a positive number");
+
+    hf_fixture_write(fixture("arch/olmo3.gguf"), g_root, "Olmo3ForCausalLM", SAFETENSORS_F16,
+                     hf_fixture_qwen2_regex);
+    set_json("config.json", "rope_scaling", "attention_factor", "\"1.2\"");
+    expect_convert_refusal("attention_factor must be a positive number");
+
+    hf_fixture_write(fixture("arch/starcoder2.gguf"), g_root, "Starcoder2ForCausalLM",
+                     SAFETENSORS_F16, hf_fixture_qwen2_regex);
+    set_json("config.json", "", "norm_epsilon", "0");
+    expect_convert_refusal("norm_epsilon must be a positive number");
+
+    hf_fixture_write(fixture("arch/olmo2.gguf"), g_root, "Cohere2ForCausalLM", SAFETENSORS_F16,
+                     hf_fixture_qwen2_regex); /* OLMo 2's norms are no part of Cohere 2 */
+    expect_convert_refusal("is not one of a Cohere2ForCausalLM's");
+
     corral_error err = {{0}};
     hf_file none[1] = {{"tokenizer.json", "/nonexistent"}};
     assert_int_equal(hf_convert(none, 1, store_fixture_path(g_root, "x.gguf"), &err), HF_INVALID);
@@ -1082,6 +1146,12 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_convert_gptoss_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_gptoss_mxfp4_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_names_o200k_pre_tokenizer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_olmo2_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_olmo3_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_granite_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_cohere2_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_smollm3_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_starcoder2_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_reads_chat_template_jinja, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_convert_gemma3_vision_to_one_file, setup, teardown),

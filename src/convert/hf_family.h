@@ -23,6 +23,9 @@ typedef enum arch_family {
     FAMILY_GEMMA3, /* gemma2's, with q/k norms and a local RoPE base */
     FAMILY_PHI3,   /* fused q/k/v and gate/up; LongRoPE's factors as tensors */
     FAMILY_GPTOSS, /* attention biases and sinks; experts fused per layer, MXFP4 or not */
+    FAMILY_OLMO2,  /* norms after attention and the FFN only; q/k norms over all heads */
+    FAMILY_COHERE2, /* one LayerNorm (weight only) before attention and FFN; logit scale */
+    FAMILY_STARCODER2, /* LayerNorms with biases, biases everywhere, a plain two-layer FFN */
 } arch_family;
 
 typedef struct hf_arch {
@@ -45,10 +48,13 @@ typedef struct hf_params {
     uint32_t n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_ctx;
     uint32_t n_expert, n_expert_used, n_ff_expert; /* a mixture of experts: n_expert > 0 */
     uint64_t vocab_size;
-    bool has_head_dim, has_theta, has_eps;
-    float rope_theta, rms_eps;
+    bool has_head_dim, has_theta, has_eps, has_ln_eps;
+    float rope_theta, rms_eps, ln_eps; /* RMSNorm's epsilon, LayerNorm's */
     const char *rope_type; /* rope_scaling's, or NULL */
     float rope_factor, low_freq_factor, high_freq_factor;
+    float rope_attn_factor; /* yarn's attention_factor; 0 when absent */
+    /* Granite's multipliers, Cohere 2's logit scale; 0 when absent */
+    float embedding_scale, residual_scale, attention_scale, logit_scale;
     uint32_t rope_original_ctx;
     /* Gemma's */
     uint32_t sliding_window;
