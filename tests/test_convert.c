@@ -854,6 +854,9 @@ static void test_convert_refuses_adapters_it_cannot_convert(void **state)
          "which is not an attention, feed-forward or output matrix"},
         {HF_ADAPTER_WEIGHTS, "layers.0.self_attn.q_proj.lora_A", "layers.9.self_attn.q_proj.lora_A",
          "which is not an attention"},
+        /* the first tensor (q_proj's lora_A, [8, 64] F16) as bytes of the same size */
+        {HF_ADAPTER_WEIGHTS, "\"dtype\":\"F16\",\"shape\":[8,", "\"dtype\":\"U8\",\"shape\":[16,",
+         "is not a matrix of numbers"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         hf_fixture_write_adapter(fixture("lora/adapter-f16-qv.gguf"), fixture(ADAPTER_BASE),
