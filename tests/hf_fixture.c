@@ -36,6 +36,13 @@ static const char *const block_names[][2] = {
     {"ffn_gate_inp", "mlp.gate"},
 };
 
+/* gpt-oss's names that differ from the others' (its sinks have no ".weight") */
+static const char *const gptoss_names[][2] = {
+    {"attn_sinks", "self_attn.sinks"},
+    {"post_attention_norm", "post_attention_layernorm"},
+    {"ffn_gate_inp", "mlp.router"},
+};
+
 /* Phi-3's up is gate and up together */
 static const char *const phi3_names[][2] = {{"ffn_up", "mlp.gate_up_proj"}};
 
@@ -46,15 +53,19 @@ static const char *const sandwich_names[][2] = {
     {"post_ffw_norm", "post_feedforward_layernorm"},
 };
 
-static void hf_name(const char *gguf, bool sandwich, bool phi3, bool mixtral, char *out,
-                    size_t cap)
+/* StarCoder2's two-layer FFN */
+static const char *const starcoder2_names[][2] = {{"ffn_up", "mlp.c_fc"},
+                                                  {"ffn_down", "mlp.c_proj"}};
+
+static void hf_name(const char *gguf, bool sandwich, bool phi3, bool mixtral, bool gptoss,
+                    bool starcoder2, char *out, size_t cap)
 {
     if (strcmp(gguf, "token_embd.weight") == 0) {
         snprintf(out, cap, "model.embed_tokens.weight");
         return;
     }
-    if (strcmp(gguf, "output_norm.weight") == 0) {
-        snprintf(out, cap, "model.norm.weight");
+    if (strncmp(gguf, "output_norm.", 12) == 0) {
+        snprintf(out, cap, "model.norm.%s", gguf + 12);
         return;
     }
     if (strcmp(gguf, "output.weight") == 0) {
@@ -69,6 +80,19 @@ static void hf_name(const char *gguf, bool sandwich, bool phi3, bool mixtral, ch
         snprintf(out, cap, "model.layers.%u.block_sparse_moe.gate.%s", layer, kind);
         return;
     }
+    for (size_t i = 0; gptoss && i < sizeof gptoss_names / sizeof gptoss_names[0]; i++)
+        if (strcmp(part, gptoss_names[i][0]) == 0) {
+            if (i == 0)
+                snprintf(out, cap, "model.layers.%u.%s", layer, gptoss_names[i][1]);
+            else
+                snprintf(out, cap, "model.layers.%u.%s.%s", layer, gptoss_names[i][1], kind);
+            return;
+        }
+    for (size_t i = 0; starcoder2 && i < 2; i++)
+        if (strcmp(part, starcoder2_names[i][0]) == 0) {
+            snprintf(out, cap, "model.layers.%u.%s.%s", layer, starcoder2_names[i][1], kind);
+            return;
+        }
     if (phi3 && strcmp(part, phi3_names[0][0]) == 0) {
         snprintf(out, cap, "model.layers.%u.%s.%s", layer, phi3_names[0][1], kind);
         return;
@@ -124,20 +148,31 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
                           (json_int_t)gguf_find_kv(f, "tokenizer.ggml.tokens")->n);
     float theta, eps;
     assert_true(gguf_get_f32(f, K("rope.freq_base"), &theta, &err));
-    assert_true(gguf_get_f32(f, K("attention.layer_norm_rms_epsilon"), &eps, &err));
     json_object_set_new(c, "rope_theta", json_real(theta));
-    json_object_set_new(c, "rms_norm_eps", json_real(eps));
+    if (gguf_find_kv(f, K("attention.layer_norm_rms_epsilon"))) {
+        assert_true(gguf_get_f32(f, K("attention.layer_norm_rms_epsilon"), &eps, &err));
+        json_object_set_new(c, "rms_norm_eps", json_real(eps));
+    }
+    if (gguf_find_kv(f, K("attention.layer_norm_epsilon"))) { /* LayerNorm's */
+        assert_true(gguf_get_f32(f, K("attention.layer_norm_epsilon"), &eps, &err));
+        json_object_set_new(c, strcmp(a, "starcoder2") ? "layer_norm_eps" : "norm_epsilon",
+                            json_real(eps));
+    }
     if (gguf_find_kv(f, K("attention.key_length")))
         json_object_set_new(c, "head_dim", json_integer(get_u32(f, K("attention.key_length"))));
     json_object_set_new(c, "torch_dtype", json_string("bfloat16"));
-    bool mixtral = strcmp(a, "llama") == 0;
-    static const char *const gemma_keys[][2] = {
+    bool mixtral = strcmp(a, "llama") == 0, gptoss = strcmp(a, "gpt-oss") == 0;
+    const char *const gemma_keys[][2] = {
         {"expert_used_count", "num_experts_per_tok"},
         {"expert_feed_forward_length", "moe_intermediate_size"},
         {"rope.scaling.original_context_length", "original_max_position_embeddings"},
         {"attention.sliding_window", "sliding_window"},
         {"attn_logit_softcapping", "attn_logit_softcapping"},
         {"final_logit_softcapping", "final_logit_softcapping"},
+        {"embedding_scale", "embedding_multiplier"}, /* Granite's */
+        {"residual_scale", "residual_multiplier"},
+        {"attention.scale", "attention_multiplier"},
+        {"logit_scale", strcmp(a, "granite") ? "logit_scale" : "logits_scaling"},
     };
     for (size_t i = 0; i < sizeof gemma_keys / sizeof gemma_keys[0]; i++) {
         snprintf(key, sizeof key, "%s.%s", a, gemma_keys[i][0]);
@@ -149,8 +184,35 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
     }
     snprintf(key, sizeof key, "%s.expert_count", a);
     if (gguf_find_kv(f, key))
-        json_object_set_new(c, mixtral ? "num_local_experts" : "num_experts",
+        json_object_set_new(c, mixtral || gptoss ? "num_local_experts" : "num_experts",
                             json_integer(get_u32(f, key)));
+    if (gptoss) /* its one intermediate_size is every expert's width */
+        json_object_set_new(c, "intermediate_size",
+                            json_integer(get_u32(f, K("expert_feed_forward_length"))));
+    const gguf_kv *rope_type = gguf_find_kv(f, K("rope.scaling.type"));
+    if (rope_type) {
+        float factor, attn_factor;
+        assert_true(gguf_get_f32(f, K("rope.scaling.factor"), &factor, &err));
+        json_t *scaling =
+            json_pack("{s:s%,s:f,s:I}", "rope_type", gguf_kv_str(rope_type, 0).data,
+                      gguf_kv_str(rope_type, 0).size, "factor", (double)factor,
+                      "original_max_position_embeddings",
+                      (json_int_t)get_u32(f, K("rope.scaling.original_context_length")));
+        if (gguf_find_kv(f, K("rope.scaling.attn_factor"))) {
+            assert_true(gguf_get_f32(f, K("rope.scaling.attn_factor"), &attn_factor, &err));
+            json_object_set_new(scaling, "attention_factor", json_real(attn_factor));
+        }
+        json_object_set_new(c, "rope_scaling", scaling);
+    }
+    const gguf_kv *pattern = gguf_find_kv(f, K("attention.sliding_window_pattern"));
+    if (pattern && strcmp(a, "olmo2") == 0) { /* Olmo 3's sliding layers */
+        json_t *types = json_array();
+        for (uint64_t i = 0; i < pattern->n; i++)
+            json_array_append_new(types, json_string(gguf_kv_bool(pattern, i)
+                                                         ? "sliding_attention"
+                                                         : "full_attention"));
+        json_object_set_new(c, "layer_types", types);
+    }
 #undef K
     /* Phi-3's LongRoPE factors */
     const gguf_tensor *factors[2] = {gguf_find_tensor(f, "rope_factors_long.weight"),
@@ -378,6 +440,107 @@ static void put_experts(shard *s, json_t *weight_map, const char *shard_name,
     }
 }
 
+/* A U8 tensor of the given shape (outermost first) into the shard. */
+static void put_bytes(shard *s, const char *name, const uint8_t *data, size_t n,
+                      const uint64_t *shape, int n_dims)
+{
+    assert_int_equal(fwrite(data, 1, n, s->data), n);
+    json_t *dims = json_array();
+    for (int d = 0; d < n_dims; d++)
+        json_array_append_new(dims, json_integer((json_int_t)shape[d]));
+    json_object_set_new(s->header, name,
+                        json_pack("{s:s,s:o,s:[I,I]}", "dtype", "U8", "shape", dims,
+                                  "data_offsets", (json_int_t)s->size,
+                                  (json_int_t)(s->size + n)));
+    s->size += n;
+}
+
+/* A float tensor already in PyTorch's order, at the given 3-D shape, into the shard. */
+static void put_tensor3(shard *s, const char *name, safetensors_dtype dtype, const float *src,
+                        const uint64_t shape[3])
+{
+    put_matrix(s, name, dtype, src, shape[0] * shape[1], shape[2], 0, false);
+    json_object_set_new(json_object_get(s->header, name), "shape",
+                        json_pack("[I,I,I]", (json_int_t)shape[0], (json_int_t)shape[1],
+                                  (json_int_t)shape[2]));
+}
+
+/*
+ * gpt-oss's expert tensors of one layer as its checkpoint holds them (found at its gate's or
+ * down's tensor, up's going with gate's): gate and up interleaved row by row in gate_up, a
+ * plain matrix transposed ([experts, in, out]), MXFP4 blocks split into scales and 16 bytes
+ * of pairs in Hugging Face's nibble order (byte k: elements 2k and 2k + 1).
+ */
+static void put_gptoss_experts(shard *s, json_t *weight_map, const char *shard_name,
+                               const gguf_file *f, const gguf_tensor *t, safetensors_dtype dtype)
+{
+    unsigned layer;
+    char kind[8], what[8], name[256], other[96];
+    assert_int_equal(sscanf(t->name, "blk.%u.ffn_%7[a-z]_exps.%7s", &layer, kind, what), 3);
+    if (strcmp(kind, "up") == 0)
+        return;
+    bool gate = strcmp(kind, "gate") == 0, bias = strcmp(what, "bias") == 0;
+    snprintf(other, sizeof other, "blk.%u.ffn_up_exps.%s", layer, what);
+    const gguf_tensor *parts[2] = {t, gate ? gguf_find_tensor(f, other) : NULL};
+    uint64_t fused = gate ? 2 : 1;
+    assert_true(!gate || parts[1]);
+    uint64_t n_exp = (uint64_t)t->ne[t->n_dims - 1];
+    uint64_t rows = bias ? (uint64_t)t->ne[0] : (uint64_t)t->ne[1]; /* per expert */
+    uint64_t inner = bias ? 1 : (uint64_t)t->ne[0];
+    const char *base = gate ? "gate_up_proj" : "down_proj";
+    if (t->type == TENSOR_TYPE_MXFP4) {
+        uint64_t nb = inner / 32, n_blocks = n_exp * fused * rows * nb;
+        uint8_t *scales = malloc(n_blocks), *blocks = malloc(n_blocks * 16);
+        assert_true(scales && blocks);
+        for (uint64_t e = 0; e < n_exp; e++)
+            for (uint64_t r = 0; r < rows; r++)
+                for (uint64_t p = 0; p < fused; p++)
+                    for (uint64_t b = 0; b < nb; b++) {
+                        const uint8_t *in = (const uint8_t *)parts[p]->data +
+                                            ((e * rows + r) * nb + b) * 17;
+                        uint64_t at = ((e * fused * rows) + fused * r + p) * nb + b;
+                        scales[at] = in[0];
+                        for (int k = 0; k < 16; k++) { /* elements 2k, 2k + 1 */
+                            int x = 2 * k, y = 2 * k + 1;
+                            uint8_t lo = (uint8_t)(x < 16 ? in[1 + x] & 15 : in[1 + x - 16] >> 4);
+                            uint8_t hi = (uint8_t)(y < 16 ? in[1 + y] & 15 : in[1 + y - 16] >> 4);
+                            blocks[at * 16 + (uint64_t)k] = (uint8_t)(lo | hi << 4);
+                        }
+                    }
+        uint64_t shape[4] = {n_exp, fused * rows, nb, 16};
+        snprintf(name, sizeof name, "model.layers.%u.mlp.experts.%s_blocks", layer, base);
+        put_bytes(s, name, blocks, n_blocks * 16, shape, 4);
+        json_object_set_new(weight_map, name, json_string(shard_name));
+        snprintf(name, sizeof name, "model.layers.%u.mlp.experts.%s_scales", layer, base);
+        put_bytes(s, name, scales, n_blocks, shape, 3);
+        json_object_set_new(weight_map, name, json_string(shard_name));
+        free(scales);
+        free(blocks);
+        return;
+    }
+    assert_int_equal(t->type, TENSOR_TYPE_F32);
+    /* GGUF's [experts][rows][inner] as PyTorch's [experts][inner][fused * rows] (a bias:
+     * [experts][fused * rows]) */
+    float *out = malloc(n_exp * inner * fused * rows * sizeof *out);
+    assert_non_null(out);
+    for (uint64_t e = 0; e < n_exp; e++)
+        for (uint64_t r = 0; r < rows; r++)
+            for (uint64_t p = 0; p < fused; p++)
+                for (uint64_t i = 0; i < inner; i++)
+                    out[(e * inner + i) * fused * rows + fused * r + p] =
+                        ((const float *)parts[p]->data)[(e * rows + r) * inner + i];
+    snprintf(name, sizeof name, "model.layers.%u.mlp.experts.%s%s", layer, base,
+             bias ? "_bias" : "");
+    if (bias) {
+        put_matrix(s, name, SAFETENSORS_F32, out, n_exp, fused * rows, 0, false);
+    } else {
+        uint64_t shape[3] = {n_exp, inner, fused * rows};
+        put_tensor3(s, name, dtype, out, shape);
+    }
+    json_object_set_new(weight_map, name, json_string(shard_name));
+    free(out);
+}
+
 static void finish_shard(shard *s, const char *dir, const char *name)
 {
     json_object_set_new(s->header, "__metadata__", json_pack("{s:s}", "format", "pt"));
@@ -469,7 +632,8 @@ static void put_vision(shard *s, json_t *weight_map, const char *shard_name, con
 
 static void write_checkpoint(const char *gguf_path, const char *dir, const char *hf_arch,
                              safetensors_dtype matrix_dtype, const char *pre_regex,
-                             const char *mmproj_path, uint32_t tokens_per_image)
+                             const char *mmproj_path, uint32_t tokens_per_image,
+                             const char *experts_path)
 {
     corral_error err;
     gguf_file *f = gguf_open(gguf_path, &err);
@@ -477,6 +641,9 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
         fail_msg("%s", err.message);
     gguf_file *mm = mmproj_path ? gguf_open(mmproj_path, &err) : NULL;
     if (mmproj_path && !mm)
+        fail_msg("%s", err.message);
+    gguf_file *experts = experts_path ? gguf_open(experts_path, &err) : NULL;
+    if (experts_path && !experts)
         fail_msg("%s", err.message);
     write_config(f, dir, hf_arch);
     if (mm)
@@ -488,6 +655,13 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     bool gemma = arch.size >= 5 && memcmp(arch.data, "gemma", 5) == 0;
     bool sandwich = gemma && arch.size == 6; /* gemma2, gemma3 */
     bool phi3 = arch.size == 4 && memcmp(arch.data, "phi3", 4) == 0;
+    bool gptoss = arch.size == 7 && memcmp(arch.data, "gpt-oss", 7) == 0;
+    bool starcoder2 = arch.size == 10 && memcmp(arch.data, "starcoder2", 10) == 0;
+    bool olmo2 = arch.size == 5 && memcmp(arch.data, "olmo2", 5) == 0;
+    /* Llama's derivatives keep Hugging Face's rotated halves too */
+    bool permuted = llama || (arch.size == 7 && memcmp(arch.data, "granite", 7) == 0) ||
+                    (arch.size == 7 && memcmp(arch.data, "smollm3", 7) == 0);
+    sandwich = sandwich || olmo2;
     char key[96];
     snprintf(key, sizeof key, "%.*s.attention.head_count", (int)arch.size, arch.data);
     uint32_t heads = get_u32(f, key);
@@ -509,20 +683,28 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
         char name[256];
         if (strncmp(t->name, "rope_factors_", 13) == 0)
             continue; /* config.json's rope_scaling holds them */
+        if (gptoss && strstr(t->name, "_exps.")) {
+            const gguf_tensor *e = experts ? gguf_find_tensor(experts, t->name) : t;
+            assert_non_null(e);
+            put_gptoss_experts(&shards[i < n / 2 ? 0 : 1], weight_map,
+                               shard_names[i < n / 2 ? 0 : 1], experts ? experts : f, e,
+                               matrix_dtype);
+            continue;
+        }
         if (t->n_dims == 3) { /* experts: one matrix each */
             put_experts(&shards[i < n / 2 ? 0 : 1], weight_map, shard_names[i < n / 2 ? 0 : 1],
                         t, llama, matrix_dtype);
             continue;
         }
-        hf_name(t->name, sandwich, phi3, llama, name, sizeof name);
+        hf_name(t->name, sandwich, phi3, llama, gptoss, starcoder2, name, sizeof name);
         if (mm) { /* the text model under language_model, as older transformers saved it */
             memmove(name + strlen("language_model."), name, strlen(name) + 1);
             memcpy(name, "language_model.", strlen("language_model."));
         }
         uint32_t permute = 0;
-        if (llama && strstr(t->name, ".attn_q.weight"))
+        if (permuted && strstr(t->name, ".attn_q.weight"))
             permute = heads;
-        if (llama && strstr(t->name, ".attn_k.weight"))
+        if (permuted && strstr(t->name, ".attn_k.weight"))
             permute = kv_heads;
         shard *s = &shards[i < n / 2 ? 0 : 1];
         assert_int_equal(t->type, TENSOR_TYPE_F32);
@@ -541,6 +723,8 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
                json_pack("{s:{s:i},s:o}", "metadata", "total_size", 0, "weight_map", weight_map));
     if (mm)
         gguf_close(mm);
+    if (experts)
+        gguf_close(experts);
     gguf_close(f);
 }
 
@@ -571,14 +755,21 @@ static void put_vision(shard *s, json_t *weight_map, const char *shard_name, con
 void hf_fixture_write(const char *gguf_path, const char *dir, const char *hf_arch,
                       safetensors_dtype matrix_dtype, const char *pre_regex)
 {
-    write_checkpoint(gguf_path, dir, hf_arch, matrix_dtype, pre_regex, NULL, 0);
+    write_checkpoint(gguf_path, dir, hf_arch, matrix_dtype, pre_regex, NULL, 0, NULL);
+}
+
+void hf_fixture_write_experts_from(const char *gguf_path, const char *experts_path,
+                                   const char *dir, const char *hf_arch,
+                                   safetensors_dtype matrix_dtype, const char *pre_regex)
+{
+    write_checkpoint(gguf_path, dir, hf_arch, matrix_dtype, pre_regex, NULL, 0, experts_path);
 }
 
 void hf_fixture_write_vision(const char *text_path, const char *mmproj_path, const char *dir,
                              uint32_t tokens_per_image, safetensors_dtype matrix_dtype)
 {
     write_checkpoint(text_path, dir, "Gemma3ForConditionalGeneration", matrix_dtype, NULL,
-                     mmproj_path, tokens_per_image);
+                     mmproj_path, tokens_per_image, NULL);
 }
 
 void hf_fixture_write_adapter(const char *adapter_path, const char *base_path, const char *dir)
@@ -602,7 +793,7 @@ void hf_fixture_write_adapter(const char *adapter_path, const char *base_path, c
         size_t len = strlen(t->name) - strlen(".lora_a");
         bool is_a = strcmp(t->name + len, ".lora_a") == 0;
         snprintf(base_name, sizeof base_name, "%.*s", (int)len, t->name);
-        hf_name(base_name, false, false, false, hf, sizeof hf);
+        hf_name(base_name, false, false, false, false, false, hf, sizeof hf);
         hf[strlen(hf) - strlen(".weight")] = '\0';
         snprintf(name, sizeof name, "base_model.model.%s.lora_%c.weight", hf, is_a ? 'A' : 'B');
         /* GGUF's lora_a [n_in, r] and lora_b [r, n_out] are PEFT's [r, n_in] and [n_out, r] */

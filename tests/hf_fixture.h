@@ -26,6 +26,14 @@ void hf_fixture_write(const char *gguf_path, const char *dir, const char *hf_arc
                       safetensors_dtype matrix_dtype, const char *pre_regex);
 
 /*
+ * hf_fixture_write, but a gpt-oss model's expert tensors (*_exps.*) taken from experts_path
+ * (the same model with MXFP4 experts): blocks and scales, U8, as Hugging Face stores MXFP4.
+ */
+void hf_fixture_write_experts_from(const char *gguf_path, const char *experts_path,
+                                   const char *dir, const char *hf_arch,
+                                   safetensors_dtype matrix_dtype, const char *pre_regex);
+
+/*
  * Write the Gemma3ForConditionalGeneration checkpoint of the gemma3 text model at text_path
  * and its llama.cpp projector at mmproj_path into dir: the text model's keys under
  * text_config and its tensors under language_model., the projector's keys as vision_config

@@ -70,16 +70,17 @@ static void test_safetensors_reads_a_valid_file(void **state)
                            "\"b\":{\"dtype\":\"F16\",\"shape\":[2,3],\"data_offsets\":[8,20]},"
                            "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
                            "\"s\":{\"dtype\":\"BF16\",\"shape\":[],\"data_offsets\":[20,22]},"
-                           "\"e\":{\"dtype\":\"F32\",\"shape\":[0,4],\"data_offsets\":[22,22]}}  ",
-                           22, &size);
+                           "\"u\":{\"dtype\":\"U8\",\"shape\":[2,1],\"data_offsets\":[22,24]},"
+                           "\"e\":{\"dtype\":\"F32\",\"shape\":[0,4],\"data_offsets\":[24,24]}}  ",
+                           24, &size);
     corral_error err = {{0}};
     safetensors_file *f = safetensors_open_memory(bytes, size, "x", &err);
     if (!f)
         fail_msg("%s", err.message);
-    assert_int_equal(safetensors_count(f), 4);
+    assert_int_equal(safetensors_count(f), 5);
     const safetensors_tensor *a = safetensors_at(f, 0), *b = safetensors_find(f, "b");
     assert_string_equal(a->name, "a"); /* by name */
-    assert_ptr_equal(a->data, bytes + size - 22);
+    assert_ptr_equal(a->data, bytes + size - 24);
     assert_int_equal(a->size_bytes, 8);
     assert_non_null(b);
     assert_int_equal(b->dtype, SAFETENSORS_F16);
@@ -92,6 +93,10 @@ static void test_safetensors_reads_a_valid_file(void **state)
     assert_int_equal(s->n_dims, 0);
     assert_int_equal(s->n_elems, 1);
     assert_int_equal(safetensors_find(f, "e")->size_bytes, 0);
+    const safetensors_tensor *u = safetensors_find(f, "u");
+    assert_int_equal(u->dtype, SAFETENSORS_U8);
+    assert_int_equal(u->size_bytes, 2);
+    assert_ptr_equal(u->data, s->data + 2);
     assert_null(safetensors_find(f, "__metadata__"));
     safetensors_close(f);
     free(bytes);
@@ -108,6 +113,8 @@ static void test_safetensors_refuses_malformed_headers(void **state)
     expect_refusal("{\"a\":{\"dtype\":\"I8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1,
                    "dtype 'I8'");
     expect_refusal("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4,
+                   "shape and dtype make");
+    expect_refusal("{\"a\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4,
                    "shape and dtype make");
     expect_refusal("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,8]}}", 4,
                    "outside the file");
@@ -235,39 +242,54 @@ static bool kv_equal(const gguf_kv *a, const gguf_kv *b)
 }
 
 /*
- * Convert the fixture's checkpoint and hold the result against the fixture: the same tensors
- * (2-D ones in matrix_type, the rest F32) and every metadata pair but those in skipped.
+ * Convert the checkpoint written in g_root and hold the result against the fixture: the same
+ * tensors (2-D ones in matrix_type, the rest F32; MXFP4 ones of experts_name, when given,
+ * as they are there) and every metadata pair but those in skipped.
  */
-static void round_trip(const char *fixture_name, const char *hf_arch, safetensors_dtype dtype,
-                       const char *pre_regex, uint32_t matrix_type, const char *const *skipped)
+static void check_round_trip(const char *fixture_name, const char *experts_name,
+                             const char *hf_arch, safetensors_dtype dtype, uint32_t matrix_type,
+                             const char *const *skipped)
 {
-    hf_fixture_write(fixture(fixture_name), g_root, hf_arch, dtype, pre_regex);
     corral_error err = {{0}};
     if (convert("out.gguf", &err) != HF_OK)
         fail_msg("%s: %s", fixture_name, err.message);
     gguf_file *want = gguf_open(fixture(fixture_name), &err);
     gguf_file *got = gguf_open(store_fixture_path(g_root, "out.gguf"), &err);
-    if (!want || !got)
+    gguf_file *experts = experts_name ? gguf_open(fixture(experts_name), &err) : NULL;
+    if (!want || !got || (experts_name && !experts))
         fail_msg("%s", err.message);
     assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want));
     for (size_t i = 0; i < gguf_n_tensors(want); i++) {
         const gguf_tensor *w = gguf_tensor_at(want, i);
+        const gguf_tensor *mx = experts ? gguf_find_tensor(experts, w->name) : NULL;
+        if (mx && mx->type == TENSOR_TYPE_MXFP4)
+            w = mx;
         const gguf_tensor *g = gguf_find_tensor(got, w->name);
         if (!g)
             fail_msg("%s: no %s", fixture_name, w->name);
         assert_int_equal(g->n_dims, w->n_dims);
         for (int d = 0; d < 4; d++)
             assert_int_equal(g->ne[d], w->ne[d]);
-        /* vectors, and a router's few columns, stay F32 */
-        uint32_t type = w->n_dims == 1 || strstr(w->name, "ffn_gate_inp") ? TENSOR_TYPE_F32
-                                                                          : matrix_type;
+        /* vectors, biases and a router's few columns stay F32; MXFP4 stays MXFP4 */
+        size_t len = strlen(w->name);
+        bool bias = len > 5 && strcmp(w->name + len - 5, ".bias") == 0;
+        uint32_t type = w->type == TENSOR_TYPE_MXFP4 ? TENSOR_TYPE_MXFP4
+                        : w->n_dims == 1 || bias || strstr(w->name, "ffn_gate_inp")
+                            ? TENSOR_TYPE_F32
+                            : matrix_type;
         if (g->type != type)
             fail_msg("%s: %s is %s, expected %s", fixture_name, w->name,
                      tensor_type_name(g->type), tensor_type_name(type));
+        if (type == TENSOR_TYPE_MXFP4) { /* bit for bit */
+            assert_int_equal(g->size_bytes, w->size_bytes);
+            if (memcmp(g->data, w->data, w->size_bytes) != 0)
+                fail_msg("%s: %s's blocks differ", fixture_name, w->name);
+            continue;
+        }
         /* a Gemma norm: the checkpoint's w - 1, plus one; a router: F32 from the
          * checkpoint's matrix type */
         bool gemma_norm = strncmp(hf_arch, "Gemma", 5) == 0 && strstr(w->name, "_norm.weight");
-        bool router = strstr(w->name, "ffn_gate_inp") != NULL;
+        bool router = strstr(w->name, "ffn_gate_inp.weight") != NULL;
         for (uint64_t e = 0; e < gguf_tensor_n_elems(w); e++) {
             float x = ((const float *)w->data)[e];
             if (gemma_norm)
@@ -301,12 +323,21 @@ static void round_trip(const char *fixture_name, const char *hf_arch, safetensor
     assert_int_equal(eos_ids->n, 2);
     gguf_close(want);
     gguf_close(got);
+    if (experts)
+        gguf_close(experts);
 
     /* the engine takes the result */
     corral_model *model = corral_model_load(store_fixture_path(g_root, "out.gguf"), &err);
     if (!model)
         fail_msg("%s: %s", fixture_name, err.message);
     corral_model_free(model);
+}
+
+static void round_trip(const char *fixture_name, const char *hf_arch, safetensors_dtype dtype,
+                       const char *pre_regex, uint32_t matrix_type, const char *const *skipped)
+{
+    hf_fixture_write(fixture(fixture_name), g_root, hf_arch, dtype, pre_regex);
+    check_round_trip(fixture_name, NULL, hf_arch, dtype, matrix_type, skipped);
 }
 
 /* The same text gives the same tokens with the converted vocabulary as with the fixture's. */
@@ -368,6 +399,73 @@ static void test_convert_mistral_is_llama(void **state)
 
 /* Transformers keeps a template apart in chat_template.jinja when tokenizer_config.json has
  * none: it is the model's template then. */
+static void test_convert_olmo2_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/olmo2.gguf", "Olmo2ForCausalLM", SAFETENSORS_BF16, hf_fixture_qwen2_regex,
+               TENSOR_TYPE_BF16, skipped);
+}
+
+/* Olmo 3 is OLMo 2 with yarn (its attention factor) and sliding layers from layer_types. */
+static void test_convert_olmo3_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/olmo3.gguf", "Olmo3ForCausalLM", SAFETENSORS_F16, hf_fixture_qwen2_regex,
+               TENSOR_TYPE_F16, skipped);
+}
+
+/* Granite: Llama's Q/K permutation and its four multipliers. */
+static void test_convert_granite_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/granite.gguf", "GraniteForCausalLM", SAFETENSORS_BF16, hf_fixture_qwen2_regex,
+               TENSOR_TYPE_BF16, skipped);
+}
+
+static void test_convert_cohere2_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/cohere2.gguf", "Cohere2ForCausalLM", SAFETENSORS_F16, hf_fixture_qwen2_regex,
+               TENSOR_TYPE_F16, skipped);
+}
+
+static void test_convert_smollm3_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/smollm3.gguf", "SmolLM3ForCausalLM", SAFETENSORS_BF16, hf_fixture_qwen2_regex,
+               TENSOR_TYPE_BF16, skipped);
+}
+
+static void test_convert_starcoder2_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/starcoder2.gguf", "Starcoder2ForCausalLM", SAFETENSORS_F16,
+               hf_fixture_qwen2_regex, TENSOR_TYPE_F16, skipped);
+}
+
+/* gpt-oss's harmony tokenizer: o200k's pattern names llama.cpp's "gpt-4o" pre-tokenizer. */
+static void test_convert_names_o200k_pre_tokenizer(void **state)
+{
+    (void)state;
+    static const char o200k[] =
+        "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}"
+        "\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}"
+        "\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| "
+        "?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+    hf_fixture_write(fixture("arch/qwen2.gguf"), g_root, "Qwen2ForCausalLM", SAFETENSORS_F16,
+                     o200k);
+    corral_error err = {{0}};
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    gguf_file *got = gguf_open(store_fixture_path(g_root, "out.gguf"), &err);
+    assert_non_null(got);
+    gguf_str pre;
+    assert_true(gguf_get_str(got, "tokenizer.ggml.pre", &pre, &err));
+    assert_int_equal(pre.size, 6);
+    assert_memory_equal(pre.data, "gpt-4o", 6);
+    gguf_close(got);
+}
+
 static void test_convert_reads_chat_template_jinja(void **state)
 {
     (void)state;
@@ -433,6 +531,31 @@ static void test_convert_qwen3moe_round_trip(void **state)
                hf_fixture_qwen2_regex, TENSOR_TYPE_BF16, skipped);
 }
 
+/* The fixture generator's feed_forward_length is not its experts' width; a converter writes
+ * intermediate_size, gpt-oss's one width, to both. */
+static const char *const gptoss_skipped[] = {"general.name", "general.file_type",
+                                             "gpt-oss.feed_forward_length", NULL};
+
+static void test_convert_gptoss_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/gpt-oss.gguf", "GptOssForCausalLM", SAFETENSORS_BF16, hf_fixture_qwen2_regex,
+               TENSOR_TYPE_BF16, gptoss_skipped);
+}
+
+/* MXFP4 experts come through bit for bit, their nibbles in ggml's order. gpt-oss-mxfp4.gguf
+ * is gpt-oss.gguf with MXFP4 experts and its other matrices quantized (Q8_0), which no
+ * checkpoint holds: the checkpoint takes those from gpt-oss.gguf. */
+static void test_convert_gptoss_mxfp4_round_trip(void **state)
+{
+    (void)state;
+    hf_fixture_write_experts_from(fixture("arch/gpt-oss.gguf"), fixture("arch/gpt-oss-mxfp4.gguf"),
+                                  g_root, "GptOssForCausalLM", SAFETENSORS_BF16,
+                                  hf_fixture_qwen2_regex);
+    check_round_trip("arch/gpt-oss.gguf", "arch/gpt-oss-mxfp4.gguf", "GptOssForCausalLM",
+                     SAFETENSORS_BF16, TENSOR_TYPE_BF16, gptoss_skipped);
+}
+
 static void test_convert_mixtral_round_trip(void **state)
 {
     (void)state;
@@ -443,6 +566,7 @@ static void test_convert_mixtral_round_trip(void **state)
 /* ---- Gemma 3 with its vision tower ---- */
 
 static void expect_convert_refusal(const char *why);
+static void set_json(const char *name, const char *path, const char *key, const char *value);
 
 /* src's keys and tensors as the converter writes an F16 checkpoint's values: matrices F16,
  * vectors F32, Gemma norms (kept as w - 1) plus one; into dst. */
@@ -730,6 +854,9 @@ static void test_convert_refuses_adapters_it_cannot_convert(void **state)
          "which is not an attention, feed-forward or output matrix"},
         {HF_ADAPTER_WEIGHTS, "layers.0.self_attn.q_proj.lora_A", "layers.9.self_attn.q_proj.lora_A",
          "which is not an attention"},
+        /* the first tensor (q_proj's lora_A, [8, 64] F16) as bytes of the same size */
+        {HF_ADAPTER_WEIGHTS, "\"dtype\":\"F16\",\"shape\":[8,", "\"dtype\":\"U8\",\"shape\":[16,",
+         "is not a matrix of numbers"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         hf_fixture_write_adapter(fixture("lora/adapter-f16-qv.gguf"), fixture(ADAPTER_BASE),
@@ -836,10 +963,72 @@ static void test_convert_refuses_what_it_cannot_convert(void **state)
     rewrite("config.json", "\"num_experts\": 8", "\"num_experts\": 7");
     expect_convert_refusal("is not an expert's matrix of this Qwen3MoeForCausalLM");
 
+    hf_fixture_write(fixture("arch/granite.gguf"), g_root, "GraniteForCausalLM",
+                     SAFETENSORS_F16, hf_fixture_qwen2_regex);
+    set_json("config.json", "", "embedding_multiplier", "-12");
+    expect_convert_refusal("embedding_multiplier must be a positive number");
+
+    hf_fixture_write(fixture("arch/olmo3.gguf"), g_root, "Olmo3ForCausalLM", SAFETENSORS_F16,
+                     hf_fixture_qwen2_regex);
+    set_json("config.json", "rope_scaling", "attention_factor", "\"1.2\"");
+    expect_convert_refusal("attention_factor must be a positive number");
+
+    hf_fixture_write(fixture("arch/starcoder2.gguf"), g_root, "Starcoder2ForCausalLM",
+                     SAFETENSORS_F16, hf_fixture_qwen2_regex);
+    set_json("config.json", "", "norm_epsilon", "0");
+    expect_convert_refusal("norm_epsilon must be a positive number");
+
+    hf_fixture_write(fixture("arch/olmo2.gguf"), g_root, "Cohere2ForCausalLM", SAFETENSORS_F16,
+                     hf_fixture_qwen2_regex); /* OLMo 2's norms are no part of Cohere 2 */
+    expect_convert_refusal("is not one of a Cohere2ForCausalLM's");
+
     corral_error err = {{0}};
     hf_file none[1] = {{"tokenizer.json", "/nonexistent"}};
     assert_int_equal(hf_convert(none, 1, store_fixture_path(g_root, "x.gguf"), &err), HF_INVALID);
     assert_non_null(strstr(err.message, "no config.json"));
+}
+
+/* gpt-oss's MXFP4 experts: bytes only there, blocks with their scales, at config.json's shape */
+static void test_convert_refuses_malformed_gptoss_experts(void **state)
+{
+    (void)state;
+    static const char scales[] = "model.layers.0.mlp.experts.down_proj_scales";
+    const char *const shards[] = {"model-00001-of-00002.safetensors",
+                                  "model-00002-of-00002.safetensors"};
+    const char *shard = NULL;
+    hf_fixture_write_experts_from(fixture("arch/gpt-oss.gguf"), fixture("arch/gpt-oss-mxfp4.gguf"),
+                                  g_root, "GptOssForCausalLM", SAFETENSORS_BF16,
+                                  hf_fixture_qwen2_regex);
+    for (int i = 0; i < 2 && !shard; i++) {
+        size_t len;
+        char *text = file_fixture_read(store_fixture_path(g_root, shards[i]), &len);
+        if (memmem(text, len, scales, strlen(scales)))
+            shard = shards[i];
+        free(text);
+    }
+    assert_non_null(shard);
+    rewrite(shard, scales, "model.layers.0.mlp.experts.down_proj_scalez");
+    expect_convert_refusal("down_proj_scalez' is U8: only gpt-oss's MXFP4 experts");
+
+    hf_fixture_write_experts_from(fixture("arch/gpt-oss.gguf"), fixture("arch/gpt-oss-mxfp4.gguf"),
+                                  g_root, "GptOssForCausalLM", SAFETENSORS_BF16,
+                                  hf_fixture_qwen2_regex);
+    /* a name the converter passes over: the scales are gone */
+    rewrite(shard, scales, "model.layers.0.mlp.expe.rotary_emb.inv_freq");
+    expect_convert_refusal("MXFP4 blocks but not their scales for 'blk.0.ffn_down_exps.weight'");
+
+    hf_fixture_write_experts_from(fixture("arch/gpt-oss.gguf"), fixture("arch/gpt-oss-mxfp4.gguf"),
+                                  g_root, "GptOssForCausalLM", SAFETENSORS_BF16,
+                                  hf_fixture_qwen2_regex);
+    rewrite(shard, scales, "model.layers.7.mlp.experts.down_proj_scales");
+    expect_convert_refusal("down_proj_scales' is not the U8 tensor [8, 64, 1] of this GptOssForCausalLM's 4 "
+                           "layers");
+
+    hf_fixture_write_experts_from(fixture("arch/gpt-oss.gguf"), fixture("arch/gpt-oss-mxfp4.gguf"),
+                                  g_root, "GptOssForCausalLM", SAFETENSORS_BF16,
+                                  hf_fixture_qwen2_regex);
+    rewrite("config.json", "\"num_local_experts\": 8", "\"num_local_experts\": 9");
+    expect_convert_refusal("tensor [9, ");
 }
 
 /* One JSON file of the checkpoint with key set to value (a JSON text) in its object at path
@@ -957,6 +1146,15 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_convert_phi3_longrope_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_qwen3moe_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_mixtral_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_gptoss_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_gptoss_mxfp4_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_names_o200k_pre_tokenizer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_olmo2_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_olmo3_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_granite_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_cohere2_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_smollm3_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_starcoder2_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_reads_chat_template_jinja, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_convert_gemma3_vision_to_one_file, setup, teardown),
@@ -965,6 +1163,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_convert_refuses_adapters_it_cannot_convert, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_convert_refuses_what_it_cannot_convert, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_convert_refuses_malformed_gptoss_experts, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_convert_refuses_malformed_tokenizers, setup,
                                         teardown),

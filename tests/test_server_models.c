@@ -1010,7 +1010,9 @@ static void test_create_refuses_checkpoints_it_cannot_convert(void **state)
                  "unsupported architecture 'GPTNeoXForCausalLM': Corral converts "
                  "LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, "
                  "Qwen3ForCausalLM, Qwen3MoeForCausalLM, GemmaForCausalLM, Gemma2ForCausalLM, "
-                 "Gemma3ForCausalLM, Gemma3ForConditionalGeneration, Phi3ForCausalLM");
+                 "Gemma3ForCausalLM, Gemma3ForConditionalGeneration, Phi3ForCausalLM, "
+                 "GptOssForCausalLM, Olmo2ForCausalLM, Olmo3ForCausalLM, GraniteForCausalLM, "
+                 "Cohere2ForCausalLM, SmolLM3ForCausalLM, Starcoder2ForCausalLM");
     free(body);
 
     /* an adapter is checked against the converted weights, once they exist: without

@@ -35,6 +35,12 @@ typedef struct out_tensor {
     /* experts' matrices stacked (ffn_*_exps): experts[e] is expert e's, src the first found */
     const safetensors_tensor **experts;
     uint32_t n_experts;
+    /* a strided view of src (gpt-oss's experts): output row r's k-th element (an MXFP4 block
+     * when type is MXFP4) is src's element (r / group_rows) * group_stride +
+     * (r % group_rows) * row_stride + offset + k * col_stride */
+    bool strided;
+    uint64_t n_rows, row_elems, group_rows, group_stride, row_stride, offset, col_stride;
+    const safetensors_tensor *scales; /* MXFP4: the blocks' scales, src the blocks */
 } out_tensor;
 
 struct hf_converter {
@@ -263,9 +269,128 @@ static hf_status add_expert(converter *c, const safetensors_tensor *src, unsigne
     return HF_OK;
 }
 
-/* Every stack has all its experts. */
+/* The output tensor named name, or NULL. */
+static out_tensor *find_tensor(converter *c, const char *name)
+{
+    for (size_t i = 0; i < c->n_tensors; i++)
+        if (strcmp(c->tensors[i].name, name) == 0)
+            return &c->tensors[i];
+    return NULL;
+}
+
+/*
+ * One of a gpt-oss layer's expert tensors: its shape checked against config.json's, then the
+ * strided views that pick gate's and up's rows (interleaved in gate_up), transpose a plain
+ * matrix (PyTorch keeps it [experts, in, out]) and pair MXFP4 blocks with their scales.
+ */
+static hf_status add_gptoss_experts(converter *c, const safetensors_tensor *src, unsigned layer,
+                                    gptoss_part part)
+{
+    const hf_params *p = &c->p;
+    uint64_t n_exp = p->n_expert, ff = p->n_ff_expert, embd = p->n_embd;
+    bool gate_up = part <= GPTOSS_GATE_UP_SCALES;
+    bool blocks = part == GPTOSS_GATE_UP_BLOCKS || part == GPTOSS_DOWN_BLOCKS;
+    bool mx = blocks || part == GPTOSS_GATE_UP_SCALES || part == GPTOSS_DOWN_SCALES;
+    bool bias = part == GPTOSS_GATE_UP_BIAS || part == GPTOSS_DOWN_BIAS;
+    uint64_t fused = gate_up ? 2 : 1;
+    uint64_t rows = gate_up ? ff : embd;  /* output rows per expert */
+    uint64_t inner = gate_up ? embd : ff; /* elements per output row */
+    uint64_t want[4] = {n_exp, 0, 0, 0}; /* the shape config.json makes, outermost first */
+    uint32_t n_dims = 3;
+    if (bias) {
+        n_dims = 2;
+        want[1] = fused * rows;
+    } else if (mx) {
+        n_dims = blocks ? 4 : 3;
+        want[1] = fused * rows;
+        want[2] = inner / 32;
+        want[3] = 16;
+    } else {
+        want[1] = inner;
+        want[2] = fused * rows;
+    }
+    bool fits = layer < p->n_layer && src->n_dims == n_dims && (!mx || inner % 32 == 0) &&
+                (mx == (src->dtype == SAFETENSORS_U8));
+    for (uint32_t d = 0; fits && d < n_dims; d++)
+        fits = src->shape[d] == want[d];
+    if (!fits) {
+        char shape[96];
+        size_t used = 0;
+        for (uint32_t d = 0; d < n_dims; d++)
+            used += (size_t)snprintf(shape + used, sizeof shape - used, "%s%llu", d ? ", " : "",
+                                     (unsigned long long)want[d]);
+        corral_error_set(c->err, "tensor '%.200s' is not the %s tensor [%s] of this "
+                         "GptOssForCausalLM's %u layers", src->name, mx ? "U8" : "float", shape,
+                         p->n_layer);
+        return HF_INVALID;
+    }
+    for (uint64_t pick = 0; pick < fused; pick++) {
+        out_tensor t = {.strided = true, .n_dims = bias ? 2 : 3};
+        snprintf(t.name, sizeof t.name, "blk.%u.ffn_%s_exps.%s", layer,
+                 !gate_up ? "down" : pick ? "up" : "gate", bias ? "bias" : "weight");
+        out_tensor *have = find_tensor(c, t.name); /* the other half of an MXFP4 pair */
+        if (have && mx && have->type == TENSOR_TYPE_MXFP4 &&
+            (blocks ? !have->src : !have->scales)) {
+            *(blocks ? &have->src : &have->scales) = src;
+            continue;
+        }
+        if (have) {
+            corral_error_set(c->err, "tensor '%.200s' is in the checkpoint twice", src->name);
+            return HF_INVALID;
+        }
+        t.n_rows = n_exp * (bias ? 1 : rows);
+        t.ne[0] = (int64_t)(bias ? rows : inner);
+        t.ne[1] = (int64_t)(bias ? n_exp : rows);
+        t.ne[2] = bias ? 1 : (int64_t)n_exp;
+        t.ne[3] = 1;
+        if (bias) { /* [experts, fused * rows]: row e's k-th is element fused * k + pick */
+            t.row_elems = rows;
+            t.group_rows = 1;
+            t.group_stride = fused * rows;
+            t.offset = pick;
+            t.col_stride = fused;
+            t.type = TENSOR_TYPE_F32;
+        } else if (mx) { /* [experts, fused * rows, blocks]: whole rows, every fused-th */
+            uint64_t nb = inner / 32;
+            t.row_elems = nb;
+            t.group_rows = rows;
+            t.group_stride = fused * rows * nb;
+            t.row_stride = fused * nb;
+            t.offset = pick * nb;
+            t.col_stride = 1;
+            t.type = TENSOR_TYPE_MXFP4;
+        } else { /* [experts, inner, fused * rows]: output row r is column fused * r + pick */
+            t.row_elems = inner;
+            t.group_rows = rows;
+            t.group_stride = inner * fused * rows;
+            t.row_stride = fused;
+            t.offset = pick;
+            t.col_stride = fused * rows;
+            t.type = src->dtype == SAFETENSORS_BF16 ? TENSOR_TYPE_BF16 : TENSOR_TYPE_F16;
+        }
+        if (mx && !blocks)
+            t.scales = src;
+        else
+            t.src = src;
+        c->any_bf16 = c->any_bf16 || t.type == TENSOR_TYPE_BF16;
+        hf_status status = append_tensor(c, &t);
+        if (status != HF_OK)
+            return status;
+    }
+    return HF_OK;
+}
+
+/* Every stack has all its experts, every MXFP4 tensor its blocks and scales. */
 static hf_status check_experts(converter *c)
 {
+    for (size_t i = 0; i < c->n_tensors; i++)
+        if (c->tensors[i].type == TENSOR_TYPE_MXFP4 &&
+            (!c->tensors[i].src || !c->tensors[i].scales)) {
+            corral_error_set(c->err, "the checkpoint has MXFP4 %s but not their %s for '%s'",
+                             c->tensors[i].src ? "blocks" : "scales",
+                             c->tensors[i].src ? "scales" : "blocks", c->tensors[i].name);
+            return HF_INVALID;
+        }
     for (size_t i = 0; i < c->n_tensors; i++)
         for (uint32_t e = 0; e < c->tensors[i].n_experts; e++)
             if (!c->tensors[i].experts[e]) {
@@ -282,6 +407,15 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
         return HF_OK; /* recomputed from rope_theta */
     unsigned layer, expert;
     const char *kind;
+    gptoss_part part;
+    if (c->p.arch->family == FAMILY_GPTOSS &&
+        hf_family_parse_gptoss_experts(src->name, &layer, &part))
+        return add_gptoss_experts(c, src, layer, part);
+    if (src->dtype == SAFETENSORS_U8) {
+        corral_error_set(c->err, "tensor '%.200s' is U8: only gpt-oss's MXFP4 experts "
+                         "(*_blocks, *_scales) are bytes", src->name);
+        return HF_INVALID;
+    }
     if (hf_family_parse_expert(src->name, &layer, &expert, &kind))
         return add_expert(c, src, layer, expert, kind);
     out_tensor t = {.src = src};
@@ -422,6 +556,7 @@ static float element_f32(const uint8_t *src, safetensors_dtype dtype, size_t i)
     case SAFETENSORS_F32: memcpy(&f, src + 4 * i, 4); return f;
     case SAFETENSORS_F16: memcpy(&h, src + 2 * i, 2); return quant_f16_to_f32(h);
     case SAFETENSORS_BF16: memcpy(&h, src + 2 * i, 2); return quant_bf16_to_f32(h);
+    case SAFETENSORS_U8: break; /* MXFP4 bytes: repacked, never read as numbers */
     }
     return 0;
 }
@@ -469,17 +604,73 @@ static uint64_t source_rows(const out_tensor *t)
 
 static uint64_t output_rows(const out_tensor *t)
 {
+    if (t->strided)
+        return t->n_rows;
     return source_rows(t) * (t->n_experts ? t->n_experts : 1);
+}
+
+/* Bytes of one output element (of one MXFP4 block: its scale and 16 bytes of pairs). */
+static size_t output_elem_bytes(const out_tensor *t)
+{
+    return t->type == TENSOR_TYPE_MXFP4 ? 17 : t->type == TENSOR_TYPE_F32 ? 4 : 2;
 }
 
 static uint64_t output_row_bytes(const out_tensor *t)
 {
-    return t->src->n_elems / source_rows(t) * (t->type == TENSOR_TYPE_F32 ? 4 : 2);
+    if (t->strided)
+        return t->row_elems * output_elem_bytes(t);
+    return t->src->n_elems / source_rows(t) * output_elem_bytes(t);
+}
+
+/*
+ * An MXFP4 block's 32 E2M1 values from Hugging Face's order (byte k: elements 2k in its low
+ * nibble, 2k + 1 in its high one) into ggml's (byte k: elements k and k + 16).
+ */
+static void mxfp4_to_ggml_order(const uint8_t in[16], uint8_t out[16])
+{
+    for (int k = 0; k < 16; k++) {
+        int hi = k + 16;
+        uint8_t low = (uint8_t)((in[k / 2] >> (4 * (k % 2))) & 0x0f);
+        uint8_t high = (uint8_t)((in[hi / 2] >> (4 * (hi % 2))) & 0x0f);
+        out[k] = (uint8_t)(low | high << 4);
+    }
+}
+
+/* Output rows [from, to) of a strided view (see out_tensor). */
+static bool write_strided_rows(converter *c, const out_tensor *t, uint64_t from, uint64_t to)
+{
+    bool mx = t->type == TENSOR_TYPE_MXFP4;
+    size_t out_size = output_elem_bytes(t), in_size = safetensors_dtype_size(t->src->dtype);
+    uint64_t piece = CHUNK_BYTES / out_size;
+    for (uint64_t r = from; r < to; r++) {
+        uint64_t base = (r / t->group_rows) * t->group_stride +
+                        (r % t->group_rows) * t->row_stride + t->offset;
+        for (uint64_t at = 0; at < t->row_elems; at += piece) {
+            size_t n = (size_t)(t->row_elems - at < piece ? t->row_elems - at : piece);
+            for (size_t k = 0; k < n; k++) {
+                uint64_t i = base + (at + k) * t->col_stride;
+                uint8_t *dst = c->buf + k * out_size;
+                if (mx) {
+                    dst[0] = t->scales->data[i];
+                    mxfp4_to_ggml_order(t->src->data + 16 * i, dst + 1);
+                } else {
+                    convert_elements(t->src->data + i * in_size, t->src->dtype, t->type, false,
+                                     dst, 1);
+                }
+            }
+            if (!gguf_writer_write_tensor(c->writer, c->buf, n * out_size, c->err))
+                return false;
+        }
+    }
+    c->bytes_done += (to - from) * t->row_elems * out_size;
+    return true;
 }
 
 /* Output rows [from, to) of a tensor from the checkpoint. */
 static bool write_rows(converter *c, const out_tensor *t, uint64_t from, uint64_t to)
 {
+    if (t->strided)
+        return write_strided_rows(c, t, from, to);
     const safetensors_tensor *s = t->src;
     uint64_t rows = source_rows(t);
     uint64_t row_elems = s->n_elems / rows;

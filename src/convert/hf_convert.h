@@ -33,7 +33,9 @@
 #define HF_SUPPORTED_ARCHITECTURES                                                           \
     "LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, "            \
     "Qwen3ForCausalLM, Qwen3MoeForCausalLM, GemmaForCausalLM, Gemma2ForCausalLM, "            \
-    "Gemma3ForCausalLM, Gemma3ForConditionalGeneration, Phi3ForCausalLM"
+    "Gemma3ForCausalLM, Gemma3ForConditionalGeneration, Phi3ForCausalLM, GptOssForCausalLM, " \
+    "Olmo2ForCausalLM, Olmo3ForCausalLM, GraniteForCausalLM, Cohere2ForCausalLM, "            \
+    "SmolLM3ForCausalLM, Starcoder2ForCausalLM"
 
 /* One file of the checkpoint: its name relative to the directory, and where it is. */
 typedef struct hf_file {

@@ -39,6 +39,13 @@ static const hf_arch archs[] = {
     {"Gemma3ForCausalLM", "gemma3", FAMILY_GEMMA3, false},
     {"Gemma3ForConditionalGeneration", "gemma3", FAMILY_GEMMA3, true},
     {"Phi3ForCausalLM", "phi3", FAMILY_PHI3, false},
+    {"GptOssForCausalLM", "gpt-oss", FAMILY_GPTOSS, false},
+    {"Olmo2ForCausalLM", "olmo2", FAMILY_OLMO2, false},
+    {"Olmo3ForCausalLM", "olmo2", FAMILY_OLMO2, false},
+    {"GraniteForCausalLM", "granite", FAMILY_LLAMA, false},
+    {"Cohere2ForCausalLM", "cohere2", FAMILY_COHERE2, false},
+    {"SmolLM3ForCausalLM", "smollm3", FAMILY_LLAMA, false},
+    {"Starcoder2ForCausalLM", "starcoder2", FAMILY_STARCODER2, false},
 };
 
 const hf_arch *hf_family_by_gguf_name(const char *gguf_name)
@@ -54,10 +61,10 @@ bool hf_family_is_gemma(const hf_arch *a)
     return a->family == FAMILY_GEMMA || a->family == FAMILY_GEMMA2 || a->family == FAMILY_GEMMA3;
 }
 
-/* gemma2's and gemma3's norms around attention and the FFN */
+/* gemma2's and gemma3's norms around attention and the FFN, OLMo 2's after them */
 static bool has_sandwich_norms(const hf_arch *a)
 {
-    return a->family == FAMILY_GEMMA2 || a->family == FAMILY_GEMMA3;
+    return a->family == FAMILY_GEMMA2 || a->family == FAMILY_GEMMA3 || a->family == FAMILY_OLMO2;
 }
 
 /* The names of those norms, tried before the others where they exist. */
@@ -65,6 +72,13 @@ static const char *const sandwich_renames[][2] = {
     {"post_attention_layernorm", "post_attention_norm"},
     {"pre_feedforward_layernorm", "ffn_norm"},
     {"post_feedforward_layernorm", "post_ffw_norm"},
+};
+
+/* gpt-oss's names that differ from the others', tried first for it. */
+static const char *const gptoss_renames[][2] = {
+    {"self_attn.sinks", "attn_sinks.weight"},
+    {"post_attention_layernorm", "post_attention_norm"},
+    {"mlp.router", "ffn_gate_inp"},
 };
 
 /* Hugging Face name pieces and their GGUF names, tried in this order at each position. */
@@ -85,6 +99,8 @@ static const char *const renames[][2] = {
     {"mlp.up_proj", "ffn_up"},
     {"mlp.down_proj", "ffn_down"},
     {"mlp.gate_up_proj", "ffn_up"},
+    {"mlp.c_fc", "ffn_up"},     /* StarCoder2's */
+    {"mlp.c_proj", "ffn_down"},
     {"mlp.gate.", "ffn_gate_inp."},              /* a mixture of experts' router */
     {"block_sparse_moe.gate.", "ffn_gate_inp."}, /* Mixtral's */
     {"post_attention_layernorm", "ffn_norm"},
@@ -153,10 +169,15 @@ static bool read_rope_scaling(family *c)
     if (json_is_integer(o) && json_integer_value(o) > 0 && json_integer_value(o) <= UINT32_MAX)
         original = (uint32_t)json_integer_value(o);
     p->rope_original_ctx = original;
+    if (!phi3 && strcmp(type, "yarn") == 0 &&
+        !read_f32(c, s, "attention_factor", NULL, &p->rope_attn_factor))
+        return false;
     return read_f32(c, s, "factor", NULL, &p->rope_factor) &&
            read_f32(c, s, "low_freq_factor", NULL, &p->low_freq_factor) &&
            read_f32(c, s, "high_freq_factor", NULL, &p->high_freq_factor);
 }
+
+static hf_status read_sliding_layers(family *c, uint32_t every);
 
 /* Gemma 2's and 3's window, softcaps and which layers slide (layer_types, or every layer but
  * each sliding_window_pattern-th). */
@@ -170,11 +191,19 @@ static hf_status read_gemma_config(family *c)
         return HF_INVALID;
     if (p->arch->family != FAMILY_GEMMA3)
         return HF_OK;
-    const json_t *types = json_object_get(c->config, "layer_types");
     uint32_t every = 0;
-    if (!json_is_array(types) &&
+    if (!json_is_array(json_object_get(c->config, "layer_types")) &&
         !read_u32(c, "sliding_window_pattern", false, MAX_LAYERS, &every))
         return HF_INVALID;
+    return read_sliding_layers(c, every);
+}
+
+/* Which layers slide: layer_types' "sliding_attention" ones, else every layer but each
+ * every-th (none listed when every is 0). */
+static hf_status read_sliding_layers(family *c, uint32_t every)
+{
+    hf_params *p = &c->p;
+    const json_t *types = json_object_get(c->config, "layer_types");
     if (!json_is_array(types) && every == 0)
         return HF_OK;
     if (!(p->sliding_pattern = calloc(p->n_layer, 1))) {
@@ -240,12 +269,38 @@ static hf_status read_config(family *c)
         p->has_theta = true; /* Gemma 3's global layers' base when its config leaves it out */
         p->rope_theta = 1000000.0f;
     }
-    if (!read_u32(c, strcmp(p->arch->gguf_name, "llama") ? "num_experts" : "num_local_experts",
-                  false, MAX_EXPERTS, &p->n_expert) ||
+    bool gptoss = p->arch->family == FAMILY_GPTOSS;
+    bool local = gptoss || !strcmp(p->arch->gguf_name, "llama");
+    if (!read_u32(c, local ? "num_local_experts" : "num_experts", gptoss, MAX_EXPERTS,
+                  &p->n_expert) ||
         !read_u32(c, "num_experts_per_tok", p->n_expert > 0, p->n_expert ? p->n_expert : 1,
                   &p->n_expert_used) ||
         !read_u32(c, "moe_intermediate_size", false, 1u << 24, &p->n_ff_expert))
         return HF_INVALID;
+    if (gptoss) { /* every expert is intermediate_size wide; some layers slide */
+        p->n_ff_expert = p->n_ff;
+        if (!read_u32(c, "sliding_window", false, UINT32_MAX, &p->sliding_window))
+            return HF_INVALID;
+    }
+    arch_family f = p->arch->family;
+    if (!read_f32(c, c->config, f == FAMILY_STARCODER2 ? "norm_epsilon" : "layer_norm_eps",
+                  &p->has_ln_eps, &p->ln_eps))
+        return HF_INVALID;
+    if (!strcmp(p->arch->gguf_name, "granite") &&
+        (!read_f32(c, c->config, "embedding_multiplier", NULL, &p->embedding_scale) ||
+         !read_f32(c, c->config, "residual_multiplier", NULL, &p->residual_scale) ||
+         !read_f32(c, c->config, "attention_multiplier", NULL, &p->attention_scale) ||
+         !read_f32(c, c->config, "logits_scaling", NULL, &p->logit_scale)))
+        return HF_INVALID;
+    if (f == FAMILY_COHERE2 &&
+        (!read_f32(c, c->config, "logit_scale", NULL, &p->logit_scale) ||
+         !read_u32(c, "sliding_window", false, UINT32_MAX, &p->sliding_window)))
+        return HF_INVALID;
+    if (f == FAMILY_OLMO2) { /* Olmo 3's window: every layer but each fourth, or layer_types */
+        if (!read_u32(c, "sliding_window", false, UINT32_MAX, &p->sliding_window))
+            return HF_INVALID;
+        return p->sliding_window ? read_sliding_layers(c, 4) : HF_OK;
+    }
     if (p->arch->family == FAMILY_PHI3) {
         uint32_t original = 0;
         if (!read_u32(c, "sliding_window", false, UINT32_MAX, &p->sliding_window) ||
@@ -358,6 +413,10 @@ static const char *const *rename_at(const hf_arch *a, const char *s)
     for (size_t r = 0; has_sandwich_norms(a) && r < n; r++)
         if (strncmp(s, sandwich_renames[r][0], strlen(sandwich_renames[r][0])) == 0)
             return sandwich_renames[r];
+    n = sizeof gptoss_renames / sizeof gptoss_renames[0];
+    for (size_t r = 0; a->family == FAMILY_GPTOSS && r < n; r++)
+        if (strncmp(s, gptoss_renames[r][0], strlen(gptoss_renames[r][0])) == 0)
+            return gptoss_renames[r];
     n = sizeof renames / sizeof renames[0];
     for (size_t r = 0; r < n; r++)
         if (strncmp(s, renames[r][0], strlen(renames[r][0])) == 0)
@@ -447,12 +506,60 @@ static bool known_vision_tensor(const hf_params *p, const char *name)
     return false;
 }
 
+/* A gpt-oss block's tensor but its experts' (the part of its name after "blk.L."). */
+static bool known_gptoss_tensor(const char *suffix)
+{
+    static const char *const names[] = {
+        "attn_norm.weight",   "attn_q.weight",      "attn_q.bias",
+        "attn_k.weight",      "attn_k.bias",        "attn_v.weight",
+        "attn_v.bias",        "attn_output.weight", "attn_output.bias",
+        "attn_sinks.weight",  "post_attention_norm.weight", "ffn_gate_inp.weight",
+        "ffn_gate_inp.bias",
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(suffix, names[i]))
+            return true;
+    return false;
+}
+
+/* An OLMo 2, Cohere 2 or StarCoder2 block's tensor (the part of its name after "blk.L."). */
+static bool known_block_tensor(arch_family f, const char *suffix)
+{
+    static const char *const olmo2[] = {
+        "attn_q.weight",      "attn_k.weight",       "attn_v.weight",
+        "attn_output.weight", "attn_q_norm.weight",  "attn_k_norm.weight",
+        "ffn_gate.weight",    "ffn_up.weight",       "ffn_down.weight",
+        "post_attention_norm.weight", "post_ffw_norm.weight",
+    };
+    static const char *const cohere2[] = {
+        "attn_norm.weight", "attn_q.weight",   "attn_k.weight", "attn_v.weight",
+        "attn_output.weight", "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight",
+    };
+    static const char *const starcoder2[] = {
+        "attn_norm.weight", "attn_norm.bias", "attn_q.weight",     "attn_q.bias",
+        "attn_k.weight",    "attn_k.bias",    "attn_v.weight",     "attn_v.bias",
+        "attn_output.weight", "attn_output.bias", "ffn_norm.weight", "ffn_norm.bias",
+        "ffn_up.weight",    "ffn_up.bias",    "ffn_down.weight",   "ffn_down.bias",
+    };
+    const char *const *names = f == FAMILY_OLMO2 ? olmo2 : f == FAMILY_COHERE2 ? cohere2
+                                                                              : starcoder2;
+    size_t n = f == FAMILY_OLMO2     ? sizeof olmo2 / sizeof olmo2[0]
+               : f == FAMILY_COHERE2 ? sizeof cohere2 / sizeof cohere2[0]
+                                     : sizeof starcoder2 / sizeof starcoder2[0];
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(suffix, names[i]))
+            return true;
+    return false;
+}
+
 bool hf_family_known_tensor(const hf_params *p, const char *name)
 {
     if (p->arch->vision && (!strncmp(name, "v.", 2) || !strncmp(name, "mm.", 3)))
         return known_vision_tensor(p, name);
+    arch_family f = p->arch->family;
     if (!strcmp(name, "token_embd.weight") || !strcmp(name, "output_norm.weight") ||
-        !strcmp(name, "output.weight"))
+        !strcmp(name, "output.weight") ||
+        (f == FAMILY_STARCODER2 && !strcmp(name, "output_norm.bias")))
         return true;
     unsigned layer;
     char prefix[32];
@@ -462,12 +569,15 @@ bool hf_family_known_tensor(const hf_params *p, const char *name)
     if (strncmp(name, prefix, (size_t)used) != 0) /* "blk.01." or "blk.+1." */
         return false;
     const char *suffix = name + used;
+    if (f == FAMILY_GPTOSS)
+        return known_gptoss_tensor(suffix);
+    if (f == FAMILY_OLMO2 || f == FAMILY_COHERE2 || f == FAMILY_STARCODER2)
+        return known_block_tensor(f, suffix);
     static const char *const block[] = {"attn_norm.weight", "attn_output.weight",
                                         "ffn_norm.weight", "ffn_up.weight", "ffn_down.weight"};
     for (size_t i = 0; i < sizeof block / sizeof block[0]; i++)
         if (!strcmp(suffix, block[i]))
             return true;
-    arch_family f = p->arch->family;
     if (p->n_expert && !strcmp(suffix, "ffn_gate_inp.weight"))
         return true;
     if (f == FAMILY_PHI3) /* q/k/v in one matrix, gate and up in one */
@@ -506,6 +616,28 @@ bool hf_family_parse_expert(const char *name, unsigned *layer, unsigned *expert,
                 *kind = hf[i][1];
                 return true;
             }
+        }
+    }
+    return false;
+}
+
+bool hf_family_parse_gptoss_experts(const char *name, unsigned *layer, gptoss_part *part)
+{
+    static const char *const parts[] = {
+        [GPTOSS_GATE_UP] = "gate_up_proj",          [GPTOSS_GATE_UP_BIAS] = "gate_up_proj_bias",
+        [GPTOSS_GATE_UP_BLOCKS] = "gate_up_proj_blocks",
+        [GPTOSS_GATE_UP_SCALES] = "gate_up_proj_scales", [GPTOSS_DOWN] = "down_proj",
+        [GPTOSS_DOWN_BIAS] = "down_proj_bias",      [GPTOSS_DOWN_BLOCKS] = "down_proj_blocks",
+        [GPTOSS_DOWN_SCALES] = "down_proj_scales",
+    };
+    char part_name[24], again[256];
+    if (sscanf(name, "model.layers.%u.mlp.experts.%23[a-z_]", layer, part_name) != 2)
+        return false;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        snprintf(again, sizeof again, "model.layers.%u.mlp.experts.%s", *layer, parts[i]);
+        if (strcmp(again, name) == 0) { /* exactly that spelling: no "+1" or "01" */
+            *part = (gptoss_part)i;
+            return true;
         }
     }
     return false;
@@ -635,8 +767,9 @@ static bool write_phi3_keys(family *c, gguf_writer *w, const char *a)
     return ok;
 }
 
-/* Gemma 2's and 3's attention windows and softcaps, Gemma 3's local RoPE base. */
-static bool write_gemma_keys(family *c, gguf_writer *w, const char *a)
+/* Gemma 2's and 3's attention windows and softcaps, Gemma 3's local RoPE base; the windows
+ * of OLMo 3 and Cohere 2. */
+static bool write_window_keys(family *c, gguf_writer *w, const char *a)
 {
     const hf_params *p = &c->p;
     char key[96];
@@ -655,6 +788,27 @@ static bool write_gemma_keys(family *c, gguf_writer *w, const char *a)
         ok = gguf_writer_add_array(w, KEY("attention.sliding_window_pattern"), GGUF_TYPE_BOOL,
                                    p->sliding_pattern, p->n_sliding_pattern, c->err);
 #undef KEY
+    return ok;
+}
+
+/* Granite's multipliers and Cohere 2's logit scale, where config.json gives them. */
+static bool write_scales(family *c, gguf_writer *w, const char *a)
+{
+    const hf_params *p = &c->p;
+    const struct {
+        const char *key;
+        float value;
+    } scales[] = {{"embedding_scale", p->embedding_scale},
+                  {"residual_scale", p->residual_scale},
+                  {"attention.scale", p->attention_scale},
+                  {"logit_scale", p->logit_scale}};
+    char key[96];
+    bool ok = true;
+    for (size_t i = 0; ok && i < sizeof scales / sizeof scales[0]; i++)
+        if (scales[i].value > 0) {
+            snprintf(key, sizeof key, "%s.%s", a, scales[i].key);
+            ok = gguf_writer_add_f32(w, key, scales[i].value, c->err);
+        }
     return ok;
 }
 
@@ -685,7 +839,6 @@ static bool write_keys(family *c, gguf_writer *w)
     corral_error *err = c->err;
     char key[96];
 #define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
-    bool llama = strcmp(a, "llama") == 0;
     bool ok = gguf_writer_add_str(w, "general.architecture", a, strlen(a), err) &&
               gguf_writer_add_u32(w, "general.file_type", c->any_bf16 ? 32 : 1, err) &&
               gguf_writer_add_u32(w, "general.quantization_version", 2, err) &&
@@ -702,8 +855,10 @@ static bool write_keys(family *c, gguf_writer *w)
              gguf_writer_add_u32(w, KEY("expert_used_count"), p->n_expert_used, err);
     if (ok && p->n_expert && p->n_ff_expert)
         ok = gguf_writer_add_u32(w, KEY("expert_feed_forward_length"), p->n_ff_expert, err);
-    bool phi3 = p->arch->family == FAMILY_PHI3;
-    if (ok && (llama || phi3))
+    arch_family f = p->arch->family;
+    bool phi3 = f == FAMILY_PHI3;
+    if (ok && (f == FAMILY_LLAMA || phi3 || f == FAMILY_OLMO2 || f == FAMILY_COHERE2 ||
+               f == FAMILY_STARCODER2))
         ok = gguf_writer_add_u32(w, KEY("rope.dimension_count"), p->head_dim, err);
     if (ok && (p->has_head_dim || p->arch->family == FAMILY_QWEN3 || hf_family_is_gemma(p->arch)))
         ok = gguf_writer_add_u32(w, KEY("attention.key_length"), p->head_dim, err) &&
@@ -712,8 +867,14 @@ static bool write_keys(family *c, gguf_writer *w)
         ok = gguf_writer_add_f32(w, KEY("rope.freq_base"), p->rope_theta, err);
     if (ok && p->has_eps)
         ok = gguf_writer_add_f32(w, KEY("attention.layer_norm_rms_epsilon"), p->rms_eps, err);
+    if (ok && p->has_ln_eps && (f == FAMILY_COHERE2 || f == FAMILY_STARCODER2))
+        ok = gguf_writer_add_f32(w, KEY("attention.layer_norm_epsilon"), p->ln_eps, err);
+    if (ok)
+        ok = write_scales(c, w, a);
     if (ok && phi3)
         ok = write_phi3_keys(c, w, a);
+    if (ok && p->arch->family == FAMILY_GPTOSS && p->sliding_window)
+        ok = gguf_writer_add_u32(w, KEY("attention.sliding_window"), p->sliding_window, err);
     bool factors = p->rope_type && (!strcmp(p->rope_type, "llama3") ||
                                     !strcmp(p->rope_type, "longrope") ||
                                     !strcmp(p->rope_type, "su"));
@@ -725,10 +886,13 @@ static bool write_keys(family *c, gguf_writer *w)
         if (ok && p->rope_original_ctx)
             ok = gguf_writer_add_u32(w, KEY("rope.scaling.original_context_length"),
                                      p->rope_original_ctx, err);
+        if (ok && p->rope_attn_factor > 0)
+            ok = gguf_writer_add_f32(w, KEY("rope.scaling.attn_factor"), p->rope_attn_factor,
+                                     err);
     }
 #undef KEY
-    if (ok && hf_family_is_gemma(p->arch))
-        ok = write_gemma_keys(c, w, a);
+    if (ok && (hf_family_is_gemma(p->arch) || f == FAMILY_OLMO2 || f == FAMILY_COHERE2))
+        ok = write_window_keys(c, w, a);
     if (ok && p->arch->vision)
         ok = write_vision_keys(c, w, a);
     return ok;

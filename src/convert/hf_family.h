@@ -22,6 +22,10 @@ typedef enum arch_family {
     FAMILY_GEMMA2, /* gemma's, with norms after attention and around the FFN, softcaps */
     FAMILY_GEMMA3, /* gemma2's, with q/k norms and a local RoPE base */
     FAMILY_PHI3,   /* fused q/k/v and gate/up; LongRoPE's factors as tensors */
+    FAMILY_GPTOSS, /* attention biases and sinks; experts fused per layer, MXFP4 or not */
+    FAMILY_OLMO2,  /* norms after attention and the FFN only; q/k norms over all heads */
+    FAMILY_COHERE2, /* one LayerNorm (weight only) before attention and FFN; logit scale */
+    FAMILY_STARCODER2, /* LayerNorms with biases, biases everywhere, a plain two-layer FFN */
 } arch_family;
 
 typedef struct hf_arch {
@@ -44,10 +48,13 @@ typedef struct hf_params {
     uint32_t n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_ctx;
     uint32_t n_expert, n_expert_used, n_ff_expert; /* a mixture of experts: n_expert > 0 */
     uint64_t vocab_size;
-    bool has_head_dim, has_theta, has_eps;
-    float rope_theta, rms_eps;
+    bool has_head_dim, has_theta, has_eps, has_ln_eps;
+    float rope_theta, rms_eps, ln_eps; /* RMSNorm's epsilon, LayerNorm's */
     const char *rope_type; /* rope_scaling's, or NULL */
     float rope_factor, low_freq_factor, high_freq_factor;
+    float rope_attn_factor; /* yarn's attention_factor; 0 when absent */
+    /* Granite's multipliers, Cohere 2's logit scale; 0 when absent */
+    float embedding_scale, residual_scale, attention_scale, logit_scale;
     uint32_t rope_original_ctx;
     /* Gemma's */
     uint32_t sliding_window;
@@ -98,6 +105,22 @@ bool hf_family_known_tensor(const hf_params *p, const char *name);
  */
 bool hf_family_parse_expert(const char *name, unsigned *layer, unsigned *expert,
                             const char **kind);
+
+/* gpt-oss's experts: one tensor per layer and part, gate and up interleaved row by row */
+typedef enum gptoss_part {
+    GPTOSS_GATE_UP,        /* [experts, n_embd, 2 n_ff]: gate and up, transposed */
+    GPTOSS_GATE_UP_BIAS,   /* [experts, 2 n_ff] */
+    GPTOSS_GATE_UP_BLOCKS, /* [experts, 2 n_ff, n_embd / 32, 16]: MXFP4's E2M1 pairs */
+    GPTOSS_GATE_UP_SCALES, /* [experts, 2 n_ff, n_embd / 32]: MXFP4's E8M0 scales */
+    GPTOSS_DOWN,           /* [experts, n_ff, n_embd]: transposed */
+    GPTOSS_DOWN_BIAS,      /* [experts, n_embd] */
+    GPTOSS_DOWN_BLOCKS,    /* [experts, n_embd, n_ff / 32, 16] */
+    GPTOSS_DOWN_SCALES,    /* [experts, n_embd, n_ff / 32] */
+} gptoss_part;
+
+/* "model.layers.L.mlp.experts.gate_up_proj_blocks" and the like: which layer and part.
+ * False for any other name. */
+bool hf_family_parse_gptoss_experts(const char *name, unsigned *layer, gptoss_part *part);
 
 /* Gemma's families store RMSNorm weights as w - 1. */
 bool hf_family_is_gemma(const hf_arch *a);

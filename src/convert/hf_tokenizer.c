@@ -35,6 +35,8 @@ static const struct {
     {"1ff7f41064896984db5d1bb6ff64fa4bc29007d08c1b439e505b7392777a319e", "qwen2"},
     {"00431aed57e696b747435f734d1e3b9b1bfd931a121fb5cac7129e97c181e9ba", "qwen35"},
     {"b92c0824a58e1d8dc3221cf3e12c433c3a86f57e46d57229993489f0798e7702", "laguna"},
+    /* o200k (gpt-oss's harmony tokenizer), which ollama's gpt-oss converter names outright */
+    {"2d1b8dc11e89af71459b36004f698ab3693f59fd84f63e8ec2b49564ab857420", "gpt-4o"},
 };
 
 typedef struct special_token {

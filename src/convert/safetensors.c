@@ -30,6 +30,7 @@ static const struct {
     {"F32", SAFETENSORS_F32, 4},
     {"F16", SAFETENSORS_F16, 2},
     {"BF16", SAFETENSORS_BF16, 2},
+    {"U8", SAFETENSORS_U8, 1},
 };
 
 size_t safetensors_dtype_size(safetensors_dtype dtype)
@@ -105,8 +106,8 @@ static bool parse_tensor(const char *file_name, const char *name, const json_t *
     while (d < sizeof dtypes / sizeof dtypes[0] && strcmp(dtypes[d].name, dtype) != 0)
         d++;
     if (d == sizeof dtypes / sizeof dtypes[0]) {
-        corral_error_set(err, "%s: tensor '%.200s' has dtype '%.20s': Corral converts F32, F16 "
-                         "and BF16 weights", file_name, name, dtype);
+        corral_error_set(err, "%s: tensor '%.200s' has dtype '%.20s': Corral converts F32, F16, "
+                         "BF16 and U8 (MXFP4 blocks and scales) weights", file_name, name, dtype);
         return false;
     }
     t->dtype = dtypes[d].dtype;

@@ -5,7 +5,7 @@
  * {"name": {"dtype", "shape", "data_offsets": [begin, end]}} (plus an optional "__metadata__"
  * object of strings), then the tensor data, offsets counting from the end of the header.
  * Every field is checked before safetensors_open returns: the header's size against
- * SAFETENSORS_MAX_HEADER_BYTES and the file, each dtype (F32, F16 and BF16 are read), each
+ * SAFETENSORS_MAX_HEADER_BYTES and the file, each dtype (F32, F16, BF16 and U8 are read), each
  * shape's element count times the dtype's size against its offsets (overflow-checked), each
  * range inside the data and no two ranges overlapping. After that every tensor's data pointer
  * and size can be trusted. Tensors are listed sorted by name.
@@ -27,6 +27,7 @@ typedef enum safetensors_dtype {
     SAFETENSORS_F32,
     SAFETENSORS_F16,
     SAFETENSORS_BF16,
+    SAFETENSORS_U8, /* bytes: gpt-oss's MXFP4 blocks and scales, never read as numbers */
 } safetensors_dtype;
 
 typedef struct safetensors_tensor {
