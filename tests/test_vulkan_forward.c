@@ -348,6 +348,28 @@ static void test_mllama_images_on_the_device(void **state)
     corral_model_free(m);
 }
 
+/* The device layers' fitting counts, for a context made for images, each cross-attention
+ * layer's cache of images (keys and values, F32, 2 KV heads of 16, the tower's 4 tiles of 17
+ * rows a sequence), which a text context leaves out. */
+static void test_mllama_fitting_counts_image_caches(void **state)
+{
+    (void)state;
+    corral_error err = {{0}};
+    corral_model *m = corral_model_load(fixture("vision/mllama.gguf"), &err);
+    if (!m)
+        fail_msg("%s", err.message);
+    corral_context *images = mllama_context(m, -1, 3);
+    corral_context *text = vulkan_fixture_context(m, -1, 3, 64, 128, CORRAL_KV_F32);
+    uint64_t cache = 3ull * 2 * 68 * 16 * sizeof(float), want = 2 /* layers */ * 2 * cache;
+    uint64_t diff = gpu_layers_estimate(images->gpu) - gpu_layers_estimate(text->gpu);
+    if (diff < want || diff >= want + 4 * 65536)
+        fail_msg("the images' caches add %llu bytes to the estimate, want %llu and alignment",
+                 (unsigned long long)diff, (unsigned long long)want);
+    corral_context_free(images);
+    corral_context_free(text);
+    corral_model_free(m);
+}
+
 static void test_qwen2vl_mrope_text(void **state) { (void)state; check_model("vision/qwen25vl-text.gguf", 1e-3f, false, true); }
 
 /* Micro-batches of 4 and a window of 4: the sliding layers hold 4 + 4 - 1 cells and move
@@ -1246,6 +1268,7 @@ int main(void)
         cmocka_unit_test(test_gemma4_dense_and_experts),
         cmocka_unit_test(test_mllama_leaves_out_cross_attention_layers),
         cmocka_unit_test(test_mllama_images_on_the_device),
+        cmocka_unit_test(test_mllama_fitting_counts_image_caches),
         cmocka_unit_test(test_llama4_stays_on_the_cpu),
         cmocka_unit_test(test_llama4_refused_for_each_need),
         cmocka_unit_test(test_gemma3n_stays_on_the_cpu),

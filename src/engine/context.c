@@ -457,6 +457,7 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     ctx->n_ctx = p->n_ctx;
     ctx->n_seq = p->n_seq;
     ctx->cpu_layers_min = p->images ? hp->n_deepstack : 0;
+    ctx->image_rows = p->images ? cross_image_rows(m) : 0;
     ctx->n_batch = p->n_batch;
     ctx->kv_type = p->kv_type;
     for (uint32_t r = 0; r < m->n_rope_variants; r++)

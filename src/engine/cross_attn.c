@@ -2,6 +2,7 @@
 #include "cross_attn.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,6 +88,23 @@ void cross_context_free(cross_context *c)
     free(c->index);
     free(c->scratch);
     free(c);
+}
+
+uint32_t cross_image_rows(const corral_model *m)
+{
+    const char *names[] = {"max_num_tiles", "image_size", "patch_size"};
+    uint32_t v[3] = {0, 0, 0};
+    char key[128];
+    corral_error ignored = {{0}};
+    for (int i = 0; i < 3; i++) {
+        snprintf(key, sizeof key, "%s.vision.%s", m->arch->name, names[i]);
+        if (!gguf_get_u32_opt(m->file, key, &v[i], &ignored))
+            return 0;
+    }
+    if (v[0] == 0 || v[2] == 0)
+        return 0;
+    uint64_t side = v[1] / v[2], rows = (uint64_t)v[0] * (side * side + 1);
+    return side <= CROSS_MAX_ROWS && rows <= CROSS_MAX_ROWS ? (uint32_t)rows : 0;
 }
 
 static void drop(cross_image *img)

@@ -26,6 +26,11 @@ cross_context *cross_context_create(const corral_model *m, uint32_t n_seq, uint3
                                     size_t n_threads, bool *ok, corral_error *err);
 void cross_context_free(cross_context *c);
 
+/* The rows of states the tower in m's file makes an image (max_num_tiles tiles of
+ * (image_size / patch_size)^2 + 1 rows, under <arch>.vision), or 0 when the file says
+ * nothing of a tower or more than CROSS_MAX_ROWS, which no image may have. */
+uint32_t cross_image_rows(const corral_model *m);
+
 /* Sequence seq's image from position at on: the keys and values of every cross-attention
  * layer from rows (n_rows of n_embd), of which the tokens from at on see the first n_attended
  * (the real tiles'; a padding tile's rows are kept with them, unread); the GPU's layers'

@@ -336,7 +336,11 @@ static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint
             sum += weight_footprint(g, ssm[i]);
         sum += vk_buffer_footprint(g->dev, d.kernels) +
                2 * vk_buffer_footprint(g->dev, d.conv) + 2 * vk_buffer_footprint(g->dev, d.state);
-    } else if (!l->kv_shared && !l->cross_attn) { /* an image's cache: when it comes */
+    } else if (l->cross_attn) { /* its cache of images, made when the first comes */
+        vk_cache_shape images = {l->n_head_kv, l->head_dim_k, ctx->image_rows, false};
+        if (ctx->image_rows)
+            sum += 2 * vk_buffer_footprint(g->dev, vk_cache_bytes(&images, ctx->n_seq));
+    } else if (!l->kv_shared) {
         sum += vk_buffer_footprint(g->dev, vk_cache_bytes(&ks, ctx->n_seq)) +
                vk_buffer_footprint(g->dev, vk_cache_bytes(&vs, ctx->n_seq));
     }
