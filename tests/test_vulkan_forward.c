@@ -237,69 +237,136 @@ static void test_mllama_leaves_out_cross_attention_layers(void **state)
     check_partial("arch/mllama.gguf", 2, 1e-3f);
     check_partial("arch/mllama.gguf", 4, 1e-3f);
 }
-/* The reference prompt of vision/mllama.wide.ref.txt with the reference's image states (4
- * tiles of 17 rows of 64, 2 tiles' attended) through ctx; the last logits. */
-static const float *mllama_with_image(corral_context *ctx, corral_error *err, bool *ok)
+/* An mllama context made for images (n_seq sequences, one thread), with gpu_layers on the
+ * device. */
+static corral_context *mllama_context(const corral_model *m, int gpu_layers, uint32_t n_seq)
+{
+    corral_context_params p;
+    corral_context_params_init(&p);
+    p.n_ctx = 128;
+    p.n_batch = 64;
+    p.n_seq = n_seq;
+    p.n_threads = 1;
+    p.kv_type = CORRAL_KV_F32;
+    p.images = true;
+    p.n_gpu_layers = gpu_layers;
+    corral_error err = {{0}};
+    corral_context *ctx = corral_context_create(m, &p, &err);
+    if (!ctx)
+        fail_msg("mllama context: %s", err.message);
+    return ctx;
+}
+
+/* The first `tiles` tiles (17 rows of 64 each) of the reference's image states
+ * (vision/mllama.wide.embd.f32, 4 tiles), of which the first `attended` tiles are seen, as
+ * sequence seq's image. */
+static void mllama_image(corral_context *ctx, int32_t seq, uint32_t tiles, uint32_t attended)
 {
     static float rows[4 * 17 * 64];
     FILE *f = fopen(fixture("vision/mllama.wide.embd.f32"), "rb");
     assert_non_null(f);
     assert_int_equal(fread(rows, sizeof rows, 1, f), 1);
     fclose(f);
-    const corral_token before[] = {51, 257}, after[] = {300, 285, 262, 298};
-    corral_image_embd image = {.n_tokens = 1, .nx = 1, .ny = 1, .n_embd = 4 * 17 * 64,
-                               .data = rows, .n_attended = 2 * 17};
-    decode(ctx, before, NULL, 2, NULL);
-    if (!(*ok = corral_decode_image(ctx, 0, &image, err)))
-        return NULL;
-    decode(ctx, after, NULL, 4, NULL);
-    return corral_get_logits(ctx, 3);
+    corral_image_embd image = {.n_tokens = 1, .nx = 1, .ny = 1, .n_embd = tiles * 17 * 64,
+                               .data = rows, .n_attended = attended * 17};
+    corral_error err = {{0}};
+    if (!corral_decode_image(ctx, seq, &image, &err))
+        fail_msg("mllama image: %s", err.message);
+}
+
+/* The same batch (logits at every token) through both contexts: their logits agree within
+ * 1e-3 and pick the same ids; the CPU's ids into ids. */
+static void mllama_batch(const char *name, corral_context *cpu, corral_context *gpu,
+                         const corral_token *tokens, const int32_t *seq, size_t n,
+                         corral_token *ids)
+{
+    bool all[8] = {true, true, true, true, true, true, true, true};
+    assert_true(n <= 8);
+    decode(cpu, tokens, seq, n, all);
+    decode(gpu, tokens, seq, n, all);
+    for (size_t t = 0; t < n; t++) {
+        const float *want = corral_get_logits(cpu, (int32_t)t);
+        const float *got = corral_get_logits(gpu, (int32_t)t);
+        float diff = max_abs_diff(got, want, 304);
+        if (!(diff <= 1e-3f))
+            fail_msg("%s: token %zu (sequence %d): logits differ by %g", name, t, seq[t],
+                     (double)diff);
+        ids[t] = argmax(want, 304);
+        if (argmax(got, 304) != ids[t])
+            fail_msg("%s: token %zu: device id %d, CPU id %d", name, t, argmax(got, 304),
+                     ids[t]);
+    }
 }
 
 /*
- * mllama's image goes to its cross-attention layers on the CPU: a context made for images
- * keeps them (and the layers before them) there, the last layer alone on the device, and
- * answers as the CPU does; one that put them on the device refuses the image, saying why.
+ * mllama's images on the device's cross-attention layers (1 and 3) as on the CPU: every
+ * layer there, or the last 3 (layer 1 on the CPU, 3 on the device). Three sequences in one
+ * batch: one with a 2-tile image (1 tile attended), then one with a 4-tile image (2 attended),
+ * which makes the device's image caches grow with the first's kept, and one without. Then
+ * greedy steps of all three, and the first image's token cut away (its sequence then passes
+ * the layers unchanged) while the second's stays.
  */
-static void test_mllama_images_keep_cross_layers_on_the_cpu(void **state)
+static void test_mllama_images_on_the_device(void **state)
 {
     (void)state;
     corral_error err = {{0}};
     corral_model *m = corral_model_load(fixture("vision/mllama.gguf"), &err);
     if (!m)
         fail_msg("%s", err.message);
-    corral_context *all = context(m, -1, 1);
-    assert_int_equal(corral_context_gpu_layers(all), 5);
-    bool ok;
-    assert_null(mllama_with_image(all, &err, &ok));
-    assert_false(ok);
-    assert_non_null(strstr(err.message, "cross-attention layers, which run on the GPU"));
-    corral_context_free(all);
+    const int splits[] = {-1, 3};
+    for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++) {
+        corral_context *cpu = mllama_context(m, 0, 3), *gpu = mllama_context(m, splits[i], 3);
+        uint32_t want = splits[i] < 0 ? 5 : 3;
+        assert_int_equal(corral_context_gpu_layers(gpu), want);
+        char name[64];
+        snprintf(name, sizeof name, "mllama with %u layers on the device", want);
+        corral_token ids[8];
+        const corral_token before[] = {51, 257, 51, 257, 60};
+        const int32_t before_seq[] = {0, 0, 1, 1, 2};
+        mllama_batch(name, cpu, gpu, before, before_seq, 5, ids);
+        mllama_image(cpu, 1, 2, 1);
+        mllama_image(gpu, 1, 2, 1);
+        mllama_image(cpu, 0, 4, 2);
+        mllama_image(gpu, 0, 4, 2);
+        const corral_token after[] = {300, 285, 262, 298, 300, 285, 262, 298};
+        const int32_t after_seq[] = {0, 1, 2, 0, 1, 2, 0, 1};
+        mllama_batch(name, cpu, gpu, after, after_seq, 8, ids);
+        const int32_t step_seq[] = {0, 1, 2};
+        corral_token step[3] = {ids[6], ids[7], ids[5]};
+        for (int s = 0; s < 2; s++) {
+            mllama_batch(name, cpu, gpu, step, step_seq, 3, ids);
+            memcpy(step, ids, sizeof step);
+        }
+        corral_seq_truncate(cpu, 0, 2); /* the image token's position: 2 */
+        corral_seq_truncate(gpu, 0, 2);
+        const corral_token cut[] = {300, 285, 262};
+        const int32_t cut_seq[] = {0, 0, 1};
+        mllama_batch(name, cpu, gpu, cut, cut_seq, 3, ids);
+        corral_context_free(cpu);
+        corral_context_free(gpu);
+    }
+    corral_model_free(m);
+}
 
-    corral_context_params p;
-    corral_context_params_init(&p);
-    p.n_ctx = 128;
-    p.n_batch = 64;
-    p.n_threads = 1;
-    p.kv_type = CORRAL_KV_F32;
-    p.images = true;
-    corral_context *cpu = corral_context_create(m, &p, &err);
-    p.n_gpu_layers = -1;
-    corral_context *gpu = corral_context_create(m, &p, &err);
-    assert_non_null(cpu);
-    assert_non_null(gpu);
-    assert_int_equal(corral_context_gpu_layers(gpu), 1);
-    static float want[304];
-    memcpy(want, mllama_with_image(cpu, &err, &ok), sizeof want);
-    assert_true(ok);
-    const float *got = mllama_with_image(gpu, &err, &ok);
-    if (!ok)
+/* The device layers' fitting counts, for a context made for images, each cross-attention
+ * layer's cache of images (keys and values, F32, 2 KV heads of 16, the tower's 4 tiles of 17
+ * rows a sequence), which a text context leaves out. */
+static void test_mllama_fitting_counts_image_caches(void **state)
+{
+    (void)state;
+    corral_error err = {{0}};
+    corral_model *m = corral_model_load(fixture("vision/mllama.gguf"), &err);
+    if (!m)
         fail_msg("%s", err.message);
-    float diff = max_abs_diff(got, want, 304);
-    if (!(diff <= 1e-3f))
-        fail_msg("mllama with an image: the device's logits differ from the CPU's by %g", diff);
-    corral_context_free(cpu);
-    corral_context_free(gpu);
+    corral_context *images = mllama_context(m, -1, 3);
+    corral_context *text = vulkan_fixture_context(m, -1, 3, 64, 128, CORRAL_KV_F32);
+    uint64_t cache = 3ull * 2 * 68 * 16 * sizeof(float), want = 2 /* layers */ * 2 * cache;
+    uint64_t diff = gpu_layers_estimate(images->gpu) - gpu_layers_estimate(text->gpu);
+    if (diff < want || diff >= want + 4 * 65536)
+        fail_msg("the images' caches add %llu bytes to the estimate, want %llu and alignment",
+                 (unsigned long long)diff, (unsigned long long)want);
+    corral_context_free(images);
+    corral_context_free(text);
     corral_model_free(m);
 }
 
@@ -1229,7 +1296,8 @@ int main(void)
         cmocka_unit_test(test_gemma4_per_layer_inputs_shared_kv),
         cmocka_unit_test(test_gemma4_dense_and_experts),
         cmocka_unit_test(test_mllama_leaves_out_cross_attention_layers),
-        cmocka_unit_test(test_mllama_images_keep_cross_layers_on_the_cpu),
+        cmocka_unit_test(test_mllama_images_on_the_device),
+        cmocka_unit_test(test_mllama_fitting_counts_image_caches),
         cmocka_unit_test(test_llama4_stays_on_the_cpu),
         cmocka_unit_test(test_llama4_refused_for_each_need),
         cmocka_unit_test(test_gemma3n_stays_on_the_cpu),

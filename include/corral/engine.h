@@ -266,8 +266,7 @@ typedef struct corral_context_params {
     int n_gpu_layers;
     int gpu_device;
     /* The context will decode images: the layers that take an image's features besides its
-     * embeddings (qwen3vl's deepstack layers, mllama's cross-attention layers and those
-     * before them) stay on the CPU. */
+     * embeddings (qwen3vl's deepstack layers) stay on the CPU. */
     bool images;
 } corral_context_params;
 
@@ -500,8 +499,7 @@ void corral_image_embd_free(corral_image_embd *embd);
  * qwen2vl, whose following text then continues max(nx, ny) positions on. The last image
  * token's logits are kept (corral_get_logits index n_tokens - 1). mllama's image is its one
  * image token, and its states go to the cross-attention layers for what follows it in the
- * sequence (replacing an earlier image's); a context whose GPU holds any of those layers
- * refuses it (corral_context_params.images keeps them on the CPU).
+ * sequence (replacing an earlier image's), on the CPU or the GPU, wherever the layer runs.
  */
 bool corral_decode_image(corral_context *ctx, int32_t seq, const corral_image_embd *image,
                          corral_error *err);

@@ -457,10 +457,7 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     ctx->n_ctx = p->n_ctx;
     ctx->n_seq = p->n_seq;
     ctx->cpu_layers_min = p->images ? hp->n_deepstack : 0;
-    /* mllama's cross-attention layers read an image's states on the CPU only */
-    for (uint32_t il = 0; p->images && il < hp->n_layer; il++)
-        if (m->layers[il].cross_attn && il + 1 > ctx->cpu_layers_min)
-            ctx->cpu_layers_min = il + 1;
+    ctx->image_rows = p->images ? cross_image_rows(m) : 0;
     ctx->n_batch = p->n_batch;
     ctx->kv_type = p->kv_type;
     for (uint32_t r = 0; r < m->n_rope_variants; r++)
@@ -485,7 +482,9 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
         !delta_net_context_init(ctx, err))
         goto fail;
     bool cross_ok;
-    ctx->cross = cross_context_create(m, ctx->n_seq, threadpool_size(ctx->pool), &cross_ok, err);
+    ctx->cross = cross_context_create(m, ctx->n_seq,
+                                      ctx->gpu ? gpu_layers_first(ctx->gpu) : hp->n_layer,
+                                      threadpool_size(ctx->pool), &cross_ok, err);
     if (!cross_ok)
         goto fail;
 
@@ -956,13 +955,6 @@ static bool decode_cross_image(corral_context *ctx, int32_t seq, const corral_im
                          m->arch->name);
         return false;
     }
-    for (uint32_t il = 0; ctx->gpu && il < hp->n_layer; il++)
-        if (m->layers[il].cross_attn && il >= gpu_layers_first(ctx->gpu)) {
-            corral_error_set(err, "%s reads an image in its cross-attention layers, which run on "
-                             "the GPU here (%s) and cannot: a context made for images keeps them "
-                             "on the CPU", m->arch->name, gpu_layers_device(ctx->gpu));
-            return false;
-        }
     uint32_t at = ctx->seq_len[seq];
     if (at + 1 >= ctx->n_ctx) {
         corral_error_set(err, "context full: sequence %d already holds %u of %u tokens", seq, at,

@@ -85,6 +85,10 @@ struct corral_context {
     lazy_mapping k_mapping, v_mapping; /* ... and their mappings (context.c) */
     uint32_t swa_cells;     /* cells per sequence on sliding layers (n_ctx when unbounded) */
     uint32_t cpu_layers_min; /* the first layers that stay on the CPU whatever the GPU takes */
+    /* the rows of an image the context expects for its cross-attention layers (images asked
+     * for, and the model's file holds its tower: cross_image_rows), which a GPU's fitting
+     * counts; 0: none expected */
+    uint32_t image_rows;
     uint32_t *seq_len;
     uint32_t *swa_base;     /* per sequence: first position held by the sliding layers */
 

@@ -63,6 +63,13 @@ bool gpu_seq_shift(gpu_layers *g, const corral_context *ctx, uint32_t seq, uint3
  * functions treat the CPU's: the work is recorded to run ahead of the next forward pass, in
  * its submission (nothing when the device holds no recurrent layer). */
 void gpu_seq_states(gpu_layers *g, const corral_context *ctx, uint32_t seq, enum gpu_states op);
+/* Sequence seq's image on the device's cross-attention layer il (cross_attn.h): its keys and
+ * values, each n_rows rows of head_dim per KV head ([KV head][row][dim]), over the image the
+ * sequence had there; the layers make room for n_rows rows a sequence when they hold fewer.
+ * Which tokens read it, and how many of its rows, each forward pass takes from ctx->cross. */
+bool gpu_cross_set_image(gpu_layers *g, const corral_context *ctx, uint32_t seq, uint32_t il,
+                         const float *keys, const float *values, uint32_t n_rows,
+                         corral_error *err);
 #else
 static inline gpu_layers *gpu_layers_create(const corral_context *ctx, int device,
                                             int n_layers, corral_error *err)
@@ -93,6 +100,14 @@ static inline bool gpu_seq_shift(gpu_layers *g, const corral_context *ctx, uint3
                                  corral_error *err)
 {
     (void)g, (void)ctx, (void)seq, (void)from, (void)len, (void)n_discard;
+    corral_error_set(err, "this build has no GPU backend");
+    return false;
+}
+static inline bool gpu_cross_set_image(gpu_layers *g, const corral_context *ctx,
+                                       uint32_t seq, uint32_t il, const float *keys,
+                                       const float *values, uint32_t n_rows, corral_error *err)
+{
+    (void)g, (void)ctx, (void)seq, (void)il, (void)keys, (void)values, (void)n_rows;
     corral_error_set(err, "this build has no GPU backend");
     return false;
 }

@@ -23,6 +23,12 @@ VkCommandBuffer vk_graphs_find(vk_graphs *gs, const vk_graph_key *key)
     return VK_NULL_HANDLE;
 }
 
+void vk_graphs_forget(vk_graphs *gs)
+{
+    for (uint32_t i = 0; i < VK_GRAPHS; i++)
+        gs->graphs[i].ready = false;
+}
+
 /* A graph to record into: one never used, else the least recently used. */
 static vk_graph *victim(vk_graphs *gs)
 {

@@ -51,6 +51,10 @@ void vk_graphs_init(vk_graphs *gs, vk_commands *c);
  * none. */
 VkCommandBuffer vk_graphs_find(vk_graphs *gs, const vk_graph_key *key);
 
+/* Every graph recorded so far is recorded again when its key next comes: the buffers it
+ * binds are gone. */
+void vk_graphs_forget(vk_graphs *gs);
+
 /* Begin recording key's graph: until vk_graphs_end, the operations recorded through the
  * commands (gs->c) go into it. False with the reason when no buffer can be allocated. */
 bool vk_graphs_begin(vk_graphs *gs, const vk_graph_key *key, corral_error *err);

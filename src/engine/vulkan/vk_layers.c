@@ -24,11 +24,16 @@
  * gated short convs (their windows kept the same way) beside its attention layers;
  * granitehybrid's and nemotron_h's Mamba2 layers (mamba2.c's conv, scan and group norm,
  * their windows and scan states kept the same way) beside their attention and FFN layers.
+ * mllama's cross-attention layers attend over each sequence's image (cross_attn.h), whose keys
+ * and values the CPU projects once per image into the layer's cache here
+ * (gpu_cross_set_image); which tokens see an image follows the CPU's state each pass
+ * (cross_token_sees_image).
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cross_attn.h"
 #include "forward.h"
 #include "gpu.h"
 #include "util/log.h"
@@ -68,7 +73,9 @@ typedef struct gpu_layer {
     /* gemma4's around its experts: the router's input scale, the experts' input norm, the
      * dense and the experts' output norms */
     gpu_weight ffn_gate_inp_s, ffn_pre_norm_2, ffn_post_norm_1, ffn_post_norm_2;
-    vk_buffer k_cache, v_cache; /* none on a shared KV layer, which reads its source's */
+    /* none on a shared KV layer, which reads its source's; a cross-attention layer's hold
+     * each sequence's image (cross_cells cells a sequence), once one came */
+    vk_buffer k_cache, v_cache;
     /* a recurrent layer's: a Gated DeltaNet's (qwen35) projections, gates' vectors, output
      * norm and matrix; LFM2's short conv's in_proj and out_proj; a Mamba2 layer's in and out
      * projections, conv bias, group norm, and its heads' dt bias, A and D in one buffer (the
@@ -124,6 +131,12 @@ struct gpu_layers {
      * the decay's and strength's logits, then values (a token's value heads), and the heads'
      * outputs; qwen35's gated attention: q's projection with its gates, the gates alone */
     vk_buffer delta_qkv, delta_z, delta_alpha, delta_beta, delta_out, q_gate, attn_gate;
+    /* cross-attention layers: the cells each sequence's image may fill in their caches (0:
+     * no image came yet, and the passes leave the layers out, as the CPU does a batch that
+     * sees no image); per token its (sequence, last attended row) as io_tokens has its
+     * (sequence, cell), and 1 where it sees its sequence's image, else 0 */
+    uint32_t cross_cells;
+    vk_buffer io_cross_tokens, io_cross_mask;
     /* work of one call begun in cmd (recurrent states cleared, checkpointed or restored),
      * which the next submission takes ahead of its pass */
     bool call_work;
@@ -165,7 +178,7 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
     /* granitehybrid's pre-norm block and nemotron_h's one-mixer layers (record_layer's),
      * Mamba2 layers among them (record_mamba2) */
     bool mamba2 = m->arch == &arch_granitehybrid || nemotron_h(m);
-    /* mllama's is the llama block, its cross-attention layers left out (record_pass) */
+    /* mllama's is the llama block beside its cross-attention layers (record_cross_layer) */
     bool mllama = m->arch == &arch_mllama;
     if (m->arch->tensors & ARCH_ATTN_OUT_GATE)
         return "a softplus gate on the attention's output (laguna)";
@@ -379,6 +392,13 @@ static uint64_t weight_footprint(const gpu_layers *g, const weight *w)
     return sum;
 }
 
+/* Whether w is a cross-attention layer's key or value matrix, which only the CPU's
+ * projection of an image reads (cross_attn.c). */
+static bool cross_projection(const layer_weights *l, const weight *w)
+{
+    return l->cross_attn && (w == &l->wk || w == &l->wv);
+}
+
 /* The memory of layer il on the device: its weights', its expert FFN's and its cache's. */
 static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint32_t il)
 {
@@ -393,8 +413,6 @@ static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint
                           &l->attn_norm_2, &l->attn_norm_2_b, &l->inp_gate, &l->per_layer_proj,
                           &l->per_layer_post_norm, &l->ffn_gate_inp_s, &l->ffn_pre_norm_2,
                           &l->ffn_post_norm_1, &l->ffn_post_norm_2};
-    if (l->cross_attn) /* not run on the device (record_pass): nothing there */
-        return 0;
     vk_cache_shape ks = cache_shape(g, ctx, il, false), vs = cache_shape(g, ctx, il, true);
     uint64_t sum = 0;
     if (l->recurrent) {
@@ -417,13 +435,18 @@ static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint
         sum += vk_buffer_footprint(g->dev, d.kernels) +
                2 * vk_buffer_footprint(g->dev, at_least_a_float(d.conv)) +
                2 * vk_buffer_footprint(g->dev, at_least_a_float(d.state));
+    } else if (l->cross_attn) { /* its cache of images, made when the first comes */
+        vk_cache_shape images = {l->n_head_kv, l->head_dim_k, ctx->image_rows, false};
+        if (ctx->image_rows)
+            sum += 2 * vk_buffer_footprint(g->dev, vk_cache_bytes(&images, ctx->n_seq));
     } else if (!l->kv_shared) {
         sum += vk_buffer_footprint(g->dev, vk_cache_bytes(&ks, ctx->n_seq)) +
                vk_buffer_footprint(g->dev, vk_cache_bytes(&vs, ctx->n_seq));
     }
     sum += vk_moe_layer_bytes(g->dev, ctx->model, il, g->part_bytes);
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
-        sum += weight_footprint(g, ws[i]);
+        if (!cross_projection(l, ws[i]))
+            sum += weight_footprint(g, ws[i]);
     return sum;
 }
 
@@ -596,8 +619,6 @@ static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
                          corral_error *err)
 {
     const layer_weights *l = &ctx->model->layers[il];
-    if (l->cross_attn) /* not run on the device (record_pass): nothing to upload */
-        return true;
     const weight *from[] = {&l->attn_norm, &l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_norm,
                             &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->bq, &l->bk, &l->bv,
                             &l->q_norm, &l->k_norm,
@@ -620,8 +641,10 @@ static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
                         &gl->per_layer_proj, &gl->per_layer_post_norm, &gl->ffn_gate_inp_s,
                         &gl->ffn_pre_norm_2, &gl->ffn_post_norm_1, &gl->ffn_post_norm_2};
     for (size_t i = 0; i < sizeof from / sizeof from[0]; i++)
-        if (!upload(g, from[i], to[i], err))
+        if (!cross_projection(l, from[i]) && !upload(g, from[i], to[i], err))
             return false;
+    if (l->cross_attn) /* its cache comes with the first image (gpu_cross_set_image) */
+        return true;
     if (!upload_value_rows(g, ctx, l, &gl->wv_b, err))
         return false;
     /* a per-head product reads its heads from one buffer */
@@ -674,6 +697,12 @@ static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error
               buffer(g, nb * TOKEN_WORDS * sizeof(uint32_t), true, &g->io_tokens, err);
     if (ok && g->compact)
         ok = buffer(g, nb * TOKEN_WORDS * sizeof(uint32_t), true, &g->io_swa_tokens, err);
+    bool cross = false;
+    for (uint32_t il = 0; il < hp->n_layer; il++)
+        cross = cross || ctx->model->layers[il].cross_attn;
+    if (ok && cross)
+        ok = buffer(g, nb * TOKEN_WORDS * sizeof(uint32_t), true, &g->io_cross_tokens, err) &&
+             buffer(g, nb * f, true, &g->io_cross_mask, err);
     if (ok && hp->ssm_mamba2) { /* rows [z | x B C | dt]; z, then the heads' outputs */
         uint64_t row = value_width + delta_layer_sizes(ctx).channels + hp->ssm_v_heads;
         ok = buffer(g, nb * row * f, false, &g->delta_qkv, err) &&
@@ -934,7 +963,8 @@ void gpu_layers_free(gpu_layers *g)
                          &g->mla_absorbed, &g->mla_out, &g->mla_heads, &g->ones,
                          &g->io_per_layer, &g->per_layer_gate, &g->per_layer_in,
                          &g->router_in, &g->delta_qkv, &g->delta_z, &g->delta_alpha,
-                         &g->delta_beta, &g->delta_out, &g->q_gate, &g->attn_gate};
+                         &g->delta_beta, &g->delta_out, &g->q_gate, &g->attn_gate,
+                         &g->io_cross_tokens, &g->io_cross_mask};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
         if (bufs[k]->buffer)
             vk_buffer_free(dev, bufs[k]);
@@ -1471,6 +1501,45 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
                      *(const float *)out_scale->data);
 }
 
+/* x += tanh(gate) * xn on the tokens that see their sequence's image (io_cross_mask's 1s);
+ * the others' x stays as it was, plus zeros. */
+static void gated_residual(gpu_layers *g, const hparams *hp, const weight *gate, uint32_t n)
+{
+    uint32_t count = n * hp->n_embd;
+    vk_op_binary(&g->cmd, VK_MUL_ROWS, vk_whole(&g->xn), vk_whole(&g->io_cross_mask), count,
+                 hp->n_embd, 0.0f);
+    vk_op_binary(&g->cmd, VK_SCALE, vk_whole(&g->xn), (vk_span){0}, count, 0,
+                 tanhf(*(const float *)gate->data));
+    vk_op_binary(&g->cmd, VK_ADD, vk_whole(&g->x), vk_whole(&g->xn), count, count, 0.0f);
+}
+
+/* A cross-attention layer as cross_attention_layer: q (per-head RMS-normed, no RoPE) over
+ * the attended rows of each token's image in the layer's cache (no causal mask), through
+ * wo and the attention's gate; then the FFN through the MLP's gate. A token that sees no
+ * image reads its sequence's cache as any other (what it holds: zeros or an image gone) and
+ * adds nothing. */
+static void record_cross_layer(gpu_layers *g, const corral_context *ctx, uint32_t il,
+                               uint32_t n)
+{
+    const corral_model *m = ctx->model;
+    const hparams *hp = &m->hp;
+    const layer_weights *l = &m->layers[il];
+    gpu_layer *gl = &g->layers[il - g->first];
+    uint32_t D = l->head_dim_k;
+    block_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->x, &g->xn, n);
+    matmul(g, &gl->wq, &g->xn, &g->q, n);
+    norm_spans(g, &gl->q_norm, &g->q, hp->n_head * D, n, hp->norm_eps);
+    vk_attention_shape shape = {n, hp->n_head, l->n_head_kv, D, D, g->cross_cells, false,
+                                1.0f / sqrtf((float)D), 0.0f, 0, 2 * ctx->n_batch};
+    vk_op_attention(&g->cmd, vk_whole(&g->io_cross_tokens), vk_whole(&g->q),
+                    vk_whole(&gl->k_cache), vk_whole(&gl->v_cache), vk_whole(&g->attn), &shape);
+    matmul(g, &gl->wo, &g->attn, &g->xn, n);
+    gated_residual(g, hp, &l->xattn_gate, n);
+    block_norm(g, m, &gl->ffn_norm, &gl->ffn_norm_b, &g->x, &g->xn, n);
+    record_dense_ffn(g, ctx, il, &g->xn, n);
+    gated_residual(g, hp, &l->xmlp_gate, n);
+}
+
 /* On the compact sliding layers of sequence seq, cells [src, src + n) to [dst, dst + n)
  * (dst <= src), keys turned by the first rows of io_cos_sin when rotate: in runs no longer
  * than the distance, lowest first, so that no run reads cells an earlier one wrote (no
@@ -1562,8 +1631,10 @@ static void record_pass(gpu_layers *g, const corral_context *ctx, const vk_graph
     size_t x_bytes = (size_t)n * hp->n_embd * sizeof(float);
     copy(&g->cmd, &g->io_x, &g->x, x_bytes);
     for (uint32_t il = g->first; il < g->n_layer; il++)
-        if (!ctx->model->layers[il].cross_attn) /* on the CPU with an image (context.c) */
+        if (!ctx->model->layers[il].cross_attn)
             record_layer(g, ctx, il, n);
+        else if (g->cross_cells) /* else no image yet: nothing to attend to */
+            record_cross_layer(g, ctx, il, n);
     if (key->n_logits > 0) {
         record_output(g, ctx, key->n_logits);
         copy(&g->cmd, &g->logits, &g->io_logits,
@@ -1610,6 +1681,15 @@ bool gpu_forward(gpu_layers *g, corral_context *ctx, size_t begin, bool *logits_
         }
         if (hp->attn_temp_scale != 0.0f)
             ((float *)g->io_q_temp.mapped)[t] = attention_temperature(hp, ctx->tok_pos[t]);
+        if (g->cross_cells) {
+            uint32_t *cross = g->io_cross_tokens.mapped, n_attended;
+            bool sees = cross_token_sees_image(ctx, t, &n_attended);
+            uint32_t last_row = sees ? n_attended - 1 : 0;
+            cross[2 * t] = seq;
+            cross[2 * t + 1] = last_row;
+            cross[2 * ctx->n_batch + t] = last_row;
+            ((float *)g->io_cross_mask.mapped)[t] = sees ? 1.0f : 0.0f;
+        }
     }
     for (uint32_t r = 0; r < m->n_rope_variants; r++)
         upload_cos_sin(g, ctx, r, n);
@@ -1762,4 +1842,100 @@ void gpu_seq_states(gpu_layers *g, const corral_context *ctx, uint32_t seq, enum
     }
     if (any)
         transfer_barrier(&g->cmd);
+}
+
+/* ---- images of the cross-attention layers ---- */
+
+/* The cross-attention layers' caches made to hold `cells` cells a sequence: new buffers,
+ * zeroed (a token that sees no image reads them), what each sequence's image held copied
+ * over, and the passes recorded on the old ones forgotten. */
+static bool grow_cross_caches(gpu_layers *g, const corral_context *ctx, uint32_t cells,
+                              corral_error *err)
+{
+    const corral_model *m = ctx->model;
+    uint32_t old = g->cross_cells, n = 0, made = 0, most_kv = 0;
+    for (uint32_t il = g->first; il < g->n_layer; il++) {
+        const layer_weights *l = &m->layers[il];
+        n += 2 * l->cross_attn;
+        most_kv = l->cross_attn && l->n_head_kv > most_kv ? l->n_head_kv : most_kv;
+    }
+    vk_buffer *fresh = calloc(n, sizeof *fresh); /* each layer's keys, then its values */
+    VkBufferCopy *regions = calloc((size_t)ctx->n_seq * most_kv, sizeof *regions);
+    bool ok = fresh && regions;
+    if (!ok)
+        corral_error_set(err, "out of memory");
+    for (uint32_t il = g->first; ok && il < g->n_layer; il++) {
+        const layer_weights *l = &m->layers[il];
+        vk_cache_shape shape = {l->n_head_kv, l->head_dim_k, cells, false};
+        for (int k = 0; ok && l->cross_attn && k < 2; k++)
+            ok = buffer(g, vk_cache_bytes(&shape, ctx->n_seq), false, &fresh[made++], err);
+    }
+    if (ok) {
+        begin_call_work(g);
+        for (uint32_t i = 0; i < n; i++)
+            vk.vkCmdFillBuffer(g->cmd.cmd, fresh[i].buffer, 0, VK_WHOLE_SIZE, 0);
+        transfer_barrier(&g->cmd);
+        for (uint32_t il = g->first, i = 0; old && il < g->n_layer; il++) {
+            const layer_weights *l = &m->layers[il];
+            if (!l->cross_attn)
+                continue;
+            gpu_layer *gl = &g->layers[il - g->first];
+            uint64_t row_bytes = (uint64_t)l->head_dim_k * sizeof(float);
+            uint32_t n_spans = ctx->n_seq * l->n_head_kv; /* a (sequence, KV head)'s rows */
+            for (uint32_t r = 0; r < n_spans; r++)
+                regions[r] = (VkBufferCopy){(uint64_t)r * old * row_bytes,
+                                            (uint64_t)r * cells * row_bytes, old * row_bytes};
+            vk.vkCmdCopyBuffer(g->cmd.cmd, gl->k_cache.buffer, fresh[i++].buffer, n_spans,
+                               regions);
+            vk.vkCmdCopyBuffer(g->cmd.cmd, gl->v_cache.buffer, fresh[i++].buffer, n_spans,
+                               regions);
+        }
+        transfer_barrier(&g->cmd);
+        g->call_work = false;
+        ok = vk_commands_submit(&g->cmd, err);
+    }
+    /* the new buffers replace the old, or go */
+    for (uint32_t il = g->first, i = 0; i < made && il < g->n_layer; il++) {
+        if (!m->layers[il].cross_attn)
+            continue;
+        gpu_layer *gl = &g->layers[il - g->first];
+        vk_buffer *caches[] = {&gl->k_cache, &gl->v_cache};
+        for (int k = 0; k < 2 && i < made; k++, i++) {
+            vk_buffer *gone = ok ? caches[k] : &fresh[i];
+            if (gone->buffer) {
+                g->bytes -= gone->allocated;
+                vk_buffer_free(g->dev, gone);
+            }
+            if (ok)
+                *caches[k] = fresh[i];
+        }
+    }
+    free(fresh);
+    free(regions);
+    if (ok) {
+        g->cross_cells = cells;
+        vk_graphs_forget(&g->graphs);
+    }
+    return ok;
+}
+
+bool gpu_cross_set_image(gpu_layers *g, const corral_context *ctx, uint32_t seq, uint32_t il,
+                         const float *keys, const float *values, uint32_t n_rows,
+                         corral_error *err)
+{
+    const layer_weights *l = &ctx->model->layers[il];
+    gpu_layer *gl = &g->layers[il - g->first];
+    if (n_rows > g->cross_cells && !grow_cross_caches(g, ctx, n_rows, err))
+        return false;
+    size_t head_floats = (size_t)n_rows * l->head_dim_k;
+    uint64_t head_stride = (uint64_t)g->cross_cells * l->head_dim_k * sizeof(float);
+    for (uint32_t h = 0; h < l->n_head_kv; h++) {
+        uint64_t at = ((uint64_t)seq * l->n_head_kv + h) * head_stride;
+        if (!vk_buffer_write(g->dev, &gl->k_cache, at, keys + h * head_floats,
+                             head_floats * sizeof(float), err) ||
+            !vk_buffer_write(g->dev, &gl->v_cache, at, values + h * head_floats,
+                             head_floats * sizeof(float), err))
+            return false;
+    }
+    return true;
 }
