@@ -370,6 +370,54 @@ static void test_small_vocab_orders(void **state)
     unlink(path);
 }
 
+/*
+ * A step whose stacks are the last step's (a string's body at every character) takes the
+ * last step's mask as it is, and only then: a step within a split character between two
+ * such steps (é as its two byte tokens) has its own mask, and the step after it works its
+ * mask out again. Each step's mask is the definition's.
+ */
+static void test_repeated_stacks_reuse_the_mask(void **state)
+{
+    (void)state;
+    char path[64];
+    corral_vocab *vocab = open_small_vocab(path);
+    const char *gbnf = "root ::= [^\"]* \"\\\"\"\n";
+    corral_error err = {{0}};
+    corral_grammar *g = corral_grammar_create(gbnf, vocab, &err);
+    if (!g)
+        fail_msg("%s", err.message);
+    float *logits = malloc(corral_vocab_n_tokens(vocab) * sizeof *logits);
+    assert_non_null(logits);
+    /* x, é as <0xC3> <0xA9>, x, é as one token, the closing quote */
+    static const corral_token ids[] = {12, 15, 16, 12, 6, 21};
+    static const char *const pieces[] = {"x", "\xc3", "\xa9", "x", "\xc3\xa9", "\""};
+    enum { N = sizeof ids / sizeof *ids };
+    for (size_t i = 0; i < N; i++) {
+        char piece[16];
+        size_t len = corral_token_to_piece(vocab, ids[i], piece, sizeof piece, false);
+        assert_true(len == strlen(pieces[i]) && memcmp(piece, pieces[i], len) == 0);
+    }
+    size_t reused[N + 1];
+    for (size_t step = 0; step <= N; step++) {
+        check_step(g, vocab, logits, gbnf, step);
+        reused[step] = grammar_masks_reused(g);
+        if (step < N) {
+            assert_true(grammar_allows(g, ids[step]));
+            grammar_accept(g, ids[step]);
+        }
+    }
+    /* reused after x (from the start's stacks), after the x past the split é and after the
+     * whole é; not at the start, within é, just after it nor after the quote */
+    static const size_t want[N + 1] = {0, 1, 1, 1, 2, 3, 3};
+    for (size_t step = 0; step <= N; step++)
+        if (reused[step] != want[step])
+            fail_msg("step %zu: %zu masks reused, want %zu", step, reused[step], want[step]);
+    free(logits);
+    corral_grammar_free(g);
+    corral_vocab_free(vocab);
+    unlink(path);
+}
+
 /* The longest-token ids of text (at most max); their count. */
 static size_t longest_tokens(const corral_vocab *vocab, const char *text, corral_token *ids,
                              size_t max)
@@ -491,6 +539,7 @@ int main(void)
         cmocka_unit_test(test_broad_first_steps_128k),
         cmocka_unit_test(test_broad_first_steps_32k),
         cmocka_unit_test(test_small_vocab_orders),
+        cmocka_unit_test(test_repeated_stacks_reuse_the_mask),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,7 +12,8 @@
  * prefix. For the walk, stacks are interned (equal stacks are one node), each node keeps the
  * stacks it goes to once its top character matches, and the set of tokens one stack allows
  * is kept once walked (as bits, or as ids where they are few): a stack that comes back
- * (inside a string, every character brings the same stacks back) costs a union of bit sets.
+ * (inside a string, every character brings the same stacks back) costs a union of bit sets,
+ * and a step whose stacks are the last step's keeps the last step's mask.
  * The walk itself goes by sets of stacks, interned in turn with their successors by code
  * point, and takes a whole subtree of the trie at once where the trie's summary of the
  * subtree's characters says each of them brings the set back to itself (a string's first
@@ -265,6 +266,13 @@ struct corral_grammar {
     uint32_t *walk_sets; /* the walk's stack sets, a level's after its parent's */
     size_t walk_cap;
     size_t trie_visits;  /* trie nodes looked at by every walk so far */
+    /* the stacks (interned ids) whose mask g->bits holds, where from no partial
+     * character: a string's body brings the same stacks back at every step, whose union of
+     * kept masks is then not made again */
+    uint32_t *bits_stacks;   /* in the stacks' order */
+    size_t n_bits_stacks;
+    bool bits_kept;      /* g->bits is the mask of bits_stacks */
+    size_t masks_reused; /* steps that took g->bits as it was */
     /* the text it was made from (opening NULL for corral_grammar_create), so that a caller
      * keeping grammars for later requests can tell which one a request asks for */
     char *source;
@@ -1741,6 +1749,7 @@ static bool intern_current(corral_grammar *g, uint32_t **out, size_t *n)
     if (g->sets.failed) /* full: start afresh */
         set_cache_free(&g->sets);
     if (in->n > MAX_NODES) { /* a long answer's stacks, mostly behind it: start afresh */
+        g->bits_kept = false; /* its stacks' ids name other stacks from here */
         set_cache_free(&g->sets);
         interned_free(in);
         if (!interned_init(in))
@@ -1858,6 +1867,18 @@ static bool compute_mask(corral_grammar *g)
     size_t n;
     if (!intern_current(g, &cur, &n))
         return false;
+    if (g->partial_remain == 0) {
+        /* compared in the stacks' order, not sorted: the stacks' masks are walked in that
+         * order, which the first walks' cost depends on, and a string's step gives the
+         * same stacks in the same order */
+        if (g->bits_kept && n == g->n_bits_stacks &&
+            memcmp(cur, g->bits_stacks, n * sizeof *cur) == 0) {
+            free(cur);
+            g->masks_reused++;
+            return true;
+        }
+    }
+    g->bits_kept = false;
     memset(g->bits, 0, g->n_words * sizeof *g->bits);
     bool ok = true;
     if (g->partial_remain == 0) {
@@ -1880,7 +1901,14 @@ static bool compute_mask(corral_grammar *g)
             to_token_order(g, g->walk_order, allowed, g->bits);
         clear_walk(g);
     }
-    free(cur);
+    if (ok && g->partial_remain == 0) {
+        free(g->bits_stacks);
+        g->bits_stacks = cur;
+        g->n_bits_stacks = n;
+        g->bits_kept = true;
+    } else {
+        free(cur);
+    }
     g->in.failed = false; /* a failed walk fails this mask; the nodes made are still sound */
     return ok;
 }
@@ -2598,6 +2626,11 @@ size_t grammar_trie_visits(const corral_grammar *g)
     return g->trie_visits;
 }
 
+size_t grammar_masks_reused(const corral_grammar *g)
+{
+    return g->masks_reused;
+}
+
 void corral_grammar_free(corral_grammar *g)
 {
     if (!g)
@@ -2617,5 +2650,6 @@ void corral_grammar_free(corral_grammar *g)
     interned_free(&g->in);
     set_cache_free(&g->sets);
     free(g->walk_sets);
+    free(g->bits_stacks);
     free(g);
 }

@@ -58,6 +58,10 @@ corral_token grammar_end_token(const corral_grammar *grammar);
 /* Trie nodes the grammar's mask walks have looked at so far (for tests and benchmarks). */
 size_t grammar_trie_visits(const corral_grammar *grammar);
 
+/* Steps whose mask was the last step's, taken as it was because the stacks were the same
+ * (for tests and benchmarks). */
+size_t grammar_masks_reused(const corral_grammar *grammar);
+
 /* For tests: walk the masks by at most max_sets sets of stacks (0: the usual limit), so that
  * the cache of sets fills and the walks go the slow way. */
 void grammar_limit_sets(corral_grammar *grammar, uint32_t max_sets);
