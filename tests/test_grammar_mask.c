@@ -80,11 +80,12 @@ static size_t check_step(corral_grammar *g, const corral_vocab *vocab, float *lo
     assert_true(sample || (allowed && grammar_allows_all(g, allowed)));
     for (size_t id = 0; id < n_vocab; id++) {
         bool masked = logits[id] == 0.0f, want = masked;
-        if (sample ? (id + step) % 32 == 0 : (id + step) % 61 == 0)
+        bool asked = sample ? (id + step) % 32 == 0 : (id + step) % 61 == 0;
+        if (asked)
             want = grammar_allows(g, (corral_token)id);
         if (!sample && want != allowed[id])
-            fail_msg("%s, step %zu: token %zu: grammar_allows and grammar_allows_all differ",
-                     what, step, id);
+            fail_msg("%s, step %zu: token %zu: %s and grammar_allows_all differ", what, step, id,
+                     asked ? "grammar_allows" : "the mask");
         if (!sample)
             want = allowed[id];
         if (masked != want) {
