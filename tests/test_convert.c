@@ -8,6 +8,7 @@
  * fixture's checkpoint there instead, with --write-adapter DIR the PEFT directory of
  * lora/adapter-f32-r4.gguf (for tests/integration/cli.test.sh).
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -274,7 +275,8 @@ static void check_round_trip(const char *fixture_name, const char *experts_name,
         size_t len = strlen(w->name);
         bool bias = len > 5 && strcmp(w->name + len - 5, ".bias") == 0;
         uint32_t type = w->type == TENSOR_TYPE_MXFP4 ? TENSOR_TYPE_MXFP4
-                        : w->n_dims == 1 || bias || strstr(w->name, "ffn_gate_inp")
+                        : w->n_dims == 1 || bias || strstr(w->name, "ffn_gate_inp") ||
+                                strstr(w->name, "ssm_conv1d")
                             ? TENSOR_TYPE_F32
                             : matrix_type;
         if (g->type != type)
@@ -286,14 +288,19 @@ static void check_round_trip(const char *fixture_name, const char *experts_name,
                 fail_msg("%s: %s's blocks differ", fixture_name, w->name);
             continue;
         }
-        /* a Gemma norm: the checkpoint's w - 1, plus one; a router: F32 from the
-         * checkpoint's matrix type */
-        bool gemma_norm = strncmp(hf_arch, "Gemma", 5) == 0 && strstr(w->name, "_norm.weight");
-        bool router = strstr(w->name, "ffn_gate_inp.weight") != NULL;
+        /* a Gemma or Qwen 3.5 norm: the checkpoint's w - 1, plus one; a router or a
+         * convolution: F32 from the checkpoint's matrix type */
+        bool qwen35 = strncmp(hf_arch, "Qwen3_5", 7) == 0;
+        bool plus_one_norm = (strncmp(hf_arch, "Gemma", 5) == 0 || qwen35) &&
+                             strstr(w->name, "_norm.weight") && !strstr(w->name, "ssm_norm");
+        bool a_log = qwen35 && len > 6 && !strcmp(w->name + len - 6, ".ssm_a"); /* -exp(A_log) */
+        bool router = strstr(w->name, "ffn_gate_inp.weight") || strstr(w->name, "ssm_conv1d");
         for (uint64_t e = 0; e < gguf_tensor_n_elems(w); e++) {
             float x = ((const float *)w->data)[e];
-            if (gemma_norm)
+            if (plus_one_norm)
                 x = (x - 1.0f) + 1.0f;
+            if (a_log)
+                x = -(float)exp((double)logf(-x));
             if (router && dtype == SAFETENSORS_F16)
                 x = quant_f16_to_f32(quant_f32_to_f16(x));
             if (router && dtype == SAFETENSORS_BF16)
@@ -444,6 +451,16 @@ static void test_convert_starcoder2_round_trip(void **state)
 }
 
 /* gpt-oss's harmony tokenizer: o200k's pattern names llama.cpp's "gpt-4o" pre-tokenizer. */
+/* Qwen 3.5's text model: value heads reordered in seven kinds of tensor, -exp(A_log), norms
+ * plus one but the gated one, the convolution squeezed and F32, its vision tower and
+ * multi-token prediction layer left out. */
+static void test_convert_qwen35_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/qwen35.gguf", "Qwen3_5ForConditionalGeneration", SAFETENSORS_BF16,
+               hf_fixture_qwen2_regex, TENSOR_TYPE_BF16, skipped);
+}
+
 static void test_convert_names_o200k_pre_tokenizer(void **state)
 {
     (void)state;
@@ -982,6 +999,22 @@ static void test_convert_refuses_what_it_cannot_convert(void **state)
                      hf_fixture_qwen2_regex); /* OLMo 2's norms are no part of Cohere 2 */
     expect_convert_refusal("is not one of a Cohere2ForCausalLM's");
 
+    hf_fixture_write(fixture("arch/qwen35.gguf"), g_root, "Qwen3_5ForConditionalGeneration",
+                     SAFETENSORS_F16, hf_fixture_qwen2_regex);
+    set_json("config.json", "text_config", "linear_num_value_heads", "3");
+    expect_convert_refusal("linear_num_value_heads (3) must be a multiple of");
+
+    hf_fixture_write(fixture("arch/qwen35.gguf"), g_root, "Qwen3_5ForConditionalGeneration",
+                     SAFETENSORS_F16, hf_fixture_qwen2_regex); /* value heads of 8, not 16 */
+    set_json("config.json", "text_config", "linear_value_head_dim", "8");
+    expect_convert_refusal("has 128 rows where config.json's linear attention makes 96");
+
+    hf_fixture_write(fixture("arch/qwen35.gguf"), g_root, "Qwen3_5ForConditionalGeneration",
+                     SAFETENSORS_F16, hf_fixture_qwen2_regex); /* layer 3 made a DeltaNet one */
+    set_json("config.json", "text_config", "full_attention_interval", "5");
+    expect_convert_refusal("layers.3.self_attn.k_norm.weight' is not one of a "
+                           "Qwen3_5ForConditionalGeneration's");
+
     corral_error err = {{0}};
     hf_file none[1] = {{"tokenizer.json", "/nonexistent"}};
     assert_int_equal(hf_convert(none, 1, store_fixture_path(g_root, "x.gguf"), &err), HF_INVALID);
@@ -1155,6 +1188,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_convert_cohere2_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_smollm3_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_starcoder2_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_qwen35_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_reads_chat_template_jinja, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_convert_gemma3_vision_to_one_file, setup, teardown),

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,13 @@
 #define CHUNK_BYTES ((size_t)4 << 20)
 #define STEP_BYTES ((uint64_t)64 << 20) /* written per hf_converter_step */
 
+/* What becomes of each element on the way out. */
+typedef enum elem_op {
+    ELEM_AS_IS,
+    ELEM_ADD_ONE, /* a Gemma or Qwen 3.5 norm: 1 + the stored value */
+    ELEM_NEG_EXP, /* Qwen 3.5's A_log: -exp of the stored value, the decay's a */
+} elem_op;
+
 typedef struct out_tensor {
     char name[GGUF_MAX_NAME_BYTES + 1];
     const safetensors_tensor *src;
@@ -31,7 +39,10 @@ typedef struct out_tensor {
     uint32_t n_dims;
     int64_t ne[4];
     uint32_t permute_heads; /* > 0: Llama's Q/K row order, with this many heads */
-    bool add_one;           /* a Gemma norm: 1 + the stored value */
+    elem_op op;
+    bool v_reordered;       /* Qwen 3.5's value heads tiled (v_order; key_heads, per_key) */
+    hf_v_order v_order;
+    uint32_t key_heads, per_key;
     /* experts' matrices stacked (ffn_*_exps): experts[e] is expert e's, src the first found */
     const safetensors_tensor **experts;
     uint32_t n_experts;
@@ -403,8 +414,9 @@ static hf_status check_experts(converter *c)
 
 static hf_status add_tensor(converter *c, const safetensors_tensor *src)
 {
-    if (ends_with(src->name, ".rotary_emb.inv_freq"))
-        return HF_OK; /* recomputed from rope_theta */
+    if (ends_with(src->name, ".rotary_emb.inv_freq") ||
+        hf_family_skipped_tensor(c->p.arch, src->name))
+        return HF_OK; /* recomputed from rope_theta, or a part the GGUF leaves out */
     unsigned layer, expert;
     const char *kind;
     gptoss_part part;
@@ -445,14 +457,43 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
         }
         t.ne[src->n_dims - 1 - d] = (int64_t)src->shape[d];
     }
+    bool conv = ends_with(t.name, ".ssm_conv1d.weight");
+    if (conv && !(src->n_dims == 3 && src->shape[1] == 1)) {
+        corral_error_set(c->err, "tensor '%.200s' is not [channels, 1, kernel]", src->name);
+        return HF_INVALID;
+    }
+    if (conv) { /* squeezed to [channels, kernel] */
+        t.n_dims = 2;
+        t.ne[1] = t.ne[2];
+        t.ne[2] = 1;
+    }
+    if (hf_family_v_order(&c->p, t.name, &t.v_order)) {
+        uint64_t size = t.v_order.columns ? src->shape[src->n_dims - 1] : src->shape[0];
+        if (src->n_dims == 0 || size != t.v_order.size) {
+            corral_error_set(c->err, "tensor '%.200s' has %llu %s where config.json's linear "
+                             "attention makes %llu", src->name,
+                             (unsigned long long)(src->n_dims ? size : 0),
+                             t.v_order.columns ? "columns" : "rows",
+                             (unsigned long long)t.v_order.size);
+            return HF_INVALID;
+        }
+        t.v_reordered = true;
+        t.key_heads = c->p.key_heads;
+        t.per_key = c->p.value_heads / c->p.key_heads;
+    }
     bool tower = strncmp(t.name, "v.", 2) == 0; /* ollama keeps a vision tower F16 */
-    if (t.n_dims == 1 || ends_with(t.name, ".bias") || ends_with(t.name, ".ffn_gate_inp.weight"))
-        t.type = TENSOR_TYPE_F32; /* a router's few columns decide which experts run */
+    if (t.n_dims == 1 || ends_with(t.name, ".bias") || ends_with(t.name, ".ffn_gate_inp.weight") ||
+        conv)
+        t.type = TENSOR_TYPE_F32; /* a router's few columns decide which experts run; llama.cpp
+                                   * keeps a convolution's few taps F32 */
     else
         t.type = src->dtype == SAFETENSORS_BF16 && !tower ? TENSOR_TYPE_BF16 : TENSOR_TYPE_F16;
     c->any_bf16 = c->any_bf16 || t.type == TENSOR_TYPE_BF16;
     bool q = ends_with(t.name, ".attn_q.weight"), k = ends_with(t.name, ".attn_k.weight");
-    t.add_one = hf_family_is_gemma(c->p.arch) && ends_with(t.name, "_norm.weight");
+    if (hf_family_adds_one(c->p.arch, t.name))
+        t.op = ELEM_ADD_ONE;
+    if (c->p.arch->family == FAMILY_QWEN35 && ends_with(t.name, ".ssm_a"))
+        t.op = ELEM_NEG_EXP;
     if (c->p.arch->family == FAMILY_LLAMA && (q || k)) {
         uint32_t heads = q ? c->p.n_head : c->p.n_head_kv;
         uint64_t rows = src->n_dims == 2 ? src->shape[0] : 0;
@@ -561,19 +602,23 @@ static float element_f32(const uint8_t *src, safetensors_dtype dtype, size_t i)
     return 0;
 }
 
-/* n elements of src into dst in the output type, plus one where add_one. */
+/* n elements of src into dst in the output type, op applied. */
 static void convert_elements(const uint8_t *src, safetensors_dtype dtype, uint32_t type,
-                             bool add_one, uint8_t *dst, size_t n)
+                             elem_op op, uint8_t *dst, size_t n)
 {
     bool same = (dtype == SAFETENSORS_F32 && type == TENSOR_TYPE_F32) ||
                 (dtype == SAFETENSORS_F16 && type == TENSOR_TYPE_F16) ||
                 (dtype == SAFETENSORS_BF16 && type == TENSOR_TYPE_BF16);
-    if (same && !add_one) {
+    if (same && op == ELEM_AS_IS) {
         memcpy(dst, src, n * safetensors_dtype_size(dtype));
         return;
     }
     for (size_t i = 0; i < n; i++) {
-        float f = element_f32(src, dtype, i) + (add_one ? 1.0f : 0.0f);
+        float f = element_f32(src, dtype, i);
+        if (op == ELEM_ADD_ONE)
+            f += 1.0f;
+        else if (op == ELEM_NEG_EXP)
+            f = -(float)exp((double)f);
         if (type == TENSOR_TYPE_F32) {
             memcpy(dst + 4 * i, &f, 4);
         } else {
@@ -584,12 +629,29 @@ static void convert_elements(const uint8_t *src, safetensors_dtype dtype, uint32
 }
 
 /*
+ * The source row (column) of output row (column) i of a tensor whose value heads are tiled
+ * (see hf_v_order): the output's value head v * key_heads + k is the source's k * per_key + v.
+ */
+static uint64_t v_source(const out_tensor *t, uint64_t i)
+{
+    const hf_v_order *o = &t->v_order;
+    uint64_t n_heads = (uint64_t)t->key_heads * t->per_key;
+    if (i < o->first || i >= o->first + n_heads * o->head_size)
+        return i;
+    uint64_t head = (i - o->first) / o->head_size, within = (i - o->first) % o->head_size;
+    uint64_t v = head / t->key_heads, k = head % t->key_heads;
+    return o->first + (k * t->per_key + v) * o->head_size + within;
+}
+
+/*
  * The source row of output row r. Hugging Face keeps each head's rotated halves apart
  * (first half of the head dimension, then the second); GGUF's llama pairs them up, so
  * output row 2i+s of a head is its source row s*D/2 + i.
  */
 static uint64_t source_row(const out_tensor *t, uint64_t rows, uint64_t r)
 {
+    if (t->v_reordered && !t->v_order.columns)
+        return v_source(t, r);
     if (!t->permute_heads)
         return r;
     uint64_t d = rows / t->permute_heads, head = r / d, j = r % d;
@@ -654,8 +716,8 @@ static bool write_strided_rows(converter *c, const out_tensor *t, uint64_t from,
                     dst[0] = t->scales->data[i];
                     mxfp4_to_ggml_order(t->src->data + 16 * i, dst + 1);
                 } else {
-                    convert_elements(t->src->data + i * in_size, t->src->dtype, t->type, false,
-                                     dst, 1);
+                    convert_elements(t->src->data + i * in_size, t->src->dtype, t->type,
+                                     ELEM_AS_IS, dst, 1);
                 }
             }
             if (!gguf_writer_write_tensor(c->writer, c->buf, n * out_size, c->err))
@@ -683,7 +745,12 @@ static bool write_rows(converter *c, const out_tensor *t, uint64_t from, uint64_
                                  : s->data + source_row(t, rows, r) * row_elems * in_size;
         for (uint64_t at = 0; at < row_elems; at += piece) {
             size_t n = (size_t)(row_elems - at < piece ? row_elems - at : piece);
-            convert_elements(row + at * in_size, s->dtype, t->type, t->add_one, c->buf, n);
+            if (t->v_reordered && t->v_order.columns)
+                for (size_t k = 0; k < n; k++)
+                    convert_elements(row + v_source(t, at + k) * in_size, s->dtype, t->type,
+                                     t->op, c->buf + k * out_size, 1);
+            else
+                convert_elements(row + at * in_size, s->dtype, t->type, t->op, c->buf, n);
             if (!gguf_writer_write_tensor(c->writer, c->buf, n * out_size, c->err))
                 return false;
         }
