@@ -166,6 +166,7 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
     const char *const gemma_keys[][2] = {
         {"expert_used_count", "num_experts_per_tok"},
         {"expert_feed_forward_length", "moe_intermediate_size"},
+        {"expert_shared_feed_forward_length", "shared_expert_intermediate_size"},
         {"rope.scaling.original_context_length", "original_max_position_embeddings"},
         {"attention.sliding_window", "sliding_window"},
         {"attn_logit_softcapping", "attn_logit_softcapping"},
@@ -214,7 +215,7 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
                                                          : "full_attention"));
         json_object_set_new(c, "layer_types", types);
     }
-    if (strcmp(a, "qwen35") == 0) { /* the text model under text_config, RoPE in rope_parameters */
+    if (strncmp(a, "qwen35", 6) == 0) { /* text_config holds the model, rope_parameters RoPE */
         uint32_t rope_dims = get_u32(f, K("rope.dimension_count"));
         const gguf_kv *sections = gguf_find_kv(f, K("rope.dimension_sections"));
         assert_non_null(sections);
@@ -667,6 +668,10 @@ static const char *const qwen35_names[][2] = {
     {"ssm_beta", "linear_attn.in_proj_b"},   {"ssm_alpha", "linear_attn.in_proj_a"},
     {"ssm_conv1d", "linear_attn.conv1d"},    {"ssm_norm", "linear_attn.norm"},
     {"ssm_out", "linear_attn.out_proj"},     {"post_attention_norm", "post_attention_layernorm"},
+    {"ffn_gate_inp_shexp", "mlp.shared_expert_gate"},
+    {"ffn_gate_shexp", "mlp.shared_expert.gate_proj"},
+    {"ffn_up_shexp", "mlp.shared_expert.up_proj"},
+    {"ffn_down_shexp", "mlp.shared_expert.down_proj"},
 };
 
 /* A qwen35 tensor's name in a Qwen3_5ForConditionalGeneration checkpoint: the text model's
@@ -707,10 +712,16 @@ static void qwen35_hf_name(const char *gguf, char *out, size_t cap)
 static void put_qwen35(shard *s, const char *name, const gguf_file *f, const gguf_tensor *t,
                        safetensors_dtype dtype)
 {
-    uint32_t nk = get_u32(f, "qwen35.ssm.group_count");
-    uint32_t nv = get_u32(f, "qwen35.ssm.time_step_rank");
-    uint32_t hk = get_u32(f, "qwen35.ssm.state_size");
-    uint32_t hv = get_u32(f, "qwen35.ssm.inner_size") / nv, per_key = nv / nk;
+    gguf_str arch;
+    corral_error err;
+    char key[96];
+    assert_true(gguf_get_str(f, "general.architecture", &arch, &err));
+#define K(suffix) (snprintf(key, sizeof key, "%.*s." suffix, (int)arch.size, arch.data), key)
+    uint32_t nk = get_u32(f, K("ssm.group_count"));
+    uint32_t nv = get_u32(f, K("ssm.time_step_rank"));
+    uint32_t hk = get_u32(f, K("ssm.state_size"));
+    uint32_t hv = get_u32(f, K("ssm.inner_size")) / nv, per_key = nv / nk;
+#undef K
     uint64_t cols = (uint64_t)t->ne[0], rows = t->n_dims == 1 ? 1 : (uint64_t)t->ne[1];
     const float *in = t->data;
     float *out = malloc(rows * cols * sizeof *out);
@@ -748,11 +759,47 @@ static void put_qwen35(shard *s, const char *name, const gguf_file *f, const ggu
         if (norm)
             out[e] -= 1.0f;
     }
-    put_matrix(s, name, t->n_dims == 1 ? SAFETENSORS_F32 : dtype, out, t->n_dims == 1 ? 0 : rows,
-               cols, 0, false);
+    bool row = !strcmp(part, "ffn_gate_inp_shexp.weight"); /* a matrix of one row */
+    put_matrix(s, name, t->n_dims == 1 && !row ? SAFETENSORS_F32 : dtype, out,
+               t->n_dims == 1 && !row ? 0 : rows, cols, 0, false);
     if (!strcmp(part, "ssm_conv1d.weight"))
         json_object_set_new(json_object_get(s->header, name), "shape",
                             json_pack("[I,i,I]", (json_int_t)rows, 1, (json_int_t)cols));
+    if (!strcmp(part, "ffn_gate_inp_shexp.weight")) /* one row */
+        json_object_set_new(json_object_get(s->header, name), "shape",
+                            json_pack("[i,I]", 1, (json_int_t)cols));
+    free(out);
+}
+
+/* A qwen35moe layer's experts as its checkpoint packs them (found at gate's or down's, up's
+ * going with gate's): gate_up_proj [experts, 2 n_ff, n_embd], each expert's gate rows then its
+ * up rows, and down_proj [experts, n_embd, n_ff]. */
+static void put_qwen35_experts(shard *s, json_t *weight_map, const char *shard_name,
+                               const gguf_file *f, const gguf_tensor *t, safetensors_dtype dtype)
+{
+    unsigned layer;
+    char kind[8], name[256], up_name[96];
+    assert_int_equal(sscanf(t->name, "blk.%u.ffn_%7[a-z]_exps", &layer, kind), 2);
+    if (!strcmp(kind, "up"))
+        return;
+    uint64_t cols = (uint64_t)t->ne[0], rows = (uint64_t)t->ne[1], n_exp = (uint64_t)t->ne[2];
+    bool down = !strcmp(kind, "down");
+    snprintf(up_name, sizeof up_name, "blk.%u.ffn_up_exps.weight", layer);
+    const gguf_tensor *up = down ? NULL : gguf_find_tensor(f, up_name);
+    assert_true(down || up);
+    uint64_t fused = down ? 1 : 2;
+    float *out = malloc(n_exp * fused * rows * cols * sizeof *out);
+    assert_non_null(out);
+    for (uint64_t e = 0; e < n_exp; e++)
+        for (uint64_t p = 0; p < fused; p++)
+            memcpy(out + (e * fused + p) * rows * cols,
+                   (const float *)(p ? up : t)->data + e * rows * cols,
+                   rows * cols * sizeof *out);
+    snprintf(name, sizeof name, "model.language_model.layers.%u.mlp.experts.%s", layer,
+             down ? "down_proj" : "gate_up_proj");
+    uint64_t shape[3] = {n_exp, fused * rows, cols};
+    put_tensor3(s, name, dtype, out, shape);
+    json_object_set_new(weight_map, name, json_string(shard_name));
     free(out);
 }
 
@@ -784,7 +831,7 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     bool gptoss = arch.size == 7 && memcmp(arch.data, "gpt-oss", 7) == 0;
     bool starcoder2 = arch.size == 10 && memcmp(arch.data, "starcoder2", 10) == 0;
     bool olmo2 = arch.size == 5 && memcmp(arch.data, "olmo2", 5) == 0;
-    bool qwen35 = arch.size == 6 && memcmp(arch.data, "qwen35", 6) == 0;
+    bool qwen35 = arch.size >= 6 && memcmp(arch.data, "qwen35", 6) == 0; /* and qwen35moe */
     /* Llama's derivatives keep Hugging Face's rotated halves too */
     bool permuted = llama || (arch.size == 7 && memcmp(arch.data, "granite", 7) == 0) ||
                     (arch.size == 7 && memcmp(arch.data, "smollm3", 7) == 0);
@@ -816,6 +863,11 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
             put_gptoss_experts(&shards[i < n / 2 ? 0 : 1], weight_map,
                                shard_names[i < n / 2 ? 0 : 1], experts ? experts : f, e,
                                matrix_dtype);
+            continue;
+        }
+        if (qwen35 && t->n_dims == 3) {
+            put_qwen35_experts(&shards[i < n / 2 ? 0 : 1], weight_map,
+                               shard_names[i < n / 2 ? 0 : 1], f, t, matrix_dtype);
             continue;
         }
         if (qwen35) {

@@ -288,13 +288,14 @@ static void check_round_trip(const char *fixture_name, const char *experts_name,
                 fail_msg("%s: %s's blocks differ", fixture_name, w->name);
             continue;
         }
-        /* a Gemma or Qwen 3.5 norm: the checkpoint's w - 1, plus one; a router or a
-         * convolution: F32 from the checkpoint's matrix type */
+        /* a Gemma or Qwen 3.5 norm: the checkpoint's w - 1, plus one; a router (a shared
+         * expert's too) or a convolution: F32 from the checkpoint's matrix type */
         bool qwen35 = strncmp(hf_arch, "Qwen3_5", 7) == 0;
         bool plus_one_norm = (strncmp(hf_arch, "Gemma", 5) == 0 || qwen35) &&
                              strstr(w->name, "_norm.weight") && !strstr(w->name, "ssm_norm");
         bool a_log = qwen35 && len > 6 && !strcmp(w->name + len - 6, ".ssm_a"); /* -exp(A_log) */
-        bool router = strstr(w->name, "ffn_gate_inp.weight") || strstr(w->name, "ssm_conv1d");
+        bool router = strstr(w->name, "ffn_gate_inp.weight") ||
+                      strstr(w->name, "ffn_gate_inp_shexp.weight") || strstr(w->name, "ssm_conv1d");
         for (uint64_t e = 0; e < gguf_tensor_n_elems(w); e++) {
             float x = ((const float *)w->data)[e];
             if (plus_one_norm)
@@ -459,6 +460,15 @@ static void test_convert_qwen35_round_trip(void **state)
     (void)state;
     round_trip("arch/qwen35.gguf", "Qwen3_5ForConditionalGeneration", SAFETENSORS_BF16,
                hf_fixture_qwen2_regex, TENSOR_TYPE_BF16, skipped);
+}
+
+/* Qwen 3.5 MoE: qwen35's layers, each layer's packed experts split into gate's and up's
+ * stacks, the shared expert and its [1, n_embd] gate squeezed. */
+static void test_convert_qwen35moe_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/qwen35moe.gguf", "Qwen3_5MoeForConditionalGeneration", SAFETENSORS_F16,
+               hf_fixture_qwen2_regex, TENSOR_TYPE_F16, skipped);
 }
 
 static void test_convert_names_o200k_pre_tokenizer(void **state)
@@ -1015,6 +1025,11 @@ static void test_convert_refuses_what_it_cannot_convert(void **state)
     expect_convert_refusal("layers.3.self_attn.k_norm.weight' is not one of a "
                            "Qwen3_5ForConditionalGeneration's");
 
+    hf_fixture_write(fixture("arch/qwen35moe.gguf"), g_root, "Qwen3_5MoeForConditionalGeneration",
+                     SAFETENSORS_F16, hf_fixture_qwen2_regex); /* experts 32 wide, not 16 */
+    set_json("config.json", "text_config", "moe_intermediate_size", "16");
+    expect_convert_refusal("experts.down_proj' is not [8, 64, 16]");
+
     corral_error err = {{0}};
     hf_file none[1] = {{"tokenizer.json", "/nonexistent"}};
     assert_int_equal(hf_convert(none, 1, store_fixture_path(g_root, "x.gguf"), &err), HF_INVALID);
@@ -1189,6 +1204,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_convert_smollm3_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_starcoder2_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_qwen35_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_qwen35moe_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_reads_chat_template_jinja, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_convert_gemma3_vision_to_one_file, setup, teardown),

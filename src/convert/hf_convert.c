@@ -392,6 +392,54 @@ static hf_status add_gptoss_experts(converter *c, const safetensors_tensor *src,
 }
 
 /* Every stack has all its experts, every MXFP4 tensor its blocks and scales. */
+/*
+ * One of a Qwen 3.5 MoE layer's expert tensors, its shape checked against config.json's:
+ * down's as it is, gate_up's as two strided views, gate's rows and up's of each expert.
+ */
+static hf_status add_packed_experts(converter *c, const safetensors_tensor *src, unsigned layer,
+                                    bool down)
+{
+    const hf_params *p = &c->p;
+    uint64_t n_exp = p->n_expert, ff = p->n_ff_expert, embd = p->n_embd;
+    bool fits = src->n_dims == 3 && layer < p->n_layer && ff && src->shape[0] == n_exp &&
+                src->shape[1] == (down ? embd : 2 * ff) && src->shape[2] == (down ? ff : embd) &&
+                src->dtype != SAFETENSORS_U8;
+    if (!fits) {
+        corral_error_set(c->err, "tensor '%.200s' is not [%llu, %llu, %llu] (config.json's "
+                         "experts, widths and layers)", src->name, (unsigned long long)n_exp,
+                         (unsigned long long)(down ? embd : 2 * ff),
+                         (unsigned long long)(down ? ff : embd));
+        return HF_INVALID;
+    }
+    uint32_t type = src->dtype == SAFETENSORS_BF16 ? TENSOR_TYPE_BF16 : TENSOR_TYPE_F16;
+    c->any_bf16 = c->any_bf16 || type == TENSOR_TYPE_BF16;
+    static const char *const kinds[3] = {"gate", "up", "down"};
+    for (int k = down ? 2 : 0; k < (down ? 3 : 2); k++) {
+        out_tensor t = {.src = src, .type = type, .n_dims = 3,
+                        .ne = {(int64_t)(down ? ff : embd), (int64_t)(down ? embd : ff),
+                               (int64_t)n_exp, 1}};
+        snprintf(t.name, sizeof t.name, "blk.%u.ffn_%s_exps.weight", layer, kinds[k]);
+        if (find_tensor(c, t.name)) {
+            corral_error_set(c->err, "tensor '%.200s' is in the checkpoint twice", src->name);
+            return HF_INVALID;
+        }
+        if (!down) { /* expert e's output row i of gate (up) is its row i (ff + i) */
+            t.strided = true;
+            t.n_rows = n_exp * ff;
+            t.row_elems = embd;
+            t.group_rows = ff;
+            t.group_stride = 2 * ff * embd;
+            t.row_stride = embd;
+            t.offset = k == 1 ? ff * embd : 0;
+            t.col_stride = 1;
+        }
+        hf_status status = append_tensor(c, &t);
+        if (status != HF_OK)
+            return status;
+    }
+    return HF_OK;
+}
+
 static hf_status check_experts(converter *c)
 {
     for (size_t i = 0; i < c->n_tensors; i++)
@@ -420,9 +468,12 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
     unsigned layer, expert;
     const char *kind;
     gptoss_part part;
+    bool down;
     if (c->p.arch->family == FAMILY_GPTOSS &&
         hf_family_parse_gptoss_experts(src->name, &layer, &part))
         return add_gptoss_experts(c, src, layer, part);
+    if (c->p.n_expert && hf_family_parse_packed_experts(c->p.arch, src->name, &layer, &down))
+        return add_packed_experts(c, src, layer, down);
     if (src->dtype == SAFETENSORS_U8) {
         corral_error_set(c->err, "tensor '%.200s' is U8: only gpt-oss's MXFP4 experts "
                          "(*_blocks, *_scales) are bytes", src->name);
@@ -461,6 +512,11 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
     if (conv && !(src->n_dims == 3 && src->shape[1] == 1)) {
         corral_error_set(c->err, "tensor '%.200s' is not [channels, 1, kernel]", src->name);
         return HF_INVALID;
+    }
+    if (ends_with(t.name, ".ffn_gate_inp_shexp.weight") && src->n_dims == 2 &&
+        src->shape[0] == 1) { /* [1, n_embd] squeezed, as the GGUF holds one row */
+        t.n_dims = 1;
+        t.ne[1] = 1;
     }
     if (conv) { /* squeezed to [channels, kernel] */
         t.n_dims = 2;

@@ -14,9 +14,11 @@
  * Phi3ForCausalLM ("phi3": fused q/k/v and gate/up kept
  * fused, LongRoPE's factors as rope_factors_long/short tensors), GptOssForCausalLM,
  * Olmo2ForCausalLM and Olmo3ForCausalLM ("olmo2"), GraniteForCausalLM, Cohere2ForCausalLM,
- * SmolLM3ForCausalLM, Starcoder2ForCausalLM, Qwen3_5ForConditionalGeneration and
- * Qwen3_5ForCausalLM ("qwen35": the text model; its value heads reordered to llama.cpp's
- * tiled order, -exp(A_log) as ssm_a, its norms but ssm_norm stored as w - 1). A mixture of
+ * SmolLM3ForCausalLM, Starcoder2ForCausalLM, Qwen3_5ForConditionalGeneration ("qwen35": the
+ * text model; its value heads reordered to llama.cpp's tiled order, -exp(A_log) as ssm_a, its
+ * norms but ssm_norm stored as w - 1), Qwen3_5MoeForConditionalGeneration ("qwen35moe": the
+ * same, with each layer's packed experts split into gate's and up's stacks and a shared
+ * expert). A mixture of
  * experts' matrices are stacked per layer into ffn_{gate,up,down}_exps (experts outermost),
  * its router (ffn_gate_inp) kept F32. The tokenizer is
  * a SentencePiece tokenizer.model when there is one, else tokenizer.json's BPE (see
@@ -40,7 +42,7 @@
     "Gemma3ForCausalLM, Gemma3ForConditionalGeneration, Phi3ForCausalLM, GptOssForCausalLM, " \
     "Olmo2ForCausalLM, Olmo3ForCausalLM, GraniteForCausalLM, Cohere2ForCausalLM, "            \
     "SmolLM3ForCausalLM, Starcoder2ForCausalLM, Qwen3_5ForConditionalGeneration, "          \
-    "Qwen3_5ForCausalLM"
+    "Qwen3_5MoeForConditionalGeneration"
 
 /* One file of the checkpoint: its name relative to the directory, and where it is. */
 typedef struct hf_file {

@@ -47,7 +47,7 @@ static const hf_arch archs[] = {
     {"SmolLM3ForCausalLM", "smollm3", FAMILY_LLAMA, false},
     {"Starcoder2ForCausalLM", "starcoder2", FAMILY_STARCODER2, false},
     {"Qwen3_5ForConditionalGeneration", "qwen35", FAMILY_QWEN35, false},
-    {"Qwen3_5ForCausalLM", "qwen35", FAMILY_QWEN35, false},
+    {"Qwen3_5MoeForConditionalGeneration", "qwen35moe", FAMILY_QWEN35, false},
 };
 
 const hf_arch *hf_family_by_gguf_name(const char *gguf_name)
@@ -90,6 +90,10 @@ static const char *const qwen35_renames[][2] = {
     {"linear_attn.conv1d", "ssm_conv1d"},    {"linear_attn.dt_bias", "ssm_dt.bias"},
     {"linear_attn.A_log", "ssm_a"},          {"linear_attn.norm", "ssm_norm"},
     {"linear_attn.out_proj", "ssm_out"},     {"post_attention_layernorm", "post_attention_norm"},
+    {"mlp.shared_expert_gate", "ffn_gate_inp_shexp"},
+    {"mlp.shared_expert.gate_proj", "ffn_gate_shexp"},
+    {"mlp.shared_expert.up_proj", "ffn_up_shexp"},
+    {"mlp.shared_expert.down_proj", "ffn_down_shexp"},
 };
 
 /* Hugging Face name pieces and their GGUF names, tried in this order at each position. */
@@ -245,6 +249,8 @@ static hf_status read_qwen35_config(family *c)
         !read_u32(c, "linear_num_value_heads", true, 65536, &p->value_heads) ||
         !read_u32(c, "linear_value_head_dim", true, 65536, &p->value_head_dim) ||
         !read_u32(c, "full_attention_interval", false, MAX_LAYERS, &p->full_attention_interval) ||
+        (p->n_expert && !read_u32(c, "shared_expert_intermediate_size", false, 1u << 24,
+                                  &p->n_ff_shared)) ||
         (!p->has_theta && !read_rope_parameter(c, "rope_theta", &p->has_theta, &p->rope_theta)) ||
         !read_rope_parameter(c, "partial_rotary_factor", NULL, &rotary) || !read_rope_sections(c))
         return HF_INVALID;
@@ -492,7 +498,8 @@ hf_status hf_family_read_config(const json_t *config, hf_params *p, corral_error
                                                                         "architectures"), 0));
     bool vision = name && strcmp(name, "Gemma3ForConditionalGeneration") == 0;
     /* Qwen 3.5's text model, its vision tower left out */
-    bool nested = vision || (name && strcmp(name, "Qwen3_5ForConditionalGeneration") == 0);
+    bool nested = vision || (name && (strcmp(name, "Qwen3_5ForConditionalGeneration") == 0 ||
+                                      strcmp(name, "Qwen3_5MoeForConditionalGeneration") == 0));
     hf_status status = HF_OK;
     if (nested) {
         c.p.text_config = vision ? gemma3_text_config(&c, config) : text_config(&c, config);
@@ -681,8 +688,11 @@ static bool qwen35_attention_layer(const hf_params *p, unsigned layer)
 /* A Qwen 3.5 block's tensor (the part of its name after "blk.L."), by the layer's kind. */
 static bool known_qwen35_tensor(const hf_params *p, unsigned layer, const char *suffix)
 {
-    static const char *const both[] = {"attn_norm.weight", "post_attention_norm.weight",
-                                       "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"};
+    static const char *const both[] = {"attn_norm.weight", "post_attention_norm.weight"};
+    static const char *const ffn[] = {"ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"};
+    static const char *const moe[] = {"ffn_gate_inp.weight", "ffn_gate_inp_shexp.weight",
+                                      "ffn_gate_shexp.weight", "ffn_up_shexp.weight",
+                                      "ffn_down_shexp.weight"};
     static const char *const attention[] = {"attn_q.weight",      "attn_k.weight",
                                             "attn_v.weight",      "attn_output.weight",
                                             "attn_q_norm.weight", "attn_k_norm.weight"};
@@ -693,6 +703,12 @@ static bool known_qwen35_tensor(const hf_params *p, unsigned layer, const char *
                                             "ssm_out.weight"};
     for (size_t i = 0; i < sizeof both / sizeof both[0]; i++)
         if (!strcmp(suffix, both[i]))
+            return true;
+    for (size_t i = 0; !p->n_expert && i < sizeof ffn / sizeof ffn[0]; i++)
+        if (!strcmp(suffix, ffn[i]))
+            return true;
+    for (size_t i = 0; p->n_expert && i < sizeof moe / sizeof moe[0]; i++)
+        if (!strcmp(suffix, moe[i]))
             return true;
     bool full = qwen35_attention_layer(p, layer);
     const char *const *names = full ? attention : delta_net;
@@ -731,6 +747,26 @@ bool hf_family_v_order(const hf_params *p, const char *name, hf_v_order *order)
             order->columns = kinds[i].columns;
             return true;
         }
+    return false;
+}
+
+bool hf_family_parse_packed_experts(const hf_arch *a, const char *name, unsigned *layer,
+                                    bool *down)
+{
+    char part[16], again[256];
+    if (a->family != FAMILY_QWEN35 ||
+        (sscanf(name, "model.language_model.layers.%u.mlp.experts.%15[a-z_]", layer, part) != 2 &&
+         sscanf(name, "model.layers.%u.mlp.experts.%15[a-z_]", layer, part) != 2))
+        return false;
+    *down = !strcmp(part, "down_proj");
+    if (!*down && strcmp(part, "gate_up_proj") != 0)
+        return false;
+    for (int nested = 0; nested < 2; nested++) { /* exactly that spelling: no "+1" or "01" */
+        snprintf(again, sizeof again, "model.%slayers.%u.mlp.experts.%s",
+                 nested ? "language_model." : "", *layer, part);
+        if (!strcmp(again, name))
+            return true;
+    }
     return false;
 }
 
@@ -1077,6 +1113,9 @@ static bool write_keys(family *c, gguf_writer *w)
              gguf_writer_add_u32(w, KEY("expert_used_count"), p->n_expert_used, err);
     if (ok && p->n_expert && p->n_ff_expert)
         ok = gguf_writer_add_u32(w, KEY("expert_feed_forward_length"), p->n_ff_expert, err);
+    if (ok && p->n_expert && p->n_ff_shared)
+        ok = gguf_writer_add_u32(w, KEY("expert_shared_feed_forward_length"), p->n_ff_shared,
+                                 err);
     arch_family f = p->arch->family;
     bool phi3 = f == FAMILY_PHI3;
     if (ok && (f == FAMILY_LLAMA || phi3 || f == FAMILY_OLMO2 || f == FAMILY_COHERE2 ||

@@ -48,6 +48,7 @@ typedef struct hf_params {
     const hf_arch *arch;
     uint32_t n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_ctx;
     uint32_t n_expert, n_expert_used, n_ff_expert; /* a mixture of experts: n_expert > 0 */
+    uint32_t n_ff_shared; /* a shared expert's width (Qwen 3.5's); 0 when absent */
     uint64_t vocab_size;
     bool has_head_dim, has_theta, has_eps, has_ln_eps;
     float rope_theta, rms_eps, ln_eps; /* RMSNorm's epsilon, LayerNorm's */
@@ -90,6 +91,13 @@ typedef struct hf_v_order {
 
 /* How the tensor (its GGUF name) is reordered; false when it is not. */
 bool hf_family_v_order(const hf_params *p, const char *name, hf_v_order *order);
+
+/* Qwen 3.5 MoE's experts, one tensor per layer and part ("model.language_model.layers.L.
+ * mlp.experts.gate_up_proj", [experts, 2 n_ff, n_embd], gate's rows then up's, and
+ * ".down_proj", [experts, n_embd, n_ff]): which layer, and whether it is down's. False for any
+ * other name. */
+bool hf_family_parse_packed_experts(const hf_arch *a, const char *name, unsigned *layer,
+                                    bool *down);
 
 /* Whether a checkpoint's tensor is left out (Qwen 3.5's vision tower and its multi-token
  * prediction layers). */
