@@ -391,7 +391,6 @@ static hf_status add_gptoss_experts(converter *c, const safetensors_tensor *src,
     return HF_OK;
 }
 
-/* Every stack has all its experts, every MXFP4 tensor its blocks and scales. */
 /*
  * One of a Qwen 3.5 MoE layer's expert tensors, its shape checked against config.json's:
  * down's as it is, gate_up's as two strided views, gate's rows and up's of each expert.
@@ -440,6 +439,7 @@ static hf_status add_packed_experts(converter *c, const safetensors_tensor *src,
     return HF_OK;
 }
 
+/* Every stack has all its experts, every MXFP4 tensor its blocks and scales. */
 static hf_status check_experts(converter *c)
 {
     for (size_t i = 0; i < c->n_tensors; i++)
@@ -524,11 +524,13 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
         t.ne[2] = 1;
     }
     if (hf_family_v_order(&c->p, t.name, &t.v_order)) {
-        uint64_t size = t.v_order.columns ? src->shape[src->n_dims - 1] : src->shape[0];
-        if (src->n_dims == 0 || size != t.v_order.size) {
+        uint64_t size = src->n_dims == 0        ? 0
+                        : t.v_order.columns ? src->shape[src->n_dims - 1]
+                                            : src->shape[0];
+        if (size != t.v_order.size) {
             corral_error_set(c->err, "tensor '%.200s' has %llu %s where config.json's linear "
                              "attention makes %llu", src->name,
-                             (unsigned long long)(src->n_dims ? size : 0),
+                             (unsigned long long)size,
                              t.v_order.columns ? "columns" : "rows",
                              (unsigned long long)t.v_order.size);
             return HF_INVALID;
