@@ -215,6 +215,24 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
                                                          : "full_attention"));
         json_object_set_new(c, "layer_types", types);
     }
+    if (strcmp(a, "qwen3next") == 0) /* plain NeoX RoPE on part of each head */
+        json_object_set_new(c, "partial_rotary_factor",
+                            json_real((double)get_u32(f, K("rope.dimension_count")) /
+                                      get_u32(f, K("attention.key_length"))));
+    if (strncmp(a, "qwen35", 6) == 0 || strcmp(a, "qwen3next") == 0) {
+        uint32_t v_heads = get_u32(f, K("ssm.time_step_rank"));
+        json_object_set_new(c, "linear_conv_kernel_dim",
+                            json_integer(get_u32(f, K("ssm.conv_kernel"))));
+        json_object_set_new(c, "linear_key_head_dim",
+                            json_integer(get_u32(f, K("ssm.state_size"))));
+        json_object_set_new(c, "linear_num_key_heads",
+                            json_integer(get_u32(f, K("ssm.group_count"))));
+        json_object_set_new(c, "linear_num_value_heads", json_integer(v_heads));
+        json_object_set_new(c, "linear_value_head_dim",
+                            json_integer(get_u32(f, K("ssm.inner_size")) / v_heads));
+        json_object_set_new(c, "full_attention_interval",
+                            json_integer(get_u32(f, K("full_attention_interval"))));
+    }
     if (strncmp(a, "qwen35", 6) == 0) { /* text_config holds the model, rope_parameters RoPE */
         uint32_t rope_dims = get_u32(f, K("rope.dimension_count"));
         const gguf_kv *sections = gguf_find_kv(f, K("rope.dimension_sections"));
@@ -228,18 +246,6 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
                                       (double)rope_dims / get_u32(f, K("attention.key_length")),
                                       "mrope_section", mrope, "mrope_interleaved", true));
         json_object_del(c, "rope_theta");
-        uint32_t v_heads = get_u32(f, K("ssm.time_step_rank"));
-        json_object_set_new(c, "linear_conv_kernel_dim",
-                            json_integer(get_u32(f, K("ssm.conv_kernel"))));
-        json_object_set_new(c, "linear_key_head_dim",
-                            json_integer(get_u32(f, K("ssm.state_size"))));
-        json_object_set_new(c, "linear_num_key_heads",
-                            json_integer(get_u32(f, K("ssm.group_count"))));
-        json_object_set_new(c, "linear_num_value_heads", json_integer(v_heads));
-        json_object_set_new(c, "linear_value_head_dim",
-                            json_integer(get_u32(f, K("ssm.inner_size")) / v_heads));
-        json_object_set_new(c, "full_attention_interval",
-                            json_integer(get_u32(f, K("full_attention_interval"))));
         json_t *arches = json_incref(json_object_get(c, "architectures"));
         json_object_del(c, "architectures");
         c = json_pack("{s:o,s:o,s:{s:I}}", "architectures", arches, "text_config", c,
@@ -664,6 +670,7 @@ static void put_vision(shard *s, json_t *weight_map, const char *shard_name, con
 
 /* Qwen 3.5's Gated DeltaNet tensors and FFN norm: the GGUF name's piece and Hugging Face's */
 static const char *const qwen35_names[][2] = {
+    {"ssm_ba", "linear_attn.in_proj_ba"}, /* Qwen3-Next's */
     {"attn_qkv", "linear_attn.in_proj_qkv"}, {"attn_gate", "linear_attn.in_proj_z"},
     {"ssm_beta", "linear_attn.in_proj_b"},   {"ssm_alpha", "linear_attn.in_proj_a"},
     {"ssm_conv1d", "linear_attn.conv1d"},    {"ssm_norm", "linear_attn.norm"},
@@ -674,31 +681,32 @@ static const char *const qwen35_names[][2] = {
     {"ffn_down_shexp", "mlp.shared_expert.down_proj"},
 };
 
-/* A qwen35 tensor's name in a Qwen3_5ForConditionalGeneration checkpoint: the text model's
- * under model.language_model. */
-static void qwen35_hf_name(const char *gguf, char *out, size_t cap)
+/* A qwen35 tensor's name in a Qwen3_5ForConditionalGeneration checkpoint (the text model's
+ * under model.language_model.), or a qwen3next one's in a Qwen3NextForCausalLM one (next). */
+static void qwen35_hf_name(const char *gguf, bool next, char *out, size_t cap)
 {
+    const char *prefix = next ? "model." : "model.language_model.";
     unsigned layer;
     char part[64], kind[16], plain[200];
     if (sscanf(gguf, "blk.%u.%63[a-z_0-9]", &layer, part) == 2 && strcmp(part, "ssm_a") == 0) {
-        snprintf(out, cap, "model.language_model.layers.%u.linear_attn.A_log", layer);
+        snprintf(out, cap, "%slayers.%u.linear_attn.A_log", prefix, layer);
         return;
     }
     if (sscanf(gguf, "blk.%u.%63[a-z_0-9].%15s", &layer, part, kind) == 3) {
         if (strcmp(part, "ssm_dt") == 0) {
-            snprintf(out, cap, "model.language_model.layers.%u.linear_attn.dt_bias", layer);
+            snprintf(out, cap, "%slayers.%u.linear_attn.dt_bias", prefix, layer);
             return;
         }
         for (size_t i = 0; i < sizeof qwen35_names / sizeof qwen35_names[0]; i++)
             if (strcmp(part, qwen35_names[i][0]) == 0) {
-                snprintf(out, cap, "model.language_model.layers.%u.%s.%s", layer,
-                         qwen35_names[i][1], kind);
+                snprintf(out, cap, "%slayers.%u.%s.%s", prefix, layer, qwen35_names[i][1],
+                         kind);
                 return;
             }
     }
     hf_name(gguf, false, false, false, false, false, plain, sizeof plain);
     if (strncmp(plain, "model.", 6) == 0)
-        snprintf(out, cap, "model.language_model.%s", plain + 6);
+        snprintf(out, cap, "%s%s", prefix, plain + 6);
     else
         snprintf(out, cap, "%s", plain);
 }
@@ -729,7 +737,8 @@ static void put_qwen35(shard *s, const char *name, const gguf_file *f, const ggu
     memcpy(out, in, rows * cols * sizeof *out);
     const char *part = strncmp(t->name, "blk.", 4) == 0 ? strchr(t->name + 4, '.') + 1 : "";
     uint64_t first = 0, head = 1;
-    bool columns = false, reordered = true;
+    bool next = arch.size == 9 && memcmp(arch.data, "qwen3next", 9) == 0;
+    bool columns = false, reordered = !next; /* Qwen3-Next keeps them grouped */
     if (!strcmp(part, "attn_qkv.weight") || !strcmp(part, "ssm_conv1d.weight"))
         first = 2 * (uint64_t)nk * hk, head = hv;
     else if (!strcmp(part, "attn_gate.weight"))
@@ -768,6 +777,37 @@ static void put_qwen35(shard *s, const char *name, const gguf_file *f, const ggu
     if (!strcmp(part, "ffn_gate_inp_shexp.weight")) /* one row */
         json_object_set_new(json_object_get(s->header, name), "shape",
                             json_pack("[i,I]", 1, (json_int_t)cols));
+    free(out);
+}
+
+/* A qwen3next layer's attn_qkv (every key head's q, then k, then v) and attn_gate (z) as the
+ * checkpoint fuses them: in_proj_qkvz, per key head its q, k, its value heads' v, then z. */
+static void put_qwen3next_qkvz(shard *s, const char *name, const gguf_file *f,
+                               const gguf_tensor *qkv, safetensors_dtype dtype)
+{
+    uint32_t nk = get_u32(f, "qwen3next.ssm.group_count");
+    uint64_t hk = get_u32(f, "qwen3next.ssm.state_size");
+    uint64_t v_per_key = get_u32(f, "qwen3next.ssm.inner_size") / nk;
+    unsigned layer;
+    char gate_name[96];
+    assert_int_equal(sscanf(qkv->name, "blk.%u.", &layer), 1);
+    snprintf(gate_name, sizeof gate_name, "blk.%u.attn_gate.weight", layer);
+    const gguf_tensor *gate = gguf_find_tensor(f, gate_name);
+    assert_non_null(gate);
+    uint64_t cols = (uint64_t)qkv->ne[0], group = 2 * hk + 2 * v_per_key;
+    const float *q = qkv->data, *z = gate->data;
+    float *out = malloc(nk * group * cols * sizeof *out);
+    assert_non_null(out);
+    for (uint64_t h = 0; h < nk; h++) {
+        float *g = out + h * group * cols;
+        memcpy(g, q + h * hk * cols, hk * cols * sizeof *out);                    /* q */
+        memcpy(g + hk * cols, q + (nk + h) * hk * cols, hk * cols * sizeof *out); /* k */
+        memcpy(g + 2 * hk * cols, q + (2 * nk * hk + h * v_per_key) * cols,
+               v_per_key * cols * sizeof *out);                                   /* v */
+        memcpy(g + (2 * hk + v_per_key) * cols, z + h * v_per_key * cols,
+               v_per_key * cols * sizeof *out);                                   /* z */
+    }
+    put_matrix(s, name, dtype, out, nk * group, cols, 0, false);
     free(out);
 }
 
@@ -832,6 +872,7 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     bool starcoder2 = arch.size == 10 && memcmp(arch.data, "starcoder2", 10) == 0;
     bool olmo2 = arch.size == 5 && memcmp(arch.data, "olmo2", 5) == 0;
     bool qwen35 = arch.size >= 6 && memcmp(arch.data, "qwen35", 6) == 0; /* and qwen35moe */
+    bool next = arch.size == 9 && memcmp(arch.data, "qwen3next", 9) == 0;
     /* Llama's derivatives keep Hugging Face's rotated halves too */
     bool permuted = llama || (arch.size == 7 && memcmp(arch.data, "granite", 7) == 0) ||
                     (arch.size == 7 && memcmp(arch.data, "smollm3", 7) == 0);
@@ -870,8 +911,17 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
                                shard_names[i < n / 2 ? 0 : 1], f, t, matrix_dtype);
             continue;
         }
-        if (qwen35) {
-            qwen35_hf_name(t->name, name, sizeof name);
+        if (next && strstr(t->name, ".attn_gate.")) /* in in_proj_qkvz, with attn_qkv */
+            continue;
+        if (next && strstr(t->name, ".attn_qkv.")) {
+            snprintf(name, sizeof name, "model.layers.%.*s.linear_attn.in_proj_qkvz.weight",
+                     (int)strcspn(t->name + 4, "."), t->name + 4);
+            put_qwen3next_qkvz(&shards[i < n / 2 ? 0 : 1], name, f, t, matrix_dtype);
+            json_object_set_new(weight_map, name, json_string(shard_names[i < n / 2 ? 0 : 1]));
+            continue;
+        }
+        if (qwen35 || (next && t->n_dims < 3)) {
+            qwen35_hf_name(t->name, next, name, sizeof name);
             put_qwen35(&shards[i < n / 2 ? 0 : 1], name, f, t, matrix_dtype);
             json_object_set_new(weight_map, name, json_string(shard_names[i < n / 2 ? 0 : 1]));
             continue;
@@ -902,7 +952,7 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     }
     if (mm)
         put_vision(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
-    if (qwen35) { /* a vision tower's and a multi-token prediction layer's, which stay out */
+    if (qwen35 || next) { /* a vision tower's and a multi-token prediction layer's: left out */
         static const float dummy[4] = {1, 2, 3, 4};
         static const char *const skipped[] = {"model.visual.blocks.0.attn.qkv.weight",
                                               "mtp.fc.weight"};

@@ -1013,7 +1013,8 @@ static void test_create_refuses_checkpoints_it_cannot_convert(void **state)
                  "Gemma3ForCausalLM, Gemma3ForConditionalGeneration, Phi3ForCausalLM, "
                  "GptOssForCausalLM, Olmo2ForCausalLM, Olmo3ForCausalLM, GraniteForCausalLM, "
                  "Cohere2ForCausalLM, SmolLM3ForCausalLM, Starcoder2ForCausalLM, "
-                 "Qwen3_5ForConditionalGeneration, Qwen3_5MoeForConditionalGeneration");
+                 "Qwen3_5ForConditionalGeneration, Qwen3_5MoeForConditionalGeneration, "
+                 "Qwen3NextForCausalLM");
     free(body);
 
     /* an adapter is checked against the converted weights, once they exist: without

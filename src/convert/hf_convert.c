@@ -43,6 +43,11 @@ typedef struct out_tensor {
     bool v_reordered;       /* Qwen 3.5's value heads tiled (v_order; key_heads, per_key) */
     hf_v_order v_order;
     uint32_t key_heads, per_key;
+    /* Qwen3-Next's in_proj_qkvz, per key head its q, k, v and z rows, split into attn_qkv
+     * (every head's q, then k, then v) or attn_gate (every head's z): which, and its rows */
+    enum { QKVZ_NONE, QKVZ_QKV, QKVZ_Z } qkvz;
+    uint64_t qkvz_rows;
+    uint64_t head_q, head_v; /* a key head's q (and k) rows, and its value heads' v (and z) */
     /* experts' matrices stacked (ffn_*_exps): experts[e] is expert e's, src the first found */
     const safetensors_tensor **experts;
     uint32_t n_experts;
@@ -460,6 +465,45 @@ static hf_status check_experts(converter *c)
     return HF_OK;
 }
 
+/* Qwen3-Next's fused in_proj_qkvz (GGUF name blk.L.ssm_in.weight) as llama.cpp's converter
+ * splits it: attn_qkv and attn_gate, read through qkvz_source. */
+static hf_status add_qkvz(converter *c, const safetensors_tensor *src, const char *name)
+{
+    const hf_params *p = &c->p;
+    uint64_t group = 2 * (uint64_t)p->key_head_dim +
+                     2 * (uint64_t)(p->value_heads / p->key_heads) * p->value_head_dim;
+    if (src->n_dims != 2 || src->shape[0] != p->key_heads * group ||
+        src->shape[1] != p->n_embd || src->dtype == SAFETENSORS_U8) {
+        corral_error_set(c->err, "tensor '%.200s' is not [%llu, %u] (config.json's linear "
+                         "attention)", src->name, (unsigned long long)(p->key_heads * group),
+                         p->n_embd);
+        return HF_INVALID;
+    }
+    uint64_t qk = 2 * (uint64_t)p->key_heads * p->key_head_dim;
+    uint64_t v = (uint64_t)p->value_heads * p->value_head_dim;
+    for (int part = 0; part < 2; part++) {
+        out_tensor t = {.src = src, .n_dims = 2, .qkvz = part ? QKVZ_Z : QKVZ_QKV,
+                        .qkvz_rows = part ? v : qk + v, .key_heads = p->key_heads,
+                        .head_q = p->key_head_dim, .head_v = v / p->key_heads,
+                        .type = src->dtype == SAFETENSORS_BF16 ? TENSOR_TYPE_BF16
+                                                               : TENSOR_TYPE_F16};
+        t.ne[0] = (int64_t)p->n_embd;
+        t.ne[1] = (int64_t)t.qkvz_rows;
+        t.ne[2] = t.ne[3] = 1;
+        snprintf(t.name, sizeof t.name, "%.*s%s", (int)(strlen(name) - strlen("ssm_in.weight")),
+                 name, part ? "attn_gate.weight" : "attn_qkv.weight");
+        if (find_tensor(c, t.name)) {
+            corral_error_set(c->err, "tensor '%.200s' is in the checkpoint twice", src->name);
+            return HF_INVALID;
+        }
+        c->any_bf16 = c->any_bf16 || t.type == TENSOR_TYPE_BF16;
+        hf_status status = append_tensor(c, &t);
+        if (status != HF_OK)
+            return status;
+    }
+    return HF_OK;
+}
+
 static hf_status add_tensor(converter *c, const safetensors_tensor *src)
 {
     if (ends_with(src->name, ".rotary_emb.inv_freq") ||
@@ -508,6 +552,8 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
         }
         t.ne[src->n_dims - 1 - d] = (int64_t)src->shape[d];
     }
+    if (ends_with(t.name, ".ssm_in.weight"))
+        return add_qkvz(c, src, t.name);
     bool conv = ends_with(t.name, ".ssm_conv1d.weight");
     if (conv && !(src->n_dims == 3 && src->shape[1] == 1)) {
         corral_error_set(c->err, "tensor '%.200s' is not [channels, 1, kernel]", src->name);
@@ -702,12 +748,29 @@ static uint64_t v_source(const out_tensor *t, uint64_t i)
 }
 
 /*
+ * The row of Qwen3-Next's in_proj_qkvz (per key head: q, k, then the head's value heads' v,
+ * then their z; each key head group rows) that row r of attn_qkv or attn_gate is.
+ */
+static uint64_t qkvz_source(const out_tensor *t, uint64_t r)
+{
+    uint64_t group = 2 * t->head_q + 2 * t->head_v, qk = t->key_heads * t->head_q;
+    if (t->qkvz == QKVZ_Z)
+        return r / t->head_v * group + 2 * t->head_q + t->head_v + r % t->head_v;
+    if (r < 2 * qk) /* q's heads, then k's */
+        return r % qk / t->head_q * group + (r >= qk ? t->head_q : 0) + r % t->head_q;
+    r -= 2 * qk;
+    return r / t->head_v * group + 2 * t->head_q + r % t->head_v;
+}
+
+/*
  * The source row of output row r. Hugging Face keeps each head's rotated halves apart
  * (first half of the head dimension, then the second); GGUF's llama pairs them up, so
  * output row 2i+s of a head is its source row s*D/2 + i.
  */
 static uint64_t source_row(const out_tensor *t, uint64_t rows, uint64_t r)
 {
+    if (t->qkvz)
+        return qkvz_source(t, r);
     if (t->v_reordered && !t->v_order.columns)
         return v_source(t, r);
     if (!t->permute_heads)
@@ -724,6 +787,8 @@ static uint64_t source_rows(const out_tensor *t)
 
 static uint64_t output_rows(const out_tensor *t)
 {
+    if (t->qkvz)
+        return t->qkvz_rows;
     if (t->strided)
         return t->n_rows;
     return source_rows(t) * (t->n_experts ? t->n_experts : 1);

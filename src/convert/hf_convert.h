@@ -18,7 +18,8 @@
  * text model; its value heads reordered to llama.cpp's tiled order, -exp(A_log) as ssm_a, its
  * norms but ssm_norm stored as w - 1), Qwen3_5MoeForConditionalGeneration ("qwen35moe": the
  * same, with each layer's packed experts split into gate's and up's stacks and a shared
- * expert). A mixture of
+ * expert), Qwen3NextForCausalLM ("qwen3next": the same layers, value heads in the
+ * checkpoint's order, in_proj_qkvz split into attn_qkv and attn_gate). A mixture of
  * experts' matrices are stacked per layer into ffn_{gate,up,down}_exps (experts outermost),
  * its router (ffn_gate_inp) kept F32. The tokenizer is
  * a SentencePiece tokenizer.model when there is one, else tokenizer.json's BPE (see
@@ -42,7 +43,7 @@
     "Gemma3ForCausalLM, Gemma3ForConditionalGeneration, Phi3ForCausalLM, GptOssForCausalLM, " \
     "Olmo2ForCausalLM, Olmo3ForCausalLM, GraniteForCausalLM, Cohere2ForCausalLM, "            \
     "SmolLM3ForCausalLM, Starcoder2ForCausalLM, Qwen3_5ForConditionalGeneration, "          \
-    "Qwen3_5MoeForConditionalGeneration"
+    "Qwen3_5MoeForConditionalGeneration, Qwen3NextForCausalLM"
 
 /* One file of the checkpoint: its name relative to the directory, and where it is. */
 typedef struct hf_file {

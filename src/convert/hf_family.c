@@ -48,6 +48,7 @@ static const hf_arch archs[] = {
     {"Starcoder2ForCausalLM", "starcoder2", FAMILY_STARCODER2, false},
     {"Qwen3_5ForConditionalGeneration", "qwen35", FAMILY_QWEN35, false},
     {"Qwen3_5MoeForConditionalGeneration", "qwen35moe", FAMILY_QWEN35, false},
+    {"Qwen3NextForCausalLM", "qwen3next", FAMILY_QWEN35, false},
 };
 
 const hf_arch *hf_family_by_gguf_name(const char *gguf_name)
@@ -56,6 +57,11 @@ const hf_arch *hf_family_by_gguf_name(const char *gguf_name)
         if (strcmp(archs[i].gguf_name, gguf_name) == 0)
             return &archs[i];
     return NULL;
+}
+
+bool hf_family_is_qwen3next(const hf_arch *a)
+{
+    return !strcmp(a->gguf_name, "qwen3next");
 }
 
 bool hf_family_is_gemma(const hf_arch *a)
@@ -83,8 +89,10 @@ static const char *const gptoss_renames[][2] = {
     {"mlp.router", "ffn_gate_inp"},
 };
 
-/* Qwen 3.5's Gated DeltaNet names and its FFN norm's, tried first for it. */
+/* Qwen 3.5's Gated DeltaNet names and its FFN norm's, tried first for it (and Qwen3-Next,
+ * whose projections are fused: q, k, v and z in in_proj_qkvz, beta and alpha in in_proj_ba). */
 static const char *const qwen35_renames[][2] = {
+    {"linear_attn.in_proj_qkvz", "ssm_in"},  {"linear_attn.in_proj_ba", "ssm_ba"}, /* Next's */
     {"linear_attn.in_proj_qkv", "attn_qkv"}, {"linear_attn.in_proj_z", "attn_gate"},
     {"linear_attn.in_proj_b", "ssm_beta"},   {"linear_attn.in_proj_a", "ssm_alpha"},
     {"linear_attn.conv1d", "ssm_conv1d"},    {"linear_attn.dt_bias", "ssm_dt.bias"},
@@ -701,6 +709,10 @@ static bool known_qwen35_tensor(const hf_params *p, unsigned layer, const char *
                                             "ssm_conv1d.weight", "ssm_dt.bias",
                                             "ssm_a",             "ssm_norm.weight",
                                             "ssm_out.weight"};
+    static const char *const next_delta_net[] = {"ssm_in.weight",     "ssm_ba.weight",
+                                                 "ssm_conv1d.weight", "ssm_dt.bias",
+                                                 "ssm_a",             "ssm_norm.weight",
+                                                 "ssm_out.weight"};
     for (size_t i = 0; i < sizeof both / sizeof both[0]; i++)
         if (!strcmp(suffix, both[i]))
             return true;
@@ -710,10 +722,11 @@ static bool known_qwen35_tensor(const hf_params *p, unsigned layer, const char *
     for (size_t i = 0; p->n_expert && i < sizeof moe / sizeof moe[0]; i++)
         if (!strcmp(suffix, moe[i]))
             return true;
-    bool full = qwen35_attention_layer(p, layer);
-    const char *const *names = full ? attention : delta_net;
-    size_t n = full ? sizeof attention / sizeof attention[0]
-                    : sizeof delta_net / sizeof delta_net[0];
+    bool full = qwen35_attention_layer(p, layer), next = hf_family_is_qwen3next(p->arch);
+    const char *const *names = full ? attention : next ? next_delta_net : delta_net;
+    size_t n = full   ? sizeof attention / sizeof attention[0]
+               : next ? sizeof next_delta_net / sizeof next_delta_net[0]
+                      : sizeof delta_net / sizeof delta_net[0];
     for (size_t i = 0; i < n; i++)
         if (!strcmp(suffix, names[i]))
             return true;
@@ -722,8 +735,9 @@ static bool known_qwen35_tensor(const hf_params *p, unsigned layer, const char *
 
 bool hf_family_v_order(const hf_params *p, const char *name, hf_v_order *order)
 {
-    if (p->arch->family != FAMILY_QWEN35 || p->value_heads == p->key_heads)
-        return false;
+    if (p->arch->family != FAMILY_QWEN35 || hf_family_is_qwen3next(p->arch) ||
+        p->value_heads == p->key_heads)
+        return false; /* Qwen3-Next's GGUF keeps the checkpoint's grouped order */
     const char *suffix = strchr(name, '.');
     if (strncmp(name, "blk.", 4) != 0 || !suffix || !(suffix = strchr(suffix + 1, '.')))
         return false;
@@ -1055,9 +1069,10 @@ static bool write_qwen35_keys(family *c, gguf_writer *w, const char *a)
     const hf_params *p = &c->p;
     char key[96];
 #define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
-    bool ok =
-        gguf_writer_add_array(w, KEY("rope.dimension_sections"), GGUF_TYPE_INT32,
-                              p->rope_sections, 4, c->err) &&
+    bool ok = hf_family_is_qwen3next(p->arch) || /* Qwen3-Next's RoPE is plain NeoX */
+              gguf_writer_add_array(w, KEY("rope.dimension_sections"), GGUF_TYPE_INT32,
+                                    p->rope_sections, 4, c->err);
+    ok = ok &&
         gguf_writer_add_u32(w, KEY("ssm.conv_kernel"), p->conv_kernel, c->err) &&
         gguf_writer_add_u32(w, KEY("ssm.state_size"), p->key_head_dim, c->err) &&
         gguf_writer_add_u32(w, KEY("ssm.group_count"), p->key_heads, c->err) &&

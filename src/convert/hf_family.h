@@ -26,7 +26,7 @@ typedef enum arch_family {
     FAMILY_OLMO2,  /* norms after attention and the FFN only; q/k norms over all heads */
     FAMILY_COHERE2, /* one LayerNorm (weight only) before attention and FFN; logit scale */
     FAMILY_STARCODER2, /* LayerNorms with biases, biases everywhere, a plain two-layer FFN */
-    FAMILY_QWEN35, /* Gated DeltaNet layers and gated attention; value heads reordered */
+    FAMILY_QWEN35, /* Qwen 3.5 and Qwen3-Next: Gated DeltaNet layers and gated attention */
 } arch_family;
 
 typedef struct hf_arch {
@@ -160,6 +160,9 @@ typedef enum gptoss_part {
 /* "model.layers.L.mlp.experts.gate_up_proj_blocks" and the like: which layer and part.
  * False for any other name. */
 bool hf_family_parse_gptoss_experts(const char *name, unsigned *layer, gptoss_part *part);
+
+/* Qwen3-Next: Qwen 3.5's family, its projections fused, its value heads kept grouped. */
+bool hf_family_is_qwen3next(const hf_arch *a);
 
 /* Gemma's families store RMSNorm weights as w - 1. */
 bool hf_family_is_gemma(const hf_arch *a);
