@@ -5,6 +5,7 @@
 #include "hf_fixture.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -165,6 +166,7 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
     const char *const gemma_keys[][2] = {
         {"expert_used_count", "num_experts_per_tok"},
         {"expert_feed_forward_length", "moe_intermediate_size"},
+        {"expert_shared_feed_forward_length", "shared_expert_intermediate_size"},
         {"rope.scaling.original_context_length", "original_max_position_embeddings"},
         {"attention.sliding_window", "sliding_window"},
         {"attn_logit_softcapping", "attn_logit_softcapping"},
@@ -212,6 +214,42 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
                                                          ? "sliding_attention"
                                                          : "full_attention"));
         json_object_set_new(c, "layer_types", types);
+    }
+    if (strcmp(a, "qwen3next") == 0) /* plain NeoX RoPE on part of each head */
+        json_object_set_new(c, "partial_rotary_factor",
+                            json_real((double)get_u32(f, K("rope.dimension_count")) /
+                                      get_u32(f, K("attention.key_length"))));
+    if (strncmp(a, "qwen35", 6) == 0 || strcmp(a, "qwen3next") == 0) {
+        uint32_t v_heads = get_u32(f, K("ssm.time_step_rank"));
+        json_object_set_new(c, "linear_conv_kernel_dim",
+                            json_integer(get_u32(f, K("ssm.conv_kernel"))));
+        json_object_set_new(c, "linear_key_head_dim",
+                            json_integer(get_u32(f, K("ssm.state_size"))));
+        json_object_set_new(c, "linear_num_key_heads",
+                            json_integer(get_u32(f, K("ssm.group_count"))));
+        json_object_set_new(c, "linear_num_value_heads", json_integer(v_heads));
+        json_object_set_new(c, "linear_value_head_dim",
+                            json_integer(get_u32(f, K("ssm.inner_size")) / v_heads));
+        json_object_set_new(c, "full_attention_interval",
+                            json_integer(get_u32(f, K("full_attention_interval"))));
+    }
+    if (strncmp(a, "qwen35", 6) == 0) { /* text_config holds the model, rope_parameters RoPE */
+        uint32_t rope_dims = get_u32(f, K("rope.dimension_count"));
+        const gguf_kv *sections = gguf_find_kv(f, K("rope.dimension_sections"));
+        assert_non_null(sections);
+        json_t *mrope = json_array();
+        for (uint64_t i = 0; i < 3; i++) /* the checkpoint lists three */
+            json_array_append_new(mrope, json_integer(gguf_kv_i64(sections, i)));
+        json_object_set_new(c, "rope_parameters",
+                            json_pack("{s:s,s:f,s:f,s:o,s:b}", "rope_type", "default",
+                                      "rope_theta", (double)theta, "partial_rotary_factor",
+                                      (double)rope_dims / get_u32(f, K("attention.key_length")),
+                                      "mrope_section", mrope, "mrope_interleaved", true));
+        json_object_del(c, "rope_theta");
+        json_t *arches = json_incref(json_object_get(c, "architectures"));
+        json_object_del(c, "architectures");
+        c = json_pack("{s:o,s:o,s:{s:I}}", "architectures", arches, "text_config", c,
+                      "vision_config", "depth", (json_int_t)1);
     }
 #undef K
     /* Phi-3's LongRoPE factors */
@@ -630,6 +668,181 @@ static void nest_vision_config(const gguf_file *mm, const char *dir, uint32_t to
 static void put_vision(shard *s, json_t *weight_map, const char *shard_name, const gguf_file *mm,
                        safetensors_dtype matrix_dtype);
 
+/* Qwen 3.5's Gated DeltaNet tensors and FFN norm: the GGUF name's piece and Hugging Face's */
+static const char *const qwen35_names[][2] = {
+    {"ssm_ba", "linear_attn.in_proj_ba"}, /* Qwen3-Next's */
+    {"attn_qkv", "linear_attn.in_proj_qkv"}, {"attn_gate", "linear_attn.in_proj_z"},
+    {"ssm_beta", "linear_attn.in_proj_b"},   {"ssm_alpha", "linear_attn.in_proj_a"},
+    {"ssm_conv1d", "linear_attn.conv1d"},    {"ssm_norm", "linear_attn.norm"},
+    {"ssm_out", "linear_attn.out_proj"},     {"post_attention_norm", "post_attention_layernorm"},
+    {"ffn_gate_inp_shexp", "mlp.shared_expert_gate"},
+    {"ffn_gate_shexp", "mlp.shared_expert.gate_proj"},
+    {"ffn_up_shexp", "mlp.shared_expert.up_proj"},
+    {"ffn_down_shexp", "mlp.shared_expert.down_proj"},
+};
+
+/* A qwen35 tensor's name in a Qwen3_5ForConditionalGeneration checkpoint (the text model's
+ * under model.language_model.), or a qwen3next one's in a Qwen3NextForCausalLM one (next). */
+static void qwen35_hf_name(const char *gguf, bool next, char *out, size_t cap)
+{
+    const char *prefix = next ? "model." : "model.language_model.";
+    unsigned layer;
+    char part[64], kind[16], plain[200];
+    if (sscanf(gguf, "blk.%u.%63[a-z_0-9]", &layer, part) == 2 && strcmp(part, "ssm_a") == 0) {
+        snprintf(out, cap, "%slayers.%u.linear_attn.A_log", prefix, layer);
+        return;
+    }
+    if (sscanf(gguf, "blk.%u.%63[a-z_0-9].%15s", &layer, part, kind) == 3) {
+        if (strcmp(part, "ssm_dt") == 0) {
+            snprintf(out, cap, "%slayers.%u.linear_attn.dt_bias", prefix, layer);
+            return;
+        }
+        for (size_t i = 0; i < sizeof qwen35_names / sizeof qwen35_names[0]; i++)
+            if (strcmp(part, qwen35_names[i][0]) == 0) {
+                snprintf(out, cap, "%slayers.%u.%s.%s", prefix, layer, qwen35_names[i][1],
+                         kind);
+                return;
+            }
+    }
+    hf_name(gguf, false, false, false, false, false, plain, sizeof plain);
+    if (strncmp(plain, "model.", 6) == 0)
+        snprintf(out, cap, "%s%s", prefix, plain + 6);
+    else
+        snprintf(out, cap, "%s", plain);
+}
+
+/*
+ * A qwen35 tensor as its checkpoint holds it: value heads grouped by key head where the GGUF
+ * tiles them (the GGUF's value head v * key_heads + k is the checkpoint's k * per_key + v;
+ * rows, or columns of ssm_out, ssm_a and ssm_dt), A_log = log(-a), the norms but ssm_norm as
+ * w - 1, the convolution [channels, 1, kernel].
+ */
+static void put_qwen35(shard *s, const char *name, const gguf_file *f, const gguf_tensor *t,
+                       safetensors_dtype dtype)
+{
+    gguf_str arch;
+    corral_error err;
+    char key[96];
+    assert_true(gguf_get_str(f, "general.architecture", &arch, &err));
+#define K(suffix) (snprintf(key, sizeof key, "%.*s." suffix, (int)arch.size, arch.data), key)
+    uint32_t nk = get_u32(f, K("ssm.group_count"));
+    uint32_t nv = get_u32(f, K("ssm.time_step_rank"));
+    uint32_t hk = get_u32(f, K("ssm.state_size"));
+    uint32_t hv = get_u32(f, K("ssm.inner_size")) / nv, per_key = nv / nk;
+#undef K
+    uint64_t cols = (uint64_t)t->ne[0], rows = t->n_dims == 1 ? 1 : (uint64_t)t->ne[1];
+    const float *in = t->data;
+    float *out = malloc(rows * cols * sizeof *out);
+    assert_non_null(out);
+    memcpy(out, in, rows * cols * sizeof *out);
+    const char *part = strncmp(t->name, "blk.", 4) == 0 ? strchr(t->name + 4, '.') + 1 : "";
+    uint64_t first = 0, head = 1;
+    bool next = arch.size == 9 && memcmp(arch.data, "qwen3next", 9) == 0;
+    bool columns = false, reordered = !next; /* Qwen3-Next keeps them grouped */
+    if (!strcmp(part, "attn_qkv.weight") || !strcmp(part, "ssm_conv1d.weight"))
+        first = 2 * (uint64_t)nk * hk, head = hv;
+    else if (!strcmp(part, "attn_gate.weight"))
+        head = hv;
+    else if (!strcmp(part, "ssm_out.weight"))
+        head = hv, columns = true;
+    else if (!strcmp(part, "ssm_a") || !strcmp(part, "ssm_dt.bias"))
+        columns = true;
+    else if (strcmp(part, "ssm_beta.weight") != 0 && strcmp(part, "ssm_alpha.weight") != 0)
+        reordered = false;
+    for (uint64_t g = 0; reordered && g < (uint64_t)nv * head; g++) {
+        uint64_t v = g / head / nk, k = g / head % nk;
+        uint64_t h = first + (k * per_key + v) * head + g % head; /* the checkpoint's */
+        for (uint64_t o = 0; o < (columns ? rows : cols); o++) {
+            if (columns)
+                out[o * cols + h] = in[o * cols + first + g];
+            else
+                out[h * cols + o] = in[(first + g) * cols + o];
+        }
+    }
+    size_t len = strlen(t->name);
+    bool norm = len > 12 && !strcmp(t->name + len - 12, "_norm.weight") &&
+                !strstr(t->name, "ssm_norm");
+    for (uint64_t e = 0; e < rows * cols; e++) {
+        if (!strcmp(part, "ssm_a"))
+            out[e] = logf(-out[e]);
+        if (norm)
+            out[e] -= 1.0f;
+    }
+    bool row = !strcmp(part, "ffn_gate_inp_shexp.weight"); /* a matrix of one row */
+    put_matrix(s, name, t->n_dims == 1 && !row ? SAFETENSORS_F32 : dtype, out,
+               t->n_dims == 1 && !row ? 0 : rows, cols, 0, false);
+    if (!strcmp(part, "ssm_conv1d.weight"))
+        json_object_set_new(json_object_get(s->header, name), "shape",
+                            json_pack("[I,i,I]", (json_int_t)rows, 1, (json_int_t)cols));
+    if (!strcmp(part, "ffn_gate_inp_shexp.weight")) /* one row */
+        json_object_set_new(json_object_get(s->header, name), "shape",
+                            json_pack("[i,I]", 1, (json_int_t)cols));
+    free(out);
+}
+
+/* A qwen3next layer's attn_qkv (every key head's q, then k, then v) and attn_gate (z) as the
+ * checkpoint fuses them: in_proj_qkvz, per key head its q, k, its value heads' v, then z. */
+static void put_qwen3next_qkvz(shard *s, const char *name, const gguf_file *f,
+                               const gguf_tensor *qkv, safetensors_dtype dtype)
+{
+    uint32_t nk = get_u32(f, "qwen3next.ssm.group_count");
+    uint64_t hk = get_u32(f, "qwen3next.ssm.state_size");
+    uint64_t v_per_key = get_u32(f, "qwen3next.ssm.inner_size") / nk;
+    unsigned layer;
+    char gate_name[96];
+    assert_int_equal(sscanf(qkv->name, "blk.%u.", &layer), 1);
+    snprintf(gate_name, sizeof gate_name, "blk.%u.attn_gate.weight", layer);
+    const gguf_tensor *gate = gguf_find_tensor(f, gate_name);
+    assert_non_null(gate);
+    uint64_t cols = (uint64_t)qkv->ne[0], group = 2 * hk + 2 * v_per_key;
+    const float *q = qkv->data, *z = gate->data;
+    float *out = malloc(nk * group * cols * sizeof *out);
+    assert_non_null(out);
+    for (uint64_t h = 0; h < nk; h++) {
+        float *g = out + h * group * cols;
+        memcpy(g, q + h * hk * cols, hk * cols * sizeof *out);                    /* q */
+        memcpy(g + hk * cols, q + (nk + h) * hk * cols, hk * cols * sizeof *out); /* k */
+        memcpy(g + 2 * hk * cols, q + (2 * nk * hk + h * v_per_key) * cols,
+               v_per_key * cols * sizeof *out);                                   /* v */
+        memcpy(g + (2 * hk + v_per_key) * cols, z + h * v_per_key * cols,
+               v_per_key * cols * sizeof *out);                                   /* z */
+    }
+    put_matrix(s, name, dtype, out, nk * group, cols, 0, false);
+    free(out);
+}
+
+/* A qwen35moe layer's experts as its checkpoint packs them (found at gate's or down's, up's
+ * going with gate's): gate_up_proj [experts, 2 n_ff, n_embd], each expert's gate rows then its
+ * up rows, and down_proj [experts, n_embd, n_ff]. */
+static void put_qwen35_experts(shard *s, json_t *weight_map, const char *shard_name,
+                               const gguf_file *f, const gguf_tensor *t, safetensors_dtype dtype)
+{
+    unsigned layer;
+    char kind[8], name[256], up_name[96];
+    assert_int_equal(sscanf(t->name, "blk.%u.ffn_%7[a-z]_exps", &layer, kind), 2);
+    if (!strcmp(kind, "up"))
+        return;
+    uint64_t cols = (uint64_t)t->ne[0], rows = (uint64_t)t->ne[1], n_exp = (uint64_t)t->ne[2];
+    bool down = !strcmp(kind, "down");
+    snprintf(up_name, sizeof up_name, "blk.%u.ffn_up_exps.weight", layer);
+    const gguf_tensor *up = down ? NULL : gguf_find_tensor(f, up_name);
+    assert_true(down || up);
+    uint64_t fused = down ? 1 : 2;
+    float *out = malloc(n_exp * fused * rows * cols * sizeof *out);
+    assert_non_null(out);
+    for (uint64_t e = 0; e < n_exp; e++)
+        for (uint64_t p = 0; p < fused; p++)
+            memcpy(out + (e * fused + p) * rows * cols,
+                   (const float *)(p ? up : t)->data + e * rows * cols,
+                   rows * cols * sizeof *out);
+    snprintf(name, sizeof name, "model.language_model.layers.%u.mlp.experts.%s", layer,
+             down ? "down_proj" : "gate_up_proj");
+    uint64_t shape[3] = {n_exp, fused * rows, cols};
+    put_tensor3(s, name, dtype, out, shape);
+    json_object_set_new(weight_map, name, json_string(shard_name));
+    free(out);
+}
+
 static void write_checkpoint(const char *gguf_path, const char *dir, const char *hf_arch,
                              safetensors_dtype matrix_dtype, const char *pre_regex,
                              const char *mmproj_path, uint32_t tokens_per_image,
@@ -658,6 +871,8 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     bool gptoss = arch.size == 7 && memcmp(arch.data, "gpt-oss", 7) == 0;
     bool starcoder2 = arch.size == 10 && memcmp(arch.data, "starcoder2", 10) == 0;
     bool olmo2 = arch.size == 5 && memcmp(arch.data, "olmo2", 5) == 0;
+    bool qwen35 = arch.size >= 6 && memcmp(arch.data, "qwen35", 6) == 0; /* and qwen35moe */
+    bool next = arch.size == 9 && memcmp(arch.data, "qwen3next", 9) == 0;
     /* Llama's derivatives keep Hugging Face's rotated halves too */
     bool permuted = llama || (arch.size == 7 && memcmp(arch.data, "granite", 7) == 0) ||
                     (arch.size == 7 && memcmp(arch.data, "smollm3", 7) == 0);
@@ -691,6 +906,26 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
                                matrix_dtype);
             continue;
         }
+        if (qwen35 && t->n_dims == 3) {
+            put_qwen35_experts(&shards[i < n / 2 ? 0 : 1], weight_map,
+                               shard_names[i < n / 2 ? 0 : 1], f, t, matrix_dtype);
+            continue;
+        }
+        if (next && strstr(t->name, ".attn_gate.")) /* in in_proj_qkvz, with attn_qkv */
+            continue;
+        if (next && strstr(t->name, ".attn_qkv.")) {
+            snprintf(name, sizeof name, "model.layers.%.*s.linear_attn.in_proj_qkvz.weight",
+                     (int)strcspn(t->name + 4, "."), t->name + 4);
+            put_qwen3next_qkvz(&shards[i < n / 2 ? 0 : 1], name, f, t, matrix_dtype);
+            json_object_set_new(weight_map, name, json_string(shard_names[i < n / 2 ? 0 : 1]));
+            continue;
+        }
+        if (qwen35 || (next && t->n_dims < 3)) {
+            qwen35_hf_name(t->name, next, name, sizeof name);
+            put_qwen35(&shards[i < n / 2 ? 0 : 1], name, f, t, matrix_dtype);
+            json_object_set_new(weight_map, name, json_string(shard_names[i < n / 2 ? 0 : 1]));
+            continue;
+        }
         if (t->n_dims == 3) { /* experts: one matrix each */
             put_experts(&shards[i < n / 2 ? 0 : 1], weight_map, shard_names[i < n / 2 ? 0 : 1],
                         t, llama, matrix_dtype);
@@ -717,6 +952,15 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     }
     if (mm)
         put_vision(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
+    if (qwen35 || next) { /* a vision tower's and a multi-token prediction layer's: left out */
+        static const float dummy[4] = {1, 2, 3, 4};
+        static const char *const skipped[] = {"model.visual.blocks.0.attn.qkv.weight",
+                                              "mtp.fc.weight"};
+        for (size_t i = 0; i < 2; i++) {
+            put_matrix(&shards[1], skipped[i], matrix_dtype, dummy, 2, 2, 0, false);
+            json_object_set_new(weight_map, skipped[i], json_string(shard_names[1]));
+        }
+    }
     for (int s = 0; s < 2; s++)
         finish_shard(&shards[s], dir, shard_names[s]);
     write_json(dir, "model.safetensors.index.json",

@@ -4,7 +4,10 @@
  * a SentencePiece vocabulary, tokenizer.model), tokenizer_config.json and
  * generation_config.json from the tokenizer's, and the weights in
  * two safetensors shards with their index, under Hugging Face's names, Llama's Q/K rows in
- * Hugging Face's order. Converting the directory must give the fixture back. Fails the
+ * Hugging Face's order (a qwen35 model as a Qwen3_5ForConditionalGeneration checkpoint: value
+ * heads grouped, A_log, norms as w - 1, experts packed per layer, a vision tower's and an MTP
+ * layer's tensor beside; a qwen3next model as a Qwen3NextForCausalLM one, its attn_qkv and
+ * attn_gate fused in in_proj_qkvz). Converting the directory must give the fixture back. Fails the
  * current cmocka test on an error.
  */
 #ifndef CORRAL_TESTS_HF_FIXTURE_H

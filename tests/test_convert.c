@@ -8,6 +8,7 @@
  * fixture's checkpoint there instead, with --write-adapter DIR the PEFT directory of
  * lora/adapter-f32-r4.gguf (for tests/integration/cli.test.sh).
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -242,18 +243,19 @@ static bool kv_equal(const gguf_kv *a, const gguf_kv *b)
 }
 
 /*
- * Convert the checkpoint written in g_root and hold the result against the fixture: the same
+ * Convert the checkpoint written in g_root and hold the result against the GGUF at want_path
+ * (a fixture, or one made from it): the same
  * tensors (2-D ones in matrix_type, the rest F32; MXFP4 ones of experts_name, when given,
  * as they are there) and every metadata pair but those in skipped.
  */
-static void check_round_trip(const char *fixture_name, const char *experts_name,
+static void check_round_trip(const char *want_path, const char *experts_name,
                              const char *hf_arch, safetensors_dtype dtype, uint32_t matrix_type,
                              const char *const *skipped)
 {
     corral_error err = {{0}};
     if (convert("out.gguf", &err) != HF_OK)
-        fail_msg("%s: %s", fixture_name, err.message);
-    gguf_file *want = gguf_open(fixture(fixture_name), &err);
+        fail_msg("%s: %s", want_path, err.message);
+    gguf_file *want = gguf_open(want_path, &err);
     gguf_file *got = gguf_open(store_fixture_path(g_root, "out.gguf"), &err);
     gguf_file *experts = experts_name ? gguf_open(fixture(experts_name), &err) : NULL;
     if (!want || !got || (experts_name && !experts))
@@ -266,7 +268,7 @@ static void check_round_trip(const char *fixture_name, const char *experts_name,
             w = mx;
         const gguf_tensor *g = gguf_find_tensor(got, w->name);
         if (!g)
-            fail_msg("%s: no %s", fixture_name, w->name);
+            fail_msg("%s: no %s", want_path, w->name);
         assert_int_equal(g->n_dims, w->n_dims);
         for (int d = 0; d < 4; d++)
             assert_int_equal(g->ne[d], w->ne[d]);
@@ -274,26 +276,33 @@ static void check_round_trip(const char *fixture_name, const char *experts_name,
         size_t len = strlen(w->name);
         bool bias = len > 5 && strcmp(w->name + len - 5, ".bias") == 0;
         uint32_t type = w->type == TENSOR_TYPE_MXFP4 ? TENSOR_TYPE_MXFP4
-                        : w->n_dims == 1 || bias || strstr(w->name, "ffn_gate_inp")
+                        : w->n_dims == 1 || bias || strstr(w->name, "ffn_gate_inp") ||
+                                strstr(w->name, "ssm_conv1d")
                             ? TENSOR_TYPE_F32
                             : matrix_type;
         if (g->type != type)
-            fail_msg("%s: %s is %s, expected %s", fixture_name, w->name,
+            fail_msg("%s: %s is %s, expected %s", want_path, w->name,
                      tensor_type_name(g->type), tensor_type_name(type));
         if (type == TENSOR_TYPE_MXFP4) { /* bit for bit */
             assert_int_equal(g->size_bytes, w->size_bytes);
             if (memcmp(g->data, w->data, w->size_bytes) != 0)
-                fail_msg("%s: %s's blocks differ", fixture_name, w->name);
+                fail_msg("%s: %s's blocks differ", want_path, w->name);
             continue;
         }
-        /* a Gemma norm: the checkpoint's w - 1, plus one; a router: F32 from the
-         * checkpoint's matrix type */
-        bool gemma_norm = strncmp(hf_arch, "Gemma", 5) == 0 && strstr(w->name, "_norm.weight");
-        bool router = strstr(w->name, "ffn_gate_inp.weight") != NULL;
+        /* a Gemma or Qwen 3.5 norm: the checkpoint's w - 1, plus one; a router (a shared
+         * expert's too) or a convolution: F32 from the checkpoint's matrix type */
+        bool qwen35 = strncmp(hf_arch, "Qwen3_5", 7) == 0 || strncmp(hf_arch, "Qwen3Next", 9) == 0;
+        bool plus_one_norm = (strncmp(hf_arch, "Gemma", 5) == 0 || qwen35) &&
+                             strstr(w->name, "_norm.weight") && !strstr(w->name, "ssm_norm");
+        bool a_log = qwen35 && len > 6 && !strcmp(w->name + len - 6, ".ssm_a"); /* -exp(A_log) */
+        bool router = strstr(w->name, "ffn_gate_inp.weight") ||
+                      strstr(w->name, "ffn_gate_inp_shexp.weight") || strstr(w->name, "ssm_conv1d");
         for (uint64_t e = 0; e < gguf_tensor_n_elems(w); e++) {
             float x = ((const float *)w->data)[e];
-            if (gemma_norm)
+            if (plus_one_norm)
                 x = (x - 1.0f) + 1.0f;
+            if (a_log)
+                x = -(float)exp((double)logf(-x));
             if (router && dtype == SAFETENSORS_F16)
                 x = quant_f16_to_f32(quant_f32_to_f16(x));
             if (router && dtype == SAFETENSORS_BF16)
@@ -310,7 +319,7 @@ static void check_round_trip(const char *fixture_name, const char *experts_name,
             continue;
         const gguf_kv *g = gguf_find_kv(got, w->key);
         if (!g || !kv_equal(w, g))
-            fail_msg("%s: %s %s", fixture_name, w->key, g ? "differs" : "is missing");
+            fail_msg("%s: %s %s", want_path, w->key, g ? "differs" : "is missing");
     }
     uint32_t file_type = 0;
     assert_true(gguf_get_u32(got, "general.file_type", &file_type, &err));
@@ -329,7 +338,7 @@ static void check_round_trip(const char *fixture_name, const char *experts_name,
     /* the engine takes the result */
     corral_model *model = corral_model_load(store_fixture_path(g_root, "out.gguf"), &err);
     if (!model)
-        fail_msg("%s: %s", fixture_name, err.message);
+        fail_msg("%s: %s", want_path, err.message);
     corral_model_free(model);
 }
 
@@ -337,7 +346,7 @@ static void round_trip(const char *fixture_name, const char *hf_arch, safetensor
                        const char *pre_regex, uint32_t matrix_type, const char *const *skipped)
 {
     hf_fixture_write(fixture(fixture_name), g_root, hf_arch, dtype, pre_regex);
-    check_round_trip(fixture_name, NULL, hf_arch, dtype, matrix_type, skipped);
+    check_round_trip(fixture(fixture_name), NULL, hf_arch, dtype, matrix_type, skipped);
 }
 
 /* The same text gives the same tokens with the converted vocabulary as with the fixture's. */
@@ -444,6 +453,153 @@ static void test_convert_starcoder2_round_trip(void **state)
 }
 
 /* gpt-oss's harmony tokenizer: o200k's pattern names llama.cpp's "gpt-4o" pre-tokenizer. */
+/* Qwen 3.5's text model: value heads reordered in seven kinds of tensor, -exp(A_log), norms
+ * plus one but the gated one, the convolution squeezed and F32, its vision tower and
+ * multi-token prediction layer left out. */
+static void test_convert_qwen35_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/qwen35.gguf", "Qwen3_5ForConditionalGeneration", SAFETENSORS_BF16,
+               hf_fixture_qwen2_regex, TENSOR_TYPE_BF16, skipped);
+}
+
+/* Qwen 3.5 MoE: qwen35's layers, each layer's packed experts split into gate's and up's
+ * stacks, the shared expert and its [1, n_embd] gate squeezed. */
+static void test_convert_qwen35moe_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/qwen35moe.gguf", "Qwen3_5MoeForConditionalGeneration", SAFETENSORS_F16,
+               hf_fixture_qwen2_regex, TENSOR_TYPE_F16, skipped);
+}
+
+/*
+ * tests/fixtures/arch/qwen3next.gguf as llama.cpp's newest converter writes Qwen3-Next: its
+ * layers 0 and 2 hold q, k, v and z fused in ssm_in (per key head: q, k, the head's value
+ * heads' v, then their z), as earlier converters wrote them; here they are split into
+ * attn_qkv (every head's q, then k, then v) and attn_gate, as layer 1 already is, and
+ * feed_forward_length (which llama.cpp writes from intermediate_size) is added.
+ */
+static void write_qwen3next_split(const char *src_path, const char *dst)
+{
+    corral_error err = {{0}};
+    gguf_file *f = gguf_open(src_path, &err);
+    if (!f)
+        fail_msg("%s", err.message);
+    uint32_t nk = 0, hk = 0, inner = 0;
+    assert_true(gguf_get_u32(f, "qwen3next.ssm.group_count", &nk, &err) &&
+                gguf_get_u32(f, "qwen3next.ssm.state_size", &hk, &err) &&
+                gguf_get_u32(f, "qwen3next.ssm.inner_size", &inner, &err));
+    uint64_t v_per_key = inner / nk, group = 2 * (uint64_t)hk + 2 * v_per_key;
+    gguf_writer *w = gguf_writer_create();
+    assert_non_null(w);
+    for (size_t i = 0; i < gguf_n_kv(f); i++)
+        assert_true(gguf_writer_copy_kv(w, gguf_kv_at(f, i), &err));
+    assert_true(gguf_writer_add_u32(w, "qwen3next.feed_forward_length", 48, &err));
+    size_t n = gguf_n_tensors(f), n_out = 0;
+    float **data = calloc(2 * n, sizeof *data);
+    size_t *sizes = calloc(2 * n, sizeof *sizes);
+    assert_true(data && sizes);
+    for (size_t i = 0; i < n; i++) {
+        const gguf_tensor *t = gguf_tensor_at(f, i);
+        assert_int_equal(t->type, TENSOR_TYPE_F32);
+        const char *at = strstr(t->name, ".ssm_in.weight");
+        if (!at) {
+            assert_true(gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, &err));
+            sizes[n_out] = t->size_bytes;
+            data[n_out] = malloc(t->size_bytes);
+            assert_non_null(data[n_out]);
+            memcpy(data[n_out++], t->data, t->size_bytes);
+            continue;
+        }
+        uint64_t cols = (uint64_t)t->ne[0];
+        const float *in = t->data;
+        float *qkv = malloc((2 * nk * hk + nk * v_per_key) * cols * sizeof *qkv);
+        float *z = malloc(nk * v_per_key * cols * sizeof *z);
+        assert_true(qkv && z);
+        for (uint64_t h = 0; h < nk; h++) {
+            const float *g = in + h * group * cols;
+            memcpy(qkv + h * hk * cols, g, hk * cols * sizeof *qkv);
+            memcpy(qkv + (nk + h) * hk * cols, g + hk * cols, hk * cols * sizeof *qkv);
+            memcpy(qkv + (2 * nk * hk + h * v_per_key) * cols, g + 2 * hk * cols,
+                   v_per_key * cols * sizeof *qkv);
+            memcpy(z + h * v_per_key * cols, g + (2 * hk + v_per_key) * cols,
+                   v_per_key * cols * sizeof *z);
+        }
+        char name[96];
+        int64_t ne_qkv[4] = {(int64_t)cols, (int64_t)(2 * nk * hk + nk * v_per_key), 1, 1};
+        int64_t ne_z[4] = {(int64_t)cols, (int64_t)(nk * v_per_key), 1, 1};
+        snprintf(name, sizeof name, "%.*s.attn_qkv.weight", (int)(at - t->name), t->name);
+        assert_true(gguf_writer_add_tensor(w, name, TENSOR_TYPE_F32, 2, ne_qkv, &err));
+        snprintf(name, sizeof name, "%.*s.attn_gate.weight", (int)(at - t->name), t->name);
+        assert_true(gguf_writer_add_tensor(w, name, TENSOR_TYPE_F32, 2, ne_z, &err));
+        sizes[n_out] = (size_t)(ne_qkv[0] * ne_qkv[1]) * sizeof *qkv;
+        data[n_out++] = qkv;
+        sizes[n_out] = (size_t)(ne_z[0] * ne_z[1]) * sizeof *z;
+        data[n_out++] = z;
+    }
+    assert_true(gguf_writer_begin(w, dst, &err));
+    for (size_t i = 0; i < n_out; i++) {
+        assert_true(gguf_writer_write_tensor(w, data[i], sizes[i], &err));
+        free(data[i]);
+    }
+    assert_true(gguf_writer_finish(w, &err));
+    gguf_writer_free(w);
+    free(data);
+    free(sizes);
+    gguf_close(f);
+}
+
+/* The last position's logits of three tokens. */
+static float *last_logits(const char *path, uint32_t *n_vocab)
+{
+    corral_error err = {{0}};
+    corral_model *model = corral_model_load(path, &err);
+    if (!model)
+        fail_msg("%s: %s", path, err.message);
+    corral_context_params p;
+    corral_context_params_init(&p);
+    p.n_ctx = 16;
+    p.n_threads = 1;
+    corral_context *ctx = corral_context_create(model, &p, &err);
+    if (!ctx)
+        fail_msg("%s", err.message);
+    const corral_token ids[] = {1, 2, 3};
+    corral_batch batch = {.n_tokens = 3, .tokens = ids};
+    if (!corral_decode(ctx, &batch, &err))
+        fail_msg("%s", err.message);
+    *n_vocab = corral_model_n_vocab(model);
+    float *logits = malloc(*n_vocab * sizeof *logits);
+    assert_non_null(logits);
+    memcpy(logits, corral_get_logits(ctx, 2), *n_vocab * sizeof *logits);
+    corral_context_free(ctx);
+    corral_model_free(model);
+    return logits;
+}
+
+/* Qwen3-Next: in_proj_qkvz split into attn_qkv and attn_gate, in_proj_ba as ssm_ba, value
+ * heads kept grouped, experts one matrix each and a shared expert; the split fixture gives
+ * the original's logits bit for bit, so its split is the one the engine's ssm_in means. */
+static void test_convert_qwen3next_round_trip(void **state)
+{
+    (void)state;
+    char split[512];
+    snprintf(split, sizeof split, "%s", store_fixture_path(g_root, "split.gguf"));
+    write_qwen3next_split(fixture("arch/qwen3next.gguf"), split);
+    uint32_t n_vocab = 0, n_split = 0;
+    float *want = last_logits(fixture("arch/qwen3next.gguf"), &n_vocab);
+    float *got = last_logits(split, &n_split);
+    assert_int_equal(n_vocab, n_split);
+    for (uint32_t i = 0; i < n_vocab; i++)
+        if (want[i] != got[i])
+            fail_msg("logit %u: %g split, %g fused", i, (double)got[i], (double)want[i]);
+    free(want);
+    free(got);
+    hf_fixture_write(split, g_root, "Qwen3NextForCausalLM", SAFETENSORS_BF16,
+                     hf_fixture_qwen2_regex);
+    check_round_trip(split, NULL, "Qwen3NextForCausalLM", SAFETENSORS_BF16, TENSOR_TYPE_BF16,
+                     skipped);
+}
+
 static void test_convert_names_o200k_pre_tokenizer(void **state)
 {
     (void)state;
@@ -552,7 +708,7 @@ static void test_convert_gptoss_mxfp4_round_trip(void **state)
     hf_fixture_write_experts_from(fixture("arch/gpt-oss.gguf"), fixture("arch/gpt-oss-mxfp4.gguf"),
                                   g_root, "GptOssForCausalLM", SAFETENSORS_BF16,
                                   hf_fixture_qwen2_regex);
-    check_round_trip("arch/gpt-oss.gguf", "arch/gpt-oss-mxfp4.gguf", "GptOssForCausalLM",
+    check_round_trip(fixture("arch/gpt-oss.gguf"), "arch/gpt-oss-mxfp4.gguf", "GptOssForCausalLM",
                      SAFETENSORS_BF16, TENSOR_TYPE_BF16, gptoss_skipped);
 }
 
@@ -982,6 +1138,35 @@ static void test_convert_refuses_what_it_cannot_convert(void **state)
                      hf_fixture_qwen2_regex); /* OLMo 2's norms are no part of Cohere 2 */
     expect_convert_refusal("is not one of a Cohere2ForCausalLM's");
 
+    hf_fixture_write(fixture("arch/qwen35.gguf"), g_root, "Qwen3_5ForConditionalGeneration",
+                     SAFETENSORS_F16, hf_fixture_qwen2_regex);
+    set_json("config.json", "text_config", "linear_num_value_heads", "3");
+    expect_convert_refusal("linear_num_value_heads (3) must be a multiple of");
+
+    hf_fixture_write(fixture("arch/qwen35.gguf"), g_root, "Qwen3_5ForConditionalGeneration",
+                     SAFETENSORS_F16, hf_fixture_qwen2_regex); /* value heads of 8, not 16 */
+    set_json("config.json", "text_config", "linear_value_head_dim", "8");
+    expect_convert_refusal("has 128 rows where config.json's linear attention makes 96");
+
+    hf_fixture_write(fixture("arch/qwen35.gguf"), g_root, "Qwen3_5ForConditionalGeneration",
+                     SAFETENSORS_F16, hf_fixture_qwen2_regex); /* layer 3 made a DeltaNet one */
+    set_json("config.json", "text_config", "full_attention_interval", "5");
+    expect_convert_refusal("layers.3.self_attn.k_norm.weight' is not one of a "
+                           "Qwen3_5ForConditionalGeneration's");
+
+    hf_fixture_write(fixture("arch/qwen35moe.gguf"), g_root, "Qwen3_5MoeForConditionalGeneration",
+                     SAFETENSORS_F16, hf_fixture_qwen2_regex); /* experts 32 wide, not 16 */
+    set_json("config.json", "text_config", "moe_intermediate_size", "16");
+    expect_convert_refusal("experts.down_proj' is not [8, 64, 16]");
+
+    write_qwen3next_split(fixture("arch/qwen3next.gguf"), store_fixture_path(g_root, "s.gguf"));
+    char split[512];
+    snprintf(split, sizeof split, "%s", store_fixture_path(g_root, "s.gguf"));
+    hf_fixture_write(split, g_root, "Qwen3NextForCausalLM", SAFETENSORS_F16,
+                     hf_fixture_qwen2_regex); /* value heads of 8, not 16 */
+    set_json("config.json", "", "linear_value_head_dim", "8");
+    expect_convert_refusal("in_proj_qkvz.weight' is not [128, 64]");
+
     corral_error err = {{0}};
     hf_file none[1] = {{"tokenizer.json", "/nonexistent"}};
     assert_int_equal(hf_convert(none, 1, store_fixture_path(g_root, "x.gguf"), &err), HF_INVALID);
@@ -1155,6 +1340,9 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_convert_cohere2_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_smollm3_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_starcoder2_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_qwen35_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_qwen35moe_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_qwen3next_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_reads_chat_template_jinja, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_convert_gemma3_vision_to_one_file, setup, teardown),

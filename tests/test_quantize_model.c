@@ -3,7 +3,8 @@
  * byte for byte, every recipe gives tiny-tolstoy the tensor types llama.cpp's rules give it
  * (worked out by hand below), every converted tensor holds exactly what the scalar reference
  * quantizer makes of the source rows, a tied token_embd is treated as the output, bad sources
- * are refused, an unfinished output leaves no file, and quantized models load and generate.
+ * are refused, MXFP4 experts are kept, an unfinished output leaves no file, and quantized
+ * models load and generate.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -451,6 +452,93 @@ static void test_quantize_command_r_plus_narrow_rows(void **state)
     corral_model_free(model);
 }
 
+/* ---- MXFP4 experts ---- */
+
+/* gpt-oss.gguf (F32) with its experts' matrices taken from the MXFP4 fixture, as a gpt-oss
+ * checkpoint converts: MXFP4 experts, every other tensor plain. */
+static void write_gptoss_with_mxfp4_experts(const char *dst)
+{
+    gguf_file *plain = open_gguf(fixture("arch/gpt-oss.gguf"));
+    gguf_file *mx = open_gguf(fixture("arch/gpt-oss-mxfp4.gguf"));
+    corral_error err = {{0}};
+    gguf_writer *w = gguf_writer_create();
+    assert_non_null(w);
+    for (size_t i = 0; i < gguf_n_kv(plain); i++)
+        assert_true(gguf_writer_copy_kv(w, gguf_kv_at(plain, i), &err));
+    const gguf_tensor **ts = calloc(gguf_n_tensors(plain), sizeof *ts);
+    assert_non_null(ts);
+    for (size_t i = 0; i < gguf_n_tensors(plain); i++) {
+        const gguf_tensor *t = gguf_tensor_at(plain, i), *e = gguf_find_tensor(mx, t->name);
+        ts[i] = e && e->type == TENSOR_TYPE_MXFP4 ? e : t;
+        assert_true(gguf_writer_add_tensor(w, ts[i]->name, ts[i]->type, ts[i]->n_dims,
+                                           ts[i]->ne, &err));
+    }
+    assert_true(gguf_writer_begin(w, dst, &err));
+    for (size_t i = 0; i < gguf_n_tensors(plain); i++)
+        assert_true(gguf_writer_write_tensor(w, ts[i]->data, ts[i]->size_bytes, &err));
+    assert_true(gguf_writer_finish(w, &err));
+    gguf_writer_free(w);
+    free(ts);
+    gguf_close(mx);
+    gguf_close(plain);
+}
+
+/* MXFP4 experts are copied; every other tensor gets the type and bytes it gets when the experts
+ * are F32 too (the rules count the experts either way), and the result runs. */
+static void test_quantize_keeps_mxfp4_experts(void **state)
+{
+    (void)state;
+    char *mx = strdup(output("gptoss-mx.gguf")); /* output()'s buffer is reused */
+    assert_non_null(mx);
+    write_gptoss_with_mxfp4_experts(mx);
+    quantize(mx, "Q4_K_M", 2, output("gptoss-mx-q4.gguf"));
+    quantize(fixture("arch/gpt-oss.gguf"), "Q4_K_M", 2, output("gptoss-q4.gguf"));
+    gguf_file *src = open_gguf(mx);
+    free(mx);
+    gguf_file *out = open_gguf(output("gptoss-mx-q4.gguf"));
+    gguf_file *plain = open_gguf(output("gptoss-q4.gguf"));
+    assert_int_equal(gguf_n_tensors(out), gguf_n_tensors(plain));
+    size_t n_mxfp4 = 0, n_quantized = 0;
+    for (size_t i = 0; i < gguf_n_tensors(out); i++) {
+        const gguf_tensor *t = gguf_tensor_at(out, i), *p = gguf_tensor_at(plain, i);
+        assert_string_equal(t->name, p->name);
+        const gguf_tensor *s = gguf_find_tensor(src, t->name);
+        const gguf_tensor *want = s->type == TENSOR_TYPE_MXFP4 ? s : p;
+        if (t->type != want->type)
+            fail_msg("%s is %s, not %s", t->name, tensor_type_name(t->type),
+                     tensor_type_name(want->type));
+        assert_int_equal(t->size_bytes, want->size_bytes);
+        assert_memory_equal(t->data, want->data, t->size_bytes);
+        n_mxfp4 += t->type == TENSOR_TYPE_MXFP4;
+        n_quantized += t->type != TENSOR_TYPE_MXFP4 && t->type != s->type;
+    }
+    assert_int_equal(n_mxfp4, 3 * 4); /* gate, up and down in each of the 4 layers */
+    assert_true(n_quantized > 0);
+    gguf_close(plain);
+    gguf_close(out);
+    gguf_close(src);
+    corral_error err = {{0}};
+    corral_model *model = corral_model_load(output("gptoss-mx-q4.gguf"), &err);
+    if (!model)
+        fail_msg("%s", err.message);
+    corral_context_params p;
+    corral_context_params_init(&p);
+    p.n_ctx = 16;
+    p.n_threads = 1;
+    corral_context *ctx = corral_context_create(model, &p, &err);
+    if (!ctx)
+        fail_msg("%s", err.message);
+    const corral_token ids[] = {1, 2, 3};
+    corral_batch batch = {.n_tokens = 3, .tokens = ids};
+    if (!corral_decode(ctx, &batch, &err))
+        fail_msg("%s", err.message);
+    const float *logits = corral_get_logits(ctx, 2);
+    for (uint32_t i = 0; i < corral_model_n_vocab(model); i++)
+        assert_true(isfinite(logits[i]));
+    corral_context_free(ctx);
+    corral_model_free(model);
+}
+
 /* ---- refusals and clean-up ---- */
 
 static void expect_open_error(const char *path, const char *level, const char *part)
@@ -467,7 +555,8 @@ static void test_quantize_refuses_quantized_sources_and_unknown_levels(void **st
 {
     (void)state;
     expect_open_error(fixture("quant/rand-e256-Q4_0.gguf"), "Q4_K_M",
-                      "quantization is only supported for F16, BF16 and F32 models: tensor");
+                      "quantization is only supported for F16, BF16 and F32 models: tensor "
+                      "'output.weight' is q4_0 (only MXFP4 tensors are kept as they are)");
     expect_open_error(fixture("tiny-tolstoy-f32.gguf"), "q3_K_M",
                       "unsupported quantization type q3_K_M - supported types are Q4_0");
     expect_open_error(output("no-such-file.gguf"), "Q8_0", "no-such-file.gguf");
@@ -518,6 +607,7 @@ int main(void)
         cmocka_unit_test(test_rules_for_70b_qkv_and_odd_rows),
         cmocka_unit_test(test_rows_blocks_do_not_divide_fall_back_as_in_llama_cpp),
         cmocka_unit_test(test_quantize_command_r_plus_narrow_rows),
+        cmocka_unit_test(test_quantize_keeps_mxfp4_experts),
         cmocka_unit_test(test_quantize_refuses_quantized_sources_and_unknown_levels),
         cmocka_unit_test(test_unfinished_quantization_leaves_no_file),
     };

@@ -1012,7 +1012,9 @@ static void test_create_refuses_checkpoints_it_cannot_convert(void **state)
                  "Qwen3ForCausalLM, Qwen3MoeForCausalLM, GemmaForCausalLM, Gemma2ForCausalLM, "
                  "Gemma3ForCausalLM, Gemma3ForConditionalGeneration, Phi3ForCausalLM, "
                  "GptOssForCausalLM, Olmo2ForCausalLM, Olmo3ForCausalLM, GraniteForCausalLM, "
-                 "Cohere2ForCausalLM, SmolLM3ForCausalLM, Starcoder2ForCausalLM");
+                 "Cohere2ForCausalLM, SmolLM3ForCausalLM, Starcoder2ForCausalLM, "
+                 "Qwen3_5ForConditionalGeneration, Qwen3_5MoeForConditionalGeneration, "
+                 "Qwen3NextForCausalLM");
     free(body);
 
     /* an adapter is checked against the converted weights, once they exist: without

@@ -101,7 +101,7 @@ const char *corral_quantize_level(const char *name);
 
 /*
  * Rewrites an F32/F16/BF16 GGUF at a level, as llama.cpp's llama-quantize would (same tensor
- * types, order, metadata and bytes): open checks the source and plans every tensor, begin
+ * types, order, metadata and bytes), MXFP4 tensors (gpt-oss's experts) kept as they are: open checks the source and plans every tensor, begin
  * starts the output, and each step quantizes the next slice of a tensor (at most a few MB)
  * straight from the source's map, on n_threads threads. The output is written to a temporary
  * file and renamed to dst_path by the last step; freeing an unfinished quantizer removes it.

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,13 @@
 #define CHUNK_BYTES ((size_t)4 << 20)
 #define STEP_BYTES ((uint64_t)64 << 20) /* written per hf_converter_step */
 
+/* What becomes of each element on the way out. */
+typedef enum elem_op {
+    ELEM_AS_IS,
+    ELEM_ADD_ONE, /* a Gemma or Qwen 3.5 norm: 1 + the stored value */
+    ELEM_NEG_EXP, /* Qwen 3.5's A_log: -exp of the stored value, the decay's a */
+} elem_op;
+
 typedef struct out_tensor {
     char name[GGUF_MAX_NAME_BYTES + 1];
     const safetensors_tensor *src;
@@ -31,7 +39,15 @@ typedef struct out_tensor {
     uint32_t n_dims;
     int64_t ne[4];
     uint32_t permute_heads; /* > 0: Llama's Q/K row order, with this many heads */
-    bool add_one;           /* a Gemma norm: 1 + the stored value */
+    elem_op op;
+    bool v_reordered;       /* Qwen 3.5's value heads tiled (v_order; key_heads, per_key) */
+    hf_v_order v_order;
+    uint32_t key_heads, per_key;
+    /* Qwen3-Next's in_proj_qkvz, per key head its q, k, v and z rows, split into attn_qkv
+     * (every head's q, then k, then v) or attn_gate (every head's z): which, and its rows */
+    enum { QKVZ_NONE, QKVZ_QKV, QKVZ_Z } qkvz;
+    uint64_t qkvz_rows;
+    uint64_t head_q, head_v; /* a key head's q (and k) rows, and its value heads' v (and z) */
     /* experts' matrices stacked (ffn_*_exps): experts[e] is expert e's, src the first found */
     const safetensors_tensor **experts;
     uint32_t n_experts;
@@ -380,6 +396,54 @@ static hf_status add_gptoss_experts(converter *c, const safetensors_tensor *src,
     return HF_OK;
 }
 
+/*
+ * One of a Qwen 3.5 MoE layer's expert tensors, its shape checked against config.json's:
+ * down's as it is, gate_up's as two strided views, gate's rows and up's of each expert.
+ */
+static hf_status add_packed_experts(converter *c, const safetensors_tensor *src, unsigned layer,
+                                    bool down)
+{
+    const hf_params *p = &c->p;
+    uint64_t n_exp = p->n_expert, ff = p->n_ff_expert, embd = p->n_embd;
+    bool fits = src->n_dims == 3 && layer < p->n_layer && ff && src->shape[0] == n_exp &&
+                src->shape[1] == (down ? embd : 2 * ff) && src->shape[2] == (down ? ff : embd) &&
+                src->dtype != SAFETENSORS_U8;
+    if (!fits) {
+        corral_error_set(c->err, "tensor '%.200s' is not [%llu, %llu, %llu] (config.json's "
+                         "experts, widths and layers)", src->name, (unsigned long long)n_exp,
+                         (unsigned long long)(down ? embd : 2 * ff),
+                         (unsigned long long)(down ? ff : embd));
+        return HF_INVALID;
+    }
+    uint32_t type = src->dtype == SAFETENSORS_BF16 ? TENSOR_TYPE_BF16 : TENSOR_TYPE_F16;
+    c->any_bf16 = c->any_bf16 || type == TENSOR_TYPE_BF16;
+    static const char *const kinds[3] = {"gate", "up", "down"};
+    for (int k = down ? 2 : 0; k < (down ? 3 : 2); k++) {
+        out_tensor t = {.src = src, .type = type, .n_dims = 3,
+                        .ne = {(int64_t)(down ? ff : embd), (int64_t)(down ? embd : ff),
+                               (int64_t)n_exp, 1}};
+        snprintf(t.name, sizeof t.name, "blk.%u.ffn_%s_exps.weight", layer, kinds[k]);
+        if (find_tensor(c, t.name)) {
+            corral_error_set(c->err, "tensor '%.200s' is in the checkpoint twice", src->name);
+            return HF_INVALID;
+        }
+        if (!down) { /* expert e's output row i of gate (up) is its row i (ff + i) */
+            t.strided = true;
+            t.n_rows = n_exp * ff;
+            t.row_elems = embd;
+            t.group_rows = ff;
+            t.group_stride = 2 * ff * embd;
+            t.row_stride = embd;
+            t.offset = k == 1 ? ff * embd : 0;
+            t.col_stride = 1;
+        }
+        hf_status status = append_tensor(c, &t);
+        if (status != HF_OK)
+            return status;
+    }
+    return HF_OK;
+}
+
 /* Every stack has all its experts, every MXFP4 tensor its blocks and scales. */
 static hf_status check_experts(converter *c)
 {
@@ -401,16 +465,59 @@ static hf_status check_experts(converter *c)
     return HF_OK;
 }
 
+/* Qwen3-Next's fused in_proj_qkvz (GGUF name blk.L.ssm_in.weight) as llama.cpp's converter
+ * splits it: attn_qkv and attn_gate, read through qkvz_source. */
+static hf_status add_qkvz(converter *c, const safetensors_tensor *src, const char *name)
+{
+    const hf_params *p = &c->p;
+    uint64_t group = 2 * (uint64_t)p->key_head_dim +
+                     2 * (uint64_t)(p->value_heads / p->key_heads) * p->value_head_dim;
+    if (src->n_dims != 2 || src->shape[0] != p->key_heads * group ||
+        src->shape[1] != p->n_embd || src->dtype == SAFETENSORS_U8) {
+        corral_error_set(c->err, "tensor '%.200s' is not [%llu, %u] (config.json's linear "
+                         "attention)", src->name, (unsigned long long)(p->key_heads * group),
+                         p->n_embd);
+        return HF_INVALID;
+    }
+    uint64_t qk = 2 * (uint64_t)p->key_heads * p->key_head_dim;
+    uint64_t v = (uint64_t)p->value_heads * p->value_head_dim;
+    for (int part = 0; part < 2; part++) {
+        out_tensor t = {.src = src, .n_dims = 2, .qkvz = part ? QKVZ_Z : QKVZ_QKV,
+                        .qkvz_rows = part ? v : qk + v, .key_heads = p->key_heads,
+                        .head_q = p->key_head_dim, .head_v = v / p->key_heads,
+                        .type = src->dtype == SAFETENSORS_BF16 ? TENSOR_TYPE_BF16
+                                                               : TENSOR_TYPE_F16};
+        t.ne[0] = (int64_t)p->n_embd;
+        t.ne[1] = (int64_t)t.qkvz_rows;
+        t.ne[2] = t.ne[3] = 1;
+        snprintf(t.name, sizeof t.name, "%.*s%s", (int)(strlen(name) - strlen("ssm_in.weight")),
+                 name, part ? "attn_gate.weight" : "attn_qkv.weight");
+        if (find_tensor(c, t.name)) {
+            corral_error_set(c->err, "tensor '%.200s' is in the checkpoint twice", src->name);
+            return HF_INVALID;
+        }
+        c->any_bf16 = c->any_bf16 || t.type == TENSOR_TYPE_BF16;
+        hf_status status = append_tensor(c, &t);
+        if (status != HF_OK)
+            return status;
+    }
+    return HF_OK;
+}
+
 static hf_status add_tensor(converter *c, const safetensors_tensor *src)
 {
-    if (ends_with(src->name, ".rotary_emb.inv_freq"))
-        return HF_OK; /* recomputed from rope_theta */
+    if (ends_with(src->name, ".rotary_emb.inv_freq") ||
+        hf_family_skipped_tensor(c->p.arch, src->name))
+        return HF_OK; /* recomputed from rope_theta, or a part the GGUF leaves out */
     unsigned layer, expert;
     const char *kind;
     gptoss_part part;
+    bool down;
     if (c->p.arch->family == FAMILY_GPTOSS &&
         hf_family_parse_gptoss_experts(src->name, &layer, &part))
         return add_gptoss_experts(c, src, layer, part);
+    if (c->p.n_expert && hf_family_parse_packed_experts(c->p.arch, src->name, &layer, &down))
+        return add_packed_experts(c, src, layer, down);
     if (src->dtype == SAFETENSORS_U8) {
         corral_error_set(c->err, "tensor '%.200s' is U8: only gpt-oss's MXFP4 experts "
                          "(*_blocks, *_scales) are bytes", src->name);
@@ -445,14 +552,52 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
         }
         t.ne[src->n_dims - 1 - d] = (int64_t)src->shape[d];
     }
+    if (ends_with(t.name, ".ssm_in.weight"))
+        return add_qkvz(c, src, t.name);
+    bool conv = ends_with(t.name, ".ssm_conv1d.weight");
+    if (conv && !(src->n_dims == 3 && src->shape[1] == 1)) {
+        corral_error_set(c->err, "tensor '%.200s' is not [channels, 1, kernel]", src->name);
+        return HF_INVALID;
+    }
+    if (ends_with(t.name, ".ffn_gate_inp_shexp.weight") && src->n_dims == 2 &&
+        src->shape[0] == 1) { /* [1, n_embd] squeezed, as the GGUF holds one row */
+        t.n_dims = 1;
+        t.ne[1] = 1;
+    }
+    if (conv) { /* squeezed to [channels, kernel] */
+        t.n_dims = 2;
+        t.ne[1] = t.ne[2];
+        t.ne[2] = 1;
+    }
+    if (hf_family_v_order(&c->p, t.name, &t.v_order)) {
+        uint64_t size = src->n_dims == 0        ? 0
+                        : t.v_order.columns ? src->shape[src->n_dims - 1]
+                                            : src->shape[0];
+        if (size != t.v_order.size) {
+            corral_error_set(c->err, "tensor '%.200s' has %llu %s where config.json's linear "
+                             "attention makes %llu", src->name,
+                             (unsigned long long)size,
+                             t.v_order.columns ? "columns" : "rows",
+                             (unsigned long long)t.v_order.size);
+            return HF_INVALID;
+        }
+        t.v_reordered = true;
+        t.key_heads = c->p.key_heads;
+        t.per_key = c->p.value_heads / c->p.key_heads;
+    }
     bool tower = strncmp(t.name, "v.", 2) == 0; /* ollama keeps a vision tower F16 */
-    if (t.n_dims == 1 || ends_with(t.name, ".bias") || ends_with(t.name, ".ffn_gate_inp.weight"))
-        t.type = TENSOR_TYPE_F32; /* a router's few columns decide which experts run */
+    if (t.n_dims == 1 || ends_with(t.name, ".bias") || ends_with(t.name, ".ffn_gate_inp.weight") ||
+        conv)
+        t.type = TENSOR_TYPE_F32; /* a router's few columns decide which experts run; llama.cpp
+                                   * keeps a convolution's few taps F32 */
     else
         t.type = src->dtype == SAFETENSORS_BF16 && !tower ? TENSOR_TYPE_BF16 : TENSOR_TYPE_F16;
     c->any_bf16 = c->any_bf16 || t.type == TENSOR_TYPE_BF16;
     bool q = ends_with(t.name, ".attn_q.weight"), k = ends_with(t.name, ".attn_k.weight");
-    t.add_one = hf_family_is_gemma(c->p.arch) && ends_with(t.name, "_norm.weight");
+    if (hf_family_adds_one(c->p.arch, t.name))
+        t.op = ELEM_ADD_ONE;
+    if (c->p.arch->family == FAMILY_QWEN35 && ends_with(t.name, ".ssm_a"))
+        t.op = ELEM_NEG_EXP;
     if (c->p.arch->family == FAMILY_LLAMA && (q || k)) {
         uint32_t heads = q ? c->p.n_head : c->p.n_head_kv;
         uint64_t rows = src->n_dims == 2 ? src->shape[0] : 0;
@@ -561,19 +706,23 @@ static float element_f32(const uint8_t *src, safetensors_dtype dtype, size_t i)
     return 0;
 }
 
-/* n elements of src into dst in the output type, plus one where add_one. */
+/* n elements of src into dst in the output type, op applied. */
 static void convert_elements(const uint8_t *src, safetensors_dtype dtype, uint32_t type,
-                             bool add_one, uint8_t *dst, size_t n)
+                             elem_op op, uint8_t *dst, size_t n)
 {
     bool same = (dtype == SAFETENSORS_F32 && type == TENSOR_TYPE_F32) ||
                 (dtype == SAFETENSORS_F16 && type == TENSOR_TYPE_F16) ||
                 (dtype == SAFETENSORS_BF16 && type == TENSOR_TYPE_BF16);
-    if (same && !add_one) {
+    if (same && op == ELEM_AS_IS) {
         memcpy(dst, src, n * safetensors_dtype_size(dtype));
         return;
     }
     for (size_t i = 0; i < n; i++) {
-        float f = element_f32(src, dtype, i) + (add_one ? 1.0f : 0.0f);
+        float f = element_f32(src, dtype, i);
+        if (op == ELEM_ADD_ONE)
+            f += 1.0f;
+        else if (op == ELEM_NEG_EXP)
+            f = -(float)exp((double)f);
         if (type == TENSOR_TYPE_F32) {
             memcpy(dst + 4 * i, &f, 4);
         } else {
@@ -584,12 +733,46 @@ static void convert_elements(const uint8_t *src, safetensors_dtype dtype, uint32
 }
 
 /*
+ * The source row (column) of output row (column) i of a tensor whose value heads are tiled
+ * (see hf_v_order): the output's value head v * key_heads + k is the source's k * per_key + v.
+ */
+static uint64_t v_source(const out_tensor *t, uint64_t i)
+{
+    const hf_v_order *o = &t->v_order;
+    uint64_t n_heads = (uint64_t)t->key_heads * t->per_key;
+    if (i < o->first || i >= o->first + n_heads * o->head_size)
+        return i;
+    uint64_t head = (i - o->first) / o->head_size, within = (i - o->first) % o->head_size;
+    uint64_t v = head / t->key_heads, k = head % t->key_heads;
+    return o->first + (k * t->per_key + v) * o->head_size + within;
+}
+
+/*
+ * The row of Qwen3-Next's in_proj_qkvz (per key head: q, k, then the head's value heads' v,
+ * then their z; each key head group rows) that row r of attn_qkv or attn_gate is.
+ */
+static uint64_t qkvz_source(const out_tensor *t, uint64_t r)
+{
+    uint64_t group = 2 * t->head_q + 2 * t->head_v, qk = t->key_heads * t->head_q;
+    if (t->qkvz == QKVZ_Z)
+        return r / t->head_v * group + 2 * t->head_q + t->head_v + r % t->head_v;
+    if (r < 2 * qk) /* q's heads, then k's */
+        return r % qk / t->head_q * group + (r >= qk ? t->head_q : 0) + r % t->head_q;
+    r -= 2 * qk;
+    return r / t->head_v * group + 2 * t->head_q + r % t->head_v;
+}
+
+/*
  * The source row of output row r. Hugging Face keeps each head's rotated halves apart
  * (first half of the head dimension, then the second); GGUF's llama pairs them up, so
  * output row 2i+s of a head is its source row s*D/2 + i.
  */
 static uint64_t source_row(const out_tensor *t, uint64_t rows, uint64_t r)
 {
+    if (t->qkvz)
+        return qkvz_source(t, r);
+    if (t->v_reordered && !t->v_order.columns)
+        return v_source(t, r);
     if (!t->permute_heads)
         return r;
     uint64_t d = rows / t->permute_heads, head = r / d, j = r % d;
@@ -604,6 +787,8 @@ static uint64_t source_rows(const out_tensor *t)
 
 static uint64_t output_rows(const out_tensor *t)
 {
+    if (t->qkvz)
+        return t->qkvz_rows;
     if (t->strided)
         return t->n_rows;
     return source_rows(t) * (t->n_experts ? t->n_experts : 1);
@@ -654,8 +839,8 @@ static bool write_strided_rows(converter *c, const out_tensor *t, uint64_t from,
                     dst[0] = t->scales->data[i];
                     mxfp4_to_ggml_order(t->src->data + 16 * i, dst + 1);
                 } else {
-                    convert_elements(t->src->data + i * in_size, t->src->dtype, t->type, false,
-                                     dst, 1);
+                    convert_elements(t->src->data + i * in_size, t->src->dtype, t->type,
+                                     ELEM_AS_IS, dst, 1);
                 }
             }
             if (!gguf_writer_write_tensor(c->writer, c->buf, n * out_size, c->err))
@@ -683,7 +868,12 @@ static bool write_rows(converter *c, const out_tensor *t, uint64_t from, uint64_
                                  : s->data + source_row(t, rows, r) * row_elems * in_size;
         for (uint64_t at = 0; at < row_elems; at += piece) {
             size_t n = (size_t)(row_elems - at < piece ? row_elems - at : piece);
-            convert_elements(row + at * in_size, s->dtype, t->type, t->add_one, c->buf, n);
+            if (t->v_reordered && t->v_order.columns)
+                for (size_t k = 0; k < n; k++)
+                    convert_elements(row + v_source(t, at + k) * in_size, s->dtype, t->type,
+                                     t->op, c->buf + k * out_size, 1);
+            else
+                convert_elements(row + at * in_size, s->dtype, t->type, t->op, c->buf, n);
             if (!gguf_writer_write_tensor(c->writer, c->buf, n * out_size, c->err))
                 return false;
         }

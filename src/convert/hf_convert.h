@@ -12,9 +12,16 @@
  * tower in the same file, as ollama's converter writes it: the tower's keys under
  * "gemma3.vision.", its tensors under ollama's "v." and "mm." names, F16 and F32),
  * Phi3ForCausalLM ("phi3": fused q/k/v and gate/up kept
- * fused, LongRoPE's factors as rope_factors_long/short tensors). A mixture of experts' matrices
- * are stacked per layer into ffn_{gate,up,down}_exps (experts outermost), its router
- * (ffn_gate_inp) kept F32. The tokenizer is
+ * fused, LongRoPE's factors as rope_factors_long/short tensors), GptOssForCausalLM,
+ * Olmo2ForCausalLM and Olmo3ForCausalLM ("olmo2"), GraniteForCausalLM, Cohere2ForCausalLM,
+ * SmolLM3ForCausalLM, Starcoder2ForCausalLM, Qwen3_5ForConditionalGeneration ("qwen35": the
+ * text model; its value heads reordered to llama.cpp's tiled order, -exp(A_log) as ssm_a, its
+ * norms but ssm_norm stored as w - 1), Qwen3_5MoeForConditionalGeneration ("qwen35moe": the
+ * same, with each layer's packed experts split into gate's and up's stacks and a shared
+ * expert), Qwen3NextForCausalLM ("qwen3next": the same layers, value heads in the
+ * checkpoint's order, in_proj_qkvz split into attn_qkv and attn_gate). A mixture of
+ * experts' matrices are stacked per layer into ffn_{gate,up,down}_exps (experts outermost),
+ * its router (ffn_gate_inp) kept F32. The tokenizer is
  * a SentencePiece tokenizer.model when there is one, else tokenizer.json's BPE (see
  * hf_tokenizer.h). Shards (model*.safetensors when there are any, else *.safetensors) are
  * read in name order;
@@ -35,7 +42,8 @@
     "Qwen3ForCausalLM, Qwen3MoeForCausalLM, GemmaForCausalLM, Gemma2ForCausalLM, "            \
     "Gemma3ForCausalLM, Gemma3ForConditionalGeneration, Phi3ForCausalLM, GptOssForCausalLM, " \
     "Olmo2ForCausalLM, Olmo3ForCausalLM, GraniteForCausalLM, Cohere2ForCausalLM, "            \
-    "SmolLM3ForCausalLM, Starcoder2ForCausalLM"
+    "SmolLM3ForCausalLM, Starcoder2ForCausalLM, Qwen3_5ForConditionalGeneration, "          \
+    "Qwen3_5MoeForConditionalGeneration, Qwen3NextForCausalLM"
 
 /* One file of the checkpoint: its name relative to the directory, and where it is. */
 typedef struct hf_file {

@@ -46,6 +46,9 @@ static const hf_arch archs[] = {
     {"Cohere2ForCausalLM", "cohere2", FAMILY_COHERE2, false},
     {"SmolLM3ForCausalLM", "smollm3", FAMILY_LLAMA, false},
     {"Starcoder2ForCausalLM", "starcoder2", FAMILY_STARCODER2, false},
+    {"Qwen3_5ForConditionalGeneration", "qwen35", FAMILY_QWEN35, false},
+    {"Qwen3_5MoeForConditionalGeneration", "qwen35moe", FAMILY_QWEN35, false},
+    {"Qwen3NextForCausalLM", "qwen3next", FAMILY_QWEN35, false},
 };
 
 const hf_arch *hf_family_by_gguf_name(const char *gguf_name)
@@ -54,6 +57,11 @@ const hf_arch *hf_family_by_gguf_name(const char *gguf_name)
         if (strcmp(archs[i].gguf_name, gguf_name) == 0)
             return &archs[i];
     return NULL;
+}
+
+bool hf_family_is_qwen3next(const hf_arch *a)
+{
+    return !strcmp(a->gguf_name, "qwen3next");
 }
 
 bool hf_family_is_gemma(const hf_arch *a)
@@ -79,6 +87,21 @@ static const char *const gptoss_renames[][2] = {
     {"self_attn.sinks", "attn_sinks.weight"},
     {"post_attention_layernorm", "post_attention_norm"},
     {"mlp.router", "ffn_gate_inp"},
+};
+
+/* Qwen 3.5's Gated DeltaNet names and its FFN norm's, tried first for it (and Qwen3-Next,
+ * whose projections are fused: q, k, v and z in in_proj_qkvz, beta and alpha in in_proj_ba). */
+static const char *const qwen35_renames[][2] = {
+    {"linear_attn.in_proj_qkvz", "ssm_in"},  {"linear_attn.in_proj_ba", "ssm_ba"}, /* Next's */
+    {"linear_attn.in_proj_qkv", "attn_qkv"}, {"linear_attn.in_proj_z", "attn_gate"},
+    {"linear_attn.in_proj_b", "ssm_beta"},   {"linear_attn.in_proj_a", "ssm_alpha"},
+    {"linear_attn.conv1d", "ssm_conv1d"},    {"linear_attn.dt_bias", "ssm_dt.bias"},
+    {"linear_attn.A_log", "ssm_a"},          {"linear_attn.norm", "ssm_norm"},
+    {"linear_attn.out_proj", "ssm_out"},     {"post_attention_layernorm", "post_attention_norm"},
+    {"mlp.shared_expert_gate", "ffn_gate_inp_shexp"},
+    {"mlp.shared_expert.gate_proj", "ffn_gate_shexp"},
+    {"mlp.shared_expert.up_proj", "ffn_up_shexp"},
+    {"mlp.shared_expert.down_proj", "ffn_down_shexp"},
 };
 
 /* Hugging Face name pieces and their GGUF names, tried in this order at each position. */
@@ -178,6 +201,87 @@ static bool read_rope_scaling(family *c)
 }
 
 static hf_status read_sliding_layers(family *c, uint32_t every);
+
+/* A number of Qwen 3.5's rope_parameters (where newer configs keep it) unless config.json
+ * gives it at the top. */
+static bool read_rope_parameter(family *c, const char *key, bool *present, float *out)
+{
+    const json_t *rope = json_object_get(c->config, "rope_parameters");
+    if (json_object_get(c->config, key) || !json_is_object(rope))
+        return read_f32(c, c->config, key, present, out);
+    const char *saved = c->section;
+    c->section = "rope_parameters.";
+    bool ok = read_f32(c, rope, key, present, out);
+    c->section = saved;
+    return ok;
+}
+
+/* Qwen 3.5's M-RoPE sections (rope_parameters' or rope_scaling's mrope_section, else
+ * llama.cpp's default), padded to four. */
+static bool read_rope_sections(family *c)
+{
+    static const int32_t fallback[4] = {11, 11, 10, 0};
+    const json_t *list = json_object_get(json_object_get(c->config, "rope_parameters"),
+                                         "mrope_section");
+    if (!list)
+        list = json_object_get(json_object_get(c->config, "rope_scaling"), "mrope_section");
+    memcpy(c->p.rope_sections, fallback, sizeof fallback);
+    if (!list)
+        return true;
+    if (!json_is_array(list) || json_array_size(list) == 0 || json_array_size(list) > 4) {
+        corral_error_set(c->err, "config.json: mrope_section must be a list of 1 to 4 integers");
+        return false;
+    }
+    memset(c->p.rope_sections, 0, sizeof c->p.rope_sections);
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        const json_t *v = json_array_get(list, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 65536) {
+            corral_error_set(c->err, "config.json: mrope_section[%zu] must be an integer from 0 "
+                             "to 65536", i);
+            return false;
+        }
+        c->p.rope_sections[i] = (int32_t)json_integer_value(v);
+    }
+    return true;
+}
+
+/* Qwen 3.5's Gated DeltaNet sizes, which layers are attention, and its partial M-RoPE. */
+static hf_status read_qwen35_config(family *c)
+{
+    hf_params *p = &c->p;
+    float rotary = 0.25f;
+    p->full_attention_interval = 4;
+    if (!read_u32(c, "linear_conv_kernel_dim", true, 64, &p->conv_kernel) ||
+        !read_u32(c, "linear_num_key_heads", true, 65536, &p->key_heads) ||
+        !read_u32(c, "linear_key_head_dim", true, 65536, &p->key_head_dim) ||
+        !read_u32(c, "linear_num_value_heads", true, 65536, &p->value_heads) ||
+        !read_u32(c, "linear_value_head_dim", true, 65536, &p->value_head_dim) ||
+        !read_u32(c, "full_attention_interval", false, MAX_LAYERS, &p->full_attention_interval) ||
+        (p->n_expert && !read_u32(c, "shared_expert_intermediate_size", false, 1u << 24,
+                                  &p->n_ff_shared)) ||
+        (!p->has_theta && !read_rope_parameter(c, "rope_theta", &p->has_theta, &p->rope_theta)) ||
+        !read_rope_parameter(c, "partial_rotary_factor", NULL, &rotary) || !read_rope_sections(c))
+        return HF_INVALID;
+    if ((uint64_t)p->value_heads * p->value_head_dim > (1u << 24) ||
+        (uint64_t)p->key_heads * p->key_head_dim > (1u << 24)) {
+        corral_error_set(c->err, "config.json: the linear attention's heads are wider than %u",
+                         1u << 24);
+        return HF_INVALID;
+    }
+    if (p->value_heads % p->key_heads) {
+        corral_error_set(c->err, "config.json: linear_num_value_heads (%u) must be a multiple of "
+                         "linear_num_key_heads (%u)", p->value_heads, p->key_heads);
+        return HF_INVALID;
+    }
+    p->rope_dims = (uint32_t)((float)p->head_dim * rotary);
+    if (rotary > 1.0f || p->rope_dims < 2 || p->rope_dims % 2) {
+        corral_error_set(c->err, "config.json: partial_rotary_factor %g of a head of %u does not "
+                         "make an even number of rotated dimensions", (double)rotary,
+                         p->head_dim);
+        return HF_INVALID;
+    }
+    return HF_OK;
+}
 
 /* Gemma 2's and 3's window, softcaps and which layers slide (layer_types, or every layer but
  * each sliding_window_pattern-th). */
@@ -301,6 +405,8 @@ static hf_status read_config(family *c)
             return HF_INVALID;
         return p->sliding_window ? read_sliding_layers(c, 4) : HF_OK;
     }
+    if (f == FAMILY_QWEN35)
+        return read_qwen35_config(c);
     if (p->arch->family == FAMILY_PHI3) {
         uint32_t original = 0;
         if (!read_u32(c, "sliding_window", false, UINT32_MAX, &p->sliding_window) ||
@@ -312,6 +418,24 @@ static hf_status read_config(family *c)
     return has_sandwich_norms(p->arch) ? read_gemma_config(c) : HF_OK;
 }
 
+/* config.json's keys with text_config's over them (text_config, when there is one, must be an
+ * object). */
+static json_t *text_config(family *c, const json_t *config)
+{
+    const json_t *text = json_object_get(config, "text_config");
+    if (text && !json_is_object(text)) {
+        corral_error_set(c->err, "config.json: text_config must be an object");
+        return NULL;
+    }
+    json_t *merged = json_copy((json_t *)config);
+    if (!merged || (text && json_object_update(merged, (json_t *)text) != 0)) {
+        json_decref(merged);
+        corral_error_set(c->err, "out of memory");
+        return NULL;
+    }
+    return merged;
+}
+
 /*
  * Gemma 3's text model under text_config: config.json's keys with text_config's over them,
  * and what Hugging Face's Gemma3TextConfig assumes where the file leaves a key out (the
@@ -320,13 +444,9 @@ static hf_status read_config(family *c)
  */
 static json_t *gemma3_text_config(family *c, const json_t *config)
 {
-    const json_t *text = json_object_get(config, "text_config");
-    json_t *merged = json_copy((json_t *)config);
-    if (!merged || (text && json_object_update(merged, (json_t *)text) != 0)) {
-        json_decref(merged);
-        corral_error_set(c->err, "out of memory");
+    json_t *merged = text_config(c, config);
+    if (!merged)
         return NULL;
-    }
     const json_t *layers = json_object_get(merged, "num_hidden_layers");
     json_int_t n = json_is_integer(layers) ? json_integer_value(layers) : 0;
     json_int_t heads = n == 34 ? 8 : n == 48 ? 16 : n == 62 ? 32 : 8;
@@ -385,13 +505,20 @@ hf_status hf_family_read_config(const json_t *config, hf_params *p, corral_error
     const char *name = json_string_value(json_array_get(json_object_get(config,
                                                                         "architectures"), 0));
     bool vision = name && strcmp(name, "Gemma3ForConditionalGeneration") == 0;
+    /* Qwen 3.5's text model, its vision tower left out */
+    bool nested = vision || (name && (strcmp(name, "Qwen3_5ForConditionalGeneration") == 0 ||
+                                      strcmp(name, "Qwen3_5MoeForConditionalGeneration") == 0));
     hf_status status = HF_OK;
-    if (vision && !(c.p.text_config = gemma3_text_config(&c, config)))
-        status = HF_IO;
+    if (nested) {
+        c.p.text_config = vision ? gemma3_text_config(&c, config) : text_config(&c, config);
+        const json_t *text = json_object_get(config, "text_config");
+        if (!c.p.text_config)
+            status = text && !json_is_object(text) ? HF_INVALID : HF_IO;
+    }
     if (vision && status == HF_OK)
         status = read_vision_config(&c, config);
     if (status == HF_OK) {
-        c.config = vision ? c.p.text_config : config;
+        c.config = nested ? c.p.text_config : config;
         status = read_config(&c);
     }
     *p = c.p;
@@ -413,6 +540,10 @@ static const char *const *rename_at(const hf_arch *a, const char *s)
     for (size_t r = 0; has_sandwich_norms(a) && r < n; r++)
         if (strncmp(s, sandwich_renames[r][0], strlen(sandwich_renames[r][0])) == 0)
             return sandwich_renames[r];
+    n = sizeof qwen35_renames / sizeof qwen35_renames[0];
+    for (size_t r = 0; a->family == FAMILY_QWEN35 && r < n; r++)
+        if (strncmp(s, qwen35_renames[r][0], strlen(qwen35_renames[r][0])) == 0)
+            return qwen35_renames[r];
     n = sizeof gptoss_renames / sizeof gptoss_renames[0];
     for (size_t r = 0; a->family == FAMILY_GPTOSS && r < n; r++)
         if (strncmp(s, gptoss_renames[r][0], strlen(gptoss_renames[r][0])) == 0)
@@ -448,7 +579,10 @@ static const char *const vision_renames[][2] = {
 void hf_family_rename(const hf_arch *a, const char *in, char *out, size_t cap)
 {
     char stripped[2048];
-    size_t n_prefixes = a->vision ? sizeof vision_prefixes / sizeof vision_prefixes[0] : 0;
+    /* a text model under a multimodal checkpoint's prefixes (Gemma 3's and Qwen 3.5's) */
+    size_t n_prefixes = a->vision || a->family == FAMILY_QWEN35
+                            ? sizeof vision_prefixes / sizeof vision_prefixes[0]
+                            : 0;
     for (size_t i = 0; i < n_prefixes; i++) {
         size_t len = strlen(vision_prefixes[i][0]);
         if (strncmp(in, vision_prefixes[i][0], len) == 0) {
@@ -552,6 +686,120 @@ static bool known_block_tensor(arch_family f, const char *suffix)
     return false;
 }
 
+/* Whether a Qwen 3.5 layer is attention (every full_attention_interval-th), else Gated
+ * DeltaNet. */
+static bool qwen35_attention_layer(const hf_params *p, unsigned layer)
+{
+    return (layer + 1) % p->full_attention_interval == 0;
+}
+
+/* A Qwen 3.5 block's tensor (the part of its name after "blk.L."), by the layer's kind. */
+static bool known_qwen35_tensor(const hf_params *p, unsigned layer, const char *suffix)
+{
+    static const char *const both[] = {"attn_norm.weight", "post_attention_norm.weight"};
+    static const char *const ffn[] = {"ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"};
+    static const char *const moe[] = {"ffn_gate_inp.weight", "ffn_gate_inp_shexp.weight",
+                                      "ffn_gate_shexp.weight", "ffn_up_shexp.weight",
+                                      "ffn_down_shexp.weight"};
+    static const char *const attention[] = {"attn_q.weight",      "attn_k.weight",
+                                            "attn_v.weight",      "attn_output.weight",
+                                            "attn_q_norm.weight", "attn_k_norm.weight"};
+    static const char *const delta_net[] = {"attn_qkv.weight",   "attn_gate.weight",
+                                            "ssm_beta.weight",   "ssm_alpha.weight",
+                                            "ssm_conv1d.weight", "ssm_dt.bias",
+                                            "ssm_a",             "ssm_norm.weight",
+                                            "ssm_out.weight"};
+    static const char *const next_delta_net[] = {"ssm_in.weight",     "ssm_ba.weight",
+                                                 "ssm_conv1d.weight", "ssm_dt.bias",
+                                                 "ssm_a",             "ssm_norm.weight",
+                                                 "ssm_out.weight"};
+    for (size_t i = 0; i < sizeof both / sizeof both[0]; i++)
+        if (!strcmp(suffix, both[i]))
+            return true;
+    for (size_t i = 0; !p->n_expert && i < sizeof ffn / sizeof ffn[0]; i++)
+        if (!strcmp(suffix, ffn[i]))
+            return true;
+    for (size_t i = 0; p->n_expert && i < sizeof moe / sizeof moe[0]; i++)
+        if (!strcmp(suffix, moe[i]))
+            return true;
+    bool full = qwen35_attention_layer(p, layer), next = hf_family_is_qwen3next(p->arch);
+    const char *const *names = full ? attention : next ? next_delta_net : delta_net;
+    size_t n = full   ? sizeof attention / sizeof attention[0]
+               : next ? sizeof next_delta_net / sizeof next_delta_net[0]
+                      : sizeof delta_net / sizeof delta_net[0];
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(suffix, names[i]))
+            return true;
+    return false;
+}
+
+bool hf_family_v_order(const hf_params *p, const char *name, hf_v_order *order)
+{
+    if (p->arch->family != FAMILY_QWEN35 || hf_family_is_qwen3next(p->arch) ||
+        p->value_heads == p->key_heads)
+        return false; /* Qwen3-Next's GGUF keeps the checkpoint's grouped order */
+    const char *suffix = strchr(name, '.');
+    if (strncmp(name, "blk.", 4) != 0 || !suffix || !(suffix = strchr(suffix + 1, '.')))
+        return false;
+    suffix++;
+    uint64_t qk = 2 * (uint64_t)p->key_heads * p->key_head_dim;
+    uint64_t v = (uint64_t)p->value_heads * p->value_head_dim;
+    static const struct {
+        const char *suffix;
+        bool qk_first, per_dim, columns;
+    } kinds[] = {
+        {"attn_qkv.weight", true, true, false},  {"ssm_conv1d.weight", true, true, false},
+        {"attn_gate.weight", false, true, false}, {"ssm_beta.weight", false, false, false},
+        {"ssm_alpha.weight", false, false, false}, {"ssm_out.weight", false, true, true},
+        {"ssm_a", false, false, true},            {"ssm_dt.bias", false, false, true},
+    };
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (!strcmp(suffix, kinds[i].suffix)) {
+            order->first = kinds[i].qk_first ? qk : 0;
+            order->head_size = kinds[i].per_dim ? p->value_head_dim : 1;
+            order->size = order->first + (kinds[i].per_dim ? v : p->value_heads);
+            order->columns = kinds[i].columns;
+            return true;
+        }
+    return false;
+}
+
+bool hf_family_parse_packed_experts(const hf_arch *a, const char *name, unsigned *layer,
+                                    bool *down)
+{
+    char part[16], again[256];
+    if (a->family != FAMILY_QWEN35 ||
+        (sscanf(name, "model.language_model.layers.%u.mlp.experts.%15[a-z_]", layer, part) != 2 &&
+         sscanf(name, "model.layers.%u.mlp.experts.%15[a-z_]", layer, part) != 2))
+        return false;
+    *down = !strcmp(part, "down_proj");
+    if (!*down && strcmp(part, "gate_up_proj") != 0)
+        return false;
+    for (int nested = 0; nested < 2; nested++) { /* exactly that spelling: no "+1" or "01" */
+        snprintf(again, sizeof again, "model.%slayers.%u.mlp.experts.%s",
+                 nested ? "language_model." : "", *layer, part);
+        if (!strcmp(again, name))
+            return true;
+    }
+    return false;
+}
+
+bool hf_family_skipped_tensor(const hf_arch *a, const char *name)
+{
+    return a->family == FAMILY_QWEN35 &&
+           (!strncmp(name, "model.visual.", 13) || !strncmp(name, "mtp.", 4));
+}
+
+bool hf_family_adds_one(const hf_arch *a, const char *gguf_name)
+{
+    size_t len = strlen(gguf_name), n = strlen("_norm.weight");
+    bool norm = len > n && !strcmp(gguf_name + len - n, "_norm.weight");
+    if (hf_family_is_gemma(a))
+        return norm;
+    /* Qwen 3.5's RMSNorms scale by 1 + w, but its gated norm (ssm_norm) by w */
+    return a->family == FAMILY_QWEN35 && norm && !strstr(gguf_name, ".ssm_norm.");
+}
+
 bool hf_family_known_tensor(const hf_params *p, const char *name)
 {
     if (p->arch->vision && (!strncmp(name, "v.", 2) || !strncmp(name, "mm.", 3)))
@@ -571,6 +819,8 @@ bool hf_family_known_tensor(const hf_params *p, const char *name)
     const char *suffix = name + used;
     if (f == FAMILY_GPTOSS)
         return known_gptoss_tensor(suffix);
+    if (f == FAMILY_QWEN35)
+        return known_qwen35_tensor(p, layer, suffix);
     if (f == FAMILY_OLMO2 || f == FAMILY_COHERE2 || f == FAMILY_STARCODER2)
         return known_block_tensor(f, suffix);
     static const char *const block[] = {"attn_norm.weight", "attn_output.weight",
@@ -812,6 +1062,29 @@ static bool write_scales(family *c, gguf_writer *w, const char *a)
     return ok;
 }
 
+/* Qwen 3.5's Gated DeltaNet sizes (under llama.cpp's ssm.* names), its attention layers'
+ * interval and its M-RoPE sections. */
+static bool write_qwen35_keys(family *c, gguf_writer *w, const char *a)
+{
+    const hf_params *p = &c->p;
+    char key[96];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
+    bool ok = hf_family_is_qwen3next(p->arch) || /* Qwen3-Next's RoPE is plain NeoX */
+              gguf_writer_add_array(w, KEY("rope.dimension_sections"), GGUF_TYPE_INT32,
+                                    p->rope_sections, 4, c->err);
+    ok = ok &&
+        gguf_writer_add_u32(w, KEY("ssm.conv_kernel"), p->conv_kernel, c->err) &&
+        gguf_writer_add_u32(w, KEY("ssm.state_size"), p->key_head_dim, c->err) &&
+        gguf_writer_add_u32(w, KEY("ssm.group_count"), p->key_heads, c->err) &&
+        gguf_writer_add_u32(w, KEY("ssm.time_step_rank"), p->value_heads, c->err) &&
+        gguf_writer_add_u32(w, KEY("ssm.inner_size"), p->value_heads * p->value_head_dim,
+                            c->err) &&
+        gguf_writer_add_u32(w, KEY("full_attention_interval"), p->full_attention_interval,
+                            c->err);
+#undef KEY
+    return ok;
+}
+
 /* A tower's hyperparameters as ollama's converter writes them: under "<arch>.vision.". */
 static bool write_vision_keys(family *c, gguf_writer *w, const char *a)
 {
@@ -855,12 +1128,19 @@ static bool write_keys(family *c, gguf_writer *w)
              gguf_writer_add_u32(w, KEY("expert_used_count"), p->n_expert_used, err);
     if (ok && p->n_expert && p->n_ff_expert)
         ok = gguf_writer_add_u32(w, KEY("expert_feed_forward_length"), p->n_ff_expert, err);
+    if (ok && p->n_expert && p->n_ff_shared)
+        ok = gguf_writer_add_u32(w, KEY("expert_shared_feed_forward_length"), p->n_ff_shared,
+                                 err);
     arch_family f = p->arch->family;
     bool phi3 = f == FAMILY_PHI3;
     if (ok && (f == FAMILY_LLAMA || phi3 || f == FAMILY_OLMO2 || f == FAMILY_COHERE2 ||
                f == FAMILY_STARCODER2))
         ok = gguf_writer_add_u32(w, KEY("rope.dimension_count"), p->head_dim, err);
-    if (ok && (p->has_head_dim || p->arch->family == FAMILY_QWEN3 || hf_family_is_gemma(p->arch)))
+    if (ok && f == FAMILY_QWEN35)
+        ok = gguf_writer_add_u32(w, KEY("rope.dimension_count"), p->rope_dims, err) &&
+             write_qwen35_keys(c, w, a);
+    if (ok && (p->has_head_dim || f == FAMILY_QWEN3 || f == FAMILY_QWEN35 ||
+               hf_family_is_gemma(p->arch)))
         ok = gguf_writer_add_u32(w, KEY("attention.key_length"), p->head_dim, err) &&
              gguf_writer_add_u32(w, KEY("attention.value_length"), p->head_dim, err);
     if (ok && p->has_theta)

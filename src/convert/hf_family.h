@@ -26,6 +26,7 @@ typedef enum arch_family {
     FAMILY_OLMO2,  /* norms after attention and the FFN only; q/k norms over all heads */
     FAMILY_COHERE2, /* one LayerNorm (weight only) before attention and FFN; logit scale */
     FAMILY_STARCODER2, /* LayerNorms with biases, biases everywhere, a plain two-layer FFN */
+    FAMILY_QWEN35, /* Qwen 3.5 and Qwen3-Next: Gated DeltaNet layers and gated attention */
 } arch_family;
 
 typedef struct hf_arch {
@@ -47,6 +48,7 @@ typedef struct hf_params {
     const hf_arch *arch;
     uint32_t n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_ctx;
     uint32_t n_expert, n_expert_used, n_ff_expert; /* a mixture of experts: n_expert > 0 */
+    uint32_t n_ff_shared; /* a shared expert's width (Qwen 3.5's); 0 when absent */
     uint64_t vocab_size;
     bool has_head_dim, has_theta, has_eps, has_ln_eps;
     float rope_theta, rms_eps, ln_eps; /* RMSNorm's epsilon, LayerNorm's */
@@ -65,7 +67,44 @@ typedef struct hf_params {
      * keys over it, Gemma 3's defaults filled in), which rope_type points into, and its tower */
     json_t *text_config;
     hf_vision vision;
+    /* Qwen 3.5's Gated DeltaNet layers (config.json's linear_*): the conv kernel, key heads
+     * (each of key_head_dim), value heads (each of value_head_dim); every
+     * full_attention_interval-th layer is attention, rotated on rope_dims of its head_dim
+     * (M-RoPE, rope_sections) */
+    uint32_t conv_kernel, key_heads, key_head_dim, value_heads, value_head_dim;
+    uint32_t full_attention_interval, rope_dims;
+    int32_t rope_sections[4];
 } hf_params;
+
+/*
+ * Qwen 3.5's checkpoints keep each key head's value heads together (value head v of key head
+ * k at k * per_key + v); llama.cpp's GGUF tiles them (at v * key_heads + k), which is what
+ * Corral's engine reads. A tensor so reordered has its value heads in rows [first, first +
+ * value_heads * head_size) (in columns when columns), head_size rows (columns) each; size is
+ * what its Hugging Face shape[0] (its last dimension when columns) must be.
+ */
+typedef struct hf_v_order {
+    uint64_t first, size;
+    uint32_t head_size;
+    bool columns;
+} hf_v_order;
+
+/* How the tensor (its GGUF name) is reordered; false when it is not. */
+bool hf_family_v_order(const hf_params *p, const char *name, hf_v_order *order);
+
+/* Qwen 3.5 MoE's experts, one tensor per layer and part ("model.language_model.layers.L.
+ * mlp.experts.gate_up_proj", [experts, 2 n_ff, n_embd], gate's rows then up's, and
+ * ".down_proj", [experts, n_embd, n_ff]): which layer, and whether it is down's. False for any
+ * other name. */
+bool hf_family_parse_packed_experts(const hf_arch *a, const char *name, unsigned *layer,
+                                    bool *down);
+
+/* Whether a checkpoint's tensor is left out (Qwen 3.5's vision tower and its multi-token
+ * prediction layers). */
+bool hf_family_skipped_tensor(const hf_arch *a, const char *name);
+
+/* Whether a tensor is stored as w - 1 and converted to 1 + w (Gemma's and Qwen 3.5's norms). */
+bool hf_family_adds_one(const hf_arch *a, const char *gguf_name);
 
 /* An F32 vector made from config.json: Llama 3's rope_freqs, Phi-3's LongRoPE factors. */
 typedef struct hf_extra_tensor {
@@ -121,6 +160,9 @@ typedef enum gptoss_part {
 /* "model.layers.L.mlp.experts.gate_up_proj_blocks" and the like: which layer and part.
  * False for any other name. */
 bool hf_family_parse_gptoss_experts(const char *name, unsigned *layer, gptoss_part *part);
+
+/* Qwen3-Next: Qwen 3.5's family, its projections fused, its value heads kept grouped. */
+bool hf_family_is_qwen3next(const hf_arch *a);
 
 /* Gemma's families store RMSNorm weights as w - 1. */
 bool hf_family_is_gemma(const hf_arch *a);

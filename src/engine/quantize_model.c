@@ -1,8 +1,9 @@
 /*
  * Quantizing a model file (quantize_model.h, corral/engine.h): llama.cpp's recipes and
  * per-tensor type rules, as in the copy ollama vendors, then a streaming rewrite of an
- * F32/F16/BF16 GGUF with llama.cpp's tensor order and metadata order. Tensors are read slice by
- * slice from the source's map, so memory stays at one slice whatever the model's size. The
+ * F32/F16/BF16 GGUF (its MXFP4 tensors copied) with llama.cpp's tensor order and metadata
+ * order. Tensors are read slice by slice from the source's map, so memory stays at one slice
+ * whatever the model's size. The
  * quantizers are the engine's, bit-exact with ggml's quantize_row_*_ref, which is what
  * llama.cpp uses when it has no importance matrix.
  */
@@ -317,6 +318,9 @@ static bool choose_types_in_order(const quant_recipe *recipe, const quant_model_
         if (allows_quantization(t) &&
             !choose_type(&s, t, recipe->base_type, &types[order[k]], err))
             return false;
+        /* counted as the same model in F16 would be, so that the others get the same types */
+        if (t->type == TENSOR_TYPE_MXFP4)
+            types[order[k]] = TENSOR_TYPE_MXFP4;
     }
     return true;
 }
@@ -408,16 +412,21 @@ static bool describe_model(const gguf_file *f, char *arch, size_t arch_size,
             arch_u32(f, arch, "attention.head_count_kv", false, &model->n_head_kv, err));
 }
 
-/* Every tensor F32, F16 or BF16 (ollama refuses the rest); the source's name for messages. */
+/*
+ * Every tensor F32, F16 or BF16 (ollama refuses the rest), or MXFP4: gpt-oss's experts as
+ * released, a 4-bit type already, kept as they are while the other tensors are quantized.
+ * The source's name for messages.
+ */
 static bool check_source_types(corral_quantizer *q, corral_error *err)
 {
     bool any_f16 = false, any_bf16 = false;
     for (size_t i = 0; i < gguf_n_tensors(q->src); i++) {
         const gguf_tensor *t = gguf_tensor_at(q->src, i);
         if (t->type != TENSOR_TYPE_F32 && t->type != TENSOR_TYPE_F16 &&
-            t->type != TENSOR_TYPE_BF16) {
+            t->type != TENSOR_TYPE_BF16 && t->type != TENSOR_TYPE_MXFP4) {
             corral_error_set(err, "quantization is only supported for F16, BF16 and F32 models: "
-                                  "tensor '%s' is %s", t->name, tensor_type_name(t->type));
+                                  "tensor '%s' is %s (only MXFP4 tensors are kept as they are)",
+                             t->name, tensor_type_name(t->type));
             return false;
         }
         any_f16 |= t->type == TENSOR_TYPE_F16;
