@@ -38,12 +38,9 @@
 
 #define HF_MAX_JSON_BYTES ((size_t)64 << 20) /* the largest vocabularies' tokenizer.json fit */
 #define HF_SUPPORTED_ARCHITECTURES                                                           \
-    "LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, "            \
-    "Qwen3ForCausalLM, Qwen3MoeForCausalLM, GemmaForCausalLM, Gemma2ForCausalLM, "            \
-    "Gemma3ForCausalLM, Gemma3ForConditionalGeneration, Phi3ForCausalLM, GptOssForCausalLM, " \
-    "Olmo2ForCausalLM, Olmo3ForCausalLM, GraniteForCausalLM, Cohere2ForCausalLM, "            \
-    "SmolLM3ForCausalLM, Starcoder2ForCausalLM, Qwen3_5ForConditionalGeneration, "          \
-    "Qwen3_5MoeForConditionalGeneration, Qwen3NextForCausalLM"
+    "Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3Moe, Qwen3Next, Gemma, Gemma2, Gemma3, "      \
+    "Phi3, GptOss, Olmo2, Olmo3, Granite, Cohere2, SmolLM3 and Starcoder2 (each "             \
+    "...ForCausalLM); Gemma3, Qwen3_5 and Qwen3_5Moe (...ForConditionalGeneration)"
 
 /* One file of the checkpoint: its name relative to the directory, and where it is. */
 typedef struct hf_file {
