@@ -4,8 +4,8 @@
  * 14, 896 x 896 images: 4096 patches pooled into 256 tokens of width 2560), its matrices F16
  * as in those files, random weights built in memory. Encodes a random image at each thread
  * count and prints seconds per image (wall clock, and the CPU time of all its threads).
- * Usage: bench_vision [layers] [threads...]   (default: 27 layers, 1 and 2 threads); runs at
- * the active level (CORRAL_CPU=avx2, say).
+ * Usage: bench_vision [layers] [threads...]   (default: 27 layers, 1 and 2 threads), or
+ * bench_vision mllama [threads...] (below); runs at the active level (CORRAL_CPU=avx2, say).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -17,6 +17,7 @@
 #include "mmproj.h"
 #include "quant.h"
 #include "tensor_type.h"
+#include "threadpool.h"
 
 enum {
     IMAGE = 896, PATCH = 14, EMBD = 1152, HEADS = 16, FFN = 4304, TEXT = 2560, MERGE = 4,
@@ -65,8 +66,125 @@ static weight random_vector(size_t n, float base, uint32_t *state)
                     .row_bytes = n * sizeof *data, .ops = quant_ops_active(TENSOR_TYPE_F32)};
 }
 
+/* A layer of mllama's tower: its products have no biases but the MLP's. */
+static void random_layer(vision_layer *l, size_t E, size_t F, uint32_t *state)
+{
+    l->ln1 = random_vector(E, 1.0f, state);
+    l->ln1_b = random_vector(E, 0.0f, state);
+    l->ln2 = random_vector(E, 1.0f, state);
+    l->ln2_b = random_vector(E, 0.0f, state);
+    l->wq = random_matrix(E, E, state);
+    l->wk = random_matrix(E, E, state);
+    l->wv = random_matrix(E, E, state);
+    l->wo = random_matrix(E, E, state);
+    l->up = random_matrix(E, F, state);
+    l->up_b = random_vector(F, 0.0f, state);
+    l->down = random_matrix(F, E, state);
+    l->down_b = random_vector(E, 0.0f, state);
+}
+
+/*
+ * mllama (Llama 3.2 Vision 11B's tower): 4 tiles of 560 pixels, patch 14, 1601 rows a tile
+ * padded to 1608, width 1280, 16 heads, FFN 5120, 32 local + 8 gated global layers, the
+ * output and 4 kept states (5 x 1280) through mm.0 to 4096; and the text model's 8
+ * cross-attention layers' key and value products (4096 -> 8 KV heads of 128 each) of those
+ * rows, here through the tower's product (cross_attn.c runs them through the text model's).
+ * One local and one global layer are timed over all 4 x 1608 rows, with the 4th tile a
+ * padding tile (a 3-tile picture's mask: its rows see no padding), and the products once
+ * each; the image's total is 32 local + 8 global + the products.
+ */
+enum {
+    ML_TILE_ROWS = 1601, ML_PADDED = 1608, ML_TILES = 4, ML_EMBD = 1280, ML_HEADS = 16,
+    ML_FFN = 5120, ML_LOCAL = 32, ML_GLOBAL = 8, ML_KEPT = 4, ML_TEXT = 4096, ML_KV = 1024,
+    ML_CROSS = 8,
+};
+
+static double now_s(double *cpu_s)
+{
+    *cpu_s = seconds_of(CLOCK_PROCESS_CPUTIME_ID);
+    return seconds_of(CLOCK_MONOTONIC);
+}
+
+static int bench_mllama(int argc, char **argv)
+{
+    uint32_t state = 1;
+    size_t n = ML_TILES * ML_PADDED, feat = ML_EMBD * (1 + ML_KEPT);
+    corral_mmproj mm = {.kind = &projector_mllama};
+    mm.hp = (vision_hparams){.image_size = 560, .patch_size = 14, .n_embd = ML_EMBD,
+                             .n_ff = ML_FFN, .n_head = ML_HEADS, .n_layer = 1,
+                             .n_embd_text = ML_TEXT, .eps = 1e-5f,
+                             .norm = VISION_LAYER_NORM, .ffn = VISION_FFN_GELU_ERF};
+    mm.patch_embd = random_matrix(3 * 14 * 14, ML_EMBD, &state);
+    mm.layers = calloc(1, sizeof *mm.layers);
+    vision_layer *global = calloc(1, sizeof *global);
+    if (!mm.layers || !global)
+        return 1;
+    random_layer(mm.layers, ML_EMBD, ML_FFN, &state);
+    random_layer(global, ML_EMBD, ML_FFN, &state);
+    global->attn_out_gate = random_vector(1, 0.5f, &state);
+    global->ffn_out_gate = random_vector(1, 0.5f, &state);
+    weight mm0 = random_matrix(feat, ML_TEXT, &state), mm0_b = random_vector(ML_TEXT, 0, &state);
+    weight wk = random_matrix(ML_TEXT, ML_KV, &state), wv = random_matrix(ML_TEXT, ML_KV, &state);
+    uint8_t *padding = malloc(n);
+    float *feats = malloc(n * feat * sizeof *feats);
+    float *states = malloc(n * ML_TEXT * sizeof *states);
+    float *kv = malloc(n * ML_KV * sizeof *kv);
+    if (!padding || !feats || !states || !kv)
+        return 1;
+    for (size_t r = 0; r < n; r++)
+        padding[r] = r / ML_PADDED >= 3 || r % ML_PADDED >= ML_TILE_ROWS;
+    for (size_t i = 0; i < n * feat; i++)
+        feats[i] = next_random(&state, 1.0f);
+    printf("mllama tower (11B): %d tiles x %d rows, width %d, %d heads, FFN %d, %d local + %d "
+           "global layers, mm.0 %zu -> %d, %d cross layers' K and V, F16, level %s\n",
+           ML_TILES, ML_PADDED, ML_EMBD, ML_HEADS, ML_FFN, ML_LOCAL, ML_GLOBAL, feat, ML_TEXT,
+           ML_CROSS, corral_cpu_level());
+    int n_runs = argc > 2 ? argc - 2 : 2;
+    for (int r = 0; r < n_runs; r++) {
+        int threads = argc > 2 ? atoi(argv[2 + r]) : r + 1;
+        if (threads < 1 || threads > 256) {
+            fprintf(stderr, "usage: bench_vision mllama [threads 1..256...]\n");
+            return 2;
+        }
+        corral_error err;
+        threadpool *pool = threadpool_create((size_t)threads, &err);
+        vision_run run;
+        if (!pool || !vision_run_init(&run, &mm, pool, n, quant_act_row_bytes(mm0.type, feat),
+                                      &err)) {
+            fprintf(stderr, "bench_vision: %s\n", err.message);
+            return 1;
+        }
+        for (size_t i = 0; i < n * ML_EMBD; i++)
+            run.x[i] = next_random(&state, 1.0f);
+        run.padding = padding;
+        double c0, c1, c2, c3, c4;
+        double t0 = now_s(&c0);
+        vision_block(&run, 0);
+        double t1 = now_s(&c1);
+        vision_block_of(&run, global);
+        double t2 = now_s(&c2);
+        vision_matmul(pool, &mm0, &mm0_b, feats, n, states, run.act);
+        double t3 = now_s(&c3);
+        vision_matmul(pool, &wk, NULL, states, n, kv, run.act);
+        vision_matmul(pool, &wv, NULL, states, n, kv, run.act);
+        double t4 = now_s(&c4);
+        double local = t1 - t0, glob = t2 - t1, proj = t3 - t2, cross = (t4 - t3) * ML_CROSS;
+        double tower = ML_LOCAL * local + ML_GLOBAL * glob + proj;
+        double tower_cpu = ML_LOCAL * (c1 - c0) + ML_GLOBAL * (c2 - c1) + (c3 - c2);
+        printf("threads %d: local layer %.2f s, global layer %.2f s, mm.0 %.2f s -> tower "
+               "%.1f s per image (%.1f CPU s); cross-attention K and V of 8 layers %.1f s "
+               "(%.1f CPU s)\n", threads, local, glob, proj, tower, tower_cpu, cross,
+               (c4 - c3) * ML_CROSS);
+        vision_run_free(&run);
+        threadpool_free(pool);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "mllama") == 0)
+        return bench_mllama(argc, argv);
     uint32_t n_layer = argc > 1 ? (uint32_t)atoi(argv[1]) : 27;
     if (n_layer < 1 || n_layer > 64) {
         fprintf(stderr, "usage: bench_vision [layers 1..64] [threads...]\n");

@@ -142,8 +142,10 @@ static void test_scores(void **state)
 static void test_products(void **state)
 {
     (void)state;
-    static const size_t widths[] = {16, 32, 48, 64, 72, 128, 200, 588};
-    enum { ROWS = 5, TOKENS = 6 };
+    /* 1040: the matrix order's spans of 512 elements, the last one partial */
+    static const size_t widths[] = {16, 32, 48, 64, 72, 128, 200, 588, 1040};
+    /* more than the matrix order's blocks of 16 rows and 16 tokens, partial ones too */
+    enum { ROWS = 37, TOKENS = 19 };
     for (size_t a = 0; a < sizeof widths / sizeof widths[0]; a++)
         for (int matrix = 0; matrix < 2; matrix++) {
             size_t n_in = widths[a];
@@ -161,7 +163,7 @@ static void test_products(void **state)
             for (size_t level = 0; level < n_levels(); level++) {
                 force(level);
                 memset(got, 0, sizeof got);
-                /* rows 1..4 of 5, every token: the kernels' partial tiles */
+                /* rows 1.. of ROWS, every token: the kernels' partial tiles and blocks */
                 vision_matmul_rows(w, n_in, 1, ROWS, x, TOKENS, got, ROWS, matrix);
                 for (size_t t = 0; t < TOKENS; t++)
                     same_bits(got + t * ROWS + 1, want + t * ROWS + 1, ROWS - 1,

@@ -153,9 +153,43 @@ static float vec_dot(const float *x, const float *y, size_t n)
 
 /* Rows of w times tokens of x in the matrix kernel's order: 16 lanes of FMA per pair, four
  * rows by four tokens at a time. */
+/* dot16_tile's whole tile, its bounds constants: the sixteen sums stay in registers, where
+ * loops of a variable count keep them in memory and load and store one at every FMA. */
+static void dot16_tile_4x4(const float *w, size_t n_in, const float *x, float *y, size_t ldy)
+{
+    __m512 acc[4][4];
+#pragma GCC unroll 4
+    for (size_t r = 0; r < 4; r++)
+#pragma GCC unroll 4
+        for (size_t t = 0; t < 4; t++)
+            acc[r][t] = _mm512_setzero_ps();
+    for (size_t i = 0; i < n_in; i += 16) {
+        __m512 xv[4];
+#pragma GCC unroll 4
+        for (size_t t = 0; t < 4; t++)
+            xv[t] = _mm512_loadu_ps(x + t * n_in + i);
+#pragma GCC unroll 4
+        for (size_t r = 0; r < 4; r++) {
+            __m512 wv = _mm512_loadu_ps(w + r * n_in + i);
+#pragma GCC unroll 4
+            for (size_t t = 0; t < 4; t++)
+                acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
+        }
+    }
+#pragma GCC unroll 4
+    for (size_t r = 0; r < 4; r++)
+#pragma GCC unroll 4
+        for (size_t t = 0; t < 4; t++)
+            y[t * ldy + r] = _mm512_reduce_add_ps(acc[r][t]);
+}
+
 static void dot16_tile(const float *w, size_t n_in, size_t rows, const float *x, size_t toks,
                        float *y, size_t ldy)
 {
+    if (rows == 4 && toks == 4) {
+        dot16_tile_4x4(w, n_in, x, y, ldy);
+        return;
+    }
     __m512 acc[4][4];
     for (size_t r = 0; r < rows; r++)
         for (size_t t = 0; t < toks; t++)
