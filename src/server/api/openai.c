@@ -858,8 +858,13 @@ static void handle_embeddings(void *ctx, const http_request *req, http_reply *re
                                .facts = http_reply_facts(reply)};
     if (!inputs || json_array_size(inputs) == 0) {
         openai_error(reply, 400, inputs ? "input must not be empty" : "invalid input type");
-    } else if (format && strcasecmp(format, "float") != 0 && strcasecmp(format, "base64") != 0) {
-        openai_error(reply, 400, "encoding_format must be float or base64");
+    } else if (format && *format && strcasecmp(format, "float") != 0 &&
+               strcasecmp(format, "base64") != 0) {
+        char message[160];
+        snprintf(message, sizeof message,
+                 "Invalid value for 'encoding_format' = %.64s. Supported values: ['float', "
+                 "'base64'].", format);
+        openai_error(reply, 400, message);
     } else if (dims && !json_is_null(dims) &&
                (!json_is_integer(dims) || json_integer_value(dims) <= 0)) {
         openai_error(reply, 400, "dimensions must be a positive integer");
