@@ -37,6 +37,17 @@ static const parse_case cases[] = {
      "{\"messages\": [{\"role\": \"system\", \"content\": \"ab\"}, " USER "]}"},
     {"an empty system makes no system message, as in ollama",
      "{" M "\"system\": \"\", " HI "}", 200, "{\"messages\": [" USER "]}"},
+    {"system blocks other than text are passed over, as ollama passes them over",
+     "{" M "\"system\": [{\"type\": \"image\", \"text\": \"no\"}, {\"type\": \"text\","
+     " \"text\": \"a\"}, 3, {\"type\": \"document\"}], " HI "}", 200,
+     "{\"messages\": [{\"role\": \"system\", \"content\": \"a\"}, " USER "]}"},
+    {"only an image for system makes no system message",
+     "{" M "\"system\": [{\"type\": \"image\"}], " HI "}", 200, "{\"messages\": [" USER "]}"},
+    {"a tool without input_schema is a function without parameters, as in ollama",
+     "{" M HI ", \"tools\": [{\"name\": \"f\"}, {\"name\": \"g\", \"input_schema\": null}]}",
+     200,
+     "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}, {\"type\":"
+     " \"function\", \"function\": {\"name\": \"g\"}}]}"},
     {"empty system blocks make no system message",
      "{" M "\"system\": [{\"type\": \"text\", \"text\": \"\"}], " HI "}", 200,
      "{\"messages\": [" USER "]}"},
@@ -311,10 +322,10 @@ static const parse_case cases[] = {
      "{" M "\"messages\": [{\"role\": \"assistant\", \"content\": [{\"type\":"
      " \"server_tool_use\", \"id\": \"s\", \"name\": \"web_search\"}]}]}", 400,
      "messages.0.content.0: server_tool_use needs a name and an input object"},
-    {"system an image", "{" M "\"system\": [{\"type\": \"image\"}], " HI "}", 400,
-     "system.0: only text blocks are supported"},
-    {"a tool without a schema", "{" M HI ", \"tools\": [{\"name\": \"f\"}]}", 400,
-     "tools.0: a tool needs a name and an input_schema"},
+    {"a tool with a schema not an object", "{" M HI ", \"tools\": [{\"name\": \"f\","
+     " \"input_schema\": \"x\"}]}", 400, "tools.0: input_schema must be an object"},
+    {"a tool without a name", "{" M HI ", \"tools\": [{\"input_schema\": {}}]}", 400,
+     "tools.0: a tool needs a name"},
     {"a custom tool by its type", "{" M HI ", \"tools\": [{\"type\": \"custom\", \"name\": \"f\","
      " \"input_schema\": {}}]}", 200,
      "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\":"

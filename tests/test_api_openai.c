@@ -270,16 +270,20 @@ static void test_whole_chat(void **state)
     json_decref(got);
     json_decref(want);
 
-    /* tool calls: their arguments as JSON text, and finish_reason tool_calls */
+    /* tool calls: each with its index, as ollama's, their arguments as JSON text, and
+     * finish_reason tool_calls */
     json_t *calls = api_json("[{\"id\": \"call_1\", \"function\": {\"index\": 0, \"name\": \"f\","
-                             " \"arguments\": {\"x\": 1}}}]");
+                             " \"arguments\": {\"x\": 1}}}, {\"id\": \"call_2\", \"function\":"
+                             " {\"index\": 1, \"name\": \"g\", \"arguments\": {}}}]");
     generation_delta called = {.content = "", .thinking = "", .tool_calls = calls};
-    info.n_tool_calls = 1;
+    info.n_tool_calls = 2;
     got = api_shape_whole(&openai_shape, &info, DONE, &called);
     want = api_json("[{\"index\": 0, \"finish_reason\": \"tool_calls\", \"message\": {\"role\":"
                     " \"assistant\", \"content\": \"\", \"tool_calls\": [{\"id\": \"call_1\","
-                    " \"type\": \"function\", \"function\": {\"name\": \"f\", \"arguments\":"
-                    " \"{\\\"x\\\":1}\"}}]}, \"logprobs\": null}]");
+                    " \"index\": 0, \"type\": \"function\", \"function\": {\"name\": \"f\","
+                    " \"arguments\": \"{\\\"x\\\":1}\"}}, {\"id\": \"call_2\", \"index\": 1,"
+                    " \"type\": \"function\", \"function\": {\"name\": \"g\", \"arguments\":"
+                    " \"{}\"}}]}, \"logprobs\": null}]");
     assert_true(json_equal(want, json_object_get(got, "choices")));
     json_decref(got);
     json_decref(want);

@@ -134,16 +134,22 @@ static const parse_case cases[] = {
      " \"image_url\": \"data:image/png;base64,aGk=\"}, {\"type\": \"input_text\", \"text\":"
      " \"what\"}]}]}", 200,
      "{\"messages\": [{\"role\": \"user\", \"content\": \"what\", \"images\": [\"aGk=\"]}]}"},
-    {"an image part without image_url",
-     "{" M "\"input\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_image\"}]}]}", 400,
-     "input[0].content[0]: invalid message format"},
+    {"an image part without image_url is passed over, as in ollama",
+     "{" M "\"input\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_image\","
+     " \"file_id\": \"file-1\"}, {\"type\": \"input_image\", \"image_url\": \"\"},"
+     " {\"type\": \"input_image\", \"image_url\": null}, {\"type\": \"input_text\","
+     " \"text\": \"what\"}]}]}", 200,
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"what\"}]}"},
+    {"an image part with image_url not a URL",
+     "{" M "\"input\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_image\","
+     " \"image_url\": 3}]}]}", 400, "input[0].content[0]: invalid message format"},
     {"a remote image",
      "{" M "\"input\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_image\","
      " \"image_url\": \"http://example.com/a.png\"}]}]}", 400,
      "input[0].content[0]: image URLs are not currently supported"},
     {"a file part",
      "{" M "\"input\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_file\"}]}]}", 400,
-     "input[0].content[0]: input_file input is not supported yet"},
+     "input[0].content[0]: file inputs are not currently supported"},
     {"a message item without a role", "{" M "\"input\": [{\"type\": \"message\"}]}", 400,
      "input[0]: a message item needs a role"},
     {"a replayed web search is passed over, as in ollama: the answer after it has its findings",
@@ -186,7 +192,12 @@ static const parse_case cases[] = {
     {"a function_call_output with a file part",
      "{" M "\"input\": [{\"type\": \"function_call_output\", \"call_id\": \"c1\", \"output\":"
      " [{\"type\": \"input_file\", \"file_data\": \"x\"}]}]}", 400,
-     "input[0].output[0]: input_file output is not supported yet"},
+     "input[0].output[0]: file inputs are not currently supported"},
+    {"a function_call_output image without image_url is passed over, as in ollama",
+     "{" M "\"input\": [{\"type\": \"function_call_output\", \"call_id\": \"c1\", \"output\":"
+     " [{\"type\": \"input_image\", \"file_id\": \"file-1\"}, {\"type\": \"input_text\","
+     " \"text\": \"a\"}]}]}", 200,
+     "{\"messages\": [{\"role\": \"tool\", \"content\": \"a\", \"tool_call_id\": \"c1\"}]}"},
     {"a function_call_output image by remote URL",
      "{" M "\"input\": [{\"type\": \"function_call_output\", \"call_id\": \"c1\", \"output\":"
      " [{\"type\": \"input_image\", \"image_url\": \"https://example.com/a.png\"}]}]}", 400,

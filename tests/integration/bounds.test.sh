@@ -98,6 +98,11 @@ check "OpenAI completions prompt [1]" 400 "$base/v1/completions" -d '{"model":"s
 says 'prompt must be a string'
 check "OpenAI embeddings encoding_format 0" 400 "$base/v1/embeddings" -d '{"model":"stories","input":"x","encoding_format":0}'
 says 'encoding_format must be a string'
+check "OpenAI embeddings encoding_format bits" 400 "$base/v1/embeddings" -d '{"model":"stories","input":"x","encoding_format":"bits"}'
+says "Invalid value for 'encoding_format' = bits. Supported values: .'float', 'base64'.."
+# an empty encoding_format is float, as ollama reads it: the request reaches the model's check
+check "OpenAI embeddings encoding_format \"\"" 400 "$base/v1/embeddings" -d '{"model":"stories","input":"x","encoding_format":""}'
+says 'does not support embeddings'
 check "Anthropic stream \"yes\"" 400 "$base/v1/messages" \
     -d '{"model":"stories","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"stream":"yes"}'
 says 'stream must be a boolean'

@@ -628,8 +628,9 @@ static bool add_message(const json_t *m, size_t at, chat_request *req, json_t *n
 /*
  * system: a string or text blocks, one system message as ollama makes it (Claude Code sends
  * its system prompt as several blocks, and a template expects one system turn at the top):
- * the blocks' text joined with nothing between, as ollama joins them. An empty system
- * makes none, as in ollama, so the model's own system prompt stays.
+ * the text blocks' text joined with nothing between, as ollama joins them. Any other block
+ * (an image, a document) is passed over as ollama passes it over: a system turn has only
+ * text. An empty system makes none, as in ollama, so the model's own system prompt stays.
  */
 static bool add_system(const json_t *system, chat_request *req, api_build *b)
 {
@@ -647,11 +648,10 @@ static bool add_system(const json_t *system, chat_request *req, api_build *b)
     json_t *block;
     bool ok = true;
     json_array_foreach(system, i, block) {
+        const char *type = json_string_value(json_object_get(block, "type"));
         json_t *t = json_object_get(block, "text");
-        if (!json_is_string(t)) {
-            ok = api_refuse(b, 400, "system.%zu: only text blocks are supported", i);
-            break;
-        }
+        if (!type || strcmp(type, "text") != 0 || !json_is_string(t))
+            continue;
         if (!append_text(&text, &len, &cap, "", json_string_value(t), json_string_length(t))) {
             ok = API_OUT_OF_MEMORY(b);
             break;
@@ -663,7 +663,12 @@ static bool add_system(const json_t *system, chat_request *req, api_build *b)
     return ok;
 }
 
-/* Anthropic's tools ({name, description, input_schema}) as ollama's function tools. */
+/*
+ * Anthropic's tools ({name, description, input_schema}) as ollama's function tools. A tool
+ * without input_schema (or with a null one) is a function without parameters, as ollama
+ * reads it: the templates then render the empty parameters ollama renders, and a forced
+ * call may carry any object.
+ */
 static json_t *native_tools(const json_t *tools, char *message, size_t size)
 {
     json_t *out = json_array();
@@ -675,17 +680,23 @@ static json_t *native_tools(const json_t *tools, char *message, size_t size)
         const char *type = json_string_value(json_object_get(tool, "type"));
         if (type && strcmp(type, "custom") != 0) { /* web_search_20250305, bash_..., ... */
             snprintf(message, size, "tools.%zu: %.64s is a server tool, which Corral does not "
-                                    "run; only custom tools (a name and an input_schema) are "
-                                    "supported", i, type);
+                                    "run; only custom tools are supported", i, type);
             json_decref(out);
             return NULL;
         }
-        if (!json_is_string(name) || !json_is_object(schema)) {
-            snprintf(message, size, "tools.%zu: a tool needs a name and an input_schema", i);
+        if (!json_is_string(name)) {
+            snprintf(message, size, "tools.%zu: a tool needs a name", i);
             json_decref(out);
             return NULL;
         }
-        json_array_append_new(out, json_pack("{s:s,s:{s:O,s:O*,s:O}}", "type", "function",
+        if (json_is_null(schema))
+            schema = NULL;
+        if (schema && !json_is_object(schema)) {
+            snprintf(message, size, "tools.%zu: input_schema must be an object", i);
+            json_decref(out);
+            return NULL;
+        }
+        json_array_append_new(out, json_pack("{s:s,s:{s:O,s:O*,s:O*}}", "type", "function",
                                              "function", "name", name, "description",
                                              json_object_get(tool, "description"), "parameters",
                                              schema));

@@ -62,10 +62,11 @@ static const char *finish_reason(const generation_info *info, const generation_d
 }
 
 /*
- * ollama's tool calls ({id, function: {index, name, arguments: {...}}}) as OpenAI's: a type,
- * and the arguments as a JSON string; index too in a streamed delta.
+ * ollama's tool calls ({id, function: {index, name, arguments: {...}}}) as OpenAI's: the
+ * call's index (0 when the call has none), a type, and the arguments as a JSON string, in a
+ * whole answer as in a streamed delta, as ollama writes them.
  */
-static json_t *openai_tool_calls(const json_t *calls, bool with_index)
+static json_t *openai_tool_calls(const json_t *calls)
 {
     json_t *out = json_array();
     size_t i;
@@ -73,12 +74,12 @@ static json_t *openai_tool_calls(const json_t *calls, bool with_index)
     json_array_foreach(calls, i, call) {
         json_t *fn = json_object_get(call, "function");
         char *args = json_dumps(json_object_get(fn, "arguments"), JSON_COMPACT | JSON_ENCODE_ANY);
-        json_t *c = json_pack("{s:O,s:s,s:{s:O,s:s}}", "id", json_object_get(call, "id"), "type",
-                              "function", "function", "name", json_object_get(fn, "name"),
-                              "arguments", args ? args : "{}");
+        json_t *index = json_object_get(fn, "index");
+        json_t *c = json_pack("{s:O,s:I,s:s,s:{s:O,s:s}}", "id", json_object_get(call, "id"),
+                              "index", json_is_integer(index) ? json_integer_value(index) : 0,
+                              "type", "function", "function", "name",
+                              json_object_get(fn, "name"), "arguments", args ? args : "{}");
         free(args);
-        if (c && with_index)
-            json_object_set(c, "index", json_object_get(fn, "index"));
         if (!c || json_array_append_new(out, c) != 0) {
             json_decref(out);
             return NULL;
@@ -186,7 +187,7 @@ static json_t *chunk_choice(const generation_info *info, const generation_delta 
     if (d->thinking_len > 0)
         json_object_set_new(delta, "reasoning", json_stringn(d->thinking, d->thinking_len));
     if (json_array_size(d->tool_calls) > 0)
-        json_object_set_new(delta, "tool_calls", openai_tool_calls(d->tool_calls, true));
+        json_object_set_new(delta, "tool_calls", openai_tool_calls(d->tool_calls));
     json_object_set_new(choice, "delta", delta);
     if (json_array_size(d->logprobs) > 0)
         json_object_set_new(choice, "logprobs",
@@ -248,7 +249,7 @@ static json_t *openai_whole(const generation_info *info, const generation_done *
                                 json_stringn(answer->thinking, answer->thinking_len));
         if (json_array_size(answer->tool_calls) > 0)
             json_object_set_new(message, "tool_calls",
-                                openai_tool_calls(answer->tool_calls, false));
+                                openai_tool_calls(answer->tool_calls));
         json_object_set_new(choice, "message", message);
         json_object_set_new(choice, "logprobs",
                             info->logprobs
@@ -857,8 +858,13 @@ static void handle_embeddings(void *ctx, const http_request *req, http_reply *re
                                .facts = http_reply_facts(reply)};
     if (!inputs || json_array_size(inputs) == 0) {
         openai_error(reply, 400, inputs ? "input must not be empty" : "invalid input type");
-    } else if (format && strcasecmp(format, "float") != 0 && strcasecmp(format, "base64") != 0) {
-        openai_error(reply, 400, "encoding_format must be float or base64");
+    } else if (format && *format && strcasecmp(format, "float") != 0 &&
+               strcasecmp(format, "base64") != 0) {
+        char message[160];
+        snprintf(message, sizeof message,
+                 "Invalid value for 'encoding_format' = %.64s. Supported values: ['float', "
+                 "'base64'].", format);
+        openai_error(reply, 400, message);
     } else if (dims && !json_is_null(dims) &&
                (!json_is_integer(dims) || json_integer_value(dims) <= 0)) {
         openai_error(reply, 400, "dimensions must be a positive integer");

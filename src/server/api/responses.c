@@ -434,9 +434,32 @@ static bool add_item_message(chat_request *req, chat_message *m, const json_t *n
 }
 
 /*
+ * An input_image part into m: its image_url a data: URL. A part with no URL (absent, null or
+ * "", as one naming only a file_id is) is passed over, as ollama passes it over: Corral has
+ * no store of uploaded files to find it in.
+ */
+static bool add_image_part(chat_message *m, const json_t *part, const char *where,
+                           api_build *b)
+{
+    json_t *url = json_object_get(part, "image_url");
+    if (!url || json_is_null(url) || (json_is_string(url) && json_string_length(url) == 0))
+        return true;
+    return api_build_image_url(m, url, where, b);
+}
+
+/*
+ * An input_file part: refused in ollama's words, as a message's part or a result's (a file's
+ * bytes are neither text nor an image a template can place).
+ */
+static bool refuse_file_part(const char *where, api_build *b)
+{
+    return api_refuse(b, 400, "%s: file inputs are not currently supported", where);
+}
+
+/*
  * A message item: content a string or parts, one message as ollama makes it: its input_text
  * and output_text parts' text joined as they come, its input_image parts (data: URLs) its
- * images. next is the item after it (NULL: none).
+ * images, an input_file part a 400. next is the item after it (NULL: none).
  */
 static bool add_message_item(const json_t *item, size_t at, const json_t *next,
                              chat_request *req, api_build *b)
@@ -458,10 +481,12 @@ static bool add_message_item(const json_t *item, size_t at, const json_t *next,
     json_array_foreach(ok && json_is_array(content) ? content : NULL, k, part) {
         const char *type = json_string_value(json_object_get(part, "type"));
         json_t *text = json_object_get(part, "text");
+        char where[64];
+        snprintf(where, sizeof where, "input[%zu].content[%zu]", at, k);
         if (type && strcmp(type, "input_image") == 0) {
-            char where[64];
-            snprintf(where, sizeof where, "input[%zu].content[%zu]", at, k);
-            ok = api_build_image_url(&m, json_object_get(part, "image_url"), where, b);
+            ok = add_image_part(&m, part, where, b);
+        } else if (type && strcmp(type, "input_file") == 0) {
+            ok = refuse_file_part(where, b);
         } else if (!type || (strcmp(type, "input_text") != 0 && strcmp(type, "output_text") != 0) ||
                    !json_is_string(text)) {
             ok = api_refuse(b, 400, "input[%zu].content[%zu]: %s input is not supported yet", at,
@@ -506,7 +531,7 @@ static bool add_function_call(const json_t *item, size_t at, chat_request *req, 
 
 /*
  * A function_call_output's output parts into the tool message: input_text / output_text
- * joined by newlines, input_image (a data: URL) as its images.
+ * joined by newlines, input_image (a data: URL) as its images, input_file a 400.
  */
 static bool read_output_parts(const json_t *parts, size_t at, chat_message *tool, api_build *b)
 {
@@ -515,13 +540,15 @@ static bool read_output_parts(const json_t *parts, size_t at, chat_message *tool
     json_array_foreach(parts, k, part) {
         const char *type = json_string_value(json_object_get(part, "type"));
         json_t *text = json_object_get(part, "text");
+        char where[64];
+        snprintf(where, sizeof where, "input[%zu].output[%zu]", at, k);
         if (type && strcmp(type, "input_image") == 0) {
-            char where[64];
-            snprintf(where, sizeof where, "input[%zu].output[%zu]", at, k);
-            if (!api_build_image_url(tool, json_object_get(part, "image_url"), where, b))
+            if (!add_image_part(tool, part, where, b))
                 return false;
             continue;
         }
+        if (type && strcmp(type, "input_file") == 0)
+            return refuse_file_part(where, b);
         if (!type || (strcmp(type, "input_text") != 0 && strcmp(type, "output_text") != 0) ||
             !json_is_string(text))
             return api_refuse(b, 400, "input[%zu].output[%zu]: %s output is not supported yet",
