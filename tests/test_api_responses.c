@@ -179,7 +179,7 @@ static const parse_case cases[] = {
     {"a function_call_output without a call",
      "{" M "\"input\": [{\"type\": \"function_call_output\", \"output\": \"x\"}]}", 400,
      "input[0]: a function_call_output needs a call_id and an output"},
-    {"a function_call_output of parts: text joined by newlines, images on the result",
+    {"a function_call_output of parts: text joined with nothing between, images on the result",
      "{" M "\"input\": [{\"type\": \"function_call\", \"call_id\": \"c1\", \"name\": \"f\","
      " \"arguments\": \"{}\"}, {\"type\": \"function_call_output\", \"call_id\": \"c1\","
      " \"output\": [{\"type\": \"input_text\", \"text\": \"a\"}, {\"type\": \"input_image\","
@@ -187,7 +187,7 @@ static const parse_case cases[] = {
      " \"b\"}]}]}", 200,
      "{\"messages\": [{\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": [{\"id\":"
      " \"c1\", \"function\": {\"index\": 0, \"name\": \"f\", \"arguments\": {}}}]},"
-     " {\"role\": \"tool\", \"content\": \"a\\nb\", \"tool_call_id\": \"c1\", \"tool_name\":"
+     " {\"role\": \"tool\", \"content\": \"ab\", \"tool_call_id\": \"c1\", \"tool_name\":"
      " \"f\", \"images\": [\"aGk=\"]}]}"},
     {"a function_call_output with a file part",
      "{" M "\"input\": [{\"type\": \"function_call_output\", \"call_id\": \"c1\", \"output\":"

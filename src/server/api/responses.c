@@ -531,7 +531,8 @@ static bool add_function_call(const json_t *item, size_t at, chat_request *req, 
 
 /*
  * A function_call_output's output parts into the tool message: input_text / output_text
- * joined by newlines, input_image (a data: URL) as its images, input_file a 400.
+ * joined with nothing between, as ollama joins them; input_image (a data: URL) as its
+ * images; input_file a 400.
  */
 static bool read_output_parts(const json_t *parts, size_t at, chat_message *tool, api_build *b)
 {
@@ -553,7 +554,7 @@ static bool read_output_parts(const json_t *parts, size_t at, chat_message *tool
             !json_is_string(text))
             return api_refuse(b, 400, "input[%zu].output[%zu]: %s output is not supported yet",
                               at, k, type ? type : "untyped");
-        if (!chat_message_append_text(tool, &len, "\n", json_string_value(text),
+        if (!chat_message_append_text(tool, &len, "", json_string_value(text),
                                       json_string_length(text)))
             return API_OUT_OF_MEMORY(b);
     }
