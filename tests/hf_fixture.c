@@ -636,6 +636,89 @@ static void vision_hf_name(const char *gguf, char *out, size_t cap)
     fail_msg("no Hugging Face name for %s", gguf);
 }
 
+/* The Hugging Face names of a llama.cpp pixtral projector's tensors in a Mistral 3
+ * checkpoint, older transformers' layout; NULL for its [IMG_BREAK] vector, which the
+ * checkpoint keeps as that token's embedding. */
+static const char *pixtral_hf_name(const char *gguf, char *out, size_t cap)
+{
+    static const char *const whole[][2] = {
+        {"v.patch_embd.weight", "vision_tower.patch_conv.weight"},
+        {"v.pre_ln.weight", "vision_tower.ln_pre.weight"},
+        {"mm.input_norm.weight", "multi_modal_projector.norm.weight"},
+        {"mm.patch_merger.weight", "multi_modal_projector.patch_merger.merging_layer.weight"},
+        {"mm.1.weight", "multi_modal_projector.linear_1.weight"},
+        {"mm.1.bias", "multi_modal_projector.linear_1.bias"},
+        {"mm.2.weight", "multi_modal_projector.linear_2.weight"},
+        {"mm.2.bias", "multi_modal_projector.linear_2.bias"},
+        {"v.token_embd.img_break", NULL},
+    };
+    static const char *const parts[][2] = {
+        {"ln1", "attention_norm"},  {"ln2", "ffn_norm"},
+        {"attn_q", "attention.q_proj"}, {"attn_k", "attention.k_proj"},
+        {"attn_v", "attention.v_proj"}, {"attn_out", "attention.o_proj"},
+        {"ffn_gate", "feed_forward.gate_proj"}, {"ffn_up", "feed_forward.up_proj"},
+        {"ffn_down", "feed_forward.down_proj"},
+    };
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
+        if (strcmp(gguf, whole[i][0]) == 0)
+            return whole[i][1] ? (snprintf(out, cap, "%s", whole[i][1]), out) : NULL;
+    unsigned layer;
+    char part[32], kind[16];
+    if (sscanf(gguf, "v.blk.%u.%31[a-z_0-9].%15s", &layer, part, kind) == 3)
+        for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+            if (strcmp(part, parts[i][0]) == 0) {
+                snprintf(out, cap, "vision_tower.transformer.layers.%u.%s.%s", layer,
+                         parts[i][1], kind);
+                return out;
+            }
+    fail_msg("no Hugging Face name for %s", gguf);
+    return NULL;
+}
+
+/* The id of the token spelled text in f's vocabulary. */
+static uint32_t token_id(const gguf_file *f, const char *text)
+{
+    const gguf_kv *tokens = gguf_find_kv(f, "tokenizer.ggml.tokens");
+    assert_non_null(tokens);
+    for (uint32_t id = 0; id < tokens->n; id++) {
+        gguf_str s = gguf_kv_str(tokens, id);
+        if (s.size == strlen(text) && memcmp(s.data, text, s.size) == 0)
+            return id;
+    }
+    fail_msg("no token %s", text);
+    return 0;
+}
+
+/* Mistral 3's config.json: the text model's keys under text_config, the pixtral projector's
+ * under vision_config, its merge square, image token and projector beside them. */
+static void nest_pixtral_config(const gguf_file *text, const gguf_file *mm, const char *dir)
+{
+    json_error_t jerr;
+    json_t *flat = json_load_file(store_fixture_path(dir, "config.json"), 0, &jerr);
+    assert_non_null(flat);
+    uint32_t width = get_u32(mm, "clip.vision.embedding_length");
+    uint32_t heads = get_u32(mm, "clip.vision.attention.head_count");
+    json_t *c = json_pack(
+        "{s:O,s:o,s:I,s:I,s:b,s:s}", "architectures", json_object_get(flat, "architectures"),
+        "text_config", flat, "spatial_merge_size",
+        (json_int_t)get_u32(mm, "clip.vision.spatial_merge_size"), "image_token_index",
+        (json_int_t)token_id(text, "[IMG]"), "multimodal_projector_bias",
+        gguf_find_tensor(mm, "mm.1.bias") != NULL, "projector_hidden_act", "gelu");
+    json_object_del(flat, "architectures");
+    json_object_set_new(
+        c, "vision_config",
+        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:s}", "num_hidden_layers",
+                  (json_int_t)get_u32(mm, "clip.vision.block_count"), "hidden_size",
+                  (json_int_t)width, "intermediate_size",
+                  (json_int_t)get_u32(mm, "clip.vision.feed_forward_length"),
+                  "num_attention_heads", (json_int_t)heads, "head_dim",
+                  (json_int_t)(width / heads), "image_size",
+                  (json_int_t)get_u32(mm, "clip.vision.image_size"), "patch_size",
+                  (json_int_t)get_u32(mm, "clip.vision.patch_size"), "rope_theta", 10000.0,
+                  "model_type", "pixtral"));
+    write_json(dir, "config.json", c);
+}
+
 /* config.json's keys but the architecture's moved under text_config, the projector's
  * clip.vision.* keys as vision_config, its tokens per image beside them. */
 static void nest_vision_config(const gguf_file *mm, const char *dir, uint32_t tokens_per_image)
@@ -666,7 +749,7 @@ static void nest_vision_config(const gguf_file *mm, const char *dir, uint32_t to
 
 /* The projector's tensors into s under their Hugging Face names, at their PyTorch shapes. */
 static void put_vision(shard *s, json_t *weight_map, const char *shard_name, const gguf_file *mm,
-                       safetensors_dtype matrix_dtype);
+                       safetensors_dtype matrix_dtype, bool pixtral);
 
 /* Qwen 3.5's Gated DeltaNet tensors and FFN norm: the GGUF name's piece and Hugging Face's */
 static const char *const qwen35_names[][2] = {
@@ -859,7 +942,10 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     if (experts_path && !experts)
         fail_msg("%s", err.message);
     write_config(f, dir, hf_arch);
-    if (mm)
+    bool pixtral = mm && strcmp(hf_arch, "Mistral3ForConditionalGeneration") == 0;
+    if (pixtral)
+        nest_pixtral_config(f, mm, dir);
+    else if (mm)
         nest_vision_config(mm, dir, tokens_per_image);
     write_tokenizer(f, dir, pre_regex);
     gguf_str arch;
@@ -875,7 +961,7 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     bool next = arch.size == 9 && memcmp(arch.data, "qwen3next", 9) == 0;
     /* Llama's derivatives keep Hugging Face's rotated halves too */
     bool permuted = llama || (arch.size == 7 && memcmp(arch.data, "granite", 7) == 0) ||
-                    (arch.size == 7 && memcmp(arch.data, "smollm3", 7) == 0);
+                    (arch.size == 7 && memcmp(arch.data, "smollm3", 7) == 0) || pixtral;
     sandwich = sandwich || olmo2;
     char key[96];
     snprintf(key, sizeof key, "%.*s.attention.head_count", (int)arch.size, arch.data);
@@ -943,15 +1029,28 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
             permute = kv_heads;
         shard *s = &shards[i < n / 2 ? 0 : 1];
         assert_int_equal(t->type, TENSOR_TYPE_F32);
-        /* Gemma's checkpoints keep norms as w - 1 */
         uint64_t cols = (uint64_t)t->ne[0];
-        put_matrix(s, name, t->n_dims == 1 ? SAFETENSORS_F32 : matrix_dtype, t->data,
+        const float *data = t->data;
+        float *with_break = NULL;
+        if (pixtral && strcmp(t->name, "token_embd.weight") == 0) {
+            /* Mistral 3 keeps [IMG_BREAK]'s vector as that token's embedding */
+            const gguf_tensor *brk = gguf_find_tensor(mm, "v.token_embd.img_break");
+            assert_non_null(brk);
+            assert_int_equal(brk->ne[0], cols);
+            assert_non_null(with_break = malloc(t->size_bytes));
+            memcpy(with_break, t->data, t->size_bytes);
+            memcpy(with_break + token_id(f, "[IMG_BREAK]") * cols, brk->data, brk->size_bytes);
+            data = with_break;
+        }
+        /* Gemma's checkpoints keep norms as w - 1 */
+        put_matrix(s, name, t->n_dims == 1 ? SAFETENSORS_F32 : matrix_dtype, data,
                    t->n_dims == 1 ? 0 : gguf_tensor_n_elems(t) / cols, cols, permute,
                    gemma && strstr(t->name, "_norm.weight") != NULL);
+        free(with_break);
         json_object_set_new(weight_map, name, json_string(shard_names[i < n / 2 ? 0 : 1]));
     }
     if (mm)
-        put_vision(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
+        put_vision(&shards[1], weight_map, shard_names[1], mm, matrix_dtype, pixtral);
     if (qwen35 || next) { /* a vision tower's and a multi-token prediction layer's: left out */
         static const float dummy[4] = {1, 2, 3, 4};
         static const char *const skipped[] = {"model.visual.blocks.0.attn.qkv.weight",
@@ -973,19 +1072,25 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
 }
 
 static void put_vision(shard *s, json_t *weight_map, const char *shard_name, const gguf_file *mm,
-                       safetensors_dtype matrix_dtype)
+                       safetensors_dtype matrix_dtype, bool pixtral)
 {
+    uint32_t heads = get_u32(mm, "clip.vision.attention.head_count");
     for (size_t i = 0; i < gguf_n_tensors(mm); i++) {
         const gguf_tensor *t = gguf_tensor_at(mm, i);
         assert_int_equal(t->type, TENSOR_TYPE_F32);
         char name[256];
-        vision_hf_name(t->name, name, sizeof name);
+        if (!pixtral)
+            vision_hf_name(t->name, name, sizeof name);
+        else if (!pixtral_hf_name(t->name, name, sizeof name))
+            continue;
         uint64_t rows = t->n_dims == 1 ? 0 : (uint64_t)t->ne[t->n_dims - 1];
         uint64_t cols = gguf_tensor_n_elems(t) / (rows ? rows : 1);
         /* Gemma's RMSNorm keeps w - 1; SigLIP's LayerNorms keep w */
         bool minus_one = strcmp(t->name, "mm.soft_emb_norm.weight") == 0;
+        /* llama.cpp's converter interleaves pixtral's Q and K heads' halves, as Llama's */
+        bool qk = pixtral && (strstr(t->name, ".attn_q.") || strstr(t->name, ".attn_k."));
         put_matrix(s, name, t->n_dims == 1 ? SAFETENSORS_F32 : matrix_dtype, t->data, rows,
-                   cols, 0, minus_one);
+                   cols, qk ? heads : 0, minus_one);
         if (t->n_dims > 2) { /* the patch kernel: [out, channels, height, width] */
             json_t *shape = json_array();
             for (uint32_t d = t->n_dims; d-- > 0;)
@@ -1014,6 +1119,14 @@ void hf_fixture_write_vision(const char *text_path, const char *mmproj_path, con
 {
     write_checkpoint(text_path, dir, "Gemma3ForConditionalGeneration", matrix_dtype, NULL,
                      mmproj_path, tokens_per_image, NULL);
+}
+
+void hf_fixture_write_pixtral(const char *text_path, const char *mmproj_path, const char *dir,
+                              safetensors_dtype matrix_dtype)
+{
+    /* the fixture's vocabulary splits text as Qwen2's */
+    write_checkpoint(text_path, dir, "Mistral3ForConditionalGeneration", matrix_dtype,
+                     hf_fixture_qwen2_regex, mmproj_path, 0, NULL);
 }
 
 void hf_fixture_write_adapter(const char *adapter_path, const char *base_path, const char *dir)

@@ -48,6 +48,15 @@ void hf_fixture_write_vision(const char *text_path, const char *mmproj_path, con
                              uint32_t tokens_per_image, safetensors_dtype matrix_dtype);
 
 /*
+ * hf_fixture_write_vision for the mistral3 text model at text_path and its llama.cpp pixtral
+ * projector: a Mistral3ForConditionalGeneration checkpoint, the tower under vision_tower.* and
+ * multi_modal_projector.*, its Q and K rows in Hugging Face's order, the [IMG_BREAK] vector
+ * as that token's row of the text embeddings, the tokenizer splitting text as Qwen2's.
+ */
+void hf_fixture_write_pixtral(const char *text_path, const char *mmproj_path, const char *dir,
+                              safetensors_dtype matrix_dtype);
+
+/*
  * Write the PEFT directory (adapter_config.json, adapter_model.safetensors) of the GGUF LoRA
  * adapter at adapter_path for the llama model at base_path into dir: lora_A and lora_B under
  * Hugging Face's names, in the adapter's types (F32 or F16), B's Q/K rows in Hugging Face's order.

@@ -876,6 +876,174 @@ static void test_convert_gemma3_vision_to_one_file(void **state)
     expect_convert_refusal("config.json has no vision_config object");
 }
 
+/* ---- Mistral 3 with its pixtral tower ---- */
+
+/* the converted file's weights are F16 (the reference's projector F32 but its convolution) */
+#define MISTRAL3_F16_EMBD_TOLERANCE 5e-3f
+
+/* The name ollama's converter gives a llama.cpp pixtral projector's tensor; NULL for the
+ * [IMG_BREAK] vector, which ollama's file keeps as that token's embedding. */
+static const char *pixtral_ollama_name(const char *name, char *buf, size_t size)
+{
+    static const char *const whole[][2] = {
+        {"v.patch_embd.weight", "v.patch_conv.weight"},
+        {"v.pre_ln.weight", "v.encoder_norm.weight"},
+        {"mm.input_norm.weight", "mm.norm.weight"},
+        {"mm.patch_merger.weight", "mm.patch_merger.merging_layer.weight"},
+        {"mm.1.weight", "mm.linear_1.weight"}, {"mm.1.bias", "mm.linear_1.bias"},
+        {"mm.2.weight", "mm.linear_2.weight"}, {"mm.2.bias", "mm.linear_2.bias"},
+        {"v.token_embd.img_break", NULL},
+    };
+    static const char *const part[][2] = {
+        {".ln1.", ".attn_norm."}, {".ln2.", ".ffn_norm."}, {".attn_out.", ".attn_output."}};
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
+        if (strcmp(name, whole[i][0]) == 0)
+            return whole[i][1];
+    snprintf(buf, size, "%s", name);
+    for (size_t i = 0; i < sizeof part / sizeof part[0]; i++) {
+        const char *at = strstr(name, part[i][0]);
+        if (at)
+            snprintf(buf, size, "%.*s%s%s", (int)(at - name), name, part[i][1],
+                     at + strlen(part[i][0]));
+    }
+    return buf;
+}
+
+/* got's tensor name holds want's values (src_row(r): want's row for got's row r), F16 but
+ * for vectors, which stay F32. */
+static void expect_tensor_values(const gguf_file *got, const char *name, const gguf_tensor *want,
+                                 uint32_t qk_heads, const float *replace_row, uint64_t row)
+{
+    const gguf_tensor *g = gguf_find_tensor(got, name);
+    if (!g)
+        fail_msg("no %s", name);
+    uint64_t n = gguf_tensor_n_elems(want), cols = (uint64_t)want->ne[0], rows = n / cols;
+    assert_int_equal(gguf_tensor_n_elems(g), n);
+    assert_int_equal(g->type, want->n_dims == 1 ? TENSOR_TYPE_F32 : TENSOR_TYPE_F16);
+    const float *src = want->data;
+    uint64_t d = qk_heads ? rows / qk_heads : 0;
+    for (uint64_t r = 0; r < rows; r++) {
+        /* Hugging Face's row r of a head is llama.cpp's row 2 (r % d/2) + (r % d) / (d/2) */
+        uint64_t s = qk_heads ? r / d * d + 2 * (r % d % (d / 2)) + r % d / (d / 2) : r;
+        for (uint64_t c = 0; c < cols; c++) {
+            float x = replace_row && r == row ? replace_row[c] : src[s * cols + c];
+            bool same = g->type == TENSOR_TYPE_F32
+                            ? ((const float *)g->data)[r * cols + c] == x
+                            : ((const uint16_t *)g->data)[r * cols + c] == quant_f32_to_f16(x);
+            if (!same)
+                fail_msg("%s differs at row %llu column %llu", name, (unsigned long long)r,
+                         (unsigned long long)c);
+        }
+    }
+}
+
+/* The Mistral3ForConditionalGeneration checkpoint of the mistral3 vision fixtures converts to
+ * the one file ollama's converter writes: the text model's tensors as a Llama's, the tower's
+ * under ollama's names with Q and K in Hugging Face's order, [IMG_BREAK] in the text
+ * embeddings, the tower's keys under mistral3.*; its image embeddings are the reference's
+ * but for F16's rounding. */
+static void test_convert_mistral3_vision_to_one_file(void **state)
+{
+    (void)state;
+    char text_path[4096], mmproj_path[4096], got_path[512];
+    snprintf(text_path, sizeof text_path, "%s", fixture("vision/mistral3-text.gguf"));
+    snprintf(mmproj_path, sizeof mmproj_path, "%s", fixture("vision/mistral3-mmproj.gguf"));
+    hf_fixture_write_pixtral(text_path, mmproj_path, g_root, SAFETENSORS_F16);
+    corral_error err = {{0}};
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    snprintf(got_path, sizeof got_path, "%s", store_fixture_path(g_root, "out.gguf"));
+    gguf_file *text = gguf_open(text_path, &err), *mm = gguf_open(mmproj_path, &err);
+    gguf_file *got = gguf_open(got_path, &err);
+    if (!text || !mm || !got)
+        fail_msg("%s", err.message);
+    const gguf_tensor *brk = gguf_find_tensor(mm, "v.token_embd.img_break");
+    assert_non_null(brk);
+    const uint64_t break_id = 305; /* the fixture's [IMG_BREAK] */
+    size_t n_tower = 0;
+    for (size_t i = 0; i < gguf_n_tensors(text); i++) {
+        const gguf_tensor *t = gguf_tensor_at(text, i);
+        bool embd = !strcmp(t->name, "token_embd.weight");
+        expect_tensor_values(got, t->name, t, 0, embd ? brk->data : NULL, break_id);
+    }
+    for (size_t i = 0; i < gguf_n_tensors(mm); i++) {
+        const gguf_tensor *t = gguf_tensor_at(mm, i);
+        char buf[128];
+        const char *name = pixtral_ollama_name(t->name, buf, sizeof buf);
+        bool qk = strstr(t->name, ".attn_q.") || strstr(t->name, ".attn_k.");
+        if (name)
+            expect_tensor_values(got, name, t, qk ? 2 : 0, NULL, 0);
+        n_tower += name != NULL;
+    }
+    assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(text) + n_tower);
+    for (size_t i = 0; i < gguf_n_kv(text); i++) {
+        const gguf_kv *w = gguf_kv_at(text, i);
+        if (!strcmp(w->key, "general.name") || !strcmp(w->key, "general.file_type"))
+            continue;
+        const gguf_kv *g = gguf_find_kv(got, w->key);
+        if (!g || !kv_equal(w, g))
+            fail_msg("%s %s", w->key, g ? "differs" : "is missing");
+    }
+    static const struct {
+        const char *key;
+        uint32_t value;
+    } u32s[] = {{"mistral3.vision.block_count", 2},      {"mistral3.vision.embedding_length", 32},
+                {"mistral3.vision.feed_forward_length", 64},
+                {"mistral3.vision.attention.head_count", 2},
+                {"mistral3.vision.attention.key_length", 16},
+                {"mistral3.vision.image_size", 64},      {"mistral3.vision.patch_size", 4},
+                {"mistral3.vision.num_channels", 3},     {"mistral3.spatial_merge_size", 2},
+                {"mistral3.image_token_index", 304}};
+    for (size_t i = 0; i < sizeof u32s / sizeof u32s[0]; i++) {
+        uint32_t v = 0;
+        if (!gguf_get_u32(got, u32s[i].key, &v, &err) || v != u32s[i].value)
+            fail_msg("%s is %u, expected %u", u32s[i].key, v, u32s[i].value);
+    }
+    float base = 0;
+    assert_true(gguf_get_f32(got, "mistral3.vision.rope.freq_base", &base, &err));
+    assert_true(base == 10000.0f);
+    gguf_str act;
+    assert_true(gguf_get_str(got, "mistral3.mm.projector_hidden_act", &act, &err));
+    assert_true(act.size == 4 && !memcmp(act.data, "gelu", 4));
+    const gguf_kv *bias = gguf_find_kv(got, "mistral3.mm.projector_bias");
+    assert_true(bias && bias->type == GGUF_TYPE_BOOL);
+    assert_null(gguf_find_kv(got, "mistral3.vision.attention.layer_norm_epsilon"));
+    gguf_close(got);
+    gguf_close(mm);
+    gguf_close(text);
+
+    corral_model *model = corral_model_load(got_path, &err);
+    corral_mmproj *proj = model ? corral_mmproj_load(got_path, &err) : NULL;
+    if (!proj || !corral_mmproj_fits(proj, model, &err))
+        fail_msg("%s", err.message);
+    size_t size;
+    float *pixels = file_fixture_read(fixture("vision/mistral3.wide.pixels.f32"), &size);
+    assert_int_equal(size, 40 * 24 * 3 * sizeof(float));
+    corral_image_embd embd;
+    if (!corral_mmproj_encode(proj, pixels, 40, 24, 1, &embd, &err))
+        fail_msg("%s", err.message);
+    assert_int_equal(embd.n_tokens, 17); /* 5 x 3 merged, two [IMG_BREAK] rows */
+    float *want = file_fixture_read(fixture("vision/mistral3.wide.embd.f32"), &size);
+    assert_int_equal(size, embd.n_tokens * embd.n_embd * sizeof(float));
+    float worst = 0;
+    for (size_t i = 0; i < embd.n_tokens * embd.n_embd; i++)
+        worst = fmaxf(worst, fabsf(embd.data[i] - want[i]));
+    printf("mistral3 from its checkpoint: image embeddings within %g of the reference's\n",
+           (double)worst);
+    assert_true(worst < MISTRAL3_F16_EMBD_TOLERANCE);
+    free(want);
+    free(pixels);
+    corral_image_embd_free(&embd);
+    corral_mmproj_free(proj);
+    corral_model_free(model);
+    assert_int_equal(unlink(got_path), 0);
+
+    rewrite("config.json", "\"max_position_embeddings\": 256",
+            "\"max_position_embeddings\": 256, \"rope_parameters\": {\"rope_type\": \"yarn\"}");
+    expect_convert_refusal("a scaled RoPE ('yarn') is not supported for "
+                           "Mistral3ForConditionalGeneration");
+}
+
 /* ---- LoRA adapters ---- */
 
 #define ADAPTER_BASE "arch/llama-gqa.gguf"
@@ -1346,6 +1514,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_convert_reads_chat_template_jinja, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_convert_gemma3_vision_to_one_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_mistral3_vision_to_one_file, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_convert_adapter_f32_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_adapter_f16_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_refuses_adapters_it_cannot_convert, setup,

@@ -598,7 +598,8 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
         t.op = ELEM_ADD_ONE;
     if (c->p.arch->family == FAMILY_QWEN35 && ends_with(t.name, ".ssm_a"))
         t.op = ELEM_NEG_EXP;
-    if (c->p.arch->family == FAMILY_LLAMA && (q || k)) {
+    /* a pixtral tower's Q and K keep Hugging Face's order, as in ollama's file */
+    if (c->p.arch->family == FAMILY_LLAMA && !tower && (q || k)) {
         uint32_t heads = q ? c->p.n_head : c->p.n_head_kv;
         uint64_t rows = src->n_dims == 2 ? src->shape[0] : 0;
         if (rows == 0 || rows % heads || (rows / heads) % 2) {

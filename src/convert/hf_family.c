@@ -38,6 +38,7 @@ static const hf_arch archs[] = {
     {"Gemma2ForCausalLM", "gemma2", FAMILY_GEMMA2, false},
     {"Gemma3ForCausalLM", "gemma3", FAMILY_GEMMA3, false},
     {"Gemma3ForConditionalGeneration", "gemma3", FAMILY_GEMMA3, true},
+    {"Mistral3ForConditionalGeneration", "mistral3", FAMILY_LLAMA, true},
     {"Phi3ForCausalLM", "phi3", FAMILY_PHI3, false},
     {"GptOssForCausalLM", "gpt-oss", FAMILY_GPTOSS, false},
     {"Olmo2ForCausalLM", "olmo2", FAMILY_OLMO2, false},
@@ -62,6 +63,11 @@ const hf_arch *hf_family_by_gguf_name(const char *gguf_name)
 bool hf_family_is_qwen3next(const hf_arch *a)
 {
     return !strcmp(a->gguf_name, "qwen3next");
+}
+
+bool hf_family_is_pixtral(const hf_arch *a)
+{
+    return a->vision && a->family == FAMILY_LLAMA;
 }
 
 bool hf_family_is_gemma(const hf_arch *a)
@@ -202,8 +208,8 @@ static bool read_rope_scaling(family *c)
 
 static hf_status read_sliding_layers(family *c, uint32_t every);
 
-/* A number of Qwen 3.5's rope_parameters (where newer configs keep it) unless config.json
- * gives it at the top. */
+/* A number of Qwen 3.5's and Mistral 3's rope_parameters (where newer configs keep it) unless
+ * config.json gives it at the top. */
 static bool read_rope_parameter(family *c, const char *key, bool *present, float *out)
 {
     const json_t *rope = json_object_get(c->config, "rope_parameters");
@@ -214,6 +220,20 @@ static bool read_rope_parameter(family *c, const char *key, bool *present, float
     bool ok = read_f32(c, rope, key, present, out);
     c->section = saved;
     return ok;
+}
+
+/* Mistral 3's text RoPE: its base at the top or in rope_parameters (newer configs); a scaled
+ * RoPE (Ministral 3's YaRN) is refused, as the keys ollama writes for it are not read here. */
+static bool read_pixtral_rope(family *c)
+{
+    const json_t *rope = json_object_get(c->config, "rope_parameters");
+    const char *type = json_string_value(json_object_get(rope, "rope_type"));
+    if (c->p.rope_type || (type && strcmp(type, "default") != 0)) {
+        corral_error_set(c->err, "config.json: a scaled RoPE ('%.40s') is not supported for %s",
+                         c->p.rope_type ? c->p.rope_type : type, c->p.arch->hf_name);
+        return false;
+    }
+    return read_rope_parameter(c, "rope_theta", &c->p.has_theta, &c->p.rope_theta);
 }
 
 /* Qwen 3.5's M-RoPE sections (rope_parameters' or rope_scaling's mrope_section, else
@@ -369,6 +389,8 @@ static hf_status read_config(family *c)
         !read_f32(c, c->config, "rms_norm_eps", &p->has_eps, &p->rms_eps) ||
         !read_rope_scaling(c))
         return HF_INVALID;
+    if (hf_family_is_pixtral(p->arch) && !read_pixtral_rope(c))
+        return HF_INVALID;
     if (p->arch->family == FAMILY_GEMMA3 && !p->has_theta) {
         p->has_theta = true; /* Gemma 3's global layers' base when its config leaves it out */
         p->rope_theta = 1000000.0f;
@@ -465,8 +487,46 @@ static json_t *gemma3_text_config(family *c, const json_t *config)
     return merged;
 }
 
+/* Mistral 3's: vision_config's head size and RoPE base (rope_theta, or rope_parameters' in
+ * newer configs), config.json's merge square, image token and projector, with Hugging Face's
+ * defaults. */
+static bool read_pixtral_config(family *c, const json_t *config, const json_t *v)
+{
+    hf_vision *vis = &c->p.vision;
+    vis->head_dim = vis->n_embd / vis->n_head;
+    vis->rope_theta = 10000.0f;
+    vis->merge_size = 2;
+    vis->image_token = 10;
+    const json_t *rope = json_object_get(v, "rope_parameters");
+    c->config = v;
+    c->section = "vision_config.";
+    bool ok = read_u32(c, "head_dim", false, 65536, &vis->head_dim) &&
+              read_f32(c, json_is_object(rope) && !json_object_get(v, "rope_theta") ? rope : v,
+                       "rope_theta", NULL, &vis->rope_theta);
+    c->config = config;
+    c->section = "";
+    ok = ok && read_u32(c, "spatial_merge_size", false, 64, &vis->merge_size) &&
+         read_u32(c, "image_token_index", false, UINT32_MAX, &vis->image_token);
+    const json_t *bias = json_object_get(config, "multimodal_projector_bias");
+    const json_t *act = json_object_get(config, "projector_hidden_act");
+    if (ok && bias && !json_is_boolean(bias)) {
+        corral_error_set(c->err, "config.json: multimodal_projector_bias must be true or false");
+        ok = false;
+    }
+    vis->projector_bias = json_is_true(bias);
+    if (ok && act && (!json_is_string(act) ||
+                      json_string_length(act) >= sizeof vis->projector_act)) {
+        corral_error_set(c->err, "config.json: projector_hidden_act must be a name of at most "
+                         "%zu characters", sizeof vis->projector_act - 1);
+        ok = false;
+    }
+    if (ok && act)
+        memcpy(vis->projector_act, json_string_value(act), json_string_length(act) + 1);
+    return ok;
+}
+
 /* vision_config: the tower's sizes (required), its epsilon and channels (SigLIP's defaults). */
-static hf_status read_vision_config(family *c, const json_t *config)
+static hf_status read_vision_config(family *c, const json_t *config, bool pixtral)
 {
     const json_t *v = json_object_get(config, "vision_config");
     if (!json_is_object(v)) {
@@ -490,12 +550,13 @@ static hf_status read_vision_config(family *c, const json_t *config)
     c->config = config;
     c->section = "";
     ok = ok && read_u32(c, "mm_tokens_per_image", false, 1u << 20, &vis->tokens_per_image);
-    c->config = saved;
     if (ok && vis->n_embd % vis->n_head) {
         corral_error_set(c->err, "config.json: vision_config's %u heads do not divide its "
                          "hidden_size %u", vis->n_head, vis->n_embd);
         ok = false;
     }
+    ok = ok && (!pixtral || read_pixtral_config(c, config, v));
+    c->config = saved;
     return ok ? HF_OK : HF_INVALID;
 }
 
@@ -504,19 +565,21 @@ hf_status hf_family_read_config(const json_t *config, hf_params *p, corral_error
     family c = {.config = config, .section = "", .err = err};
     const char *name = json_string_value(json_array_get(json_object_get(config,
                                                                         "architectures"), 0));
-    bool vision = name && strcmp(name, "Gemma3ForConditionalGeneration") == 0;
+    bool gemma3 = name && strcmp(name, "Gemma3ForConditionalGeneration") == 0;
+    bool pixtral = name && strcmp(name, "Mistral3ForConditionalGeneration") == 0;
+    bool vision = gemma3 || pixtral;
     /* Qwen 3.5's text model, its vision tower left out */
     bool nested = vision || (name && (strcmp(name, "Qwen3_5ForConditionalGeneration") == 0 ||
                                       strcmp(name, "Qwen3_5MoeForConditionalGeneration") == 0));
     hf_status status = HF_OK;
     if (nested) {
-        c.p.text_config = vision ? gemma3_text_config(&c, config) : text_config(&c, config);
+        c.p.text_config = gemma3 ? gemma3_text_config(&c, config) : text_config(&c, config);
         const json_t *text = json_object_get(config, "text_config");
         if (!c.p.text_config)
             status = text && !json_is_object(text) ? HF_INVALID : HF_IO;
     }
     if (vision && status == HF_OK)
-        status = read_vision_config(&c, config);
+        status = read_vision_config(&c, config, pixtral);
     if (status == HF_OK) {
         c.config = nested ? c.p.text_config : config;
         status = read_config(&c);
@@ -567,6 +630,8 @@ static const char *const vision_prefixes[][2] = {
     {"vision_tower.vision_model.", "v."},
     {"model.multi_modal_projector.", "mm."},
     {"multi_modal_projector.", "mm."},
+    {"model.vision_tower.", "v."}, /* Mistral 3's */
+    {"vision_tower.", "v."},
 };
 
 /* A tower's and projector's name pieces that differ from the text model's. */
@@ -574,12 +639,23 @@ static const char *const vision_renames[][2] = {
     {"encoder.layers", "blk"},
     {"self_attn.out_proj", "attn_output"},
     {"mm_input_projection_weight", "mm_input_projection.weight"},
+    /* pixtral's */
+    {"transformer.layers", "blk"},
+    {"ln_pre", "encoder_norm"},
+    {"attention.q_proj", "attn_q"},
+    {"attention.k_proj", "attn_k"},
+    {"attention.v_proj", "attn_v"},
+    {"attention.o_proj", "attn_output"},
+    {"attention_norm", "attn_norm"},
+    {"feed_forward.gate_proj", "ffn_gate"},
+    {"feed_forward.up_proj", "ffn_up"},
+    {"feed_forward.down_proj", "ffn_down"},
 };
 
 void hf_family_rename(const hf_arch *a, const char *in, char *out, size_t cap)
 {
     char stripped[2048];
-    /* a text model under a multimodal checkpoint's prefixes (Gemma 3's and Qwen 3.5's) */
+    /* a text model under a multimodal checkpoint's prefixes (Gemma 3's, Mistral 3's, Qwen 3.5's) */
     size_t n_prefixes = a->vision || a->family == FAMILY_QWEN35
                             ? sizeof vision_prefixes / sizeof vision_prefixes[0]
                             : 0;
@@ -613,13 +689,19 @@ void hf_family_rename(const hf_arch *a, const char *in, char *out, size_t cap)
 /* A tower's or projector's tensor under ollama's name. */
 static bool known_vision_tensor(const hf_params *p, const char *name)
 {
-    static const char *const whole[] = {
+    static const char *const siglip_whole[] = {
         "v.patch_embedding.weight", "v.patch_embedding.bias", "v.position_embedding.weight",
         "v.post_layernorm.weight",  "v.post_layernorm.bias",  "mm.mm_input_projection.weight",
-        "mm.mm_soft_emb_norm.weight",
+        "mm.mm_soft_emb_norm.weight", NULL,
     };
-    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
-        if (!strcmp(name, whole[i]))
+    static const char *const pixtral_whole[] = {
+        "v.patch_conv.weight", "v.encoder_norm.weight", "mm.norm.weight",
+        "mm.patch_merger.merging_layer.weight", "mm.linear_1.weight", "mm.linear_1.bias",
+        "mm.linear_2.weight", "mm.linear_2.bias", NULL,
+    };
+    bool pixtral = hf_family_is_pixtral(p->arch);
+    for (const char *const *w = pixtral ? pixtral_whole : siglip_whole; *w; w++)
+        if (!strcmp(name, *w))
             return true;
     unsigned layer;
     char prefix[32];
@@ -628,13 +710,17 @@ static bool known_vision_tensor(const hf_params *p, const char *name)
     int used = snprintf(prefix, sizeof prefix, "v.blk.%u.", layer);
     if (strncmp(name, prefix, (size_t)used) != 0)
         return false;
-    static const char *const parts[] = {"attn_q", "attn_k", "attn_v", "attn_output",
-                                        "layer_norm1", "layer_norm2", "mlp.fc1", "mlp.fc2"};
+    static const char *const siglip_parts[] = {"attn_q", "attn_k", "attn_v", "attn_output",
+                                               "layer_norm1", "layer_norm2", "mlp.fc1",
+                                               "mlp.fc2", NULL};
+    static const char *const pixtral_parts[] = {"attn_q", "attn_k", "attn_v", "attn_output",
+                                                "attn_norm", "ffn_norm", "ffn_gate", "ffn_up",
+                                                "ffn_down", NULL};
     const char *rest = name + used;
-    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-        size_t n = strlen(parts[i]);
-        if (!strncmp(rest, parts[i], n) && (!strcmp(rest + n, ".weight") ||
-                                            !strcmp(rest + n, ".bias")))
+    for (const char *const *part = pixtral ? pixtral_parts : siglip_parts; *part; part++) {
+        size_t n = strlen(*part);
+        if (!strncmp(rest, *part, n) && (!strcmp(rest + n, ".weight") ||
+                                         (!pixtral && !strcmp(rest + n, ".bias"))))
             return true;
     }
     return false;
@@ -1097,8 +1183,20 @@ static bool write_vision_keys(family *c, gguf_writer *w, const char *a)
               gguf_writer_add_u32(w, KEY("vision.image_size"), v->image_size, c->err) &&
               gguf_writer_add_u32(w, KEY("vision.patch_size"), v->patch_size, c->err) &&
               gguf_writer_add_u32(w, KEY("vision.num_channels"), v->n_channels, c->err) &&
-              gguf_writer_add_u32(w, KEY("vision.attention.head_count"), v->n_head, c->err) &&
-              gguf_writer_add_f32(w, KEY("vision.attention.layer_norm_epsilon"), v->eps, c->err);
+              gguf_writer_add_u32(w, KEY("vision.attention.head_count"), v->n_head, c->err);
+    /* pixtral's RMSNorms take a fixed epsilon, which ollama's converter does not write */
+    if (ok && hf_family_is_pixtral(c->p.arch)) {
+        ok = gguf_writer_add_u32(w, KEY("vision.attention.key_length"), v->head_dim, c->err) &&
+             gguf_writer_add_f32(w, KEY("vision.rope.freq_base"), v->rope_theta, c->err) &&
+             gguf_writer_add_u32(w, KEY("image_token_index"), v->image_token, c->err) &&
+             gguf_writer_add_u32(w, KEY("spatial_merge_size"), v->merge_size, c->err) &&
+             gguf_writer_add_bool(w, KEY("mm.projector_bias"), v->projector_bias, c->err);
+        if (ok && v->projector_act[0])
+            ok = gguf_writer_add_str(w, KEY("mm.projector_hidden_act"), v->projector_act,
+                                     strlen(v->projector_act), c->err);
+    } else if (ok) {
+        ok = gguf_writer_add_f32(w, KEY("vision.attention.layer_norm_epsilon"), v->eps, c->err);
+    }
     if (ok && v->tokens_per_image)
         ok = gguf_writer_add_u32(w, KEY("mm.tokens_per_image"), v->tokens_per_image, c->err);
 #undef KEY

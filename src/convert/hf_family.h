@@ -41,6 +41,12 @@ typedef struct hf_vision {
     uint32_t n_layer, n_embd, n_ff, n_head, image_size, patch_size, n_channels;
     uint32_t tokens_per_image; /* config.json's mm_tokens_per_image; 0 when absent */
     float eps;
+    /* Mistral 3's pixtral tower: its head size and RoPE base, config.json's merge square,
+     * image token, whether the projector has biases and its activation ("" when absent) */
+    uint32_t head_dim, merge_size, image_token;
+    float rope_theta;
+    bool projector_bias;
+    char projector_act[32];
 } hf_vision;
 
 /* config.json's hyperparameters, as the GGUF keys need them */
@@ -163,6 +169,9 @@ bool hf_family_parse_gptoss_experts(const char *name, unsigned *layer, gptoss_pa
 
 /* Qwen3-Next: Qwen 3.5's family, its projections fused, its value heads kept grouped. */
 bool hf_family_is_qwen3next(const hf_arch *a);
+
+/* Mistral 3: a Llama text model with a pixtral tower. */
+bool hf_family_is_pixtral(const hf_arch *a);
 
 /* Gemma's families store RMSNorm weights as w - 1. */
 bool hf_family_is_gemma(const hf_arch *a);
