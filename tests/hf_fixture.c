@@ -233,7 +233,8 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
         json_object_set_new(c, "full_attention_interval",
                             json_integer(get_u32(f, K("full_attention_interval"))));
     }
-    if (strncmp(a, "qwen35", 6) == 0) { /* text_config holds the model, rope_parameters RoPE */
+    /* rope_parameters holds RoPE; text_config the model, but in a ...ForCausalLM's */
+    if (strncmp(a, "qwen35", 6) == 0) {
         uint32_t rope_dims = get_u32(f, K("rope.dimension_count"));
         const gguf_kv *sections = gguf_find_kv(f, K("rope.dimension_sections"));
         assert_non_null(sections);
@@ -246,10 +247,12 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
                                       (double)rope_dims / get_u32(f, K("attention.key_length")),
                                       "mrope_section", mrope, "mrope_interleaved", true));
         json_object_del(c, "rope_theta");
-        json_t *arches = json_incref(json_object_get(c, "architectures"));
-        json_object_del(c, "architectures");
-        c = json_pack("{s:o,s:o,s:{s:I}}", "architectures", arches, "text_config", c,
-                      "vision_config", "depth", (json_int_t)1);
+        if (!strstr(hf_arch, "ForCausalLM")) {
+            json_t *arches = json_incref(json_object_get(c, "architectures"));
+            json_object_del(c, "architectures");
+            c = json_pack("{s:o,s:o,s:{s:I}}", "architectures", arches, "text_config", c,
+                          "vision_config", "depth", (json_int_t)1);
+        }
     }
 #undef K
     /* Phi-3's LongRoPE factors */
@@ -765,10 +768,11 @@ static const char *const qwen35_names[][2] = {
 };
 
 /* A qwen35 tensor's name in a Qwen3_5ForConditionalGeneration checkpoint (the text model's
- * under model.language_model.), or a qwen3next one's in a Qwen3NextForCausalLM one (next). */
-static void qwen35_hf_name(const char *gguf, bool next, char *out, size_t cap)
+ * under model.language_model.), or under model. (flat: a qwen3next one's in a
+ * Qwen3NextForCausalLM checkpoint, a qwen35 one's in a Qwen3_5ForCausalLM one). */
+static void qwen35_hf_name(const char *gguf, bool flat, char *out, size_t cap)
 {
-    const char *prefix = next ? "model." : "model.language_model.";
+    const char *prefix = flat ? "model." : "model.language_model.";
     unsigned layer;
     char part[64], kind[16], plain[200];
     if (sscanf(gguf, "blk.%u.%63[a-z_0-9]", &layer, part) == 2 && strcmp(part, "ssm_a") == 0) {
@@ -898,7 +902,8 @@ static void put_qwen3next_qkvz(shard *s, const char *name, const gguf_file *f,
  * going with gate's): gate_up_proj [experts, 2 n_ff, n_embd], each expert's gate rows then its
  * up rows, and down_proj [experts, n_embd, n_ff]. */
 static void put_qwen35_experts(shard *s, json_t *weight_map, const char *shard_name,
-                               const gguf_file *f, const gguf_tensor *t, safetensors_dtype dtype)
+                               const gguf_file *f, const gguf_tensor *t, safetensors_dtype dtype,
+                               bool flat)
 {
     unsigned layer;
     char kind[8], name[256], up_name[96];
@@ -918,8 +923,8 @@ static void put_qwen35_experts(shard *s, json_t *weight_map, const char *shard_n
             memcpy(out + (e * fused + p) * rows * cols,
                    (const float *)(p ? up : t)->data + e * rows * cols,
                    rows * cols * sizeof *out);
-    snprintf(name, sizeof name, "model.language_model.layers.%u.mlp.experts.%s", layer,
-             down ? "down_proj" : "gate_up_proj");
+    snprintf(name, sizeof name, "model.%slayers.%u.mlp.experts.%s",
+             flat ? "" : "language_model.", layer, down ? "down_proj" : "gate_up_proj");
     uint64_t shape[3] = {n_exp, fused * rows, cols};
     put_tensor3(s, name, dtype, out, shape);
     json_object_set_new(weight_map, name, json_string(shard_name));
@@ -959,6 +964,7 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     bool olmo2 = arch.size == 5 && memcmp(arch.data, "olmo2", 5) == 0;
     bool qwen35 = arch.size >= 6 && memcmp(arch.data, "qwen35", 6) == 0; /* and qwen35moe */
     bool next = arch.size == 9 && memcmp(arch.data, "qwen3next", 9) == 0;
+    bool qwen35_flat = qwen35 && strstr(hf_arch, "ForCausalLM"); /* no language_model. */
     /* Llama's derivatives keep Hugging Face's rotated halves too */
     bool permuted = llama || (arch.size == 7 && memcmp(arch.data, "granite", 7) == 0) ||
                     (arch.size == 7 && memcmp(arch.data, "smollm3", 7) == 0) || pixtral;
@@ -994,7 +1000,8 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
         }
         if (qwen35 && t->n_dims == 3) {
             put_qwen35_experts(&shards[i < n / 2 ? 0 : 1], weight_map,
-                               shard_names[i < n / 2 ? 0 : 1], f, t, matrix_dtype);
+                               shard_names[i < n / 2 ? 0 : 1], f, t, matrix_dtype,
+                               qwen35_flat);
             continue;
         }
         if (next && strstr(t->name, ".attn_gate.")) /* in in_proj_qkvz, with attn_qkv */
@@ -1007,7 +1014,7 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
             continue;
         }
         if (qwen35 || (next && t->n_dims < 3)) {
-            qwen35_hf_name(t->name, next, name, sizeof name);
+            qwen35_hf_name(t->name, next || qwen35_flat, name, sizeof name);
             put_qwen35(&shards[i < n / 2 ? 0 : 1], name, f, t, matrix_dtype);
             json_object_set_new(weight_map, name, json_string(shard_names[i < n / 2 ? 0 : 1]));
             continue;

@@ -463,6 +463,17 @@ static void test_convert_qwen35_round_trip(void **state)
                hf_fixture_qwen2_regex, TENSOR_TYPE_BF16, skipped);
 }
 
+/* Qwen3_5ForCausalLM: the same text model alone, its tensors under model. and its keys at
+ * the top of config.json. */
+static void test_convert_qwen35_text_only_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/qwen35.gguf", "Qwen3_5ForCausalLM", SAFETENSORS_BF16,
+               hf_fixture_qwen2_regex, TENSOR_TYPE_BF16, skipped);
+    round_trip("arch/qwen35moe.gguf", "Qwen3_5MoeForCausalLM", SAFETENSORS_F16,
+               hf_fixture_qwen2_regex, TENSOR_TYPE_F16, skipped);
+}
+
 /* Qwen 3.5 MoE: qwen35's layers, each layer's packed experts split into gate's and up's
  * stacks, the shared expert and its [1, n_embd] gate squeezed. */
 static void test_convert_qwen35moe_round_trip(void **state)
@@ -1510,6 +1521,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_convert_starcoder2_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_qwen35_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_qwen35moe_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_qwen35_text_only_round_trip, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_convert_qwen3next_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_reads_chat_template_jinja, setup,
                                         teardown),

@@ -21,7 +21,8 @@
  * text model; its value heads reordered to llama.cpp's tiled order, -exp(A_log) as ssm_a, its
  * norms but ssm_norm stored as w - 1), Qwen3_5MoeForConditionalGeneration ("qwen35moe": the
  * same, with each layer's packed experts split into gate's and up's stacks and a shared
- * expert), Qwen3NextForCausalLM ("qwen3next": the same layers, value heads in the
+ * expert), Qwen3_5ForCausalLM and Qwen3_5MoeForCausalLM (the same text models saved alone,
+ * under model.), Qwen3NextForCausalLM ("qwen3next": the same layers, value heads in the
  * checkpoint's order, in_proj_qkvz split into attn_qkv and attn_gate). A mixture of
  * experts' matrices are stacked per layer into ffn_{gate,up,down}_exps (experts outermost),
  * its router (ffn_gate_inp) kept F32. The tokenizer is
@@ -42,8 +43,9 @@
 #define HF_MAX_JSON_BYTES ((size_t)64 << 20) /* the largest vocabularies' tokenizer.json fit */
 #define HF_SUPPORTED_ARCHITECTURES                                                           \
     "Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3Moe, Qwen3Next, Gemma, Gemma2, Gemma3, "      \
-    "Phi3, GptOss, Olmo2, Olmo3, Granite, Cohere2, SmolLM3 and Starcoder2 (each "             \
-    "...ForCausalLM); Gemma3, Mistral3, Qwen3_5 and Qwen3_5Moe (...ForConditionalGeneration)"
+    "Phi3, GptOss, Olmo2, Olmo3, Granite, Cohere2, SmolLM3, Starcoder2, Qwen3_5 and "         \
+    "Qwen3_5Moe (each ...ForCausalLM); Gemma3, Mistral3, Qwen3_5 and Qwen3_5Moe "             \
+    "(...ForConditionalGeneration)"
 
 /* One file of the checkpoint: its name relative to the directory, and where it is. */
 typedef struct hf_file {

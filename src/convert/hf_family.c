@@ -49,6 +49,8 @@ static const hf_arch archs[] = {
     {"Starcoder2ForCausalLM", "starcoder2", FAMILY_STARCODER2, false},
     {"Qwen3_5ForConditionalGeneration", "qwen35", FAMILY_QWEN35, false},
     {"Qwen3_5MoeForConditionalGeneration", "qwen35moe", FAMILY_QWEN35, false},
+    {"Qwen3_5ForCausalLM", "qwen35", FAMILY_QWEN35, false}, /* the text model alone */
+    {"Qwen3_5MoeForCausalLM", "qwen35moe", FAMILY_QWEN35, false},
     {"Qwen3NextForCausalLM", "qwen3next", FAMILY_QWEN35, false},
 };
 
