@@ -722,6 +722,126 @@ static void nest_pixtral_config(const gguf_file *text, const gguf_file *mm, cons
     write_json(dir, "config.json", c);
 }
 
+/* Qwen2.5-VL's config.json: the text model's keys under text_config with its M-RoPE
+ * sections as rope_scaling's, the qwen2.5vl_merger projector's as vision_config (its
+ * every-p-th full-attention block as the list of those blocks). */
+static void nest_qwen25vl_config(const gguf_file *text, const gguf_file *mm, const char *dir)
+{
+    json_error_t jerr;
+    json_t *flat = json_load_file(store_fixture_path(dir, "config.json"), 0, &jerr);
+    assert_non_null(flat);
+    const gguf_kv *sections = gguf_find_kv(text, "qwen2vl.rope.dimension_sections");
+    assert_non_null(sections);
+    json_t *mrope = json_array(), *full = json_array();
+    for (uint64_t i = 0; i < 3; i++)
+        json_array_append_new(mrope, json_integer(gguf_kv_i64(sections, i)));
+    json_object_set_new(flat, "rope_scaling",
+                        json_pack("{s:s,s:o}", "type", "mrope", "mrope_section", mrope));
+    uint32_t layers = get_u32(mm, "clip.vision.block_count");
+    uint32_t pattern = get_u32(mm, "clip.vision.n_wa_pattern");
+    for (uint32_t b = pattern - 1; b < layers; b += pattern)
+        json_array_append_new(full, json_integer(b));
+    json_t *c = json_pack("{s:O,s:o}", "architectures", json_object_get(flat, "architectures"),
+                          "text_config", flat);
+    json_object_del(flat, "architectures");
+    uint32_t patch = get_u32(mm, "clip.vision.patch_size");
+    json_object_set_new(
+        c, "vision_config",
+        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:I,s:I}", "depth",
+                  (json_int_t)layers, "hidden_size",
+                  (json_int_t)get_u32(mm, "clip.vision.embedding_length"), "intermediate_size",
+                  (json_int_t)get_u32(mm, "clip.vision.feed_forward_length"), "num_heads",
+                  (json_int_t)get_u32(mm, "clip.vision.attention.head_count"), "in_chans",
+                  (json_int_t)3, "patch_size", (json_int_t)patch, "spatial_patch_size",
+                  (json_int_t)patch, "spatial_merge_size", (json_int_t)2, "window_size",
+                  (json_int_t)112, "fullatt_block_indexes", full, "temporal_patch_size",
+                  (json_int_t)2, "out_hidden_size",
+                  (json_int_t)get_u32(mm, "clip.vision.projection_dim")));
+    write_json(dir, "config.json", c);
+}
+
+/* The qwen2.5vl_merger projector's tensors under Qwen2.5-VL's names (older transformers'
+ * layout), fused as the checkpoint keeps them: the two temporal patch kernels into one
+ * [width, channels, 2, patch, patch], each block's Q, K and V (and biases) into attn.qkv. */
+static void put_qwen25vl_tower(shard *s, json_t *weight_map, const char *shard_name,
+                               const gguf_file *mm, safetensors_dtype dtype)
+{
+    static const char *const parts[][2] = {
+        {"ln1", "norm1"},         {"ln2", "norm2"},         {"attn_out", "attn.proj"},
+        {"ffn_gate", "mlp.gate_proj"}, {"ffn_up", "mlp.up_proj"}, {"ffn_down", "mlp.down_proj"},
+    };
+    static const char *const whole[][2] = {
+        {"v.post_ln.weight", "visual.merger.ln_q.weight"},
+        {"mm.0.weight", "visual.merger.mlp.0.weight"}, {"mm.0.bias", "visual.merger.mlp.0.bias"},
+        {"mm.2.weight", "visual.merger.mlp.2.weight"}, {"mm.2.bias", "visual.merger.mlp.2.bias"},
+    };
+    char name[256];
+    for (size_t i = 0; i < gguf_n_tensors(mm); i++) {
+        const gguf_tensor *t = gguf_tensor_at(mm, i);
+        assert_int_equal(t->type, TENSOR_TYPE_F32);
+        uint64_t rows = t->n_dims == 1 ? 0 : (uint64_t)t->ne[t->n_dims - 1];
+        uint64_t cols = gguf_tensor_n_elems(t) / (rows ? rows : 1);
+        unsigned layer;
+        char part[32], kind[16];
+        name[0] = '\0';
+        for (size_t w = 0; w < sizeof whole / sizeof whole[0]; w++)
+            if (!strcmp(t->name, whole[w][0]))
+                snprintf(name, sizeof name, "%s", whole[w][1]);
+        if (!name[0] && sscanf(t->name, "v.blk.%u.%31[a-z_0-9].%15s", &layer, part, kind) == 3)
+            for (size_t p = 0; p < sizeof parts / sizeof parts[0]; p++)
+                if (!strcmp(part, parts[p][0]))
+                    snprintf(name, sizeof name, "visual.blocks.%u.%s.%s", layer, parts[p][1],
+                             kind);
+        if (name[0]) {
+            put_matrix(s, name, t->n_dims == 1 ? SAFETENSORS_F32 : dtype, t->data, rows, cols,
+                       0, false);
+            json_object_set_new(weight_map, name, json_string(shard_name));
+            continue;
+        }
+        if (sscanf(t->name, "v.blk.%u.attn_%1[q].%15s", &layer, part, kind) == 3) {
+            /* q found: k and v follow it into attn.qkv */
+            const gguf_tensor *qkv[3] = {t, NULL, NULL};
+            for (int p = 1; p < 3; p++) {
+                char other[64];
+                snprintf(other, sizeof other, "v.blk.%u.attn_%c.%s", layer, "qkv"[p], kind);
+                assert_non_null(qkv[p] = gguf_find_tensor(mm, other));
+            }
+            uint64_t n = gguf_tensor_n_elems(t);
+            float *fused = malloc(3 * n * sizeof *fused);
+            assert_non_null(fused);
+            for (int p = 0; p < 3; p++)
+                memcpy(fused + p * n, qkv[p]->data, n * sizeof *fused);
+            snprintf(name, sizeof name, "visual.blocks.%u.attn.qkv.%s", layer, kind);
+            put_matrix(s, name, t->n_dims == 1 ? SAFETENSORS_F32 : dtype, fused,
+                       rows ? 3 * rows : 0, rows ? cols : 3 * cols, 0, false);
+            json_object_set_new(weight_map, name, json_string(shard_name));
+            free(fused);
+            continue;
+        }
+        if (strcmp(t->name, "v.patch_embd.weight") != 0)
+            continue; /* attn_k, attn_v and the second kernel go with attn_q and the first */
+        const gguf_tensor *second = gguf_find_tensor(mm, "v.patch_embd.weight.1");
+        assert_non_null(second);
+        uint64_t area = (uint64_t)t->ne[0] * (uint64_t)t->ne[1];
+        uint64_t slices = (uint64_t)t->ne[2] * (uint64_t)t->ne[3]; /* channels x outputs */
+        float *stacked = malloc(2 * area * slices * sizeof *stacked);
+        assert_non_null(stacked);
+        for (uint64_t k = 0; k < slices; k++)
+            for (int p = 0; p < 2; p++)
+                memcpy(stacked + (2 * k + (uint64_t)p) * area,
+                       (const float *)(p ? second : t)->data + k * area, area * sizeof *stacked);
+        snprintf(name, sizeof name, "visual.patch_embed.proj.weight");
+        put_matrix(s, name, dtype, stacked, (uint64_t)t->ne[3], 2 * area * (uint64_t)t->ne[2], 0,
+                   false);
+        json_object_set_new(json_object_get(s->header, name), "shape",
+                            json_pack("[I,I,I,I,I]", (json_int_t)t->ne[3], (json_int_t)t->ne[2],
+                                      (json_int_t)2, (json_int_t)t->ne[1],
+                                      (json_int_t)t->ne[0]));
+        json_object_set_new(weight_map, name, json_string(shard_name));
+        free(stacked);
+    }
+}
+
 /* config.json's keys but the architecture's moved under text_config, the projector's
  * clip.vision.* keys as vision_config, its tokens per image beside them. */
 static void nest_vision_config(const gguf_file *mm, const char *dir, uint32_t tokens_per_image)
@@ -948,8 +1068,11 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
         fail_msg("%s", err.message);
     write_config(f, dir, hf_arch);
     bool pixtral = mm && strcmp(hf_arch, "Mistral3ForConditionalGeneration") == 0;
+    bool qwen25vl = mm && strcmp(hf_arch, "Qwen2_5_VLForConditionalGeneration") == 0;
     if (pixtral)
         nest_pixtral_config(f, mm, dir);
+    else if (qwen25vl)
+        nest_qwen25vl_config(f, mm, dir);
     else if (mm)
         nest_vision_config(mm, dir, tokens_per_image);
     write_tokenizer(f, dir, pre_regex);
@@ -1056,7 +1179,9 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
         free(with_break);
         json_object_set_new(weight_map, name, json_string(shard_names[i < n / 2 ? 0 : 1]));
     }
-    if (mm)
+    if (qwen25vl)
+        put_qwen25vl_tower(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
+    else if (mm)
         put_vision(&shards[1], weight_map, shard_names[1], mm, matrix_dtype, pixtral);
     if (qwen35 || next) { /* a vision tower's and a multi-token prediction layer's: left out */
         static const float dummy[4] = {1, 2, 3, 4};
@@ -1133,6 +1258,13 @@ void hf_fixture_write_pixtral(const char *text_path, const char *mmproj_path, co
 {
     /* the fixture's vocabulary splits text as Qwen2's */
     write_checkpoint(text_path, dir, "Mistral3ForConditionalGeneration", matrix_dtype,
+                     hf_fixture_qwen2_regex, mmproj_path, 0, NULL);
+}
+
+void hf_fixture_write_qwen25vl(const char *text_path, const char *mmproj_path, const char *dir,
+                               safetensors_dtype matrix_dtype)
+{
+    write_checkpoint(text_path, dir, "Qwen2_5_VLForConditionalGeneration", matrix_dtype,
                      hf_fixture_qwen2_regex, mmproj_path, 0, NULL);
 }
 

@@ -57,6 +57,16 @@ void hf_fixture_write_pixtral(const char *text_path, const char *mmproj_path, co
                               safetensors_dtype matrix_dtype);
 
 /*
+ * hf_fixture_write_vision for the qwen2vl text model at text_path and its llama.cpp
+ * qwen2.5vl_merger projector: a Qwen2_5_VLForConditionalGeneration checkpoint, its M-RoPE
+ * sections as rope_scaling's, the tower under visual.* with its two temporal patch kernels
+ * stacked and each block's Q, K and V fused into attn.qkv, the tokenizer splitting text as
+ * Qwen2's.
+ */
+void hf_fixture_write_qwen25vl(const char *text_path, const char *mmproj_path, const char *dir,
+                               safetensors_dtype matrix_dtype);
+
+/*
  * Write the PEFT directory (adapter_config.json, adapter_model.safetensors) of the GGUF LoRA
  * adapter at adapter_path for the llama model at base_path into dir: lora_A and lora_B under
  * Hugging Face's names, in the adapter's types (F32 or F16), B's Q/K rows in Hugging Face's order.

@@ -736,8 +736,8 @@ static void expect_convert_refusal(const char *why);
 static void set_json(const char *name, const char *path, const char *key, const char *value);
 
 /* src's keys and tensors as the converter writes an F16 checkpoint's values: matrices F16,
- * vectors F32, Gemma norms (kept as w - 1) plus one; into dst. */
-static void write_as_converted(const char *src, const char *dst)
+ * vectors F32, Gemma norms (kept as w - 1, when gemma) plus one; into dst. */
+static void write_as_converted(const char *src, const char *dst, bool gemma)
 {
     corral_error err = {{0}};
     gguf_file *in = gguf_open(src, &err);
@@ -755,7 +755,8 @@ static void write_as_converted(const char *src, const char *dst)
                 ok = gguf_writer_add_tensor(w, t->name, type, t->n_dims, t->ne, &err);
                 continue;
             }
-            bool gemma_norm = strncmp(t->name, "v.", 2) != 0 && strstr(t->name, "_norm.weight");
+            bool gemma_norm =
+                gemma && strncmp(t->name, "v.", 2) != 0 && strstr(t->name, "_norm.weight");
             size_t n = (size_t)gguf_tensor_n_elems(t);
             uint8_t *bytes = malloc(n * 4);
             assert_non_null(bytes);
@@ -778,18 +779,20 @@ static void write_as_converted(const char *src, const char *dst)
     gguf_close(in);
 }
 
-/* gemma3's image embeddings of the square reference image with the file at path. */
-static corral_image_embd square_image_embeddings(const char *path)
+/* The image embeddings of a side x side reference image (its pixels fixture) with the file
+ * at path. */
+static corral_image_embd image_embeddings(const char *path, const char *pixels_fixture,
+                                          uint32_t side)
 {
     corral_error err = {{0}};
     corral_mmproj *mm = corral_mmproj_load(path, &err);
     if (!mm)
         fail_msg("%s", err.message);
     size_t size;
-    float *pixels = file_fixture_read(fixture("vision/gemma3.square.pixels.f32"), &size);
-    assert_int_equal(size, 64 * 64 * 3 * sizeof(float));
+    float *pixels = file_fixture_read(fixture(pixels_fixture), &size);
+    assert_int_equal(size, (size_t)side * side * 3 * sizeof(float));
     corral_image_embd embd;
-    if (!corral_mmproj_encode(mm, pixels, 64, 64, 1, &embd, &err))
+    if (!corral_mmproj_encode(mm, pixels, side, side, 1, &embd, &err))
         fail_msg("%s", err.message);
     free(pixels);
     corral_mmproj_free(mm);
@@ -815,8 +818,8 @@ static void test_convert_gemma3_vision_to_one_file(void **state)
     snprintf(mmproj_f16, sizeof mmproj_f16, "%s", store_fixture_path(g_root, "mmproj-f16.gguf"));
     snprintf(want_path, sizeof want_path, "%s", store_fixture_path(g_root, "want.gguf"));
     snprintf(got_path, sizeof got_path, "%s", store_fixture_path(g_root, "out.gguf"));
-    write_as_converted(text, text_f16);
-    write_as_converted(mmproj, mmproj_f16);
+    write_as_converted(text, text_f16, true);
+    write_as_converted(mmproj, mmproj_f16, true);
     onefile_fixture_write(text_f16, mmproj_f16, want_path, 16, NULL, NULL);
 
     gguf_file *want = gguf_open(want_path, &err), *got = gguf_open(got_path, &err);
@@ -845,8 +848,8 @@ static void test_convert_gemma3_vision_to_one_file(void **state)
     gguf_close(want);
     gguf_close(got);
 
-    corral_image_embd a = square_image_embeddings(want_path);
-    corral_image_embd b = square_image_embeddings(got_path);
+    corral_image_embd a = image_embeddings(want_path, "vision/gemma3.square.pixels.f32", 64);
+    corral_image_embd b = image_embeddings(got_path, "vision/gemma3.square.pixels.f32", 64);
     assert_int_equal(a.n_tokens, 16);
     assert_int_equal(b.n_tokens, a.n_tokens);
     assert_int_equal(b.n_embd, a.n_embd);
@@ -885,6 +888,78 @@ static void test_convert_gemma3_vision_to_one_file(void **state)
     expect_convert_refusal("config.json: vision_config.image_size must be an integer from 1");
     rewrite("config.json", "\"vision_config\"", "\"vision_configs\"");
     expect_convert_refusal("config.json has no vision_config object");
+}
+
+/* ---- Qwen2.5-VL with its tower ---- */
+
+/* The Qwen2_5_VLForConditionalGeneration checkpoint of the qwen25vl vision fixtures converts
+ * to the one file ollama's converter writes (the fixtures merged as ollama lays them out, at
+ * the checkpoint's F16): the same tensors byte for byte (the patch kernel and each block's
+ * Q/K/V split back out), ollama's keys, the same image embeddings, a model its tower fits. */
+static void test_convert_qwen25vl_to_one_file(void **state)
+{
+    (void)state;
+    char text[4096], mmproj[4096];
+    snprintf(text, sizeof text, "%s", fixture("vision/qwen25vl-text.gguf"));
+    snprintf(mmproj, sizeof mmproj, "%s", fixture("vision/qwen25vl-mmproj.gguf"));
+    hf_fixture_write_qwen25vl(text, mmproj, g_root, SAFETENSORS_F16);
+    corral_error err = {{0}};
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    char text_f16[512], mmproj_f16[512], want_path[512], got_path[512];
+    snprintf(text_f16, sizeof text_f16, "%s", store_fixture_path(g_root, "text-f16.gguf"));
+    snprintf(mmproj_f16, sizeof mmproj_f16, "%s", store_fixture_path(g_root, "mmproj-f16.gguf"));
+    snprintf(want_path, sizeof want_path, "%s", store_fixture_path(g_root, "want.gguf"));
+    snprintf(got_path, sizeof got_path, "%s", store_fixture_path(g_root, "out.gguf"));
+    write_as_converted(text, text_f16, false);
+    write_as_converted(mmproj, mmproj_f16, false);
+    onefile_fixture_write(text_f16, mmproj_f16, want_path, 0, NULL, NULL);
+
+    gguf_file *want = gguf_open(want_path, &err), *got = gguf_open(got_path, &err);
+    if (!want || !got)
+        fail_msg("%s", err.message);
+    assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want));
+    for (size_t i = 0; i < gguf_n_tensors(want); i++) {
+        const gguf_tensor *w = gguf_tensor_at(want, i), *g = gguf_find_tensor(got, w->name);
+        if (!g)
+            fail_msg("no %s", w->name);
+        if (g->type != w->type || memcmp(g->ne, w->ne, sizeof w->ne) != 0 ||
+            g->size_bytes != w->size_bytes || memcmp(g->data, w->data, w->size_bytes) != 0)
+            fail_msg("%s differs (%s, expected %s)", w->name, tensor_type_name(g->type),
+                     tensor_type_name(w->type));
+    }
+    for (size_t i = 0; i < gguf_n_kv(want); i++) {
+        const gguf_kv *w = gguf_kv_at(want, i);
+        if (!strcmp(w->key, "general.name") || !strcmp(w->key, "general.file_type"))
+            continue;
+        const gguf_kv *g = gguf_find_kv(got, w->key);
+        if (!g || !kv_equal(w, g))
+            fail_msg("%s %s", w->key, g ? "differs" : "is missing");
+    }
+    gguf_close(want);
+    gguf_close(got);
+
+    corral_image_embd a = image_embeddings(want_path, "vision/qwen25vl.square.pixels.f32", 84);
+    corral_image_embd b = image_embeddings(got_path, "vision/qwen25vl.square.pixels.f32", 84);
+    assert_int_equal(a.n_tokens, 9);
+    assert_int_equal(b.n_tokens, a.n_tokens);
+    assert_int_equal(b.n_embd, a.n_embd);
+    assert_memory_equal(b.data, a.data, a.n_tokens * a.n_embd * sizeof *a.data);
+    corral_image_embd_free(&a);
+    corral_image_embd_free(&b);
+    corral_model *model = corral_model_load(got_path, &err);
+    corral_mmproj *mm = model ? corral_mmproj_load(got_path, &err) : NULL;
+    if (!mm || !corral_mmproj_fits(mm, model, &err))
+        fail_msg("%s", err.message);
+    corral_mmproj_free(mm);
+    corral_model_free(model);
+    assert_int_equal(unlink(got_path), 0);
+
+    /* the tower's width (the text model's is followed by a wider intermediate_size) */
+    rewrite("config.json", "\"hidden_size\": 64,\n  \"intermediate_size\": 96",
+            "\"hidden_size\": 32,\n  \"intermediate_size\": 96");
+    expect_convert_refusal("'visual.blocks.0.attn.qkv.bias' is not [3 hidden_size] "
+                           "(config.json's vision_config)");
 }
 
 /* ---- Mistral 3 with its pixtral tower ---- */
@@ -1527,6 +1602,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_convert_reads_chat_template_jinja, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_convert_gemma3_vision_to_one_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_qwen25vl_to_one_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_mistral3_vision_to_one_file, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_convert_adapter_f32_round_trip, setup, teardown),

@@ -504,6 +504,70 @@ static hf_status add_qkvz(converter *c, const safetensors_tensor *src, const cha
     return HF_OK;
 }
 
+/*
+ * Qwen2.5-VL's fused tower tensors split as ollama's converter splits them, each part a
+ * strided view of src: the patch kernel ([width, channels, 2, patch, patch], its two
+ * temporal slices) as patch_embd_0 and patch_embd_1, and a block's attn_qkv (weight
+ * [3 width, width] or bias [3 width]) as attn_q, attn_k and attn_v.
+ */
+static hf_status add_qwen25vl_split(converter *c, const safetensors_tensor *src,
+                                    const char *name)
+{
+    uint64_t width = c->p.vision.n_embd;
+    bool patch = !strcmp(name, "v.patch_embd.weight"), bias = ends_with(name, ".bias");
+    bool fits = patch ? src->n_dims == 5 && src->shape[0] == width && src->shape[2] == 2 &&
+                            src->shape[3] == c->p.vision.patch_size &&
+                            src->shape[4] == c->p.vision.patch_size &&
+                            src->shape[1] == c->p.vision.n_channels
+                      : src->n_dims == (bias ? 1u : 2u) && src->shape[0] == 3 * width &&
+                            (bias || src->shape[1] == width);
+    if (!fits) {
+        corral_error_set(c->err, "tensor '%.200s' is not %s (config.json's vision_config)",
+                         src->name, patch ? "[hidden_size, channels, 2, patch_size, patch_size]"
+                                    : bias ? "[3 hidden_size]"
+                                           : "[3 hidden_size, hidden_size]");
+        return HF_INVALID;
+    }
+    static const char *const qkv[] = {"attn_q", "attn_k", "attn_v"};
+    for (uint64_t part = 0; part < (patch ? 2u : 3u); part++) {
+        out_tensor t = {.src = src, .strided = true, .group_rows = 1, .col_stride = 1,
+                        .type = bias ? TENSOR_TYPE_F32 : TENSOR_TYPE_F16};
+        if (patch) { /* rows of patch x patch, one a channel of an output */
+            uint64_t area = src->shape[3] * src->shape[4];
+            t.n_dims = 4;
+            t.ne[0] = (int64_t)src->shape[4];
+            t.ne[1] = (int64_t)src->shape[3];
+            t.ne[2] = (int64_t)src->shape[1];
+            t.ne[3] = (int64_t)src->shape[0];
+            t.n_rows = src->shape[0] * src->shape[1];
+            t.row_elems = area;
+            t.group_stride = 2 * area;
+            t.offset = part * area;
+            snprintf(t.name, sizeof t.name, "v.patch_embd_%u.weight", (unsigned)part);
+        } else {
+            t.n_dims = bias ? 1 : 2;
+            t.ne[0] = (int64_t)width;
+            t.ne[1] = bias ? 1 : (int64_t)width;
+            t.ne[2] = t.ne[3] = 1;
+            t.n_rows = bias ? 1 : width;
+            t.row_elems = width;
+            t.group_stride = width;
+            t.offset = part * width * (bias ? 1 : width);
+            snprintf(t.name, sizeof t.name, "%.*s%s%s",
+                     (int)(strlen(name) - strlen(bias ? "attn_qkv.bias" : "attn_qkv.weight")),
+                     name, qkv[part], bias ? ".bias" : ".weight");
+        }
+        if (find_tensor(c, t.name)) {
+            corral_error_set(c->err, "tensor '%.200s' is in the checkpoint twice", src->name);
+            return HF_INVALID;
+        }
+        hf_status status = append_tensor(c, &t);
+        if (status != HF_OK)
+            return status;
+    }
+    return HF_OK;
+}
+
 static hf_status add_tensor(converter *c, const safetensors_tensor *src)
 {
     if (ends_with(src->name, ".rotary_emb.inv_freq") ||
@@ -532,6 +596,10 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
                          src->name, c->p.arch->hf_name);
         return HF_INVALID;
     }
+    if (hf_family_is_qwen25vl(c->p.arch) &&
+        (!strcmp(t.name, "v.patch_embd.weight") ||
+         (!strncmp(t.name, "v.", 2) && strstr(t.name, ".attn_qkv."))))
+        return add_qwen25vl_split(c, src, t.name);
     if (src->n_dims > 4) {
         corral_error_set(c->err, "tensor '%.200s' has %u dimensions", src->name, src->n_dims);
         return HF_INVALID;

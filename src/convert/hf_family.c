@@ -39,6 +39,7 @@ static const hf_arch archs[] = {
     {"Gemma3ForCausalLM", "gemma3", FAMILY_GEMMA3, false},
     {"Gemma3ForConditionalGeneration", "gemma3", FAMILY_GEMMA3, true},
     {"Mistral3ForConditionalGeneration", "mistral3", FAMILY_LLAMA, true},
+    {"Qwen2_5_VLForConditionalGeneration", "qwen25vl", FAMILY_QWEN2, true},
     {"Phi3ForCausalLM", "phi3", FAMILY_PHI3, false},
     {"GptOssForCausalLM", "gpt-oss", FAMILY_GPTOSS, false},
     {"Olmo2ForCausalLM", "olmo2", FAMILY_OLMO2, false},
@@ -70,6 +71,11 @@ bool hf_family_is_qwen3next(const hf_arch *a)
 bool hf_family_is_pixtral(const hf_arch *a)
 {
     return a->vision && a->family == FAMILY_LLAMA;
+}
+
+bool hf_family_is_qwen25vl(const hf_arch *a)
+{
+    return a->vision && a->family == FAMILY_QWEN2;
 }
 
 bool hf_family_is_gemma(const hf_arch *a)
@@ -185,7 +191,9 @@ static bool read_rope_scaling(family *c)
         return false;
     }
     bool llama = p->arch->family == FAMILY_LLAMA, phi3 = p->arch->family == FAMILY_PHI3;
-    if (strcmp(type, "default") == 0)
+    /* Qwen2.5-VL's M-RoPE: its sections are read_rope_sections' */
+    if (strcmp(type, "default") == 0 ||
+        (hf_family_is_qwen25vl(p->arch) && strcmp(type, "mrope") == 0))
         return true;
     if (!(strcmp(type, "linear") == 0 || strcmp(type, "yarn") == 0 ||
           (llama && strcmp(type, "llama3") == 0) ||
@@ -439,6 +447,8 @@ static hf_status read_config(family *c)
         if (original)
             p->rope_original_ctx = original;
     }
+    if (hf_family_is_qwen25vl(p->arch))
+        return read_rope_sections(c) ? HF_OK : HF_INVALID;
     return has_sandwich_norms(p->arch) ? read_gemma_config(c) : HF_OK;
 }
 
@@ -562,6 +572,66 @@ static hf_status read_vision_config(family *c, const json_t *config, bool pixtra
     return ok ? HF_OK : HF_INVALID;
 }
 
+/* Qwen2.5-VL's vision_config, with the defaults ollama's converter takes for what it leaves
+ * out (its channels under in_chans or, in newer configs, in_channels). */
+static hf_status read_qwen25vl_vision(family *c, const json_t *config)
+{
+    const json_t *v = json_object_get(config, "vision_config");
+    if (!json_is_object(v)) {
+        corral_error_set(c->err, "config.json has no vision_config object");
+        return HF_INVALID;
+    }
+    hf_vision *vis = &c->p.vision;
+    *vis = (hf_vision){.n_layer = 32, .n_head = 16, .n_channels = 3, .patch_size = 14,
+                       .merge_size = 2, .window_size = 112, .eps = 1e-6f,
+                       .rope_theta = 10000.0f, .temporal_patch_size = 2};
+    const json_t *saved = c->config;
+    c->config = v;
+    c->section = "vision_config.";
+    bool ok = read_u32(c, "depth", false, MAX_LAYERS, &vis->n_layer) &&
+              read_u32(c, "hidden_size", true, MAX_WIDTH, &vis->n_embd) &&
+              read_u32(c, "num_heads", false, 65536, &vis->n_head) &&
+              read_u32(c, json_object_get(v, "in_chans") ? "in_chans" : "in_channels", false, 3,
+                       &vis->n_channels) &&
+              read_u32(c, "patch_size", false, 65536, &vis->patch_size) &&
+              read_u32(c, "spatial_merge_size", false, 64, &vis->merge_size) &&
+              read_u32(c, "spatial_patch_size", false, 65536, &vis->spatial_patch_size) &&
+              read_u32(c, "window_size", false, 65536, &vis->window_size) &&
+              read_u32(c, "temporal_patch_size", false, 64, &vis->temporal_patch_size) &&
+              read_f32(c, v, "layer_norm_epsilon", NULL, &vis->eps) &&
+              read_f32(c, v, "rope_theta", NULL, &vis->rope_theta);
+    const json_t *full = json_object_get(v, "fullatt_block_indexes");
+    static const int32_t fallback[] = {7, 15, 23, 31};
+    memcpy(vis->full_blocks, fallback, sizeof fallback);
+    vis->n_full = 4;
+    if (ok && full && json_array_size(full) > 0) {
+        size_t n = json_array_size(full);
+        for (size_t i = 0; ok && i < n; i++) {
+            const json_t *b = json_array_get(full, i);
+            ok = n <= 64 && json_is_integer(b) && json_integer_value(b) >= 0 &&
+                 json_integer_value(b) < vis->n_layer;
+            if (ok)
+                vis->full_blocks[i] = (int32_t)json_integer_value(b);
+        }
+        vis->n_full = (uint32_t)n;
+        if (!ok)
+            corral_error_set(c->err, "config.json: vision_config.fullatt_block_indexes must "
+                             "list at most 64 of the tower's %u blocks", vis->n_layer);
+    } else if (ok && full && !json_is_array(full)) {
+        corral_error_set(c->err, "config.json: vision_config.fullatt_block_indexes must be a "
+                         "list");
+        ok = false;
+    }
+    if (ok && (vis->n_head == 0 || vis->n_embd % vis->n_head)) {
+        corral_error_set(c->err, "config.json: vision_config's %u heads do not divide its "
+                         "hidden_size %u", vis->n_head, vis->n_embd);
+        ok = false;
+    }
+    c->config = saved;
+    c->section = "";
+    return ok ? HF_OK : HF_INVALID;
+}
+
 hf_status hf_family_read_config(const json_t *config, hf_params *p, corral_error *err)
 {
     family c = {.config = config, .section = "", .err = err};
@@ -569,7 +639,8 @@ hf_status hf_family_read_config(const json_t *config, hf_params *p, corral_error
                                                                         "architectures"), 0));
     bool gemma3 = name && strcmp(name, "Gemma3ForConditionalGeneration") == 0;
     bool pixtral = name && strcmp(name, "Mistral3ForConditionalGeneration") == 0;
-    bool vision = gemma3 || pixtral;
+    bool qwen25vl = name && strcmp(name, "Qwen2_5_VLForConditionalGeneration") == 0;
+    bool vision = gemma3 || pixtral || qwen25vl;
     /* Qwen 3.5's text model, its vision tower left out */
     bool nested = vision || (name && (strcmp(name, "Qwen3_5ForConditionalGeneration") == 0 ||
                                       strcmp(name, "Qwen3_5MoeForConditionalGeneration") == 0));
@@ -581,7 +652,8 @@ hf_status hf_family_read_config(const json_t *config, hf_params *p, corral_error
             status = text && !json_is_object(text) ? HF_INVALID : HF_IO;
     }
     if (vision && status == HF_OK)
-        status = read_vision_config(&c, config, pixtral);
+        status = qwen25vl ? read_qwen25vl_vision(&c, config)
+                          : read_vision_config(&c, config, pixtral);
     if (status == HF_OK) {
         c.config = nested ? c.p.text_config : config;
         status = read_config(&c);
@@ -634,6 +706,8 @@ static const char *const vision_prefixes[][2] = {
     {"multi_modal_projector.", "mm."},
     {"model.vision_tower.", "v."}, /* Mistral 3's */
     {"vision_tower.", "v."},
+    {"model.visual.", "v."}, /* Qwen2.5-VL's */
+    {"visual.", "v."},
 };
 
 /* A tower's and projector's name pieces that differ from the text model's. */
@@ -654,6 +728,14 @@ static const char *const vision_renames[][2] = {
     {"feed_forward.down_proj", "ffn_down"},
 };
 
+/* Qwen2.5-VL's tower: its fused patch kernel and Q/K/V are split by name later (hf_convert.c)
+ * into patch_embd_0/1 and attn_q/k/v; its MLP takes the text model's names. */
+static const char *const qwen25vl_renames[][2] = {
+    {"blocks", "blk"},       {"attn.proj", "attn_out"},
+    {"attn.qkv", "attn_qkv"}, {"norm1", "ln1"},
+    {"norm2", "ln2"},        {"patch_embed.proj", "patch_embd"},
+};
+
 void hf_family_rename(const hf_arch *a, const char *in, char *out, size_t cap)
 {
     char stripped[2048];
@@ -670,13 +752,16 @@ void hf_family_rename(const hf_arch *a, const char *in, char *out, size_t cap)
         }
     }
     bool tower = a->vision && (strncmp(in, "v.", 2) == 0 || strncmp(in, "mm.", 3) == 0);
+    bool qwen = hf_family_is_qwen25vl(a);
+    const char *const(*tower_renames)[2] = qwen ? qwen25vl_renames : vision_renames;
+    size_t n_tower_renames = qwen ? sizeof qwen25vl_renames / sizeof qwen25vl_renames[0]
+                                  : sizeof vision_renames / sizeof vision_renames[0];
     size_t o = 0;
     for (const char *s = in; *s && o + 1 < cap;) {
         const char *const *pair = NULL;
-        for (size_t r = 0; tower && !pair && r < sizeof vision_renames / sizeof vision_renames[0];
-             r++)
-            if (strncmp(s, vision_renames[r][0], strlen(vision_renames[r][0])) == 0)
-                pair = vision_renames[r];
+        for (size_t r = 0; tower && !pair && r < n_tower_renames; r++)
+            if (strncmp(s, tower_renames[r][0], strlen(tower_renames[r][0])) == 0)
+                pair = tower_renames[r];
         if (!pair)
             pair = rename_at(a, s);
         const char *piece = pair ? pair[1] : s;
@@ -701,8 +786,14 @@ static bool known_vision_tensor(const hf_params *p, const char *name)
         "mm.patch_merger.merging_layer.weight", "mm.linear_1.weight", "mm.linear_1.bias",
         "mm.linear_2.weight", "mm.linear_2.bias", NULL,
     };
-    bool pixtral = hf_family_is_pixtral(p->arch);
-    for (const char *const *w = pixtral ? pixtral_whole : siglip_whole; *w; w++)
+    /* Qwen2.5-VL's patch kernel and Q/K/V before hf_convert.c splits them */
+    static const char *const qwen25vl_whole[] = {
+        "v.patch_embd.weight",    "v.merger.ln_q.weight",   "v.merger.mlp.0.weight",
+        "v.merger.mlp.0.bias",    "v.merger.mlp.2.weight",  "v.merger.mlp.2.bias", NULL,
+    };
+    bool pixtral = hf_family_is_pixtral(p->arch), qwen = hf_family_is_qwen25vl(p->arch);
+    for (const char *const *w = pixtral ? pixtral_whole : qwen ? qwen25vl_whole : siglip_whole;
+         *w; w++)
         if (!strcmp(name, *w))
             return true;
     unsigned layer;
@@ -718,8 +809,11 @@ static bool known_vision_tensor(const hf_params *p, const char *name)
     static const char *const pixtral_parts[] = {"attn_q", "attn_k", "attn_v", "attn_output",
                                                 "attn_norm", "ffn_norm", "ffn_gate", "ffn_up",
                                                 "ffn_down", NULL};
+    static const char *const qwen25vl_parts[] = {"attn_qkv", "attn_out", "ln1", "ln2",
+                                                 "ffn_gate", "ffn_up", "ffn_down", NULL};
     const char *rest = name + used;
-    for (const char *const *part = pixtral ? pixtral_parts : siglip_parts; *part; part++) {
+    for (const char *const *part = pixtral ? pixtral_parts : qwen ? qwen25vl_parts : siglip_parts;
+         *part; part++) {
         size_t n = strlen(*part);
         if (!strncmp(rest, *part, n) && (!strcmp(rest + n, ".weight") ||
                                          (!pixtral && !strcmp(rest + n, ".bias"))))
@@ -1205,6 +1299,34 @@ static bool write_vision_keys(family *c, gguf_writer *w, const char *a)
     return ok;
 }
 
+/* Qwen2.5-VL's M-RoPE sections and tower, as ollama's converter writes them. */
+static bool write_qwen25vl_keys(family *c, gguf_writer *w, const char *a)
+{
+    const hf_vision *v = &c->p.vision;
+    char key[96];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
+    bool ok =
+        gguf_writer_add_array(w, KEY("rope.mrope_section"), GGUF_TYPE_INT32,
+                              c->p.rope_sections, 3, c->err) &&
+        gguf_writer_add_u32(w, KEY("vision.block_count"), v->n_layer, c->err) &&
+        gguf_writer_add_u32(w, KEY("vision.embedding_length"), v->n_embd, c->err) &&
+        gguf_writer_add_u32(w, KEY("vision.attention.head_count"), v->n_head, c->err) &&
+        gguf_writer_add_u32(w, KEY("vision.num_channels"), v->n_channels, c->err) &&
+        gguf_writer_add_u32(w, KEY("vision.patch_size"), v->patch_size, c->err) &&
+        gguf_writer_add_u32(w, KEY("vision.spatial_merge_size"), v->merge_size, c->err) &&
+        gguf_writer_add_u32(w, KEY("vision.spatial_patch_size"), v->spatial_patch_size,
+                            c->err) &&
+        gguf_writer_add_u32(w, KEY("vision.window_size"), v->window_size, c->err) &&
+        gguf_writer_add_f32(w, KEY("vision.attention.layer_norm_epsilon"), v->eps, c->err) &&
+        gguf_writer_add_f32(w, KEY("vision.rope.freq_base"), v->rope_theta, c->err) &&
+        gguf_writer_add_array(w, KEY("vision.fullatt_block_indexes"), GGUF_TYPE_INT32,
+                              v->full_blocks, v->n_full, c->err) &&
+        gguf_writer_add_u32(w, KEY("vision.temporal_patch_size"), v->temporal_patch_size,
+                            c->err);
+#undef KEY
+    return ok;
+}
+
 static bool write_keys(family *c, gguf_writer *w)
 {
     const hf_params *p = &c->p;
@@ -1273,7 +1395,9 @@ static bool write_keys(family *c, gguf_writer *w)
 #undef KEY
     if (ok && (hf_family_is_gemma(p->arch) || f == FAMILY_OLMO2 || f == FAMILY_COHERE2))
         ok = write_window_keys(c, w, a);
-    if (ok && p->arch->vision)
+    if (ok && hf_family_is_qwen25vl(p->arch))
+        ok = write_qwen25vl_keys(c, w, a);
+    else if (ok && p->arch->vision)
         ok = write_vision_keys(c, w, a);
     return ok;
 }

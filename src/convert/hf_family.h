@@ -47,6 +47,11 @@ typedef struct hf_vision {
     float rope_theta;
     bool projector_bias;
     char projector_act[32];
+    /* Qwen2.5-VL's: its spatial patch size, attention window, temporal patch size and the
+     * blocks that attend to the whole image (n_full of them) */
+    uint32_t spatial_patch_size, window_size, temporal_patch_size;
+    int32_t full_blocks[64];
+    uint32_t n_full;
 } hf_vision;
 
 /* config.json's hyperparameters, as the GGUF keys need them */
@@ -172,6 +177,9 @@ bool hf_family_is_qwen3next(const hf_arch *a);
 
 /* Mistral 3: a Llama text model with a pixtral tower. */
 bool hf_family_is_pixtral(const hf_arch *a);
+
+/* Qwen2.5-VL: a Qwen2 text model with M-RoPE and its windowed tower. */
+bool hf_family_is_qwen25vl(const hf_arch *a);
 
 /* Gemma's families store RMSNorm weights as w - 1. */
 bool hf_family_is_gemma(const hf_arch *a);
