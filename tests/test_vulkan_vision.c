@@ -3,7 +3,8 @@
  * (vision.c's vision_block_of) on random weights: a block of F32 matrices with every bias,
  * then one of F16 matrices with mllama's gates and no projection biases, over rows of which
  * some are padding (each tile's last rows and a whole tile, as mllama pads); a run of both
- * blocks gives what two runs of one give.
+ * blocks gives what two runs of one give. Then the tiny mllama tower of test_vision_mllama with
+ * its blocks on the device: the CPU's states, and the reference's 16 greedy ids from them.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -16,7 +17,9 @@
 
 #include <cmocka.h>
 
+#include "file_fixture.h"
 #include "mmproj.h"
+#include "reference_fixture.h"
 #include "quant.h"
 #include "quant_half.h"
 #include "tensor_type.h"
@@ -35,6 +38,10 @@ enum { E = 64, HEADS = 4, FF = 128, TILE_ROWS = 8, REAL_ROWS = 6, TILES = 3, N =
  * LayerNorm's or GELU's output, below 4) times its weight (at most 0.25): 5e-4, times the
  * branch's gate (below 0.61). */
 #define F16_TOLERANCE 3e-4
+/* The tiny mllama tower: five F32 blocks, each within about 1e-6 of the CPU's as the F32
+ * block above, through the post LayerNorm (which scales a difference by a row's inverse
+ * spread) and the projection; 1e-5, the CPU's own distance from the Python reference. */
+#define MLLAMA_TOLERANCE 1e-5f
 
 static vk_device *dev;
 static uint32_t rng = 4321;
@@ -261,6 +268,121 @@ static void test_refuses_what_it_cannot_run(void **state)
         layer_free(&b.layers[i]);
 }
 
+/* The n ints after "\nkey n " in text. */
+static void ints_after(const char *text, const char *key, int32_t *out, size_t n)
+{
+    char header[64];
+    snprintf(header, sizeof header, "\n%s %zu ", key, n);
+    const char *p = strstr(text, header);
+    if (!p)
+        fail_msg("no '%s' of %zu in the reference", key, n);
+    p += strlen(header);
+    for (size_t i = 0; i < n; i++) {
+        char *end;
+        out[i] = (int32_t)strtol(p, &end, 10);
+        assert_true(end != p);
+        p = end;
+    }
+}
+
+static void decode(corral_context *ctx, const int32_t *ids, size_t n)
+{
+    corral_batch batch = {.n_tokens = n, .tokens = ids};
+    corral_error err;
+    if (!corral_decode(ctx, &batch, &err))
+        fail_msg("decode: %s", err.message);
+}
+
+/* The reference's prompt around image, then its 16 greedy ids (the text model on the CPU). */
+static void check_greedy_ids(const corral_image_embd *image)
+{
+    char *ref = read_file(fixture("vision/mllama.wide.ref.txt"));
+    corral_error err;
+    corral_model *m = corral_model_load(fixture("vision/mllama.gguf"), &err);
+    if (!m)
+        fail_msg("%s", err.message);
+    int32_t ids[7], greedy[16], image_at[1];
+    ints_after(ref, "input_ids", ids, 7);
+    ints_after(ref, "greedy_ids", greedy, 16);
+    ints_after(ref, "image_at", image_at, 1);
+    corral_context_params p;
+    corral_context_params_init(&p);
+    p.n_ctx = 64;
+    p.n_batch = 16;
+    p.n_threads = 1;
+    p.images = true;
+    corral_context *ctx = corral_context_create(m, &p, &err);
+    if (!ctx)
+        fail_msg("%s", err.message);
+    size_t at = (size_t)image_at[0];
+    decode(ctx, ids, at);
+    if (!corral_decode_image(ctx, 0, image, &err))
+        fail_msg("decode_image: %s", err.message);
+    decode(ctx, ids + at + 1, 7 - at - 1);
+    const float *logits = corral_get_logits(ctx, 7 - at - 2);
+    for (size_t s = 0; s < 16; s++) {
+        int32_t id = argmax(logits, corral_model_n_vocab(m));
+        if (id != greedy[s])
+            fail_msg("greedy id %zu is %d, the reference's %d", s, id, greedy[s]);
+        decode(ctx, &id, 1);
+        logits = corral_get_logits(ctx, 0);
+    }
+    corral_context_free(ctx);
+    corral_model_free(m);
+    free(ref);
+}
+
+/* The tiny tower's states with its blocks on the device, as the CPU's within the F32
+ * arithmetic of its blocks (MLLAMA_TOLERANCE), and the reference's greedy ids from them. */
+static void test_mllama_tower_on_the_device(void **state)
+{
+    (void)state;
+    corral_error err;
+    corral_mmproj *mm = corral_mmproj_load(fixture("vision/mllama.gguf"), &err);
+    if (!mm)
+        fail_msg("%s", err.message);
+    size_t size;
+    float *pixels = file_fixture_read(fixture("vision/mllama.wide.pixels.f32"), &size);
+    assert_int_equal(size, (size_t)16 * 8 * 3 * sizeof(float));
+    corral_image_embd cpu, gpu;
+    if (!corral_mmproj_encode(mm, pixels, 16, 8, 1, &cpu, &err))
+        fail_msg("%s", err.message);
+    uint64_t bytes, before = vk_device_allocated(dev);
+    if (!corral_mmproj_gpu_bytes(mm, -1, &bytes, &err) || !corral_mmproj_use_gpu(mm, -1, &err))
+        fail_msg("%s", err.message);
+    uint64_t used = vk_device_allocated(dev) - before;
+    assert_true(used > 0 && used <= bytes);
+    if (!corral_mmproj_encode(mm, pixels, 16, 8, 1, &gpu, &err))
+        fail_msg("%s", err.message);
+    assert_int_equal(gpu.n_embd, cpu.n_embd);
+    assert_int_equal(gpu.n_attended, cpu.n_attended);
+    float diff = max_abs_diff(gpu.data, cpu.data, cpu.n_embd);
+    /* states equal to the last bit would be the CPU's own: the device sums in its own order */
+    if (!(diff > 0.0f && diff <= MLLAMA_TOLERANCE))
+        fail_msg("the device's states differ from the CPU's by %g", (double)diff);
+    check_greedy_ids(&gpu);
+    corral_image_embd_free(&cpu);
+    corral_image_embd_free(&gpu);
+    free(pixels);
+    corral_mmproj_free(mm);
+}
+
+/* Another kind's tower stays on the CPU, and says so. */
+static void test_other_towers_stay_on_the_cpu(void **state)
+{
+    (void)state;
+    corral_error err;
+    corral_mmproj *mm = corral_mmproj_load(fixture("vision/gemma3-mmproj.gguf"), &err);
+    if (!mm)
+        fail_msg("%s", err.message);
+    uint64_t bytes = 1;
+    assert_false(corral_mmproj_gpu_bytes(mm, -1, &bytes, &err));
+    assert_int_equal(bytes, 0);
+    assert_false(corral_mmproj_use_gpu(mm, -1, &err));
+    assert_non_null(strstr(err.message, "CPU only"));
+    corral_mmproj_free(mm);
+}
+
 int main(void)
 {
     corral_error err = {0};
@@ -273,6 +395,8 @@ int main(void)
         cmocka_unit_test(test_blocks_match_the_cpu),
         cmocka_unit_test(test_padding_rows_see_no_padding),
         cmocka_unit_test(test_refuses_what_it_cannot_run),
+        cmocka_unit_test(test_mllama_tower_on_the_device),
+        cmocka_unit_test(test_other_towers_stay_on_the_cpu),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     vk_device_close();
