@@ -952,6 +952,44 @@ static void test_what_the_device_lacks_stays_on_the_cpu(void **state)
     corral_model_free(m);
 }
 
+/* "As many layers as fit" leaves the reserve a context asks for (a vision tower's blocks):
+ * a byte short of room for every layer keeps one off the device, the whole free memory all. */
+static void test_fitting_leaves_the_reserve(void **state)
+{
+    (void)state;
+    corral_error err = {{0}};
+    corral_model *m = corral_model_load(fixture("arch/llama-gqa.gguf"), &err);
+    vk_device *dev = vk_device_open(-1, &err);
+    if (!m || !dev)
+        fail_msg("%s", err.message);
+    corral_context *all = context(m, -1, 1);
+    uint32_t n_all = corral_context_gpu_layers(all);
+    uint64_t estimate = gpu_layers_estimate(all->gpu);
+    corral_context_free(all);
+    uint64_t room = dev->info.free_bytes - dev->info.free_bytes / 10;
+    assert_true(n_all > 1 && estimate < room);
+    corral_context_params p;
+    corral_context_params_init(&p);
+    p.n_ctx = 128; /* as context() makes them */
+    p.n_batch = 64;
+    p.kv_type = CORRAL_KV_F32;
+    p.n_threads = 1;
+    p.n_gpu_layers = -1;
+    p.gpu_reserve_bytes = room - estimate + 1;
+    corral_context *fewer = corral_context_create(m, &p, &err);
+    if (!fewer)
+        fail_msg("%s", err.message);
+    assert_true(corral_context_gpu_layers(fewer) > 0 && corral_context_gpu_layers(fewer) < n_all);
+    corral_context_free(fewer);
+    p.gpu_reserve_bytes = dev->info.free_bytes;
+    corral_context *none = corral_context_create(m, &p, &err);
+    if (!none)
+        fail_msg("%s", err.message);
+    assert_int_equal(corral_context_gpu_layers(none), 0);
+    corral_context_free(none);
+    corral_model_free(m);
+}
+
 /* gemma4's dense block: sliding and global layers of their own head widths, KV heads and
  * RoPE (the global layers' proportional one), a fused qkv projection, k as v on the global
  * layers, unweighted value norms, unscaled scores, a layer output scale, soft-capped logits;
@@ -1291,6 +1329,7 @@ int main(void)
         cmocka_unit_test(test_context_shift),
         cmocka_unit_test(test_context_shift_wide_heads),
         cmocka_unit_test(test_fit_estimate_covers_the_allocations),
+        cmocka_unit_test(test_fitting_leaves_the_reserve),
         cmocka_unit_test(test_what_the_device_lacks_stays_on_the_cpu),
         cmocka_unit_test(test_gemma4_two_head_widths),
         cmocka_unit_test(test_gemma4_per_layer_inputs_shared_kv),

@@ -1328,6 +1328,27 @@ static void test_mul_sigmoid(void **state)
     free(x), free(y);
 }
 
+/* GELU by erf (mllama's vision MLP) over -6..6 as the CPU's erff gives it: the shader's erf
+ * is within 1.5e-7, times |x| / 2, and the result's own rounding. */
+static void test_gelu_erf(void **state)
+{
+    (void)state;
+    enum { N = 3001 };
+    float *x = random_floats(N), want[N], got[N];
+    for (size_t i = 0; i < N; i++) {
+        x[i] *= 6.0f;
+        want[i] = 0.5f * x[i] * (1.0f + erff(x[i] * (float)M_SQRT1_2));
+    }
+    vk_buffer bx = device_buffer(x, sizeof want);
+    vk_commands c = begin();
+    vk_op_binary(&c, VK_GELU_ERF, vk_whole(&bx), (vk_span){0}, N, 0, 0.0f);
+    submit(&c);
+    read_back(&bx, got, sizeof got);
+    assert_close("gelu by erf", got, want, N, 1e-6);
+    vk_buffer_free(dev, &bx);
+    free(x);
+}
+
 /* Tokens of two sequences interleaved in batch order, as (sequence, cell) pairs. */
 static void interleaved_tokens(uint32_t *tokens, size_t n)
 {
@@ -1643,6 +1664,7 @@ int main(void)
         cmocka_unit_test(test_gelu_and_geglu),
         cmocka_unit_test(test_mul_rows),
         cmocka_unit_test(test_mul_sigmoid),
+        cmocka_unit_test(test_gelu_erf),
         cmocka_unit_test(test_delta_conv),
         cmocka_unit_test(test_gated_short_conv),
         cmocka_unit_test(test_mamba2_conv),

@@ -265,6 +265,10 @@ typedef struct corral_context_params {
      * a model the device layers do not support, the context runs on the CPU and logs why. */
     int n_gpu_layers;
     int gpu_device;
+    /* Device memory the fitting of "as many as fit" leaves free beside its tenth for the
+     * driver: what another user of the device takes (a vision tower's blocks,
+     * corral_mmproj_gpu_bytes); 0 by default. */
+    uint64_t gpu_reserve_bytes;
     /* The context will decode images: the layers that take an image's features besides its
      * embeddings (qwen3vl's deepstack layers) stay on the CPU. */
     bool images;
@@ -490,6 +494,17 @@ typedef struct corral_image_embd {
 bool corral_mmproj_encode(const corral_mmproj *mm, const float *pixels, uint32_t nx, uint32_t ny,
                           int n_threads, corral_image_embd *out, corral_error *err);
 void corral_image_embd_free(corral_image_embd *embd);
+
+/* The device memory mm's vision tower takes on a GPU (device -1: the best usable one, as
+ * corral_context_params.gpu_device), for a context's fitting to leave free
+ * (corral_context_params.gpu_reserve_bytes); false with the reason when the tower runs on
+ * the CPU only (every kind but mllama's) or there is no usable device. */
+bool corral_mmproj_gpu_bytes(const corral_mmproj *mm, int device, uint64_t *out,
+                             corral_error *err);
+/* mm's tower blocks on a GPU from now on (mllama's; its patch and tile embeddings, norms and
+ * projection stay on the CPU): their weights uploaded once. False with the reason, the tower
+ * then staying on the CPU. Not while an encoding runs. */
+bool corral_mmproj_use_gpu(corral_mmproj *mm, int device, corral_error *err);
 
 /*
  * Append an image's embeddings to a sequence in place of tokens: not scaled as token

@@ -458,6 +458,7 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     ctx->n_seq = p->n_seq;
     ctx->cpu_layers_min = p->images ? hp->n_deepstack : 0;
     ctx->image_rows = p->images ? cross_image_rows(m) : 0;
+    ctx->gpu_reserve_bytes = p->gpu_reserve_bytes;
     ctx->n_batch = p->n_batch;
     ctx->kv_type = p->kv_type;
     for (uint32_t r = 0; r < m->n_rope_variants; r++)

@@ -89,6 +89,8 @@ struct corral_context {
      * for, and the model's file holds its tower: cross_image_rows), which a GPU's fitting
      * counts; 0: none expected */
     uint32_t image_rows;
+    /* device memory a GPU's fitting leaves to others (corral_context_params) */
+    uint64_t gpu_reserve_bytes;
     uint32_t *seq_len;
     uint32_t *swa_base;     /* per sequence: first position held by the sliding layers */
 

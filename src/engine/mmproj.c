@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "blocks.h"
+#include "gpu_vision.h"
 #include "mmproj.h"
 #include "tensor_type.h"
 
@@ -411,6 +412,7 @@ void corral_mmproj_free(corral_mmproj *mm)
     free(mm->clamp_owned);
     deepseekocr_free(mm->sam);
     mllama_free(mm->mllama);
+    gpu_vision_free(mm->gpu);
     gguf_close(mm->file);
     free(mm);
 }
@@ -581,6 +583,26 @@ bool corral_mmproj_encode(const corral_mmproj *mm, const float *pixels, uint32_t
     if (!ok)
         corral_image_embd_free(out);
     return ok;
+}
+
+bool corral_mmproj_gpu_bytes(const corral_mmproj *mm, int device, uint64_t *out,
+                             corral_error *err)
+{
+    *out = 0;
+    if (mm->kind != &projector_mllama) {
+        corral_error_set(err, "%s's vision tower runs on the CPU only", mm->kind->name);
+        return false;
+    }
+    return mllama_gpu_bytes(mm, device, out, err);
+}
+
+bool corral_mmproj_use_gpu(corral_mmproj *mm, int device, corral_error *err)
+{
+    if (mm->kind != &projector_mllama) {
+        corral_error_set(err, "%s's vision tower runs on the CPU only", mm->kind->name);
+        return false;
+    }
+    return mm->gpu || mllama_use_gpu(mm, device, err);
 }
 
 void corral_image_embd_free(corral_image_embd *embd)

@@ -136,6 +136,8 @@ struct corral_mmproj {
     weight input_norm_b;
     /* mllama: its tiles, tile embeddings, global layers and kept layers (projector_mllama.c) */
     struct mllama_tower *mllama;
+    /* the tower's blocks on a GPU (gpu_vision.h; corral_mmproj_use_gpu), or NULL: the CPU */
+    struct gpu_vision *gpu;
 };
 
 /* One image through the tower: pixels HWC (ny x nx x 3, normalised), its patch states. */
@@ -205,6 +207,9 @@ void deepseekocr_free(struct deepseekocr_sam *sam);
 size_t mllama_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t ny);
 void mllama_image_params(const corral_mmproj *mm, corral_image_params *out);
 void mllama_free(struct mllama_tower *tower);
+/* mllama's blocks on a GPU (corral_mmproj_gpu_bytes, corral_mmproj_use_gpu). */
+bool mllama_gpu_bytes(const corral_mmproj *mm, int device, uint64_t *out, corral_error *err);
+bool mllama_use_gpu(corral_mmproj *mm, int device, corral_error *err);
 /* lfm2's embeddings for pixels nx x ny (0: a size it does not take): one per merge square
  * (projector_lfm2.c). */
 size_t lfm2_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t ny);

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_vision.h"
 #include "mmproj.h"
 #include "quant.h"
 
@@ -200,6 +201,103 @@ static void table_row(const weight *w, size_t row, float *out)
     w->ops->dequantize((const uint8_t *)w->data + row * w->row_bytes, out, w->n_in);
 }
 
+/* Rows a canvas takes through the blocks: every tile's, each padded to a multiple of 8. */
+static size_t padded_rows(const corral_mmproj *mm)
+{
+    size_t side = mm->hp.image_size / mm->hp.patch_size, rows = side * side + 1;
+    return mm->mllama->max_tiles * ((rows + 7) / 8 * 8);
+}
+
+/* The blocks in the order a GPU holds them: the local layers, then the global ones. */
+static const vision_layer **gpu_blocks(const corral_mmproj *mm, uint32_t *n, corral_error *err)
+{
+    const struct mllama_tower *t = mm->mllama;
+    *n = mm->hp.n_layer + t->n_global;
+    const vision_layer **blocks = calloc(*n, sizeof *blocks);
+    if (!blocks) {
+        corral_error_set(err, "out of memory");
+        return NULL;
+    }
+    for (uint32_t il = 0; il < mm->hp.n_layer; il++)
+        blocks[il] = &mm->layers[il];
+    for (uint32_t il = 0; il < t->n_global; il++)
+        blocks[mm->hp.n_layer + il] = &t->global[il];
+    return blocks;
+}
+
+static bool fits_a_gpu(const corral_mmproj *mm, const vision_layer *const *blocks, uint32_t n,
+                       corral_error *err)
+{
+    if (padded_rows(mm) > UINT32_MAX / 4) {
+        corral_error_set(err, "mllama's tower of %zu rows is too large for a GPU run",
+                         padded_rows(mm));
+        return false;
+    }
+    for (uint32_t il = 0; il < n; il++)
+        if (!gpu_vision_supports(&mm->hp, blocks[il])) {
+            corral_error_set(err, "mllama's tower block %u has a form the GPU does not run", il);
+            return false;
+        }
+    return true;
+}
+
+bool mllama_gpu_bytes(const corral_mmproj *mm, int device, uint64_t *out, corral_error *err)
+{
+    uint32_t n;
+    const vision_layer **blocks = gpu_blocks(mm, &n, err);
+    bool ok = blocks && fits_a_gpu(mm, blocks, n, err) &&
+              gpu_vision_bytes(device, &mm->hp, blocks, n, (uint32_t)padded_rows(mm), out, err);
+    free(blocks);
+    return ok;
+}
+
+bool mllama_use_gpu(corral_mmproj *mm, int device, corral_error *err)
+{
+    uint32_t n;
+    const vision_layer **blocks = gpu_blocks(mm, &n, err);
+    if (blocks && fits_a_gpu(mm, blocks, n, err))
+        mm->gpu = gpu_vision_create(device, &mm->hp, blocks, n, (uint32_t)padded_rows(mm), err);
+    free(blocks);
+    return mm->gpu != NULL;
+}
+
+/* The local layers through run->x (n rows), the inputs of the kept ones copied to kept
+ * (n rows each, in order): on the GPU in runs between kept layers, or on the CPU. */
+static bool local_layers(const corral_mmproj *mm, vision_run *run, float *kept, size_t n,
+                         corral_error *err)
+{
+    const struct mllama_tower *t = mm->mllama;
+    size_t E = mm->hp.n_embd;
+    for (uint32_t il = 0, k = 0; il < mm->hp.n_layer;) {
+        uint32_t end = k < t->n_kept ? t->kept[k] : mm->hp.n_layer;
+        if (end == il) {
+            memcpy(kept + k++ * n * E, run->x, n * E * sizeof *kept);
+            continue;
+        }
+        if (mm->gpu) {
+            if (!gpu_vision_run(mm->gpu, run->x, (uint32_t)n, run->padding, il, end - il, err))
+                return false;
+        } else {
+            for (uint32_t b = il; b < end; b++)
+                vision_block(run, b);
+        }
+        il = end;
+    }
+    return true;
+}
+
+/* The global layers through run->x (n rows), on the GPU or the CPU. */
+static bool global_layers(const corral_mmproj *mm, vision_run *run, size_t n, corral_error *err)
+{
+    const struct mllama_tower *t = mm->mllama;
+    if (mm->gpu)
+        return gpu_vision_run(mm->gpu, run->x, (uint32_t)n, run->padding, mm->hp.n_layer,
+                              t->n_global, err);
+    for (uint32_t il = 0; il < t->n_global; il++)
+        vision_block_of(run, &t->global[il]);
+    return true;
+}
+
 static bool mllama_encode(const corral_mmproj *mm, threadpool *pool, const float *pixels,
                           uint32_t nx, uint32_t ny, corral_image_embd *out, corral_error *err)
 {
@@ -272,10 +370,9 @@ static bool mllama_encode(const corral_mmproj *mm, threadpool *pool, const float
     for (size_t r = 0; r < n; r++)
         padding[r] = r / padded >= n_real || r % padded >= rows;
     run.padding = padding;
-    for (uint32_t il = 0, k = 0; il < hp->n_layer; il++) {
-        if (k < K && t->kept[k] == il)
-            memcpy(kept + k++ * n * E, run.x, n * E * sizeof *kept);
-        vision_block(&run, il);
+    if (!local_layers(mm, &run, kept, n, err)) {
+        ok = false;
+        goto done;
     }
     vision_norm_rows(mm, &mm->post_ln, &mm->post_ln_b, run.x, run.x, n);
     table_row(&t->post_tile, id, table);
@@ -283,8 +380,10 @@ static bool mllama_encode(const corral_mmproj *mm, threadpool *pool, const float
     for (size_t r = 0; r < n; r++)
         for (size_t i = 0; i < E; i++)
             run.x[r * E + i] += post_gate * table[r / padded * E + i];
-    for (uint32_t il = 0; il < t->n_global; il++)
-        vision_block_of(&run, &t->global[il]);
+    if (!global_layers(mm, &run, n, err)) {
+        ok = false;
+        goto done;
+    }
     /* each tile's rows without padding: the output, then the kept states channel by channel */
     for (size_t tile = 0; tile < T; tile++)
         for (size_t r = 0; r < rows; r++) {

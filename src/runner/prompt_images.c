@@ -58,6 +58,20 @@ prompt_vision *prompt_vision_create(const char *path, const corral_model *model,
     return v;
 }
 
+bool prompt_vision_gpu_bytes(const prompt_vision *v, int device, uint64_t *out,
+                             corral_error *err)
+{
+    return corral_mmproj_gpu_bytes(v->mm, device, out, err);
+}
+
+bool prompt_vision_use_gpu(prompt_vision *v, int device, corral_error *err)
+{
+    pthread_mutex_lock(&v->lock);
+    bool ok = corral_mmproj_use_gpu(v->mm, device, err);
+    pthread_mutex_unlock(&v->lock);
+    return ok;
+}
+
 void prompt_vision_free(prompt_vision *v)
 {
     if (!v)

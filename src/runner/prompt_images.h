@@ -32,6 +32,12 @@ typedef struct prompt_vision prompt_vision;
 /* The projector at path, checked against model; NULL with err. */
 prompt_vision *prompt_vision_create(const char *path, const corral_model *model, int n_threads,
                                     corral_error *err);
+/* The device memory the projector's tower takes on a GPU (device as corral_context_params'),
+ * and the tower there from now on (corral_mmproj_gpu_bytes, corral_mmproj_use_gpu); false
+ * with the reason when it runs on the CPU only, or there is no device. */
+bool prompt_vision_gpu_bytes(const prompt_vision *v, int device, uint64_t *out,
+                             corral_error *err);
+bool prompt_vision_use_gpu(prompt_vision *v, int device, corral_error *err);
 void prompt_vision_free(prompt_vision *v);
 
 /* Is id one of an image's pseudo-ids? */

@@ -937,12 +937,27 @@ int runner_main(int argc, char **argv)
     cp.kv_type = o.kv_type;
     cp.n_gpu_layers = o.gpu_layers;
     cp.images = vision != NULL;
+    /* a tower that runs on a GPU goes there when the context's layers do: their fitting
+     * leaves it room */
+    uint64_t tower_bytes = 0;
+    corral_error tower_err = {0};
+    bool tower_gpu = vision && o.gpu_layers != 0 &&
+                     prompt_vision_gpu_bytes(vision, cp.gpu_device, &tower_bytes, &tower_err);
+    cp.gpu_reserve_bytes = tower_bytes;
     corral_context *ctx = create_context(model, &cp, &err);
     if (!ctx) {
         log_printf(LOG_ERROR, "%s", err.message);
         prompt_vision_free(vision);
         corral_model_free(model);
         return 1;
+    }
+    if (tower_gpu && corral_context_gpu_layers(ctx) > 0) {
+        if (prompt_vision_use_gpu(vision, cp.gpu_device, &tower_err))
+            log_printf(LOG_INFO, "vision tower's blocks on %s (%llu MiB)",
+                       corral_context_gpu_device(ctx),
+                       (unsigned long long)(tower_bytes >> 20));
+        else
+            log_printf(LOG_WARN, "the vision tower runs on the CPU: %s", tower_err.message);
     }
     if (corral_context_recurrent(ctx)) {
         /* a recurrent state cannot be cut back to a draft's accepted tokens or shifted */

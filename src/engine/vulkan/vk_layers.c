@@ -857,7 +857,8 @@ gpu_layers *gpu_layers_create(const corral_context *ctx, int device, int n_layer
     vk_graphs_init(&g->graphs, &g->cmd);
     /* as many of the last layers as were asked for, or as fit in what the device has free
      * beside the scratch (the layers' and the experts') and, with every layer, the output
-     * layer (a tenth kept back for the driver and other processes) */
+     * layer (a tenth kept back for the driver and other processes, and the reserve asked
+     * for: a vision tower's blocks) */
     uint32_t most = hp->n_layer - ctx->cpu_layers_min; /* what must stay on the CPU does */
     uint32_t count = n_layers < 0 || (uint32_t)n_layers > most ? most : (uint32_t)n_layers;
     bool encoder = ctx->model->arch->tensors & ARCH_ENCODER; /* no output layer */
@@ -868,7 +869,8 @@ gpu_layers *gpu_layers_create(const corral_context *ctx, int device, int n_layer
     while (fit < count) {
         uint64_t next = g->estimate + layer_bytes(ctx, g, hp->n_layer - 1 - fit);
         uint64_t total = next + (fit + 1 == hp->n_layer ? output_needs : 0);
-        if (n_layers < 0 && total > dev->info.free_bytes - dev->info.free_bytes / 10)
+        if (n_layers < 0 && total + ctx->gpu_reserve_bytes >
+                                dev->info.free_bytes - dev->info.free_bytes / 10)
             break;
         g->estimate = next;
         fit++;

@@ -209,10 +209,12 @@ enum { VK_GELU_TABLE_BYTES = 65536 * 2 };
  * copy of block_gelu_f16_table). */
 void vk_op_gelu(vk_commands *c, vk_span table, vk_span x, vk_span up, uint32_t n);
 
-enum vk_binary { VK_ADD, VK_MUL, VK_SCALE, VK_MUL_ROWS, VK_RELU_SQR, VK_MUL_SIGMOID };
+enum vk_binary { VK_ADD, VK_MUL, VK_SCALE, VK_MUL_ROWS, VK_RELU_SQR, VK_MUL_SIGMOID,
+                 VK_GELU_ERF };
 /* In place over n floats: x += y, x *= y (y repeating every y_n floats), x *= scale,
- * x *= y[i / y_n] (a value per row of y_n floats), x = relu(x)² (y unread), or
- * x *= sigmoid(y) (y repeating every y_n floats). */
+ * x *= y[i / y_n] (a value per row of y_n floats), x = relu(x)² (y unread),
+ * x *= sigmoid(y) (y repeating every y_n floats), or x = gelu(x) by erf (y unread; erf
+ * within 1.5e-7). */
 void vk_op_binary(vk_commands *c, enum vk_binary op, vk_span x, vk_span y, uint32_t n,
                   uint32_t y_n, float scale);
 

@@ -3,7 +3,8 @@
 // every y_n elements (a weight vector applied to every row), y_n = n for plain operands.
 // op 3: x *= y[i / y_n], a value per row of y_n elements. op 4: x = relu(x)², y unread (as
 // the CPU's block_relu_sqr: anything not above 0, a NaN too, becomes 0). op 5: x *= sigmoid(y)
-// (qwen35's gate on its attention's output).
+// (qwen35's gate on its attention's output). op 6: x = gelu(x) through erf, y unread (mllama's
+// vision MLP), erf by Abramowitz and Stegun's 7.1.26, within 1.5e-7 of it.
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) buffer X { float x[]; };
 layout(std430, binding = 1) readonly buffer Y { float y[]; };
@@ -24,6 +25,14 @@ void main()
         }
         else if (p.op == 5u)
             x[i] *= 1.0 / (1.0 + exp(-y[i % p.y_n]));
+        else if (p.op == 6u) {
+            float v = x[i], z = abs(v) * 0.70710678118654752;
+            float t = 1.0 / (1.0 + 0.3275911 * z);
+            float poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 +
+                         t * (-1.453152027 + t * 1.061405429))));
+            float e = 1.0 - poly * exp(-z * z);
+            x[i] = 0.5 * v * (1.0 + (v < 0.0 ? -e : e));
+        }
         else
             x[i] *= p.scale;
     }

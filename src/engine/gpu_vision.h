@@ -1,0 +1,96 @@
+/*
+ * The engine's seam to a GPU backend for vision towers: a tower's pre-norm ViT blocks on a
+ * device, as vision.c's block runs them (LayerNorm, the query, key, value and output
+ * products with their optional biases, attention of every row over every row, a padding row
+ * over the rows that are not padding, optional one-value gates on the two branches, a GELU
+ * MLP). The blocks' weights go to the device once; a run takes rows in, through a range of
+ * the blocks, and back out, so a tower keeps its own steps between ranges on the CPU. The
+ * Vulkan backend implements it (vulkan/vk_vision.c); a build without it has this header's
+ * inline versions, which take nothing to a device.
+ */
+#ifndef CORRAL_ENGINE_GPU_VISION_H
+#define CORRAL_ENGINE_GPU_VISION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mmproj.h"
+
+typedef struct gpu_vision gpu_vision;
+
+#ifdef CORRAL_VULKAN
+/* Whether a device runs block l of a tower of hp as the CPU does: LayerNorm, a GELU MLP by
+ * erf (mllama's), matrices of types the device multiplies, F32 vectors, heads of even width,
+ * none of the other towers' extras (clamps, head norms, post norms, output scale). */
+bool gpu_vision_supports(const vision_hparams *hp, const vision_layer *l);
+
+/* The device memory gpu_vision_create takes on device (-1: the best usable one) for these
+ * blocks and runs of up to max_rows rows; false with the reason when there is no device. */
+bool gpu_vision_bytes(int device, const vision_hparams *hp, const vision_layer *const *layers,
+                      uint32_t n_layers, uint32_t max_rows, uint64_t *out, corral_error *err);
+
+/* The blocks (each gpu_vision_supports) uploaded to device, with room for runs of up to
+ * max_rows rows; NULL with the reason. */
+gpu_vision *gpu_vision_create(int device, const vision_hparams *hp,
+                              const vision_layer *const *layers, uint32_t n_layers,
+                              uint32_t max_rows, corral_error *err);
+
+/* x's n_rows rows of n_embd floats through blocks [first, first + count), in place; padding
+ * (NULL: none) says per row whether it is padding, which sees no other padding. One run at
+ * a time. */
+bool gpu_vision_run(gpu_vision *v, float *x, uint32_t n_rows, const uint8_t *padding,
+                    uint32_t first, uint32_t count, corral_error *err);
+
+/* The device's name, for messages. */
+const char *gpu_vision_device(const gpu_vision *v);
+
+void gpu_vision_free(gpu_vision *v);
+#else
+static inline bool gpu_vision_supports(const vision_hparams *hp, const vision_layer *l)
+{
+    (void)hp, (void)l;
+    return false;
+}
+
+static inline bool gpu_vision_bytes(int device, const vision_hparams *hp,
+                                    const vision_layer *const *layers, uint32_t n_layers,
+                                    uint32_t max_rows, uint64_t *out, corral_error *err)
+{
+    (void)device, (void)hp, (void)layers, (void)n_layers, (void)max_rows;
+    *out = 0;
+    corral_error_set(err, "this build has no GPU backend (built without CORRAL_VULKAN)");
+    return false;
+}
+
+static inline gpu_vision *gpu_vision_create(int device, const vision_hparams *hp,
+                                            const vision_layer *const *layers,
+                                            uint32_t n_layers, uint32_t max_rows,
+                                            corral_error *err)
+{
+    (void)device, (void)hp, (void)layers, (void)n_layers, (void)max_rows;
+    corral_error_set(err, "this build has no GPU backend (built without CORRAL_VULKAN)");
+    return NULL;
+}
+
+static inline bool gpu_vision_run(gpu_vision *v, float *x, uint32_t n_rows,
+                                  const uint8_t *padding, uint32_t first, uint32_t count,
+                                  corral_error *err)
+{
+    (void)v, (void)x, (void)n_rows, (void)padding, (void)first, (void)count;
+    corral_error_set(err, "this build has no GPU backend (built without CORRAL_VULKAN)");
+    return false;
+}
+
+static inline const char *gpu_vision_device(const gpu_vision *v)
+{
+    (void)v;
+    return "";
+}
+
+static inline void gpu_vision_free(gpu_vision *v)
+{
+    (void)v;
+}
+#endif
+
+#endif

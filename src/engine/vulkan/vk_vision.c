@@ -1,0 +1,325 @@
+/*
+ * Vision towers' ViT blocks on the Vulkan device (gpu_vision.h). Each block is recorded from
+ * the op table (vk_ops.h) in the CPU's order (vision.c's layer_block). The attention has no
+ * causal mask: the keys and values go to a two-sequence cache of max_rows cells, sequence 0
+ * holding every row at its own cell and sequence 1 the rows that are not padding first; a
+ * row that is not padding reads all of sequence 0, a padding row only the first cells of
+ * sequence 1 (vk_attention_shape's last_at), which is the CPU's mask without a mask shader.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blocks.h"
+#include "tensor_type.h"
+#include "gpu_vision.h"
+#include "vk_ops.h"
+
+typedef struct vk_vision_weight {
+    vk_buffer b;
+    uint32_t type;
+    size_t row_bytes;
+} vk_vision_weight;
+
+enum { W_LN1, W_LN1_B, W_LN2, W_LN2_B, W_Q, W_BQ, W_K, W_BK, W_V, W_BV, W_O, W_BO, W_UP,
+       W_UP_B, W_DOWN, W_DOWN_B, W_COUNT };
+
+typedef struct vk_vision_block {
+    vk_vision_weight w[W_COUNT]; /* an absent bias: no buffer */
+    float attn_gate, ffn_gate;   /* 1 where the layer has no gate */
+} vk_vision_block;
+
+struct gpu_vision {
+    vk_device *dev;
+    vision_hparams hp;
+    uint32_t n_blocks, max_rows;
+    vk_vision_block *blocks;
+    vk_commands cmd;
+    bool cmd_made;
+    vk_buffer x, xn, q, k, v, attn, ff, quants, scales, k_cache, v_cache, gelu_table;
+    /* host-visible: the queries' (sequence, cell) then each one's last cell; the two stores' */
+    vk_buffer query_tokens, store_all, store_real;
+};
+
+/* A block's weights in W_* order. */
+static void block_weights(const vision_layer *l, const weight *out[W_COUNT])
+{
+    const weight *w[W_COUNT] = {&l->ln1, &l->ln1_b, &l->ln2, &l->ln2_b, &l->wq, &l->bq,
+                                &l->wk,  &l->bk,    &l->wv,  &l->bv,    &l->wo, &l->bo,
+                                &l->up,  &l->up_b,  &l->down, &l->down_b};
+    memcpy(out, w, sizeof w);
+}
+
+static bool is_matrix(int i)
+{
+    return i == W_Q || i == W_K || i == W_V || i == W_O || i == W_UP || i == W_DOWN;
+}
+
+bool gpu_vision_supports(const vision_hparams *hp, const vision_layer *l)
+{
+    if (hp->norm != VISION_LAYER_NORM ||
+        (hp->ffn != VISION_FFN_GELU && hp->ffn != VISION_FFN_GELU_ERF) || hp->n_head == 0 ||
+        hp->n_embd % hp->n_head != 0 || (hp->n_embd / hp->n_head) % 2 != 0 || l->clamp ||
+        l->q_norm.data || l->k_norm.data || l->attn_post_norm.data || l->ffn_post_norm.data ||
+        l->out_scale.data || l->gate.data)
+        return false;
+    const weight *w[W_COUNT];
+    block_weights(l, w);
+    for (int i = 0; i < W_COUNT; i++) {
+        bool required = is_matrix(i) || i == W_LN1 || i == W_LN2;
+        if (!w[i]->data) {
+            if (required)
+                return false;
+        } else if (is_matrix(i) ? !vk_type_supported(w[i]->type)
+                                : w[i]->type != TENSOR_TYPE_F32) {
+            return false;
+        }
+    }
+    const weight *gates[] = {&l->attn_out_gate, &l->ffn_out_gate};
+    for (size_t i = 0; i < 2; i++)
+        if (gates[i]->data && gates[i]->type != TENSOR_TYPE_F32)
+            return false;
+    return true;
+}
+
+/* Bytes of a weight on the device: its rows. */
+static uint64_t weight_bytes(const weight *w)
+{
+    return w->data ? (uint64_t)w->row_bytes * (w->n_out ? w->n_out : 1) : 0;
+}
+
+/* The scratch of runs of max_rows, in gpu_vision's order from x to v_cache. */
+static void scratch_sizes(const vision_hparams *hp, uint32_t max_rows, uint64_t out[11])
+{
+    uint64_t rows = max_rows, E = hp->n_embd, F = hp->n_ff, wide = E > F ? E : F;
+    uint64_t row = rows * E * sizeof(float);
+    uint64_t sizes[11] = {row, row, row, row, row, row, rows * F * sizeof(float),
+                          vk_matmul_quants_bytes(rows * wide), vk_matmul_scales_bytes(rows * wide),
+                          2 * row, 2 * row};
+    memcpy(out, sizes, sizeof sizes);
+}
+
+bool gpu_vision_bytes(int device, const vision_hparams *hp, const vision_layer *const *layers,
+                      uint32_t n_layers, uint32_t max_rows, uint64_t *out, corral_error *err)
+{
+    *out = 0;
+    vk_device *dev = vk_device_open(device, err);
+    if (!dev)
+        return false;
+    uint64_t sum = 0, sizes[11];
+    for (uint32_t il = 0; il < n_layers; il++) {
+        const weight *w[W_COUNT];
+        block_weights(layers[il], w);
+        for (int i = 0; i < W_COUNT; i++)
+            if (w[i]->data)
+                sum += vk_buffer_footprint(dev, weight_bytes(w[i]));
+    }
+    scratch_sizes(hp, max_rows, sizes);
+    for (size_t i = 0; i < 11; i++)
+        sum += vk_buffer_footprint(dev, sizes[i]);
+    sum += vk_buffer_footprint(dev, VK_GELU_TABLE_BYTES);
+    sum += vk_buffer_footprint(dev, (uint64_t)max_rows * 3 * sizeof(uint32_t));
+    sum += 2 * vk_buffer_footprint(dev, (uint64_t)max_rows * 2 * sizeof(uint32_t));
+    *out = sum;
+    return true;
+}
+
+static bool device_buffer(gpu_vision *v, uint64_t size, bool host_visible, vk_buffer *out,
+                          corral_error *err)
+{
+    if (size > v->dev->max_range) {
+        corral_error_set(err, "a vision buffer of %llu bytes is beyond %s's binding range (%llu)",
+                         (unsigned long long)size, v->dev->info.name,
+                         (unsigned long long)v->dev->max_range);
+        return false;
+    }
+    return vk_buffer_create(v->dev, size ? size : 4, host_visible, out, err);
+}
+
+static bool upload_block(gpu_vision *v, const vision_layer *l, vk_vision_block *b,
+                         corral_error *err)
+{
+    const weight *w[W_COUNT];
+    block_weights(l, w);
+    for (int i = 0; i < W_COUNT; i++) {
+        if (!w[i]->data)
+            continue;
+        uint64_t bytes = weight_bytes(w[i]);
+        b->w[i].type = w[i]->type;
+        b->w[i].row_bytes = w[i]->row_bytes;
+        if (!device_buffer(v, bytes, false, &b->w[i].b, err) ||
+            !vk_buffer_write(v->dev, &b->w[i].b, 0, w[i]->data, bytes, err))
+            return false;
+    }
+    b->attn_gate = l->attn_out_gate.data ? *(const float *)l->attn_out_gate.data : 1.0f;
+    b->ffn_gate = l->ffn_out_gate.data ? *(const float *)l->ffn_out_gate.data : 1.0f;
+    return true;
+}
+
+gpu_vision *gpu_vision_create(int device, const vision_hparams *hp,
+                              const vision_layer *const *layers, uint32_t n_layers,
+                              uint32_t max_rows, corral_error *err)
+{
+    vk_device *dev = vk_device_open(device, err);
+    if (!dev)
+        return NULL;
+    gpu_vision *v = calloc(1, sizeof *v);
+    if (!v || !(v->blocks = calloc(n_layers ? n_layers : 1, sizeof *v->blocks))) {
+        free(v);
+        corral_error_set(err, "out of memory");
+        return NULL;
+    }
+    v->dev = dev;
+    v->hp = *hp;
+    v->n_blocks = n_layers;
+    v->max_rows = max_rows;
+    for (uint32_t il = 0; il < n_layers; il++)
+        if (!gpu_vision_supports(hp, layers[il])) {
+            corral_error_set(err, "the device cannot run block %u of this vision tower", il);
+            gpu_vision_free(v);
+            return NULL;
+        }
+    uint64_t sizes[11];
+    scratch_sizes(hp, max_rows, sizes);
+    vk_buffer *scratch[11] = {&v->x,     &v->xn,     &v->q,      &v->k,      &v->v,       &v->attn,
+                              &v->ff,    &v->quants, &v->scales, &v->k_cache, &v->v_cache};
+    bool ok = vk_commands_create(dev, &v->cmd, err);
+    v->cmd_made = ok;
+    for (size_t i = 0; ok && i < 11; i++)
+        ok = device_buffer(v, sizes[i], false, scratch[i], err);
+    ok = ok && device_buffer(v, VK_GELU_TABLE_BYTES, false, &v->gelu_table, err) &&
+         vk_buffer_write(dev, &v->gelu_table, 0, block_gelu_f16_table(), VK_GELU_TABLE_BYTES,
+                         err) &&
+         device_buffer(v, (uint64_t)max_rows * 3 * sizeof(uint32_t), true, &v->query_tokens,
+                       err) &&
+         device_buffer(v, (uint64_t)max_rows * 2 * sizeof(uint32_t), true, &v->store_all, err) &&
+         device_buffer(v, (uint64_t)max_rows * 2 * sizeof(uint32_t), true, &v->store_real, err);
+    for (uint32_t il = 0; ok && il < n_layers; il++)
+        ok = upload_block(v, layers[il], &v->blocks[il], err);
+    if (!ok) {
+        gpu_vision_free(v);
+        return NULL;
+    }
+    return v;
+}
+
+const char *gpu_vision_device(const gpu_vision *v)
+{
+    return v->dev->info.name;
+}
+
+void gpu_vision_free(gpu_vision *v)
+{
+    if (!v)
+        return;
+    for (uint32_t il = 0; il < v->n_blocks; il++)
+        for (int i = 0; i < W_COUNT; i++)
+            if (v->blocks[il].w[i].b.buffer)
+                vk_buffer_free(v->dev, &v->blocks[il].w[i].b);
+    vk_buffer *all[] = {&v->x,       &v->xn,          &v->q,         &v->k,         &v->v,
+                        &v->attn,    &v->ff,          &v->quants,    &v->scales,    &v->k_cache,
+                        &v->v_cache, &v->gelu_table, &v->query_tokens, &v->store_all,
+                        &v->store_real};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i]->buffer)
+            vk_buffer_free(v->dev, all[i]);
+    if (v->cmd_made)
+        vk_commands_free(&v->cmd);
+    free(v->blocks);
+    free(v);
+}
+
+/* y = W . x (+ b) over n rows. */
+static void product(gpu_vision *v, const vk_vision_weight *w, const vk_vision_weight *b,
+                    vk_buffer *x, vk_buffer *y, uint32_t n_in, uint32_t n_out, uint32_t n)
+{
+    vk_op_matmul(&v->cmd, w->type, vk_whole(&w->b), w->row_bytes, vk_whole(x),
+                 vk_whole(&v->quants), vk_whole(&v->scales), vk_whole(y), n_in, n_out, n);
+    if (b->b.buffer)
+        vk_op_binary(&v->cmd, VK_ADD, vk_whole(y), vk_whole(&b->b), n * n_out, n_out, 0.0f);
+}
+
+/* x += gate * xn over count floats. */
+static void add_gated(gpu_vision *v, float gate, uint32_t count)
+{
+    if (gate != 1.0f)
+        vk_op_binary(&v->cmd, VK_SCALE, vk_whole(&v->xn), (vk_span){0}, count, 0, gate);
+    vk_op_binary(&v->cmd, VK_ADD, vk_whole(&v->x), vk_whole(&v->xn), count, count, 0.0f);
+}
+
+static void record_block(gpu_vision *v, const vk_vision_block *b, uint32_t n)
+{
+    const vision_hparams *hp = &v->hp;
+    uint32_t E = hp->n_embd, F = hp->n_ff, H = hp->n_head, d = E / H;
+    const vk_vision_weight *w = b->w;
+    vk_op_layernorm(&v->cmd, vk_whole(&w[W_LN1].b), vk_whole(&w[W_LN1_B].b), vk_whole(&v->x),
+                    vk_whole(&v->xn), E, n, hp->eps);
+    product(v, &w[W_Q], &w[W_BQ], &v->xn, &v->q, E, E, n);
+    product(v, &w[W_K], &w[W_BK], &v->xn, &v->k, E, E, n);
+    product(v, &w[W_V], &w[W_BV], &v->xn, &v->v, E, E, n);
+    vk_cache_shape cache = {H, d, v->max_rows, false};
+    vk_buffer *stores[] = {&v->store_all, &v->store_real};
+    for (size_t s = 0; s < 2; s++) {
+        vk_op_kv_store(&v->cmd, vk_whole(stores[s]), vk_whole(&v->k), vk_whole(&v->k_cache),
+                       &cache, n);
+        vk_op_kv_store(&v->cmd, vk_whole(stores[s]), vk_whole(&v->v), vk_whole(&v->v_cache),
+                       &cache, n);
+    }
+    vk_attention_shape shape = {.n_tokens = n, .n_head = H, .n_head_kv = H, .head_dim_k = d,
+                                .head_dim_v = d, .n_cells = v->max_rows, .f16 = false,
+                                .scale = 1.0f / sqrtf((float)d), .last_at = 2 * n};
+    vk_op_attention(&v->cmd, vk_whole(&v->query_tokens), vk_whole(&v->q), vk_whole(&v->k_cache),
+                    vk_whole(&v->v_cache), vk_whole(&v->attn), &shape);
+    product(v, &w[W_O], &w[W_BO], &v->attn, &v->xn, E, E, n);
+    add_gated(v, b->attn_gate, n * E);
+    vk_op_layernorm(&v->cmd, vk_whole(&w[W_LN2].b), vk_whole(&w[W_LN2_B].b), vk_whole(&v->x),
+                    vk_whole(&v->xn), E, n, hp->eps);
+    product(v, &w[W_UP], &w[W_UP_B], &v->xn, &v->ff, E, F, n);
+    if (hp->ffn == VISION_FFN_GELU_ERF)
+        vk_op_binary(&v->cmd, VK_GELU_ERF, vk_whole(&v->ff), (vk_span){0}, n * F, 0, 0.0f);
+    else
+        vk_op_gelu(&v->cmd, vk_whole(&v->gelu_table), vk_whole(&v->ff), (vk_span){0}, n * F);
+    product(v, &w[W_DOWN], &w[W_DOWN_B], &v->ff, &v->xn, F, E, n);
+    add_gated(v, b->ffn_gate, n * E);
+}
+
+/* The attention's tokens for this run's padding (gpu_vision.c's top comment). */
+static void write_tokens(gpu_vision *v, uint32_t n, const uint8_t *padding)
+{
+    uint32_t *query = v->query_tokens.mapped, *all = v->store_all.mapped;
+    uint32_t *real = v->store_real.mapped, n_real = 0;
+    for (uint32_t r = 0; r < n; r++)
+        n_real += !(padding && padding[r]);
+    bool masked = n_real > 0 && n_real < n; /* no row to see: the CPU's mask is off too */
+    for (uint32_t r = 0, next_real = 0, next_pad = n_real; r < n; r++) {
+        bool pad = masked && padding[r];
+        uint32_t cell = pad ? next_pad++ : next_real++;
+        all[2 * r] = 0;
+        all[2 * r + 1] = r;
+        real[2 * r] = 1;
+        real[2 * r + 1] = cell;
+        query[2 * r] = pad ? 1 : 0;
+        query[2 * r + 1] = pad ? cell : r;
+        query[2 * n + r] = pad ? n_real - 1 : n - 1;
+    }
+}
+
+bool gpu_vision_run(gpu_vision *v, float *x, uint32_t n_rows, const uint8_t *padding,
+                   uint32_t first, uint32_t count, corral_error *err)
+{
+    if (n_rows == 0 || n_rows > v->max_rows || first > v->n_blocks ||
+        count > v->n_blocks - first) {
+        corral_error_set(err, "a vision run of %u rows through blocks %u + %u, beyond the "
+                         "%u rows and %u blocks made", n_rows, first, count, v->max_rows,
+                         v->n_blocks);
+        return false;
+    }
+    size_t bytes = (size_t)n_rows * v->hp.n_embd * sizeof *x;
+    write_tokens(v, n_rows, padding);
+    if (!vk_buffer_write(v->dev, &v->x, 0, x, bytes, err))
+        return false;
+    vk_commands_begin(&v->cmd);
+    for (uint32_t il = first; il < first + count; il++)
+        record_block(v, &v->blocks[il], n_rows);
+    return vk_commands_submit(&v->cmd, err) && vk_buffer_read(v->dev, &v->x, 0, x, bytes, err);
+}

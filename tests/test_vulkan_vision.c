@@ -1,0 +1,404 @@
+/*
+ * Vision towers' ViT blocks on the Vulkan device (gpu_vision.h) against the CPU's
+ * (vision.c's vision_block_of) on random weights: a block of F32 matrices with every bias,
+ * then one of F16 matrices with mllama's gates and no projection biases, over rows of which
+ * some are padding (each tile's last rows and a whole tile, as mllama pads); a run of both
+ * blocks gives what two runs of one give. Then the tiny mllama tower of test_vision_mllama with
+ * its blocks on the device: the CPU's states, and the reference's 16 greedy ids from them.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "file_fixture.h"
+#include "mmproj.h"
+#include "reference_fixture.h"
+#include "quant.h"
+#include "quant_half.h"
+#include "tensor_type.h"
+#include "gpu_vision.h"
+#include "vk_device.h"
+
+enum { E = 64, HEADS = 4, FF = 128, TILE_ROWS = 8, REAL_ROWS = 6, TILES = 3, N = TILES * TILE_ROWS };
+
+/* An F32 block's values are sums of at most FF products of F32 values of order 1, taken in
+ * another order than the CPU's (its tiles and lanes against the shaders' threads): some
+ * roundings of 2^-24 of each partial sum, about 1e-6 of a state of order 1 through a block;
+ * erf within 1.5e-7; the softmax's online form rescales in F32. */
+#define F32_TOLERANCE 4e-6
+/* An F16 block rounds each product's inputs to halves on both sides; two inputs 1e-6 apart
+ * may round to neighbouring halves, which moves that one product by 2^-11 of the input (a
+ * LayerNorm's or GELU's output, below 4) times its weight (at most 0.25): 5e-4, times the
+ * branch's gate (below 0.61). */
+#define F16_TOLERANCE 3e-4
+/* The tiny mllama tower: five F32 blocks, each within about 1e-6 of the CPU's as the F32
+ * block above, through the post LayerNorm (which scales a difference by a row's inverse
+ * spread) and the projection; 1e-5, the CPU's own distance from the Python reference. */
+#define MLLAMA_TOLERANCE 1e-5f
+
+static vk_device *dev;
+static uint32_t rng = 4321;
+
+static float uniform(void) /* -1..1 */
+{
+    rng = rng * 1664525u + 1013904223u;
+    return (float)(rng >> 8) / (float)(1u << 23) - 1.0f;
+}
+
+/* A weight of n_out rows of n_in random values times scale (F16: rounded to halves). */
+static weight random_weight(uint32_t type, size_t n_in, size_t n_out, float scale, float offset)
+{
+    size_t count = n_in * n_out;
+    weight w = {.type = type, .n_in = n_in, .n_out = n_out, .ops = quant_ops_active(type)};
+    if (type == TENSOR_TYPE_F16) {
+        uint16_t *h = malloc(count * sizeof *h);
+        assert_non_null(h);
+        for (size_t i = 0; i < count; i++)
+            h[i] = quant_f32_to_f16(offset + scale * uniform());
+        w.data = h;
+        w.row_bytes = n_in * sizeof *h;
+    } else {
+        float *f = malloc(count * sizeof *f);
+        assert_non_null(f);
+        for (size_t i = 0; i < count; i++)
+            f[i] = offset + scale * uniform();
+        w.data = f;
+        w.row_bytes = n_in * sizeof *f;
+    }
+    return w;
+}
+
+static weight vector(size_t n, float scale, float offset)
+{
+    return random_weight(TENSOR_TYPE_F32, n, 1, scale, offset);
+}
+
+static void layer_init(vision_layer *l, uint32_t type, bool biases, bool gates)
+{
+    float m = 1.0f / sqrtf((float)E), f = 1.0f / sqrtf((float)FF);
+    *l = (vision_layer){0};
+    l->ln1 = vector(E, 0.2f, 1.0f);
+    l->ln1_b = vector(E, 0.1f, 0.0f);
+    l->ln2 = vector(E, 0.2f, 1.0f);
+    l->ln2_b = vector(E, 0.1f, 0.0f);
+    l->wq = random_weight(type, E, E, 2 * m, 0.0f);
+    l->wk = random_weight(type, E, E, 2 * m, 0.0f);
+    l->wv = random_weight(type, E, E, m, 0.0f);
+    l->wo = random_weight(type, E, E, m, 0.0f);
+    l->up = random_weight(type, E, FF, 2 * m, 0.0f);
+    l->down = random_weight(type, FF, E, f, 0.0f);
+    l->up_b = vector(FF, 0.1f, 0.0f);
+    l->down_b = vector(E, 0.1f, 0.0f);
+    if (biases) {
+        l->bq = vector(E, 0.1f, 0.0f);
+        l->bk = vector(E, 0.1f, 0.0f);
+        l->bv = vector(E, 0.1f, 0.0f);
+        l->bo = vector(E, 0.1f, 0.0f);
+    }
+    if (gates) { /* tanh of the gate, as the converter stores it */
+        l->attn_out_gate = vector(1, 0.0f, tanhf(0.7f));
+        l->ffn_out_gate = vector(1, 0.0f, tanhf(-0.4f));
+    }
+}
+
+static void layer_free(vision_layer *l)
+{
+    weight *w[] = {&l->ln1, &l->ln1_b, &l->ln2, &l->ln2_b, &l->wq, &l->bq, &l->wk, &l->bk,
+                   &l->wv, &l->bv, &l->wo, &l->bo, &l->up, &l->up_b, &l->down, &l->down_b,
+                   &l->attn_out_gate, &l->ffn_out_gate};
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+        free((void *)w[i]->data);
+}
+
+static const vision_hparams HP = {.n_embd = E, .n_ff = FF, .n_head = HEADS, .eps = 1e-5f,
+                                  .norm = VISION_LAYER_NORM, .ffn = VISION_FFN_GELU_ERF};
+
+typedef struct blocks {
+    vision_layer layers[2];
+    uint8_t padding[N];
+    float x[N * E];
+} blocks;
+
+static void blocks_init(blocks *b)
+{
+    layer_init(&b->layers[0], TENSOR_TYPE_F32, true, false);
+    layer_init(&b->layers[1], TENSOR_TYPE_F16, false, true);
+    for (size_t r = 0; r < N; r++)
+        b->padding[r] = r / TILE_ROWS == TILES - 1 || r % TILE_ROWS >= REAL_ROWS;
+    for (size_t i = 0; i < N * E; i++)
+        b->x[i] = uniform();
+}
+
+/* The CPU's states of in through blocks [first, first + count). */
+static void cpu_blocks(const blocks *b, const float *in, size_t first, size_t count, float *out)
+{
+    corral_mmproj mm = {0};
+    mm.hp = HP;
+    mm.patch_embd = (weight){.type = TENSOR_TYPE_F32, .n_in = 16, .n_out = E};
+    corral_error err = {0};
+    threadpool *pool = threadpool_create(1, &err);
+    assert_non_null(pool);
+    vision_run run;
+    /* the F16 block's widest input: its activations' room (mm has no layers to size it) */
+    if (!vision_run_init(&run, &mm, pool, N, quant_act_row_bytes(TENSOR_TYPE_F16, FF), &err))
+        fail_msg("%s", err.message);
+    memcpy(run.x, in, sizeof b->x);
+    run.padding = b->padding;
+    for (size_t il = first; il < first + count; il++)
+        vision_block_of(&run, &b->layers[il]);
+    memcpy(out, run.x, sizeof b->x);
+    vision_run_free(&run);
+    threadpool_free(pool);
+}
+
+static void assert_close(const char *what, const float *got, const float *want, size_t n,
+                         double tolerance)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!(fabs((double)got[i] - (double)want[i]) <= tolerance))
+            fail_msg("%s: row %zu, channel %zu is %.9g, the CPU's %.9g", what, i / E, i % E,
+                     (double)got[i], (double)want[i]);
+}
+
+/* The blocks on the device, holding the memory gpu_vision_bytes counts for them. */
+static gpu_vision *device_blocks(const blocks *b, uint32_t max_rows)
+{
+    const vision_layer *layers[2] = {&b->layers[0], &b->layers[1]};
+    corral_error err = {0};
+    uint64_t bytes, before = vk_device_allocated(dev);
+    if (!gpu_vision_bytes(-1, &HP, layers, 2, max_rows, &bytes, &err))
+        fail_msg("%s", err.message);
+    gpu_vision *v = gpu_vision_create(-1, &HP, layers, 2, max_rows, &err);
+    if (!v)
+        fail_msg("%s", err.message);
+    /* counted as vk_buffer_footprint counts a buffer: rounded up to the memory's alignment,
+     * which a driver may not need, for each of the 43 buffers */
+    uint64_t used = vk_device_allocated(dev) - before;
+    if (!(used <= bytes && bytes - used < 43 * dev->memory_align))
+        fail_msg("the blocks hold %llu bytes, counted as %llu", (unsigned long long)used,
+                 (unsigned long long)bytes);
+    return v;
+}
+
+static void test_blocks_match_the_cpu(void **state)
+{
+    (void)state;
+    static blocks b;
+    blocks_init(&b);
+    static float first[N * E], second[N * E], got[N * E], whole[N * E];
+    cpu_blocks(&b, b.x, 0, 1, first);
+    cpu_blocks(&b, first, 1, 1, second);
+    gpu_vision *v = device_blocks(&b, N + 5); /* more room than the run takes */
+    corral_error err = {0};
+    memcpy(got, b.x, sizeof got);
+    if (!gpu_vision_run(v, got, N, b.padding, 0, 1, &err))
+        fail_msg("%s", err.message);
+    assert_close("the F32 block", got, first, N * E, F32_TOLERANCE);
+    memcpy(got, first, sizeof got);
+    if (!gpu_vision_run(v, got, N, b.padding, 1, 1, &err))
+        fail_msg("%s", err.message);
+    assert_close("the gated F16 block", got, second, N * E, F16_TOLERANCE);
+    /* a range of blocks is its blocks one run each */
+    memcpy(whole, b.x, sizeof whole);
+    memcpy(got, b.x, sizeof got);
+    if (!gpu_vision_run(v, whole, N, b.padding, 0, 2, &err) ||
+        !gpu_vision_run(v, got, N, b.padding, 0, 1, &err) ||
+        !gpu_vision_run(v, got, N, b.padding, 1, 1, &err))
+        fail_msg("%s", err.message);
+    assert_memory_equal(whole, got, sizeof got);
+    gpu_vision_free(v);
+    for (size_t i = 0; i < 2; i++)
+        layer_free(&b.layers[i]);
+}
+
+/* The padding rows' mask is what the CPU's is: without it the padding rows come out apart. */
+static void test_padding_rows_see_no_padding(void **state)
+{
+    (void)state;
+    static blocks b;
+    blocks_init(&b);
+    static float masked[N * E], open[N * E];
+    gpu_vision *v = device_blocks(&b, N);
+    corral_error err = {0};
+    memcpy(masked, b.x, sizeof masked);
+    memcpy(open, b.x, sizeof open);
+    if (!gpu_vision_run(v, masked, N, b.padding, 0, 1, &err) ||
+        !gpu_vision_run(v, open, N, NULL, 0, 1, &err))
+        fail_msg("%s", err.message);
+    size_t apart = 0;
+    for (size_t r = 0; r < N; r++) {
+        bool same = memcmp(masked + r * E, open + r * E, E * sizeof *open) == 0;
+        apart += !same;
+        if (!b.padding[r] && !same)
+            fail_msg("row %zu is not padding, and the mask changed it", r);
+    }
+    assert_int_not_equal(apart, 0);
+    gpu_vision_free(v);
+    for (size_t i = 0; i < 2; i++)
+        layer_free(&b.layers[i]);
+}
+
+static void test_refuses_what_it_cannot_run(void **state)
+{
+    (void)state;
+    static blocks b;
+    blocks_init(&b);
+    vision_hparams rms = HP;
+    rms.norm = VISION_RMS_NORM;
+    assert_false(gpu_vision_supports(&rms, &b.layers[0]));
+    vision_hparams swiglu = HP;
+    swiglu.ffn = VISION_FFN_SWIGLU;
+    assert_false(gpu_vision_supports(&swiglu, &b.layers[0]));
+    assert_true(gpu_vision_supports(&HP, &b.layers[1]));
+    gpu_vision *v = device_blocks(&b, N);
+    static float x[N * E];
+    corral_error err = {0};
+    assert_false(gpu_vision_run(v, x, N + 1, NULL, 0, 1, &err));
+    assert_non_null(strstr(err.message, "beyond"));
+    assert_false(gpu_vision_run(v, x, N, NULL, 1, 2, &err));
+    gpu_vision_free(v);
+    for (size_t i = 0; i < 2; i++)
+        layer_free(&b.layers[i]);
+}
+
+/* The n ints after "\nkey n " in text. */
+static void ints_after(const char *text, const char *key, int32_t *out, size_t n)
+{
+    char header[64];
+    snprintf(header, sizeof header, "\n%s %zu ", key, n);
+    const char *p = strstr(text, header);
+    if (!p)
+        fail_msg("no '%s' of %zu in the reference", key, n);
+    p += strlen(header);
+    for (size_t i = 0; i < n; i++) {
+        char *end;
+        out[i] = (int32_t)strtol(p, &end, 10);
+        assert_true(end != p);
+        p = end;
+    }
+}
+
+static void decode(corral_context *ctx, const int32_t *ids, size_t n)
+{
+    corral_batch batch = {.n_tokens = n, .tokens = ids};
+    corral_error err;
+    if (!corral_decode(ctx, &batch, &err))
+        fail_msg("decode: %s", err.message);
+}
+
+/* The reference's prompt around image, then its 16 greedy ids (the text model on the CPU). */
+static void check_greedy_ids(const corral_image_embd *image)
+{
+    char *ref = read_file(fixture("vision/mllama.wide.ref.txt"));
+    corral_error err;
+    corral_model *m = corral_model_load(fixture("vision/mllama.gguf"), &err);
+    if (!m)
+        fail_msg("%s", err.message);
+    int32_t ids[7], greedy[16], image_at[1];
+    ints_after(ref, "input_ids", ids, 7);
+    ints_after(ref, "greedy_ids", greedy, 16);
+    ints_after(ref, "image_at", image_at, 1);
+    corral_context_params p;
+    corral_context_params_init(&p);
+    p.n_ctx = 64;
+    p.n_batch = 16;
+    p.n_threads = 1;
+    p.images = true;
+    corral_context *ctx = corral_context_create(m, &p, &err);
+    if (!ctx)
+        fail_msg("%s", err.message);
+    size_t at = (size_t)image_at[0];
+    decode(ctx, ids, at);
+    if (!corral_decode_image(ctx, 0, image, &err))
+        fail_msg("decode_image: %s", err.message);
+    decode(ctx, ids + at + 1, 7 - at - 1);
+    const float *logits = corral_get_logits(ctx, 7 - at - 2);
+    for (size_t s = 0; s < 16; s++) {
+        int32_t id = argmax(logits, corral_model_n_vocab(m));
+        if (id != greedy[s])
+            fail_msg("greedy id %zu is %d, the reference's %d", s, id, greedy[s]);
+        decode(ctx, &id, 1);
+        logits = corral_get_logits(ctx, 0);
+    }
+    corral_context_free(ctx);
+    corral_model_free(m);
+    free(ref);
+}
+
+/* The tiny tower's states with its blocks on the device, as the CPU's within the F32
+ * arithmetic of its blocks (MLLAMA_TOLERANCE), and the reference's greedy ids from them. */
+static void test_mllama_tower_on_the_device(void **state)
+{
+    (void)state;
+    corral_error err;
+    corral_mmproj *mm = corral_mmproj_load(fixture("vision/mllama.gguf"), &err);
+    if (!mm)
+        fail_msg("%s", err.message);
+    size_t size;
+    float *pixels = file_fixture_read(fixture("vision/mllama.wide.pixels.f32"), &size);
+    assert_int_equal(size, (size_t)16 * 8 * 3 * sizeof(float));
+    corral_image_embd cpu, gpu;
+    if (!corral_mmproj_encode(mm, pixels, 16, 8, 1, &cpu, &err))
+        fail_msg("%s", err.message);
+    uint64_t bytes, before = vk_device_allocated(dev);
+    if (!corral_mmproj_gpu_bytes(mm, -1, &bytes, &err) || !corral_mmproj_use_gpu(mm, -1, &err))
+        fail_msg("%s", err.message);
+    uint64_t used = vk_device_allocated(dev) - before;
+    assert_true(used > 0 && used <= bytes);
+    if (!corral_mmproj_encode(mm, pixels, 16, 8, 1, &gpu, &err))
+        fail_msg("%s", err.message);
+    assert_int_equal(gpu.n_embd, cpu.n_embd);
+    assert_int_equal(gpu.n_attended, cpu.n_attended);
+    float diff = max_abs_diff(gpu.data, cpu.data, cpu.n_embd);
+    /* states equal to the last bit would be the CPU's own: the device sums in its own order */
+    if (!(diff > 0.0f && diff <= MLLAMA_TOLERANCE))
+        fail_msg("the device's states differ from the CPU's by %g", (double)diff);
+    check_greedy_ids(&gpu);
+    corral_image_embd_free(&cpu);
+    corral_image_embd_free(&gpu);
+    free(pixels);
+    corral_mmproj_free(mm);
+}
+
+/* Another kind's tower stays on the CPU, and says so. */
+static void test_other_towers_stay_on_the_cpu(void **state)
+{
+    (void)state;
+    corral_error err;
+    corral_mmproj *mm = corral_mmproj_load(fixture("vision/gemma3-mmproj.gguf"), &err);
+    if (!mm)
+        fail_msg("%s", err.message);
+    uint64_t bytes = 1;
+    assert_false(corral_mmproj_gpu_bytes(mm, -1, &bytes, &err));
+    assert_int_equal(bytes, 0);
+    assert_false(corral_mmproj_use_gpu(mm, -1, &err));
+    assert_non_null(strstr(err.message, "CPU only"));
+    corral_mmproj_free(mm);
+}
+
+int main(void)
+{
+    corral_error err = {0};
+    dev = vk_device_open(-1, &err);
+    if (!dev) {
+        printf("skipped: %s\n", err.message);
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_blocks_match_the_cpu),
+        cmocka_unit_test(test_padding_rows_see_no_padding),
+        cmocka_unit_test(test_refuses_what_it_cannot_run),
+        cmocka_unit_test(test_mllama_tower_on_the_device),
+        cmocka_unit_test(test_other_towers_stay_on_the_cpu),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    vk_device_close();
+    return failed;
+}
