@@ -124,7 +124,7 @@ test('tools: function_call and function_call_output items round-trip into the pr
   const joined = (await server.postJson('/api/chat', { model: 'tolstoy-tools', tools: [weatherTool],
     _debug_render_only: true, messages: [{ role: 'user', content: question },
       { role: 'assistant', content: '', tool_calls: [{ function: { name: 'get_weather', arguments: { city: 'Paris' } } }] },
-      { role: 'tool', tool_name: 'get_weather', content: '18\ndegrees' }] })).json._debug_info.rendered_template;
+      { role: 'tool', tool_name: 'get_weather', content: '18degrees' }] })).json._debug_info.rendered_template;
   const sameJoined = await openai.responses.create({ model: 'tolstoy', input: joined, temperature: 0,
     max_output_tokens: 1 });
   const text = [{ type: 'input_text', text: '18' }, { type: 'input_text', text: 'degrees' }];
