@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "cli/config_file.h"
+#include "util/file.h"
 #include "cli/launch_tools.h"
 
 static bool has(const launch_strings *list, const char *text)
@@ -368,7 +369,7 @@ static void config_replaced_with_a_backup(void **state)
     snprintf(dir, sizeof dir, "%s/a/b", root);
     snprintf(path, sizeof path, "%s/settings.json", dir);
     snprintf(backups, sizeof backups, "%s/backup/droid", root);
-    assert_true(config_file_mkdirs(dir, NULL));
+    assert_true(util_mkdirs(dir, NULL));
 
     bool changed = false;
     assert_true(

@@ -342,7 +342,7 @@ static bool configure_codex(launch_target *target, const model_facts *facts, cha
     bool ok = catalog_text && profile;
     if (!ok)
         corral_error_set(err, "out of memory writing the Codex configuration");
-    ok = ok && config_file_mkdirs(dir, err) &&
+    ok = ok && util_mkdirs(dir, err) &&
          write_config(catalog_path, catalog_text, "codex", err) &&
          write_config(profile_path, profile, "codex", err);
     json_decref(catalog);
@@ -382,7 +382,7 @@ static bool configure_droid(const launch_target *target, corral_error *err)
               (text = json_dumps(settings, JSON_INDENT(2))) != NULL;
     if (!ok)
         corral_error_set(err, "out of memory writing Droid's settings");
-    ok = ok && config_file_mkdirs(dir, err) && write_config(path, text, "droid", err);
+    ok = ok && util_mkdirs(dir, err) && write_config(path, text, "droid", err);
     free(text);
     json_decref(settings);
     return ok;

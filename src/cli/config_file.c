@@ -2,6 +2,7 @@
  * Replacing another program's config file with a backup of the old one (config_file.h).
  */
 #include "config_file.h"
+#include "util/file.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -16,43 +17,6 @@
 
 #define MAX_CONFIG_BYTES (16u << 20)
 #define MAX_BACKUP_ENTRIES 4096
-
-bool config_file_mkdirs(const char *path, corral_error *err)
-{
-    char copy[4096];
-    int n = snprintf(copy, sizeof copy, "%s", path);
-    if (n < 0 || (size_t)n >= sizeof copy) {
-        corral_error_set(err, "path too long: '%s'", path);
-        return false;
-    }
-    for (char *p = copy + 1;; p++) {
-        if (*p != '/' && *p != '\0')
-            continue;
-        char saved = *p;
-        *p = '\0';
-        if (mkdir(copy, 0755) != 0 && errno != EEXIST) {
-            corral_error_set(err, "cannot create directory '%s': %s", copy, strerror(errno));
-            return false;
-        }
-        *p = saved;
-        if (!saved)
-            return true;
-    }
-}
-
-static bool write_all(int fd, const char *data, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = write(fd, data, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return false;
-        data += n;
-        len -= (size_t)n;
-    }
-    return true;
-}
 
 /* The contents of an existing regular file (NULL and *exists false when there is none). */
 static char *read_existing(const char *path, size_t *len, bool *exists, corral_error *err)
@@ -137,7 +101,7 @@ static void prune_backups(const char *dir, const char *name)
 static bool write_backup(const char *backup_dir, const char *name, const char *data, size_t len,
                          mode_t mode, char *out, size_t out_size, corral_error *err)
 {
-    if (!config_file_mkdirs(backup_dir, err))
+    if (!util_mkdirs(backup_dir, err))
         return false;
     long long now = (long long)time(NULL);
     for (unsigned k = 0; k < 1000; k++) {
@@ -155,7 +119,7 @@ static bool write_backup(const char *backup_dir, const char *name, const char *d
             corral_error_set(err, "cannot create backup '%s': %s", path, strerror(errno));
             return false;
         }
-        bool ok = write_all(fd, data, len) && fsync(fd) == 0;
+        bool ok = util_write_all(fd, data, len) && fsync(fd) == 0;
         ok = close(fd) == 0 && ok;
         if (!ok) {
             corral_error_set(err, "cannot write backup '%s': %s", path, strerror(errno));
@@ -214,7 +178,7 @@ bool config_file_replace(const char *path, const char *data, size_t len, const c
                          strerror(errno));
         return false;
     }
-    ok = fchmod(fd, mode) == 0 && write_all(fd, data, len) && fsync(fd) == 0;
+    ok = fchmod(fd, mode) == 0 && util_write_all(fd, data, len) && fsync(fd) == 0;
     ok = close(fd) == 0 && ok;
     if (!ok || rename(tmp, path) != 0) {
         corral_error_set(err, "cannot write '%s': %s", path, strerror(errno));

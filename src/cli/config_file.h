@@ -14,9 +14,6 @@
 
 #define CONFIG_FILE_BACKUPS_KEPT 5 /* per file: older backups are removed */
 
-/* mkdir -p path (mode 0755 for what it creates). false with err. */
-bool config_file_mkdirs(const char *path, corral_error *err);
-
 /*
  * Replace path's contents with data (len bytes). When path exists with other contents it is
  * first copied to backup_dir/<file name>.<unix seconds> (backup_dir created as needed; the

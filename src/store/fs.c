@@ -4,6 +4,7 @@
  * makes to a final name goes through store_write_file_atomic or the blob writer's rename.
  */
 #include "store/store_internal.h"
+#include "util/file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -49,35 +50,6 @@ char *store_dirname(const char *path)
     return strndup(path, n);
 }
 
-bool store_mkdirs(const char *path, corral_error *err)
-{
-    char *copy = strdup(path);
-    if (!copy) {
-        corral_error_set(err, "out of memory");
-        return false;
-    }
-    /* Create each prefix in turn; EEXIST on the way is the common case. */
-    for (char *p = copy + 1;; p++) {
-        if (*p != '/' && *p != '\0')
-            continue;
-        char saved = *p;
-        *p = '\0';
-        if (mkdir(copy, 0755) != 0 && errno != EEXIST) {
-            corral_error_set(err, "cannot create directory '%s': %s", copy, strerror(errno));
-            free(copy);
-            return false;
-        }
-        *p = saved;
-        if (saved == '\0')
-            break;
-    }
-    struct stat st;
-    bool is_dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-    if (!is_dir)
-        corral_error_set(err, "'%s' exists and is not a directory", path);
-    free(copy);
-    return is_dir;
-}
 
 corral_store_status store_read_file(const char *path, size_t max_bytes, char **out, size_t *len,
                                     struct timespec *mtime, corral_error *err)
@@ -150,20 +122,6 @@ bool store_fsync_dir(const char *dir, corral_error *err)
     return ok;
 }
 
-static bool write_all(int fd, const void *data, size_t len)
-{
-    const char *p = data;
-    while (len > 0) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return false;
-        p += n;
-        len -= (size_t)n;
-    }
-    return true;
-}
 
 bool store_write_file_atomic(const char *path, const void *data, size_t len, corral_error *err)
 {
@@ -181,7 +139,7 @@ bool store_write_file_atomic(const char *path, const void *data, size_t len, cor
         goto out;
     }
     /* mkostemp makes 0600 files; blobs and manifests are world-readable, as ollama's are. */
-    if (!write_all(fd, data, len) || fsync(fd) != 0 || fchmod(fd, 0644) != 0) {
+    if (!util_write_all(fd, data, len) || fsync(fd) != 0 || fchmod(fd, 0644) != 0) {
         corral_error_set(err, "cannot write '%s': %s", tmp, strerror(errno));
         close(fd);
         unlink(tmp);

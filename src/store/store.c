@@ -4,6 +4,7 @@
  * deleting manifests. Blobs are blob.c's, the walk over all manifests list.c's, GC gc.c's.
  */
 #include "store/store_internal.h"
+#include "util/file.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -54,7 +55,7 @@ corral_store *corral_store_open(const char *root, corral_error *err)
         corral_store_close(store);
         return NULL;
     }
-    if (!store_mkdirs(store->manifests_dir, err) || !store_mkdirs(store->blobs_dir, err)) {
+    if (!util_mkdirs(store->manifests_dir, err) || !util_mkdirs(store->blobs_dir, err)) {
         corral_error_prefix(err, "model store '%s'", root);
         corral_store_close(store);
         return NULL;
@@ -270,7 +271,7 @@ corral_store_status corral_store_manifest_write_raw(corral_store *store,
     char *dir = path ? store_dirname(path) : NULL;
     if (path && !dir)
         corral_error_set(err, "out of memory");
-    status = dir && store_mkdirs(dir, err) && store_write_file_atomic(path, json, len, err)
+    status = dir && util_mkdirs(dir, err) && store_write_file_atomic(path, json, len, err)
                  ? CORRAL_STORE_OK
                  : CORRAL_STORE_IO;
     free(dir);

@@ -28,9 +28,6 @@ struct corral_store {
 /* The parts joined with '/', malloc'ed; the list ends with NULL. NULL only when out of memory. */
 char *store_join(const char *first, ...) __attribute__((sentinel));
 
-/* mkdir -p with mode 0755. */
-bool store_mkdirs(const char *path, corral_error *err);
-
 /* A whole regular file of at most max_bytes, NUL-terminated. NOT_FOUND when it is missing,
  * INVALID when it is too large or not a regular file. mtime may be NULL. */
 corral_store_status store_read_file(const char *path, size_t max_bytes, char **out, size_t *len,
