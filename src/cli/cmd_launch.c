@@ -97,11 +97,11 @@ static int list_tools(void)
     for (size_t i = 0; i < count; i++) {
         char path[PATH_MAX];
         bool installed = find_program(&tools[i], path, sizeof path);
-        printf("  %-10s %-13s %s%s\n", tools[i].name, tools[i].display_name,
+        printf("  %-10s %-14s %s%s\n", tools[i].name, tools[i].display_name,
                installed ? "installed: " : "not installed; install: ",
                installed ? path : tools[i].install_hint);
     }
-    printf("\nRun: corral launch TOOL --model MODEL [-- ARGS...]\n");
+    printf("\nRun: corral launch TOOL [--model MODEL] [-- ARGS...]\n");
     return 0;
 }
 

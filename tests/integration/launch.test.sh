@@ -36,7 +36,7 @@ tools_path="$work/bin:$PATH"
 
 PATH="$tools_path" "$corral" launch >"$work/out" 2>&1 || fail "list: $(cat "$work/out")"
 expect "the list shows an installed tool's path" "installed: $work/bin/claude" "$work/out"
-expect "the list says how to install a missing tool" "droid      Droid         not installed" "$work/out"
+expect "the list says how to install a missing tool" "droid      Droid          not installed" "$work/out"
 
 if "$corral" launch codex --model tiny >"$work/out" 2>&1; then fail "launch without codex succeeded"; fi
 expect "a missing tool is named with its installer" "npm install -g @openai/codex" "$work/out"
