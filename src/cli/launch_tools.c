@@ -373,8 +373,12 @@ static bool build_qwen(const launch_target *t, launch_strings *args, launch_stri
 }
 
 /* Kimi Code CLI takes a whole config as JSON text after --config: a provider for this
- * server and the model under it, with the context it gets so that Kimi compacts in time. */
-static bool build_kimi(const launch_target *t, launch_strings *args)
+ * server and the model under it, with the context it gets so that Kimi compacts in time. Its
+ * OpenAI-compatible provider takes OPENAI_BASE_URL and OPENAI_API_KEY over the config: both
+ * are set, so that the user's own (an OpenAI key, say) neither redirect it nor reach this
+ * server, and the key travels there rather than in the arguments, which any local user can
+ * read. */
+static bool build_kimi(const launch_target *t, launch_strings *args, launch_strings *env)
 {
     char base_url[768];
     int n = snprintf(base_url, sizeof base_url, "%s/v1", t->server_url);
@@ -382,12 +386,13 @@ static bool build_kimi(const launch_target *t, launch_strings *args)
         return false;
     json_t *config = json_pack("{s:s,s:{s:{s:s,s:s,s:s}},s:{s:{s:s,s:s,s:I}}}",
                                "default_model", "corral", "providers", "corral", "type",
-                               "openai_legacy", "base_url", base_url, "api_key",
-                               t->api_key ? t->api_key : "corral", "models", "corral",
-                               "provider", "corral", "model", t->model, "max_context_size",
-                               (json_int_t)t->context_window);
+                               "openai_legacy", "base_url", base_url, "api_key", "corral",
+                               "models", "corral", "provider", "corral", "model", t->model,
+                               "max_context_size", (json_int_t)t->context_window);
     char *text = config ? json_dumps(config, JSON_COMPACT) : NULL;
-    bool ok = text && launch_strings_add(args, "--config") && launch_strings_add(args, text);
+    bool ok = text && launch_strings_add(args, "--config") && launch_strings_add(args, text) &&
+              launch_strings_addf(env, "OPENAI_BASE_URL=%s", base_url) &&
+              launch_strings_addf(env, "OPENAI_API_KEY=%s", t->api_key ? t->api_key : "corral");
     free(text);
     json_decref(config);
     return ok;
@@ -416,7 +421,7 @@ bool launch_build_command(const launch_tool *tool, const launch_target *target,
     } else if (tool->wiring == LAUNCH_WIRING_QWEN_SETTINGS) {
         ok = build_qwen(target, args, env);
     } else if (strcmp(tool->name, "kimi") == 0) {
-        ok = build_kimi(target, args);
+        ok = build_kimi(target, args, env);
     } else if (strcmp(tool->name, "pool") == 0) {
         ok = build_pool(target, args, env);
     }

@@ -128,9 +128,12 @@ expect "qwen's settings name the server" "\"baseUrl\": \"http://127.0.0.1:$port/
 expect "qwen's settings keep the user's" '"theme": "dark"' "$HOME/.qwen/settings.json"
 expect "the model is remembered for the tool" '"qwen": "tiny"' "$HOME/.corral/launch.json"
 
-PATH="$tools_path" "$corral" launch kimi --model tiny >"$work/out" 2>&1 || true
+PATH="$tools_path" CORRAL_API_KEY=sekrit OPENAI_BASE_URL=https://api.example/v1 "$corral" launch kimi --model tiny >"$work/out" 2>&1 || true
 expect "kimi's inline config names the server" "\"base_url\":\"http://127.0.0.1:$port/v1\"" "$work/log/kimi.args"
 expect "kimi is told the context the model gets" '"max_context_size":256' "$work/log/kimi.args"
+expect "kimi's OpenAI address is the server, not the user's" "OPENAI_BASE_URL=http://127.0.0.1:$port/v1" "$work/log/kimi.env"
+expect "kimi gets the key by environment" "OPENAI_API_KEY=sekrit" "$work/log/kimi.env"
+refute "the key is not in kimi's arguments" "sekrit" "$work/log/kimi.args"
 PATH="$tools_path" "$corral" launch pool --model tiny >"$work/out" 2>&1 || true
 expect "poolside is sent to the server" "POOLSIDE_STANDALONE_BASE_URL=http://127.0.0.1:$port/v1" "$work/log/pool.env"
 
