@@ -747,6 +747,15 @@ static void picker_chooses_by_number_name_or_default(void **state)
     assert_non_null(strstr(shown, "too long"));
     free(shown);
 
+    /* a name from the server never sends control bytes to the terminal */
+    const char *hostile[] = {"evil\x1b[2J\x07"};
+    assert_true(pick("1\n", hostile, 1, "evil\x1b[2J\x07", chosen, &shown, &err));
+    assert_string_equal(chosen, "evil\x1b[2J\x07");
+    assert_null(strchr(shown, '\x1b'));
+    assert_null(strchr(shown, '\x07'));
+    assert_non_null(strstr(shown, " 1. evil?[2J?  (last used)"));
+    free(shown);
+
     /* the end of the input chooses nothing */
     assert_false(pick("", NULL, 0, NULL, chosen, &shown, &err));
     assert_non_null(strstr(err.message, "no model chosen"));

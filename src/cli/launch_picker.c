@@ -22,6 +22,14 @@ static bool listed(const char *const *names, size_t n, const char *name)
     return false;
 }
 
+/* name as the server gave it, a control byte shown as '?' so that none reaches the
+ * terminal. */
+static void print_name(FILE *out, const char *name)
+{
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+        fputc(*p < 0x20 || *p == 0x7f ? '?' : *p, out);
+}
+
 /* One answer line from in, trimmed, into line; false at the end of in. *too_long when the
  * line did not fit (the rest of it read and dropped). */
 static bool read_answer(FILE *in, char *line, size_t size, bool *too_long)
@@ -69,7 +77,9 @@ bool launch_pick_model(FILE *in, FILE *out, const char *tool_display_name,
         bool last = last_used && launch_same_model(local[i], last_used);
         if (last)
             fallback = local[i];
-        fprintf(out, "  %2zu. %s%s\n", i + 1, local[i], last ? "  (last used)" : "");
+        fprintf(out, "  %2zu. ", i + 1);
+        print_name(out, local[i]);
+        fprintf(out, "%s\n", last ? "  (last used)" : "");
     }
     /* numbered after the server's models */
     const char *missing[N_RECOMMENDED];
@@ -84,10 +94,10 @@ bool launch_pick_model(FILE *in, FILE *out, const char *tool_display_name,
     }
     size_t n = n_local + n_missing;
     for (;;) {
+        fprintf(out, "Model (number or name%s", fallback ? "; Enter for " : "");
         if (fallback)
-            fprintf(out, "Model (number or name; Enter for %s): ", fallback);
-        else
-            fprintf(out, "Model (number or name): ");
+            print_name(out, fallback);
+        fprintf(out, "): ");
         fflush(out);
         char line[LAUNCH_PICK_MAX_NAME + 2];
         bool too_long;
