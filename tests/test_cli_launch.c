@@ -1,8 +1,10 @@
 /*
- * `corral launch`'s wiring of each coding agent (src/cli/launch_tools.c) and its config file
- * writes (src/cli/config_file.c): the environment and arguments each tool gets, Codex's
- * profile, catalog and refused extra arguments, Droid's settings merged into the user's, the
- * context window a tool will see, and config files replaced atomically with a backup.
+ * `corral launch`'s wiring of each coding agent (src/cli/launch_tools.c, launch_settings.c),
+ * its model picker (launch_picker.c) and its config file writes (src/cli/config_file.c): the
+ * environment and arguments each tool gets, Codex's profile, catalog and refused extra
+ * arguments, Droid's, Cline's, Qwen Code's and Pi's settings merged into the user's, the
+ * context window a tool will see, the model chosen by number, name or default, and config
+ * files replaced atomically with a backup.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,6 +22,8 @@
 
 #include "cli/config_file.h"
 #include "util/file.h"
+#include "cli/launch_picker.h"
+#include "cli/launch_settings.h"
 #include "cli/launch_tools.h"
 
 static bool has(const launch_strings *list, const char *text)
@@ -404,6 +408,14 @@ static void config_replaced_with_a_backup(void **state)
     }
     assert_int_equal(count_entries(backups), CONFIG_FILE_BACKUPS_KEPT);
 
+    /* no backup directory (a file of Corral's own): replaced all the same, no copy kept */
+    assert_true(config_file_replace(path, "own", 3, NULL, backup, sizeof backup, &changed, NULL));
+    assert_true(changed);
+    assert_string_equal(backup, "");
+    assert_string_equal(slurp(path), "own");
+    assert_int_equal(count_entries(backups), CONFIG_FILE_BACKUPS_KEPT);
+    assert_int_equal(count_entries(dir), 1);
+
     corral_error err = {{0}};
     assert_false(config_file_replace(dir, "x", 1, backups, NULL, 0, NULL, &err));
     assert_non_null(strstr(err.message, "not a regular file"));
@@ -411,6 +423,344 @@ static void config_replaced_with_a_backup(void **state)
     char command[256];
     snprintf(command, sizeof command, "rm -rf '%s'", root);
     assert_int_equal(system(command), 0);
+}
+
+
+/* The string at a slash-separated path of object keys in json, NULL when there is none. */
+static const char *str_at(const json_t *json, const char *path)
+{
+    char key[128];
+    while (json && *path) {
+        size_t len = strcspn(path, "/");
+        snprintf(key, sizeof key, "%.*s", (int)len, path);
+        json = json_object_get(json, key);
+        path += len + (path[len] == '/');
+    }
+    return json_string_value(json);
+}
+
+static json_t *parse(const char *text)
+{
+    json_error_t error;
+    json_t *json = json_loads(text, 0, &error);
+    assert_non_null(json);
+    return json;
+}
+
+static void qwen_gets_openai_auth_on_the_server(void **state)
+{
+    (void)state;
+    const launch_tool *qwen = launch_tool_find("qwen-code");
+    assert_ptr_equal(qwen, launch_tool_find("qwen"));
+    launch_target target = {.server_url = "http://h:1", .model = "qwen3-coder"};
+    launch_strings args = {0}, env = {0};
+    char *extra[] = {"--yolo"};
+    assert_true(launch_check_extra(qwen, extra, 1, NULL));
+    assert_true(launch_build_command(qwen, &target, extra, 1, &args, &env, NULL));
+    assert_true(has(&env, "OPENAI_BASE_URL=http://h:1/v1"));
+    assert_true(has(&env, "OPENAI_API_KEY=corral"));
+    assert_true(has(&env, "OPENAI_MODEL=qwen3-coder"));
+    assert_true(has(&env, LAUNCH_QWEN_KEY_VARIABLE "=corral"));
+    assert_int_equal(args.count, 5);
+    assert_string_equal(args.items[index_of(&args, "--model") + 1], "qwen3-coder");
+    assert_string_equal(args.items[index_of(&args, "--auth-type") + 1], "openai");
+    assert_string_equal(args.items[4], "--yolo");
+    launch_strings_free(&args);
+    launch_strings_free(&env);
+
+    target.api_key = "sekrit";
+    assert_true(launch_build_command(qwen, &target, NULL, 0, &args, &env, NULL));
+    assert_true(has(&env, "OPENAI_API_KEY=sekrit"));
+    assert_true(has(&env, LAUNCH_QWEN_KEY_VARIABLE "=sekrit"));
+    launch_strings_free(&args);
+    launch_strings_free(&env);
+
+    corral_error err = {{0}};
+    char *model[] = {"--model=other"}, *auth[] = {"--auth-type", "qwen-oauth"};
+    char *short_model[] = {"-m", "x"}, *lookalike[] = {"--models", "--auth-types"};
+    assert_false(launch_check_extra(qwen, model, 1, &err));
+    assert_non_null(strstr(err.message, "corral launch qwen --model MODEL"));
+    assert_false(launch_check_extra(qwen, short_model, 2, &err));
+    assert_false(launch_check_extra(qwen, auth, 2, &err));
+    assert_non_null(strstr(err.message, "'--auth-type': corral launch qwen sets --auth-type"));
+    assert_true(launch_check_extra(qwen, lookalike, 2, NULL));
+}
+
+static void kimi_gets_its_config_inline(void **state)
+{
+    (void)state;
+    const launch_tool *kimi = launch_tool_find("kimi");
+    launch_target target = {.server_url = "http://h:1", .model = "kimi-k2", .api_key = "k",
+                            .context_window = 32768};
+    launch_strings args = {0}, env = {0};
+    char *extra[] = {"--yolo"};
+    assert_true(launch_build_command(kimi, &target, extra, 1, &args, &env, NULL));
+    /* the key by environment, which wins over the config, not in the arguments */
+    assert_true(has(&env, "OPENAI_API_KEY=k"));
+    assert_true(has(&env, "OPENAI_BASE_URL=http://h:1/v1"));
+    assert_int_equal(args.count, 3);
+    assert_null(strstr(args.items[1], "\"k\""));
+    assert_string_equal(args.items[0], "--config");
+    assert_string_equal(args.items[2], "--yolo");
+    json_t *config = parse(args.items[1]);
+    const char *alias = str_at(config, "default_model");
+    assert_non_null(alias);
+    const json_t *model = json_object_get(json_object_get(config, "models"), alias);
+    assert_string_equal(str_at(model, "model"), "kimi-k2");
+    assert_int_equal(json_integer_value(json_object_get(model, "max_context_size")), 32768);
+    const json_t *provider =
+        json_object_get(json_object_get(config, "providers"), str_at(model, "provider"));
+    assert_string_equal(str_at(provider, "base_url"), "http://h:1/v1");
+
+    assert_string_equal(str_at(provider, "type"), "openai_legacy");
+    json_decref(config);
+    launch_strings_free(&args);
+    launch_strings_free(&env);
+
+    corral_error err = {{0}};
+    char *config_file[] = {"--config-file=x.toml"}, *inline_config[] = {"--config", "{}"};
+    char *short_model[] = {"-m=x"};
+    assert_false(launch_check_extra(kimi, config_file, 1, &err));
+    assert_non_null(strstr(err.message, "sets --config-file itself"));
+    assert_false(launch_check_extra(kimi, inline_config, 2, &err));
+    assert_false(launch_check_extra(kimi, short_model, 1, &err));
+    assert_true(launch_check_extra(kimi, extra, 1, NULL));
+}
+
+static void poolside_gets_the_server_by_environment(void **state)
+{
+    (void)state;
+    const launch_tool *pool = launch_tool_find("poolside");
+    assert_ptr_equal(pool, launch_tool_find("pool"));
+    launch_target target = {.server_url = "http://h:1", .model = "devstral"};
+    launch_strings args = {0}, env = {0};
+    assert_true(launch_build_command(pool, &target, NULL, 0, &args, &env, NULL));
+    assert_true(has(&env, "POOLSIDE_STANDALONE_BASE_URL=http://h:1/v1"));
+    assert_true(has(&env, "POOLSIDE_API_KEY=corral"));
+    assert_int_equal(args.count, 2);
+    assert_string_equal(args.items[0], "-m");
+    assert_string_equal(args.items[1], "devstral");
+    launch_strings_free(&args);
+    launch_strings_free(&env);
+    char *model[] = {"--model", "x"};
+    assert_false(launch_check_extra(pool, model, 2, NULL));
+}
+
+static void cline_files_keep_the_users_own(void **state)
+{
+    (void)state;
+    json_t *config = parse(
+        "{\"providers\":{\"anthropic\":{\"settings\":{\"apiKey\":\"a\"}},"
+        "\"ollama\":{\"settings\":{\"model\":\"old\",\"apiKey\":\"stale\",\"keep\":1},"
+        "\"updatedAt\":\"2020-01-01T00:00:00Z\",\"tokenSource\":\"manual\"}},"
+        "\"lastUsedProvider\":\"anthropic\",\"other\":true}");
+    launch_target target = {.server_url = "http://h:1", .model = "qwen3"};
+    assert_true(launch_cline_providers(config, &target, "2026-01-01T00:00:00Z"));
+    assert_string_equal(str_at(config, "lastUsedProvider"), LAUNCH_CLINE_PROVIDER);
+    assert_int_equal(json_integer_value(json_object_get(config, "version")), 1);
+    assert_true(json_is_true(json_object_get(config, "other")));
+    assert_string_equal(str_at(config, "providers/anthropic/settings/apiKey"), "a");
+    assert_string_equal(str_at(config, "providers/ollama/settings/model"), "qwen3");
+    assert_string_equal(str_at(config, "providers/ollama/settings/baseUrl"), "http://h:1/v1");
+    assert_string_equal(str_at(config, "providers/ollama/settings/provider"), "ollama");
+    assert_null(str_at(config, "providers/ollama/settings/apiKey"));
+    assert_string_equal(str_at(config, "providers/ollama/updatedAt"), "2026-01-01T00:00:00Z");
+    assert_string_equal(str_at(config, "providers/ollama/tokenSource"), "manual");
+    /* the same again: the stamp stays, so Cline sees nothing new */
+    assert_true(launch_cline_providers(config, &target, "2027-01-01T00:00:00Z"));
+    assert_string_equal(str_at(config, "providers/ollama/updatedAt"), "2026-01-01T00:00:00Z");
+    target.api_key = "k";
+    assert_true(launch_cline_providers(config, &target, "2027-01-01T00:00:00Z"));
+    assert_string_equal(str_at(config, "providers/ollama/settings/apiKey"), "k");
+    json_decref(config);
+
+    json_t *global = parse("{\"ollamaBaseUrl\":\"http://old:1\",\"mode\":\"act\"}");
+    assert_true(launch_cline_state(global, &target));
+    assert_string_equal(str_at(global, "ollamaBaseUrl"), "http://h:1");
+    assert_string_equal(str_at(global, "actModeApiProvider"), "ollama");
+    assert_string_equal(str_at(global, "planModeOllamaModelId"), "qwen3");
+    assert_string_equal(str_at(global, "actModeOllamaBaseUrl"), "http://h:1");
+    assert_string_equal(str_at(global, "mode"), "act");
+    assert_true(json_is_true(json_object_get(global, "welcomeViewCompleted")));
+    json_decref(global);
+}
+
+static void qwen_settings_keep_the_users_own(void **state)
+{
+    (void)state;
+    json_t *settings = parse(
+        "{\"theme\":\"dark\",\"model\":\"not an object\",\"env\":{\"FOO\":\"1\"},"
+        "\"modelProviders\":{\"openai\":["
+        "{\"id\":\"old\",\"baseUrl\":\"http://h:1/v1/\",\"envKey\":\"" LAUNCH_QWEN_KEY_VARIABLE
+        "\"},"
+        "{\"id\":\"gpt\",\"baseUrl\":\"https://api.example/v1\",\"envKey\":\"OPENAI_API_KEY\"},"
+        "{\"id\":\"far\",\"baseUrl\":\"http://other:1/v1\",\"envKey\":\"" LAUNCH_QWEN_KEY_VARIABLE
+        "\"}],\"anthropic\":[]},"
+        "\"security\":{\"auth\":{\"selectedType\":\"qwen-oauth\"},\"folderTrust\":true}}");
+    launch_target target = {.server_url = "http://h:1", .model = "qwen3-coder"};
+    assert_true(launch_qwen_settings(settings, &target));
+    assert_string_equal(str_at(settings, "theme"), "dark");
+    assert_string_equal(str_at(settings, "model/name"), "qwen3-coder");
+    assert_string_equal(str_at(settings, "env/FOO"), "1");
+    assert_string_equal(str_at(settings, "env/" LAUNCH_QWEN_KEY_VARIABLE), "corral");
+    assert_string_equal(str_at(settings, "security/auth/selectedType"), "openai");
+    assert_string_equal(str_at(settings, "security/auth/baseUrl"), "http://h:1/v1");
+    assert_true(json_is_true(json_object_get(json_object_get(settings, "security"),
+                                             "folderTrust")));
+    const json_t *providers = json_object_get(settings, "modelProviders");
+    assert_non_null(json_object_get(providers, "anthropic"));
+    const json_t *openai = json_object_get(providers, "openai");
+    assert_int_equal(json_array_size(openai), 3);
+    assert_string_equal(str_at(json_array_get(openai, 0), "id"), "qwen3-coder");
+    assert_string_equal(str_at(json_array_get(openai, 0), "baseUrl"), "http://h:1/v1");
+    assert_string_equal(str_at(json_array_get(openai, 0), "envKey"), LAUNCH_QWEN_KEY_VARIABLE);
+    assert_string_equal(str_at(json_array_get(openai, 1), "id"), "gpt");
+    assert_string_equal(str_at(json_array_get(openai, 2), "id"), "far");
+    json_decref(settings);
+
+    settings = json_object();
+    target.api_key = "sekrit";
+    assert_true(launch_qwen_settings(settings, &target));
+    assert_string_equal(str_at(settings, "env/" LAUNCH_QWEN_KEY_VARIABLE), "sekrit");
+    assert_int_equal(json_array_size(json_object_get(json_object_get(settings, "modelProviders"),
+                                                     "openai")),
+                     1);
+    json_decref(settings);
+}
+
+static void pi_files_keep_the_users_own(void **state)
+{
+    (void)state;
+    json_t *models = parse(
+        "{\"providers\":{\"openai\":{\"apiKey\":\"x\"},"
+        "\"" LAUNCH_PI_PROVIDER "\":{\"baseUrl\":\"http://old:1/v1\",\"models\":["
+        "{\"id\":\"mine\",\"contextWindow\":8192},"
+        "{\"id\":\"stale\",\"" LAUNCH_PI_MARK "\":true}]}}}");
+    launch_target target = {.server_url = "http://h:1", .model = "qwen3", .vision = true,
+                            .thinking = true, .context_window = 65536};
+    assert_true(launch_pi_models(models, &target));
+    const json_t *providers = json_object_get(models, "providers");
+    assert_string_equal(str_at(providers, "openai/apiKey"), "x");
+    const json_t *corral = json_object_get(providers, LAUNCH_PI_PROVIDER);
+    assert_string_equal(str_at(corral, "baseUrl"), "http://h:1/v1");
+    assert_string_equal(str_at(corral, "api"), "openai-completions");
+    assert_string_equal(str_at(corral, "apiKey"), "corral");
+    const json_t *list = json_object_get(corral, "models");
+    assert_int_equal(json_array_size(list), 2);
+    assert_string_equal(str_at(json_array_get(list, 0), "id"), "mine");
+    const json_t *entry = json_array_get(list, 1);
+    assert_string_equal(str_at(entry, "id"), "qwen3");
+    assert_true(json_is_true(json_object_get(entry, LAUNCH_PI_MARK)));
+    assert_true(json_is_true(json_object_get(entry, "reasoning")));
+    assert_int_equal(json_integer_value(json_object_get(entry, "contextWindow")), 65536);
+    assert_int_equal(json_array_size(json_object_get(entry, "input")), 2);
+    json_decref(models);
+
+    models = json_object();
+    target.vision = target.thinking = false;
+    assert_true(launch_pi_models(models, &target));
+    entry = json_array_get(
+        json_object_get(json_object_get(json_object_get(models, "providers"),
+                                        LAUNCH_PI_PROVIDER),
+                        "models"),
+        0);
+    assert_int_equal(json_array_size(json_object_get(entry, "input")), 1);
+    assert_null(json_object_get(entry, "reasoning"));
+    json_decref(models);
+
+    json_t *settings = parse("{\"theme\":\"light\",\"defaultModel\":\"gpt\"}");
+    assert_true(launch_pi_settings(settings, &target));
+    assert_string_equal(str_at(settings, "defaultProvider"), LAUNCH_PI_PROVIDER);
+    assert_string_equal(str_at(settings, "defaultModel"), "qwen3");
+    assert_string_equal(str_at(settings, "theme"), "light");
+    json_decref(settings);
+}
+
+/* launch_pick_model reading input; what it wrote into *shown (caller frees). */
+static bool pick(const char *input, const char *const *local, size_t n_local,
+                 const char *last_used, char *chosen, char **shown, corral_error *err)
+{
+    FILE *in = fmemopen((void *)input, strlen(input), "r");
+    size_t shown_len;
+    FILE *out = open_memstream(shown, &shown_len);
+    assert_non_null(in);
+    assert_non_null(out);
+    bool ok = launch_pick_model(in, out, "Qwen Code", local, n_local, last_used, chosen,
+                                LAUNCH_PICK_MAX_NAME + 1, err);
+    fclose(in);
+    fclose(out);
+    return ok;
+}
+
+static void picker_chooses_by_number_name_or_default(void **state)
+{
+    (void)state;
+    const char *local[] = {"qwen3-coder:30b", "tiny:latest"};
+    char chosen[LAUNCH_PICK_MAX_NAME + 1];
+    char *shown = NULL;
+    corral_error err = {{0}};
+
+    /* Enter takes the model last used with the tool, ":latest" or not */
+    assert_true(pick("\n", local, 2, "tiny", chosen, &shown, &err));
+    assert_string_equal(chosen, "tiny:latest");
+    assert_non_null(strstr(shown, " 1. qwen3-coder:30b\n"));
+    assert_non_null(strstr(shown, " 2. tiny:latest  (last used)\n"));
+    assert_non_null(strstr(shown, "Enter for tiny:latest"));
+    /* ollama's local recommendations the server lacks come after, numbered on */
+    assert_non_null(strstr(shown, " 3. gemma4\n"));
+    assert_non_null(strstr(shown, " 4. qwen3.5\n"));
+    free(shown);
+
+    assert_true(pick("  1 \n", local, 2, NULL, chosen, &shown, &err));
+    assert_string_equal(chosen, "qwen3-coder:30b");
+    assert_null(strstr(shown, "Enter for"));
+    free(shown);
+
+    /* a number out of range, or Enter with no default, asks again */
+    assert_true(pick("0\n5\n\n4\n", local, 2, "gone", chosen, &shown, &err));
+    assert_string_equal(chosen, "qwen3.5");
+    assert_non_null(strstr(shown, "No model 5 here: choose 1 to 4"));
+    assert_non_null(strstr(shown, "No model 0 here"));
+    free(shown);
+
+    /* a name, listed or not, is taken as typed (the server is asked about it next) */
+    assert_true(pick("llama3.2:1b\n", local, 2, NULL, chosen, &shown, &err));
+    assert_string_equal(chosen, "llama3.2:1b");
+    free(shown);
+    assert_true(pick("99999999999999999999999\n1\n", local, 2, NULL, chosen, &shown, &err));
+    assert_string_equal(chosen, "qwen3-coder:30b");
+    free(shown);
+
+    /* a recommended model the server has is listed once, as its own */
+    const char *with_gemma[] = {"gemma4:latest"};
+    assert_true(pick("2\n", with_gemma, 1, NULL, chosen, &shown, &err));
+    assert_string_equal(chosen, "qwen3.5");
+    assert_null(strstr(shown, " 2. gemma4"));
+    free(shown);
+
+    /* a line longer than any name is refused whole, then the next one read */
+    char input[LAUNCH_PICK_MAX_NAME + 64];
+    memset(input, 'a', LAUNCH_PICK_MAX_NAME + 10);
+    strcpy(input + LAUNCH_PICK_MAX_NAME + 10, "\n2\n");
+    assert_true(pick(input, local, 2, NULL, chosen, &shown, &err));
+    assert_string_equal(chosen, "tiny:latest");
+    assert_non_null(strstr(shown, "too long"));
+    free(shown);
+
+    /* a name from the server never sends control bytes to the terminal */
+    const char *hostile[] = {"evil\x1b[2J\x07"};
+    assert_true(pick("1\n", hostile, 1, "evil\x1b[2J\x07", chosen, &shown, &err));
+    assert_string_equal(chosen, "evil\x1b[2J\x07");
+    assert_null(strchr(shown, '\x1b'));
+    assert_null(strchr(shown, '\x07'));
+    assert_non_null(strstr(shown, " 1. evil?[2J?  (last used)"));
+    free(shown);
+
+    /* the end of the input chooses nothing */
+    assert_false(pick("", NULL, 0, NULL, chosen, &shown, &err));
+    assert_non_null(strstr(err.message, "no model chosen"));
+    assert_non_null(strstr(shown, "(none yet)"));
+    free(shown);
 }
 
 int main(void)
@@ -429,6 +779,13 @@ int main(void)
         cmocka_unit_test(droid_settings_keep_the_users_own),
         cmocka_unit_test(context_window_sources),
         cmocka_unit_test(config_replaced_with_a_backup),
+        cmocka_unit_test(qwen_gets_openai_auth_on_the_server),
+        cmocka_unit_test(kimi_gets_its_config_inline),
+        cmocka_unit_test(poolside_gets_the_server_by_environment),
+        cmocka_unit_test(cline_files_keep_the_users_own),
+        cmocka_unit_test(qwen_settings_keep_the_users_own),
+        cmocka_unit_test(pi_files_keep_the_users_own),
+        cmocka_unit_test(picker_chooses_by_number_name_or_default),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

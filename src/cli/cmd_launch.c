@@ -1,13 +1,15 @@
 /*
  * `corral launch [TOOL] [--model MODEL] [--config] [--yes] [-- ARGS...]`: start a coding
- * agent (Claude Code, Codex, Copilot CLI, OpenCode, Droid) wired to the Corral server, as ollama's
- * `launch`. Without TOOL it lists the tools and whether each is installed. With one it checks
- * that the tool is installed (it never installs one: it says how), that the server has the
- * model (pulling it with --yes or on a yes at the prompt), warns when the context window the
- * model will get is below what the tool needs, writes the tool's config file when the tool
- * reads one (launch_tools.h says which), and replaces this process with the tool. --restore
- * removes the Codex profile files launch wrote.
+ * agent (launch_tools.c lists them) wired to the Corral server, as ollama's `launch`. Without
+ * TOOL it lists the tools and whether each is installed. With one it checks that the tool is
+ * installed (it never installs one: it says how), has the model chosen on the terminal when
+ * --model is not given (the one last launched with the tool, kept in ~/.corral/launch.json, as
+ * the default), checks that the server has the model (pulling it with --yes or on a yes at the
+ * prompt), warns when the context window the model will get is below what the tool needs,
+ * writes the tool's config files when the tool reads some (launch_tools.h says which), and
+ * replaces this process with the tool. --restore removes the Codex profile files launch wrote.
  */
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -15,12 +17,15 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/config_file.h"
 #include "cli/flags.h"
+#include "cli/launch_picker.h"
+#include "cli/launch_settings.h"
 #include "cli/launch_tools.h"
 #include "cli/pull.h"
 #include "util/file.h"
@@ -46,7 +51,8 @@ static void print_usage(FILE *out)
             "Start a coding agent wired to the Corral server (CORRAL_HOST, else OLLAMA_HOST).\n"
             "Without TOOL: list the tools and whether each is installed.\n\n"
             "Flags:\n"
-            "      --model MODEL   the model the tool uses (required to launch)\n"
+            "      --model MODEL   the model the tool uses (without it: chosen from a list on\n"
+            "                      the terminal)\n"
             "      --config        write the tool's config file without launching it\n"
             "      --restore       remove the files launch wrote for the tool (codex)\n"
             "  -y, --yes           pull the model when the server does not have it\n"
@@ -54,7 +60,8 @@ static void print_usage(FILE *out)
             "Examples:\n"
             "  corral launch claude --model qwen3-coder\n"
             "  corral launch codex --model qwen3-coder -- --sandbox workspace-write\n"
-            "  corral launch droid --model qwen3-coder --config\n");
+            "  corral launch droid --model qwen3-coder --config\n"
+            "  corral launch qwen                      # choose the model from a list\n");
 }
 
 /* The tool's executable: on PATH, else in one of its usual places under $HOME. */
@@ -72,7 +79,7 @@ static bool find_program(const launch_tool *tool, char *out, size_t out_size)
         path = colon ? colon + 1 : NULL;
     }
     const char *home = getenv("HOME");
-    for (size_t i = 0; home && *home && i < 2 && tool->home_paths[i]; i++) {
+    for (size_t i = 0; home && *home && tool->home_paths[i]; i++) {
         int n = snprintf(out, out_size, "%s/%s", home, tool->home_paths[i]);
         struct stat st;
         if (n > 0 && (size_t)n < out_size && stat(out, &st) == 0 && S_ISREG(st.st_mode) &&
@@ -90,11 +97,11 @@ static int list_tools(void)
     for (size_t i = 0; i < count; i++) {
         char path[PATH_MAX];
         bool installed = find_program(&tools[i], path, sizeof path);
-        printf("  %-10s %-13s %s%s\n", tools[i].name, tools[i].display_name,
+        printf("  %-10s %-14s %s%s\n", tools[i].name, tools[i].display_name,
                installed ? "installed: " : "not installed; install: ",
                installed ? path : tools[i].install_hint);
     }
-    printf("\nRun: corral launch TOOL --model MODEL [-- ARGS...]\n");
+    printf("\nRun: corral launch TOOL [--model MODEL] [-- ARGS...]\n");
     return 0;
 }
 
@@ -161,19 +168,19 @@ static bool confirm(const char *question)
 }
 
 /* The model's /api/show reply, pulling it first when allowed. NULL with err. */
-static json_t *find_model(corral_client *client, const launch_args *a, corral_error *err)
+static json_t *find_model(corral_client *client, const char *model, bool yes, corral_error *err)
 {
-    json_t *request = json_pack("{s:s}", "model", a->model);
+    json_t *request = json_pack("{s:s}", "model", model);
     json_t *reply = NULL;
     long status = request ? client_call(client, "POST", "/api/show", request, &reply, err) : 0;
     if (status == 404) {
         char question[512];
         snprintf(question, sizeof question, "The server does not have '%s'. Pull it now?",
-                 a->model);
-        if (!a->yes && !confirm(question)) {
+                 model);
+        if (!yes && !confirm(question)) {
             corral_error_set(err, "model '%s' not found; pull it with 'corral pull %s', or pass "
-                                  "--yes to pull it here", a->model, a->model);
-        } else if (pull_transfer(client, "/api/pull", a->model, false, err)) {
+                                  "--yes to pull it here", model, model);
+        } else if (pull_transfer(client, "/api/pull", model, false, err)) {
             status = client_call(client, "POST", "/api/show", request, &reply, err);
         }
     }
@@ -212,17 +219,6 @@ static unsigned num_ctx_parameter(const json_t *show)
     return 0;
 }
 
-/* Whether two model names are one, an explicit ":latest" aside. */
-static bool same_model(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    if (la >= 7 && strcmp(a + la - 7, ":latest") == 0)
-        la -= 7;
-    if (lb >= 7 && strcmp(b + lb - 7, ":latest") == 0)
-        lb -= 7;
-    return la == lb && strncmp(a, b, la) == 0;
-}
-
 /* The context the server runs the model with now (/api/ps), 0 when it is not loaded. */
 static unsigned loaded_context(corral_client *client, const char *model)
 {
@@ -235,7 +231,7 @@ static unsigned loaded_context(corral_client *client, const char *model)
         json_array_foreach(json_object_get(reply, "models"), i, m) {
             const char *name = json_string_value(json_object_get(m, "name"));
             json_int_t ctx = json_integer_value(json_object_get(m, "context_length"));
-            if (name && same_model(name, model) && ctx > 0 && ctx <= UINT_MAX)
+            if (name && launch_same_model(name, model) && ctx > 0 && ctx <= UINT_MAX)
                 found = (unsigned)ctx;
         }
     }
@@ -351,40 +347,197 @@ static bool configure_codex(launch_target *target, const model_facts *facts, cha
     return ok;
 }
 
-/* Droid: the Corral entry in ~/.factory/settings.json, the user's other settings kept. */
-static bool configure_droid(const launch_target *target, corral_error *err)
+/* The JSON object in the file at path, an empty one when there is no file. NULL with err: a
+ * file that is not a JSON object is left for the user to fix. */
+static json_t *read_settings(const char *path, corral_error *err)
+{
+    if (access(path, F_OK) != 0) {
+        json_t *settings = json_object();
+        if (!settings)
+            corral_error_set(err, "out of memory reading %s", path);
+        return settings;
+    }
+    size_t len;
+    char *text = util_read_file(path, MAX_SETTINGS_BYTES, &len, err);
+    if (!text)
+        return NULL;
+    json_error_t parse;
+    json_t *settings = json_loadb(text, len, 0, &parse);
+    free(text);
+    if (!json_is_object(settings)) {
+        corral_error_set(err, "%s is not a JSON object (%s, line %d); fix or move it, then run "
+                              "this again", path, settings ? "another JSON value" : parse.text,
+                         parse.line);
+        json_decref(settings);
+        return NULL;
+    }
+    return settings;
+}
+
+/* Cline's providers.json, stamped with the time now. */
+static bool merge_cline_providers(json_t *config, const launch_target *target)
+{
+    char now[32];
+    time_t t = time(NULL);
+    struct tm tm;
+    if (!gmtime_r(&t, &tm) || strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+        return false;
+    return launch_cline_providers(config, target, now);
+}
+
+/* One JSON settings file a tool reads, under $HOME, and launch's entries for it. */
+typedef struct settings_file {
+    const char *dir;  /* under $HOME */
+    const char *name; /* in dir */
+    bool (*merge)(json_t *settings, const launch_target *target);
+} settings_file;
+
+/*
+ * Merge launch's entries into each of the n files (the user's other settings kept), all read
+ * and merged before any is written, so that one the user must fix stops the launch with
+ * nothing changed.
+ */
+static bool configure_settings(const launch_tool *tool, const settings_file *files, size_t n,
+                               const launch_target *target, corral_error *err)
+{
+    enum { MAX_FILES = 2 };
+    assert(n <= MAX_FILES);
+    const char *home = getenv("HOME");
+    char dirs[MAX_FILES][4096], paths[MAX_FILES][4400];
+    json_t *settings[MAX_FILES] = {NULL};
+    char *texts[MAX_FILES] = {NULL};
+    bool ok = true;
+    for (size_t i = 0; ok && i < n; i++) {
+        snprintf(dirs[i], sizeof dirs[i], "%s/%s", home, files[i].dir);
+        snprintf(paths[i], sizeof paths[i], "%s/%s", dirs[i], files[i].name);
+        settings[i] = read_settings(paths[i], err);
+        ok = settings[i] != NULL;
+        if (ok && (!files[i].merge(settings[i], target) ||
+                   !(texts[i] = json_dumps(settings[i], JSON_INDENT(2))))) {
+            corral_error_set(err, "out of memory writing %s's settings", tool->display_name);
+            ok = false;
+        }
+    }
+    for (size_t i = 0; ok && i < n; i++)
+        ok = util_mkdirs(dirs[i], err) && write_config(paths[i], texts[i], tool->name, err);
+    for (size_t i = 0; i < n; i++) {
+        json_decref(settings[i]);
+        free(texts[i]);
+    }
+    return ok;
+}
+
+/* The settings files of a tool wired by them (Codex's are written by configure_codex). */
+static bool configure_tool_files(const launch_tool *tool, const launch_target *target,
+                                 corral_error *err)
+{
+    static const settings_file droid[] = {{".factory", "settings.json", launch_droid_settings}};
+    static const settings_file cline[] = {
+        {".cline/data/settings", "providers.json", merge_cline_providers},
+        {".cline/data", "globalState.json", launch_cline_state}};
+    static const settings_file qwen[] = {{".qwen", "settings.json", launch_qwen_settings}};
+    static const settings_file pi[] = {{".pi/agent", "models.json", launch_pi_models},
+                                       {".pi/agent", "settings.json", launch_pi_settings}};
+    switch (tool->wiring) {
+    case LAUNCH_WIRING_DROID_SETTINGS:
+        return configure_settings(tool, droid, 1, target, err);
+    case LAUNCH_WIRING_CLINE_FILES:
+        return configure_settings(tool, cline, 2, target, err);
+    case LAUNCH_WIRING_QWEN_SETTINGS:
+        return configure_settings(tool, qwen, 1, target, err);
+    case LAUNCH_WIRING_PI_FILES:
+        return configure_settings(tool, pi, 2, target, err);
+    case LAUNCH_WIRING_ENV:
+    case LAUNCH_WIRING_CODEX_PROFILE:
+        break;
+    }
+    return true;
+}
+
+/* ~/.corral/launch.json's path into out, which keeps the model last launched with each tool;
+ * false when HOME is unusable. */
+static bool state_path(char *out, size_t out_size)
 {
     const char *home = getenv("HOME");
-    char dir[4096], path[4200];
-    snprintf(dir, sizeof dir, "%s/.factory", home);
-    snprintf(path, sizeof path, "%s/settings.json", dir);
-    json_t *settings = NULL;
-    if (access(path, F_OK) == 0) {
-        size_t len;
-        char *text = util_read_file(path, MAX_SETTINGS_BYTES, &len, err);
-        if (!text)
-            return false;
-        json_error_t parse;
-        settings = json_loadb(text, len, 0, &parse);
-        free(text);
-        if (!json_is_object(settings)) {
-            corral_error_set(err, "%s is not a JSON object (%s, line %d); fix or move it, then "
-                                  "run this again", path, settings ? "another JSON value" :
-                             parse.text, parse.line);
-            json_decref(settings);
-            return false;
-        }
-    } else {
-        settings = json_object();
+    int n = home && *home ? snprintf(out, out_size, "%s/.corral/launch.json", home) : -1;
+    return n > 0 && (size_t)n < out_size;
+}
+
+/* The model last launched with tool (caller frees), NULL when none is known. A state file
+ * that cannot be read only loses the default. */
+static char *last_used_model(const launch_tool *tool)
+{
+    char path[4200];
+    corral_error ignored = {{0}};
+    json_t *state = state_path(path, sizeof path) ? read_settings(path, &ignored) : NULL;
+    const char *model =
+        json_string_value(json_object_get(json_object_get(state, "last_model"), tool->name));
+    char *copy = model && *model ? strdup(model) : NULL;
+    json_decref(state);
+    return copy;
+}
+
+/* Remember model as the one last launched with tool; a failure is only warned about. */
+static void remember_model(const launch_tool *tool, const char *model)
+{
+    char path[4200], dir[4200];
+    corral_error err = {{0}};
+    if (!state_path(path, sizeof path))
+        return;
+    snprintf(dir, sizeof dir, "%.*s", (int)(strrchr(path, '/') - path), path);
+    corral_error unreadable = {{0}};
+    json_t *state = read_settings(path, &unreadable);
+    if (!state) /* launch's own file, unreadable: start it again */
+        state = json_object();
+    json_t *last = json_object_get(state, "last_model");
+    if (state && !json_is_object(last)) {
+        last = json_object();
+        if (json_object_set_new(state, "last_model", last) != 0)
+            last = NULL;
     }
-    char *text = NULL;
-    bool ok = settings && launch_droid_settings(settings, target) &&
-              (text = json_dumps(settings, JSON_INDENT(2))) != NULL;
-    if (!ok)
-        corral_error_set(err, "out of memory writing Droid's settings");
-    ok = ok && util_mkdirs(dir, err) && write_config(path, text, "droid", err);
+    char *text = state && last && json_object_set_new(last, tool->name, json_string(model)) == 0
+                     ? json_dumps(state, JSON_INDENT(2))
+                     : NULL;
+    if (!text)
+        corral_error_set(&err, "out of memory");
+    else if (util_mkdirs(dir, &err))
+        config_file_replace(path, text, strlen(text), NULL, NULL, 0, NULL, &err);
+    if (err.message[0])
+        fprintf(stderr, "Warning: cannot remember the model for next time: %s\n", err.message);
     free(text);
-    json_decref(settings);
+    json_decref(state);
+}
+
+/* The model chosen on the terminal from the server's list into out. false with err. */
+static bool pick_model(corral_client *client, const launch_tool *tool, char *out,
+                       size_t out_size, corral_error *err)
+{
+    json_t *reply = NULL;
+    if (client_call(client, "GET", "/api/tags", NULL, &reply, err) != 200) {
+        json_decref(reply);
+        return false;
+    }
+    const json_t *models = json_object_get(reply, "models");
+    size_t count = json_array_size(models), n = 0;
+    const char **names = calloc(count ? count : 1, sizeof *names);
+    if (!names) {
+        corral_error_set(err, "out of memory listing the models");
+        json_decref(reply);
+        return false;
+    }
+    size_t i;
+    const json_t *m;
+    json_array_foreach(models, i, m) {
+        const char *name = json_string_value(json_object_get(m, "name"));
+        if (name)
+            names[n++] = name;
+    }
+    char *last = last_used_model(tool);
+    bool ok = launch_pick_model(stdin, stderr, tool->display_name, names, n, last, out,
+                                out_size, err);
+    free(last);
+    free(names);
+    json_decref(reply);
     return ok;
 }
 
@@ -488,12 +641,13 @@ static int launch(const launch_args *a, const launch_tool *tool)
     }
     if (a->configure_only && tool->wiring == LAUNCH_WIRING_ENV) {
         fprintf(stderr, "Error: %s has no config file to write: corral launch sets it up with "
-                        "environment variables each time it starts it\n", tool->display_name);
+                        "environment variables or arguments each time it starts it\n",
+                tool->display_name);
         return 2;
     }
-    if (!a->model) {
-        fprintf(stderr, "Error: which model? corral launch %s --model MODEL (see 'corral "
-                        "list')\n", tool->name);
+    if (!a->model && (!isatty(STDIN_FILENO) || !isatty(STDERR_FILENO))) {
+        fprintf(stderr, "Error: which model? With no terminal to choose one on, name it: "
+                        "corral launch %s --model MODEL (see 'corral list')\n", tool->name);
         return 2;
     }
     corral_error err = {{0}};
@@ -516,13 +670,17 @@ static int launch(const launch_args *a, const launch_tool *tool)
     }
 
     corral_client *client = client_connect(&err);
-    json_t *show = client ? find_model(client, a, &err) : NULL;
+    char picked[LAUNCH_PICK_MAX_NAME + 1];
+    const char *model = a->model;
+    if (client && !model && pick_model(client, tool, picked, sizeof picked, &err))
+        model = picked;
+    json_t *show = client && model ? find_model(client, model, a->yes, &err) : NULL;
     char url[700], catalog[4200];
     const char *key = getenv("CORRAL_API_KEY");
     if (!key || !*key)
         key = getenv("OLLAMA_API_KEY");
     launch_target target = {.server_url = url, .api_key = key && *key ? key : NULL,
-                            .model = a->model};
+                            .model = model};
     bool ok = show != NULL;
     if (ok && !launch_connectable_url(client_get_address(client)->url, url, sizeof url)) {
         corral_error_set(&err, "server address too long");
@@ -530,20 +688,23 @@ static int launch(const launch_args *a, const launch_tool *tool)
     }
     model_facts facts = {0};
     if (ok) {
-        facts = read_model_facts(client, a->model, show);
+        facts = read_model_facts(client, model, show);
         target.vision = facts.vision;
         target.thinking = facts.thinking;
-        warn_small_context(tool, a->model, &facts);
+        target.context_window = facts.window;
+        warn_small_context(tool, model, &facts);
     }
     if (ok && tool->wiring == LAUNCH_WIRING_CODEX_PROFILE)
         ok = configure_codex(&target, &facts, catalog, sizeof catalog, &err);
-    else if (ok && tool->wiring == LAUNCH_WIRING_DROID_SETTINGS)
-        ok = configure_droid(&target, &err);
+    else if (ok)
+        ok = configure_tool_files(tool, &target, &err);
     json_decref(show);
     client_close(client);
+    if (ok)
+        remember_model(tool, model);
     if (ok && a->configure_only) {
         fprintf(stderr, "%s is set up for %s. Start it with: corral launch %s --model %s\n",
-                tool->display_name, a->model, tool->name, a->model);
+                tool->display_name, model, tool->name, model);
         return 0;
     }
 

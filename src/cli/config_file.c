@@ -159,7 +159,7 @@ bool config_file_replace(const char *path, const char *data, size_t len, const c
     }
     const char *slash = strrchr(path, '/');
     const char *name = slash ? slash + 1 : path;
-    bool ok = !exists ||
+    bool ok = !exists || !backup_dir ||
               write_backup(backup_dir, name, old, old_len, mode, backup_path, backup_size, err);
     free(old);
     if (!ok)

@@ -18,7 +18,8 @@
  * Replace path's contents with data (len bytes). When path exists with other contents it is
  * first copied to backup_dir/<file name>.<unix seconds> (backup_dir created as needed; the
  * oldest beyond CONFIG_FILE_BACKUPS_KEPT removed) and backup_path (if not NULL) gets that
- * copy's path, else it is made empty. Same contents: nothing is written, and *changed (if not
+ * copy's path, else it is made empty; a NULL backup_dir (for a file of Corral's own) keeps no
+ * copy. Same contents: nothing is written, and *changed (if not
  * NULL) says whether anything was. A new file gets mode 0600 (it may hold an API key); an
  * existing one keeps its mode. false with err.
  */

@@ -29,6 +29,17 @@ static const launch_tool tools[] = {
     {"droid", {NULL}, "Droid", "droid", {NULL},
      "see https://docs.factory.ai/cli/getting-started/quickstart", AGENT_CONTEXT,
      LAUNCH_WIRING_DROID_SETTINGS},
+    {"cline", {NULL}, "Cline", "cline", {NULL}, "npm install -g cline", AGENT_CONTEXT,
+     LAUNCH_WIRING_CLINE_FILES},
+    {"qwen", {"qwen-code", NULL}, "Qwen Code", "qwen", {".npm-global/bin/qwen", ".local/bin/qwen"},
+     "npm install -g @qwen-code/qwen-code", AGENT_CONTEXT, LAUNCH_WIRING_QWEN_SETTINGS},
+    {"kimi", {NULL}, "Kimi Code CLI", "kimi",
+     {".local/bin/kimi", "bin/kimi", ".local/share/uv/tools/kimi-cli/bin/kimi"},
+     "curl -LsSf https://code.kimi.com/install.sh | bash", AGENT_CONTEXT, LAUNCH_WIRING_ENV},
+    {"pi", {NULL}, "Pi", "pi", {NULL}, "npm install -g @earendil-works/pi-coding-agent",
+     AGENT_CONTEXT, LAUNCH_WIRING_PI_FILES},
+    {"pool", {"poolside", NULL}, "Poolside", "pool", {NULL},
+     "see https://github.com/poolsideai/pool", AGENT_CONTEXT, LAUNCH_WIRING_ENV},
 };
 
 const launch_tool *launch_tools(size_t *count)
@@ -47,6 +58,16 @@ const launch_tool *launch_tool_find(const char *name)
                 return &tools[i];
     }
     return NULL;
+}
+
+bool launch_same_model(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la >= 7 && strcmp(a + la - 7, ":latest") == 0)
+        la -= 7;
+    if (lb >= 7 && strcmp(b + lb - 7, ":latest") == 0)
+        lb -= 7;
+    return la == lb && strncmp(a, b, la) == 0;
 }
 
 bool launch_strings_add(launch_strings *list, const char *text)
@@ -198,10 +219,49 @@ static bool codex_check_extra(char *const *extra, size_t n_extra, corral_error *
     return true;
 }
 
+/* Whether arg is the flag name, alone or with "=VALUE". */
+static bool is_flag(const char *arg, const char *name)
+{
+    size_t len = strlen(name);
+    return strncmp(arg, name, len) == 0 && (arg[len] == '\0' || arg[len] == '=');
+}
+
+/* false with err when an extra argument is one of flags (NULL-terminated), which the launch
+ * sets itself. */
+static bool refuse_flags(const launch_tool *tool, char *const *extra, size_t n_extra,
+                         const char *const *flags, corral_error *err)
+{
+    for (size_t i = 0; i < n_extra; i++) {
+        for (const char *const *flag = flags; *flag; flag++) {
+            if (!is_flag(extra[i], *flag))
+                continue;
+            if (strcmp(*flag, "-m") == 0 || strcmp(*flag, "--model") == 0)
+                corral_error_set(err, "conflicting extra argument '%s': give the model as "
+                                      "corral launch %s --model MODEL", extra[i], tool->name);
+            else
+                corral_error_set(err, "conflicting extra argument '%s': corral launch %s sets "
+                                      "%s itself", extra[i], tool->name, *flag);
+            return false;
+        }
+    }
+    return true;
+}
+
 bool launch_check_extra(const launch_tool *tool, char *const *extra, size_t n_extra,
                         corral_error *err)
 {
-    return tool->wiring != LAUNCH_WIRING_CODEX_PROFILE || codex_check_extra(extra, n_extra, err);
+    static const char *const qwen[] = {"--model", "-m", "--auth-type", NULL};
+    static const char *const kimi[] = {"--model", "-m", "--config", "--config-file", NULL};
+    static const char *const pool[] = {"--model", "-m", NULL};
+    if (tool->wiring == LAUNCH_WIRING_CODEX_PROFILE)
+        return codex_check_extra(extra, n_extra, err);
+    if (tool->wiring == LAUNCH_WIRING_QWEN_SETTINGS)
+        return refuse_flags(tool, extra, n_extra, qwen, err);
+    if (strcmp(tool->name, "kimi") == 0)
+        return refuse_flags(tool, extra, n_extra, kimi, err);
+    if (strcmp(tool->name, "pool") == 0)
+        return refuse_flags(tool, extra, n_extra, pool, err);
+    return true;
 }
 
 static bool build_claude(const launch_target *t, launch_strings *args, launch_strings *env)
@@ -299,6 +359,52 @@ static bool build_codex(const launch_target *t, launch_strings *args, launch_str
            launch_strings_addf(env, "OPENAI_API_KEY=%s", t->api_key ? t->api_key : "corral");
 }
 
+/* Qwen Code: its OpenAI-compatible auth on the server, by arguments and environment, which
+ * win over what its settings file says. */
+static bool build_qwen(const launch_target *t, launch_strings *args, launch_strings *env)
+{
+    const char *key = t->api_key ? t->api_key : "corral";
+    return launch_strings_addf(env, "OPENAI_BASE_URL=%s/v1", t->server_url) &&
+           launch_strings_addf(env, "OPENAI_API_KEY=%s", key) &&
+           launch_strings_addf(env, "OPENAI_MODEL=%s", t->model) &&
+           launch_strings_addf(env, LAUNCH_QWEN_KEY_VARIABLE "=%s", key) &&
+           launch_strings_add(args, "--model") && launch_strings_add(args, t->model) &&
+           launch_strings_add(args, "--auth-type") && launch_strings_add(args, "openai");
+}
+
+/* Kimi Code CLI takes a whole config as JSON text after --config: a provider for this
+ * server and the model under it, with the context it gets so that Kimi compacts in time. Its
+ * OpenAI-compatible provider takes OPENAI_BASE_URL and OPENAI_API_KEY over the config: both
+ * are set, so that the user's own (an OpenAI key, say) neither redirect it nor reach this
+ * server, and the key travels there rather than in the arguments, which any local user can
+ * read. */
+static bool build_kimi(const launch_target *t, launch_strings *args, launch_strings *env)
+{
+    char base_url[768];
+    int n = snprintf(base_url, sizeof base_url, "%s/v1", t->server_url);
+    if (n < 0 || (size_t)n >= sizeof base_url)
+        return false;
+    json_t *config = json_pack("{s:s,s:{s:{s:s,s:s,s:s}},s:{s:{s:s,s:s,s:I}}}",
+                               "default_model", "corral", "providers", "corral", "type",
+                               "openai_legacy", "base_url", base_url, "api_key", "corral",
+                               "models", "corral", "provider", "corral", "model", t->model,
+                               "max_context_size", (json_int_t)t->context_window);
+    char *text = config ? json_dumps(config, JSON_COMPACT) : NULL;
+    bool ok = text && launch_strings_add(args, "--config") && launch_strings_add(args, text) &&
+              launch_strings_addf(env, "OPENAI_BASE_URL=%s", base_url) &&
+              launch_strings_addf(env, "OPENAI_API_KEY=%s", t->api_key ? t->api_key : "corral");
+    free(text);
+    json_decref(config);
+    return ok;
+}
+
+static bool build_pool(const launch_target *t, launch_strings *args, launch_strings *env)
+{
+    return launch_strings_addf(env, "POOLSIDE_STANDALONE_BASE_URL=%s/v1", t->server_url) &&
+           launch_strings_addf(env, "POOLSIDE_API_KEY=%s", t->api_key ? t->api_key : "corral") &&
+           launch_strings_add(args, "-m") && launch_strings_add(args, t->model);
+}
+
 bool launch_build_command(const launch_tool *tool, const launch_target *target,
                           char *const *extra, size_t n_extra, launch_strings *args,
                           launch_strings *env, corral_error *err)
@@ -312,9 +418,15 @@ bool launch_build_command(const launch_tool *tool, const launch_target *target,
         ok = build_opencode(target, env);
     } else if (tool->wiring == LAUNCH_WIRING_CODEX_PROFILE) {
         ok = build_codex(target, args, env);
+    } else if (tool->wiring == LAUNCH_WIRING_QWEN_SETTINGS) {
+        ok = build_qwen(target, args, env);
+    } else if (strcmp(tool->name, "kimi") == 0) {
+        ok = build_kimi(target, args, env);
+    } else if (strcmp(tool->name, "pool") == 0) {
+        ok = build_pool(target, args, env);
     }
-    /* OpenCode's model is in its config, Droid's in its settings file: only the user's
-     * arguments */
+    /* OpenCode's model is in its config; Droid's, Cline's and Pi's in their settings files:
+     * only the user's arguments */
     for (size_t i = 0; ok && i < n_extra; i++)
         ok = launch_strings_add(args, extra[i]);
     if (!ok)

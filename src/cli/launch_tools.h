@@ -14,11 +14,16 @@
 
 #include "corral/error.h"
 
+#define LAUNCH_MAX_HOME_PATHS 3
+
 /* How a tool learns where the server is. */
 typedef enum launch_wiring {
     LAUNCH_WIRING_ENV,           /* environment variables and arguments only */
     LAUNCH_WIRING_CODEX_PROFILE, /* a profile file and model catalog beside Codex's config */
-    LAUNCH_WIRING_DROID_SETTINGS /* entries in Droid's settings.json */
+    LAUNCH_WIRING_DROID_SETTINGS, /* entries in Droid's settings.json */
+    LAUNCH_WIRING_CLINE_FILES,    /* Cline's providers.json and globalState.json */
+    LAUNCH_WIRING_QWEN_SETTINGS,  /* Qwen Code's settings.json, and its environment */
+    LAUNCH_WIRING_PI_FILES        /* Pi's models.json and settings.json */
 } launch_wiring;
 
 typedef struct launch_tool {
@@ -26,17 +31,25 @@ typedef struct launch_tool {
     const char *aliases[2];   /* other accepted names, NULL-terminated */
     const char *display_name; /* "Claude Code" */
     const char *program;      /* the executable looked up on PATH */
-    const char *home_paths[2]; /* usual install places under $HOME when not on PATH, or NULL */
+    /* usual install places under $HOME when not on PATH, NULL-terminated */
+    const char *home_paths[LAUNCH_MAX_HOME_PATHS + 1];
     const char *install_hint; /* what to run or read to install it */
     unsigned recommended_context; /* tokens of context the tool needs to work well */
     launch_wiring wiring;
 } launch_tool;
+
+/* The variable that holds the server's key for Qwen Code (its provider's envKey): launch's own,
+ * so that a command the agent runs never sees a CORRAL_API_KEY it did not set. */
+#define LAUNCH_QWEN_KEY_VARIABLE "CORRAL_LAUNCH_API_KEY"
 
 /* The known tools, in listing order. */
 const launch_tool *launch_tools(size_t *count);
 
 /* The tool called name (or one of its aliases), NULL when none is. */
 const launch_tool *launch_tool_find(const char *name);
+
+/* Whether two model names are one, an explicit ":latest" aside. */
+bool launch_same_model(const char *a, const char *b);
 
 /* A growable NULL-terminated list of owned strings (an argv or a list of NAME=VALUE). */
 typedef struct launch_strings {
@@ -55,6 +68,7 @@ typedef struct launch_target {
     const char *api_key;    /* CORRAL_API_KEY, or NULL when the server needs none */
     const char *model;
     const char *codex_catalog_path; /* Codex only: the model catalog file written */
+    unsigned context_window; /* tokens of context the model gets (Kimi and Pi are told) */
     bool vision;   /* the model takes images */
     bool thinking; /* the model thinks before it answers */
 } launch_target;
@@ -68,7 +82,9 @@ bool launch_connectable_url(const char *address_url, char *out, size_t out_size)
 
 /*
  * Whether the user's extra arguments leave tool's wiring alone: false with err for one that
- * would undo it (Codex's --profile, -m, or -c for the model, provider or catalog).
+ * would undo it (Codex's --profile, -m, or -c for the model, provider or catalog; the model
+ * flag of Qwen Code, Kimi and Poolside; Qwen Code's --auth-type; Kimi's --config and
+ * --config-file).
  */
 bool launch_check_extra(const launch_tool *tool, char *const *extra, size_t n_extra,
                         corral_error *err);

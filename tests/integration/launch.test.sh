@@ -30,13 +30,13 @@ env >"$FAKE_LOG/$name.env"
 exit 7
 EOF
 chmod +x "$work/bin/fake-tool"
-for tool in claude codex copilot opencode; do ln -s fake-tool "$work/bin/$tool"; done
+for tool in claude codex copilot opencode qwen kimi pool cline pi; do ln -s fake-tool "$work/bin/$tool"; done
 export FAKE_LOG="$work/log"
 tools_path="$work/bin:$PATH"
 
 PATH="$tools_path" "$corral" launch >"$work/out" 2>&1 || fail "list: $(cat "$work/out")"
 expect "the list shows an installed tool's path" "installed: $work/bin/claude" "$work/out"
-expect "the list says how to install a missing tool" "droid      Droid         not installed" "$work/out"
+expect "the list says how to install a missing tool" "droid      Droid          not installed" "$work/out"
 
 if "$corral" launch codex --model tiny >"$work/out" 2>&1; then fail "launch without codex succeeded"; fi
 expect "a missing tool is named with its installer" "npm install -g @openai/codex" "$work/out"
@@ -112,3 +112,40 @@ if "$corral" launch droid --model tiny --config >"$work/out" 2>&1; then fail "br
 expect "broken settings are left for the user" "settings.json is not a JSON object" "$work/out"
 if "$corral" launch claude --model tiny --config >"$work/out" 2>&1; then fail "claude --config succeeded"; fi
 expect "--config for a tool with no config file" "has no config file to write" "$work/out"
+
+status=0
+PATH="$tools_path" "$corral" launch qwen </dev/null >"$work/out" 2>&1 || status=$?
+[ "$status" = 2 ] || fail "no --model without a terminal exited $status"
+expect "no --model without a terminal says to name one" "no terminal to choose one on, name it: corral launch qwen --model MODEL" "$work/out"
+
+mkdir -p "$HOME/.qwen"
+echo '{"theme": "dark"}' >"$HOME/.qwen/settings.json"
+PATH="$tools_path" "$corral" launch qwen-code --model tiny -- --yolo >"$work/out" 2>&1 || true
+expect "qwen is sent to the server" "OPENAI_BASE_URL=http://127.0.0.1:$port/v1" "$work/log/qwen.env"
+expect "qwen uses OpenAI auth" "openai" "$work/log/qwen.args"
+expect "qwen gets the arguments after --" "--yolo" "$work/log/qwen.args"
+expect "qwen's settings name the server" "\"baseUrl\": \"http://127.0.0.1:$port/v1\"" "$HOME/.qwen/settings.json"
+expect "qwen's settings keep the user's" '"theme": "dark"' "$HOME/.qwen/settings.json"
+expect "the model is remembered for the tool" '"qwen": "tiny"' "$HOME/.corral/launch.json"
+
+PATH="$tools_path" CORRAL_API_KEY=sekrit OPENAI_BASE_URL=https://api.example/v1 "$corral" launch kimi --model tiny >"$work/out" 2>&1 || true
+expect "kimi's inline config names the server" "\"base_url\":\"http://127.0.0.1:$port/v1\"" "$work/log/kimi.args"
+expect "kimi is told the context the model gets" '"max_context_size":256' "$work/log/kimi.args"
+expect "kimi's OpenAI address is the server, not the user's" "OPENAI_BASE_URL=http://127.0.0.1:$port/v1" "$work/log/kimi.env"
+expect "kimi gets the key by environment" "OPENAI_API_KEY=sekrit" "$work/log/kimi.env"
+refute "the key is not in kimi's arguments" "sekrit" "$work/log/kimi.args"
+PATH="$tools_path" "$corral" launch pool --model tiny >"$work/out" 2>&1 || true
+expect "poolside is sent to the server" "POOLSIDE_STANDALONE_BASE_URL=http://127.0.0.1:$port/v1" "$work/log/pool.env"
+
+"$corral" launch cline --model tiny --config >"$work/out" 2>&1 || fail "cline --config: $(cat "$work/out")"
+expect "cline's provider is the server" "\"baseUrl\": \"http://127.0.0.1:$port/v1\"" "$HOME/.cline/data/settings/providers.json"
+expect "cline's older state has the model" '"actModeOllamaModelId": "tiny"' "$HOME/.cline/data/globalState.json"
+mkdir -p "$HOME/.pi/agent"
+echo '{"defaultModel": ' >"$HOME/.pi/agent/settings.json"
+if "$corral" launch pi --model tiny --config >"$work/out" 2>&1; then fail "pi's broken settings overwritten"; fi
+[ ! -e "$HOME/.pi/agent/models.json" ] || fail "pi's models.json written beside a broken settings.json"
+ok "a broken file of two stops both"
+rm "$HOME/.pi/agent/settings.json"
+"$corral" launch pi --model tiny --config >"$work/out" 2>&1 || fail "pi --config: $(cat "$work/out")"
+expect "pi's models name the server" "\"baseUrl\": \"http://127.0.0.1:$port/v1\"" "$HOME/.pi/agent/models.json"
+expect "pi's default is the model" '"defaultModel": "tiny"' "$HOME/.pi/agent/settings.json"
