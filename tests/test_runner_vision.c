@@ -5,7 +5,7 @@
  * a next turn evaluates only its new text, another image at the same place is evaluated from
  * the image on; bad images and offsets are errors with a 400 status (the request's fault),
  * and a runner without a projector refuses images; `count` gives a completion's numbers without encoding; an image longer than the
- * batch answers as with a large one.
+ * batch answers as with a large one; two images are never taken for each other.
  */
 #include <jansson.h>
 #include <setjmp.h>
@@ -248,6 +248,44 @@ static void test_count(void **state)
     free(wide);
 }
 
+/* square-jpeg.jpg with the first 8 entries of its quantization table (file offset 25) made
+ * block, in base64: a JPEG has no checksum, so any block decodes, to other pixels. */
+static char *jpeg_with_table_block(const uint8_t block[8])
+{
+    char path[2048];
+    corral_error err;
+    size_t len;
+    snprintf(path, sizeof path, "%s/vision/square-jpeg.jpg", getenv("CORRAL_FIXTURES"));
+    char *data = util_read_file(path, 1 << 20, &len, &err);
+    assert_non_null(data);
+    assert_true(len > 33 && (uint8_t)data[20] == 0xff && (uint8_t)data[21] == 0xdb);
+    memcpy(data + 25, block, 8);
+    char *text = util_base64_encode((const uint8_t *)data, len);
+    free(data);
+    return text;
+}
+
+/* Two images that differ only in 8 bytes chosen so that a 64-bit FNV-1a hash of the files
+ * is the same for both (found by a collision search; any hash a client can steer allows
+ * this): the second is encoded, not taken from the first's cache entry, and is not the
+ * first's prefix in the slot's KV cache either. */
+static void test_colliding_images_stay_apart(void **state)
+{
+    (void)state;
+    static const uint8_t block_a[8] = {0x15, 0x32, 0x78, 0xb5, 0x26, 0xb6, 0xc1, 0x5a};
+    static const uint8_t block_b[8] = {0x68, 0x86, 0x4d, 0x03, 0x44, 0x7f, 0x37, 0xa5};
+    char *a64 = jpeg_with_table_block(block_a), *b64 = jpeg_with_table_block(block_b);
+    json_t *a = complete(QWEN_PROMPT, a64, strlen(USER), 1);
+    assert_int_equal(field(a, "images_encoded"), 1);
+    json_decref(a);
+    a = complete(QWEN_PROMPT, b64, strlen(USER), 1);
+    assert_int_equal(field(a, "images_encoded"), 1);
+    assert_true(field(a, "prompt_eval_count") >= 34 - 6); /* the text before it may be kept */
+    json_decref(a);
+    free(a64);
+    free(b64);
+}
+
 /* The greedy ids of the square image's prompt with a runner of family and batch. */
 static void greedy_ids(const char *family, const char *batch, const char *prompt, size_t at,
                        json_int_t ids[16])
@@ -285,6 +323,7 @@ int main(void)
         cmocka_unit_test(test_reference_ids_then_the_cache),
         cmocka_unit_test(test_bad_images),
         cmocka_unit_test(test_count),
+        cmocka_unit_test(test_colliding_images_stay_apart),
     };
     const struct CMUnitTest without[] = {
         cmocka_unit_test(test_no_projector_refuses_images),

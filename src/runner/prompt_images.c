@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/evp.h>
+
 #include "image/image.h"
 #include "image/preprocess.h"
 #include "image/projector_preprocess.h"
@@ -25,8 +27,15 @@ typedef struct image_embd {
     image_slice_plan plan; /* 0 x 0 slices: one part */
 } image_embd;
 
+/* An image file's identity: the SHA-256 of its bytes. The cache is shared by every request to
+ * the runner, so a hash that a client can steer (a non-cryptographic one: one image made to
+ * collide with another's) would let one request's image stand for another's. */
+typedef struct image_digest {
+    uint8_t bytes[32];
+} image_digest;
+
 typedef struct cached_image {
-    uint64_t hash;
+    image_digest digest;
     image_embd image; /* embd.n_tokens 0: unused */
     uint64_t used;
 } cached_image;
@@ -98,12 +107,28 @@ size_t prompt_images_safe_prefix(const prompt_image *images, size_t n_images, si
     return prefix;
 }
 
-static uint64_t fnv1a64(const uint8_t *data, size_t len)
+static bool digest_of(const uint8_t *data, size_t len, image_digest *out, corral_error *err)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ data[i]) * 0x100000001b3ull;
-    return h;
+    unsigned int n = 0;
+    /* fails only when libcrypto cannot allocate or lacks SHA-256, not on any input */
+    if (!EVP_Digest(data, len, out->bytes, &n, EVP_sha256(), NULL) || n != sizeof out->bytes) {
+        corral_error_set(err, "cannot hash an image (libcrypto)");
+        return false;
+    }
+    return true;
+}
+
+static bool same_digest(const image_digest *a, const image_digest *b)
+{
+    return memcmp(a->bytes, b->bytes, sizeof a->bytes) == 0;
+}
+
+/* The digest's first 8 bytes, the seed of the image's pseudo-ids. */
+static uint64_t digest_seed(const image_digest *d)
+{
+    uint64_t seed;
+    memcpy(&seed, d->bytes, sizeof seed);
+    return seed;
 }
 
 /* splitmix64's finaliser: neighbouring inputs give unrelated outputs. */
@@ -172,15 +197,16 @@ static size_t part_tokens(const corral_mmproj *mm, const image_slice_plan *plan,
                : corral_mmproj_image_tokens(mm, plan->cell_w, plan->cell_h);
 }
 
-/* The tokens of one image file's bytes (hash: theirs): the cached embeddings' count, else
+/* The tokens of one image file's bytes (digest: theirs): the cached embeddings' count, else
  * the count its size gives, without encoding it. */
-static bool count_image(prompt_vision *v, const uint8_t *data, size_t len, uint64_t hash,
+static bool count_image(prompt_vision *v, const uint8_t *data, size_t len,
+                        const image_digest *digest,
                         image_embd *out, bool *refused, corral_error *err)
 {
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&v->lock);
     for (size_t i = 0; i < CACHED_IMAGES; i++)
-        if (v->cache[i].image.embd.n_tokens && v->cache[i].hash == hash) {
+        if (v->cache[i].image.embd.n_tokens && same_digest(&v->cache[i].digest, digest)) {
             out->embd.n_tokens = v->cache[i].image.embd.n_tokens;
             out->plan = v->cache[i].image.plan;
         }
@@ -249,10 +275,11 @@ static bool encode_parts(prompt_vision *v, const image_rgb *rgb, const image_sli
     return ok;
 }
 
-/* The embeddings of one image file's bytes (hash: theirs), from the cache or encoded;
+/* The embeddings of one image file's bytes (digest: theirs), from the cache or encoded;
  * *refused when it fails on the image itself (its decoding, slicing or preprocessing), not
  * on the projector's encoding or memory. */
-static bool encode_image(prompt_vision *v, const uint8_t *data, size_t len, uint64_t hash,
+static bool encode_image(prompt_vision *v, const uint8_t *data, size_t len,
+                         const image_digest *digest,
                          image_embd *out, bool *encoded, bool *refused, corral_error *err)
 {
     *encoded = false;
@@ -261,7 +288,7 @@ static bool encode_image(prompt_vision *v, const uint8_t *data, size_t len, uint
     cached_image *slot = &v->cache[0];
     for (size_t i = 0; i < CACHED_IMAGES; i++) {
         cached_image *c = &v->cache[i];
-        if (c->image.embd.n_tokens && c->hash == hash) {
+        if (c->image.embd.n_tokens && same_digest(&c->digest, digest)) {
             c->used = ++v->clock;
             out->plan = c->image.plan;
             bool ok = copy_embd(&out->embd, &c->image.embd);
@@ -292,7 +319,7 @@ static bool encode_image(prompt_vision *v, const uint8_t *data, size_t len, uint
         corral_image_embd_free(&slot->image.embd);
         slot->image.plan = out->plan;
         if (copy_embd(&slot->image.embd, &out->embd)) {
-            slot->hash = hash;
+            slot->digest = *digest;
             slot->used = ++v->clock;
         } else {
             slot->image.embd = (corral_image_embd){0};
@@ -365,12 +392,12 @@ static bool append_joined(const corral_vocab *vocab, const char *a, size_t a_len
 /*
  * One image's parts into the ids and list (at *n_list): each part's text (the first part's
  * went with the prompt text before the image), then its pseudo-ids, drawn from the image's
- * hash and the token's place in the image so that the same image gives the same run; each
+ * digest and the token's place in the image so that the same image gives the same run; each
  * part an entry of its own with its rows of the image's embeddings (with !encode, only their
  * count). One part keeps the embeddings' grid as the encoder made it.
  */
 static bool add_parts(prompt_vision *v, const corral_vocab *vocab, image_embd *got,
-                      bool encoded, bool encode, uint64_t hash, corral_token **ids, size_t *cap,
+                      bool encoded, bool encode, uint64_t seed, corral_token **ids, size_t *cap,
                       size_t *n, prompt_image *list, size_t *n_list, corral_error *err)
 {
     size_t n_parts = parts_of(&got->plan), offset = 0;
@@ -407,7 +434,7 @@ static bool add_parts(prompt_vision *v, const corral_vocab *vocab, image_embd *g
                    nt * width * sizeof *entry->embd.data);
         }
         for (size_t t = 0; t < nt; t++)
-            (*ids)[(*n)++] = -1 - (corral_token)(mix64(hash + offset + t) & 0x7fffffff);
+            (*ids)[(*n)++] = -1 - (corral_token)(mix64(seed + offset + t) & 0x7fffffff);
         offset += nt;
     }
     return true;
@@ -452,12 +479,13 @@ static corral_token *vision_ids(prompt_vision *v, const corral_vocab *vocab, con
         size_t len = 0;
         uint8_t *bytes = util_base64_decode(data, strlen(data), PROMPT_MAX_IMAGE_BYTES, &len, err);
         *refused = !(ok = bytes != NULL);
-        uint64_t hash = bytes ? fnv1a64(bytes, len) : 0;
+        image_digest digest = {{0}};
+        ok = ok && digest_of(bytes, len, &digest, err);
         image_embd got;
         memset(&got, 0, sizeof got);
         bool encoded = false;
-        ok = ok && (encode ? encode_image(v, bytes, len, hash, &got, &encoded, refused, err)
-                           : count_image(v, bytes, len, hash, &got, refused, err));
+        ok = ok && (encode ? encode_image(v, bytes, len, &digest, &got, &encoded, refused, err)
+                           : count_image(v, bytes, len, &digest, &got, refused, err));
         free(bytes);
         if (ok) { /* the text before the image, and its first part's (the plan's) marks */
             const char *lead = corral_mmproj_part_text(v->mm, got.plan.cols, got.plan.rows, 0);
@@ -474,7 +502,7 @@ static corral_token *vision_ids(prompt_vision *v, const corral_vocab *vocab, con
                 corral_error_set(err, "out of memory");
             }
         }
-        ok = ok && add_parts(v, vocab, &got, encoded, encode, hash, &ids, &cap, n, list, &n_list,
+        ok = ok && add_parts(v, vocab, &got, encoded, encode, digest_seed(&digest), &ids, &cap, n, list, &n_list,
                              err);
         corral_image_embd_free(&got.embd);
         done = (size_t)at;
