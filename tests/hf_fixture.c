@@ -842,6 +842,176 @@ static void put_qwen25vl_tower(shard *s, json_t *weight_map, const char *shard_n
     }
 }
 
+/* Qwen3-VL's config.json: the text model's keys under text_config with its M-RoPE sections
+ * as rope_scaling's, the qwen3vl_merger projector's as vision_config (its deepstack layers
+ * as their list); its preprocessor_config.json: the projector's normalisation and size
+ * bounds. */
+static void nest_qwen3vl_config(const gguf_file *text, const gguf_file *mm, const char *dir)
+{
+    json_error_t jerr;
+    json_t *flat = json_load_file(store_fixture_path(dir, "config.json"), 0, &jerr);
+    assert_non_null(flat);
+    gguf_str arch;
+    corral_error err;
+    assert_true(gguf_get_str(text, "general.architecture", &arch, &err));
+    char key[96];
+    snprintf(key, sizeof key, "%.*s.rope.dimension_sections", (int)arch.size, arch.data);
+    const gguf_kv *sections = gguf_find_kv(text, key);
+    assert_non_null(sections);
+    json_t *mrope = json_array(), *deepstack = json_array();
+    for (uint64_t i = 0; i < 3; i++)
+        json_array_append_new(mrope, json_integer(gguf_kv_i64(sections, i)));
+    json_object_set_new(flat, "rope_scaling",
+                        json_pack("{s:s,s:o,s:b}", "rope_type", "default", "mrope_section",
+                                  mrope, "mrope_interleaved", true));
+    const gguf_kv *layers = gguf_find_kv(mm, "clip.vision.is_deepstack_layers");
+    assert_non_null(layers);
+    for (uint64_t i = 0; i < layers->n; i++)
+        if (gguf_kv_bool(layers, i))
+            json_array_append_new(deepstack, json_integer((json_int_t)i));
+    json_t *c = json_pack("{s:O,s:o}", "architectures", json_object_get(flat, "architectures"),
+                          "text_config", flat);
+    json_object_del(flat, "architectures");
+    uint32_t patch = get_u32(mm, "clip.vision.patch_size");
+    const gguf_tensor *pos = gguf_find_tensor(mm, "v.position_embd.weight");
+    assert_non_null(pos);
+    json_object_set_new(
+        c, "vision_config",
+        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:s}", "depth",
+                  (json_int_t)get_u32(mm, "clip.vision.block_count"), "hidden_size",
+                  (json_int_t)get_u32(mm, "clip.vision.embedding_length"), "intermediate_size",
+                  (json_int_t)get_u32(mm, "clip.vision.feed_forward_length"), "num_heads",
+                  (json_int_t)get_u32(mm, "clip.vision.attention.head_count"), "in_channels",
+                  (json_int_t)3, "patch_size", (json_int_t)patch, "spatial_merge_size",
+                  (json_int_t)get_u32(mm, "clip.vision.spatial_merge_size"),
+                  "temporal_patch_size", (json_int_t)2, "out_hidden_size",
+                  (json_int_t)get_u32(mm, "clip.vision.projection_dim"),
+                  "num_position_embeddings", (json_int_t)pos->ne[1],
+                  "deepstack_visual_indexes", deepstack, "hidden_act", "gelu_pytorch_tanh"));
+    write_json(dir, "config.json", c);
+    const gguf_kv *mean = gguf_find_kv(mm, "clip.vision.image_mean");
+    const gguf_kv *std = gguf_find_kv(mm, "clip.vision.image_std");
+    assert_true(mean && std && mean->n == 3 && std->n == 3);
+    write_json(dir, "preprocessor_config.json",
+               json_pack("{s:[f,f,f],s:[f,f,f],s:{s:I,s:I},s:I,s:I}", "image_mean",
+                         (double)gguf_kv_f32(mean, 0), (double)gguf_kv_f32(mean, 1),
+                         (double)gguf_kv_f32(mean, 2), "image_std", (double)gguf_kv_f32(std, 0),
+                         (double)gguf_kv_f32(std, 1), (double)gguf_kv_f32(std, 2), "size",
+                         "shortest_edge", (json_int_t)(patch * patch * 4), "longest_edge",
+                         (json_int_t)(patch * patch * 4096), "patch_size", (json_int_t)patch,
+                         "merge_size", (json_int_t)2));
+}
+
+/* The qwen3vl_merger projector's tensors under Qwen3-VL's names (model.visual.*), fused as
+ * the checkpoint keeps them: the two temporal patch kernels into one [width, channels, 2,
+ * patch, patch]; each block's Q, K and V are fused in the projector already; the deepstack
+ * mergers numbered by their place in the list. */
+static void put_qwen3vl_tower(shard *s, json_t *weight_map, const char *shard_name,
+                              const gguf_file *mm, safetensors_dtype dtype)
+{
+    static const char *const whole[][2] = {
+        {"v.patch_embd.bias", "model.visual.patch_embed.proj.bias"},
+        {"v.position_embd.weight", "model.visual.pos_embed.weight"},
+        {"v.post_ln.weight", "model.visual.merger.norm.weight"},
+        {"v.post_ln.bias", "model.visual.merger.norm.bias"},
+        {"mm.0.weight", "model.visual.merger.linear_fc1.weight"},
+        {"mm.0.bias", "model.visual.merger.linear_fc1.bias"},
+        {"mm.2.weight", "model.visual.merger.linear_fc2.weight"},
+        {"mm.2.bias", "model.visual.merger.linear_fc2.bias"},
+    };
+    static const char *const parts[][2] = {
+        {"ln1", "norm1"},         {"ln2", "norm2"},         {"attn_qkv", "attn.qkv"},
+        {"attn_out", "attn.proj"}, {"ffn_up", "mlp.linear_fc1"}, {"ffn_down", "mlp.linear_fc2"},
+        {"norm", "norm"},         {"fc1", "linear_fc1"},    {"fc2", "linear_fc2"},
+    };
+    const gguf_kv *layers = gguf_find_kv(mm, "clip.vision.is_deepstack_layers");
+    assert_non_null(layers);
+    char name[256];
+    for (size_t i = 0; i < gguf_n_tensors(mm); i++) {
+        const gguf_tensor *t = gguf_tensor_at(mm, i);
+        assert_int_equal(t->type, TENSOR_TYPE_F32);
+        uint64_t rows = t->n_dims == 1 ? 0 : (uint64_t)t->ne[t->n_dims - 1];
+        uint64_t cols = gguf_tensor_n_elems(t) / (rows ? rows : 1);
+        unsigned layer;
+        char part[32], kind[16];
+        name[0] = '\0';
+        for (size_t w = 0; w < sizeof whole / sizeof whole[0]; w++)
+            if (!strcmp(t->name, whole[w][0]))
+                snprintf(name, sizeof name, "%s", whole[w][1]);
+        bool block = sscanf(t->name, "v.blk.%u.%31[a-z_0-9].%15s", &layer, part, kind) == 3;
+        bool merger = !block &&
+                      sscanf(t->name, "v.deepstack.%u.%31[a-z_0-9].%15s", &layer, part, kind) == 3;
+        unsigned place = 0; /* a merger's place in the list of deepstack layers */
+        for (unsigned l = 0; merger && l < layer; l++)
+            place += gguf_kv_bool(layers, l);
+        for (size_t p = 0; !name[0] && (block || merger) && p < sizeof parts / sizeof parts[0];
+             p++)
+            if (!strcmp(part, parts[p][0]))
+                snprintf(name, sizeof name, block ? "model.visual.blocks.%u.%s.%s"
+                                                  : "model.visual.deepstack_merger_list.%u.%s.%s",
+                         block ? layer : place, parts[p][1], kind);
+        if (name[0]) {
+            put_matrix(s, name, t->n_dims == 1 ? SAFETENSORS_F32 : dtype, t->data, rows, cols,
+                       0, false);
+            json_object_set_new(weight_map, name, json_string(shard_name));
+            continue;
+        }
+        if (strcmp(t->name, "v.patch_embd.weight") != 0)
+            continue; /* the second kernel goes with the first */
+        const gguf_tensor *second = gguf_find_tensor(mm, "v.patch_embd.weight.1");
+        assert_non_null(second);
+        uint64_t area = (uint64_t)t->ne[0] * (uint64_t)t->ne[1];
+        uint64_t slices = (uint64_t)t->ne[2] * (uint64_t)t->ne[3]; /* channels x outputs */
+        float *stacked = malloc(2 * area * slices * sizeof *stacked);
+        assert_non_null(stacked);
+        for (uint64_t k = 0; k < slices; k++)
+            for (int p = 0; p < 2; p++)
+                memcpy(stacked + (2 * k + (uint64_t)p) * area,
+                       (const float *)(p ? second : t)->data + k * area, area * sizeof *stacked);
+        snprintf(name, sizeof name, "model.visual.patch_embed.proj.weight");
+        put_matrix(s, name, dtype, stacked, (uint64_t)t->ne[3], 2 * area * (uint64_t)t->ne[2], 0,
+                   false);
+        json_object_set_new(json_object_get(s->header, name), "shape",
+                            json_pack("[I,I,I,I,I]", (json_int_t)t->ne[3], (json_int_t)t->ne[2],
+                                      (json_int_t)2, (json_int_t)t->ne[1],
+                                      (json_int_t)t->ne[0]));
+        json_object_set_new(weight_map, name, json_string(shard_name));
+        free(stacked);
+    }
+}
+
+/* A qwen3vlmoe layer's experts as Qwen3-VL MoE's checkpoint packs them (found at gate's or
+ * down's stack, up's going with gate's): each expert's matrices transposed, gate's and up's
+ * side by side in gate_up_proj ([experts, n_embd, 2 n_ff]), down_proj [experts, n_ff,
+ * n_embd]. */
+static void put_qwen3vl_experts(shard *s, json_t *weight_map, const char *shard_name,
+                                const gguf_file *f, const gguf_tensor *t, safetensors_dtype dtype)
+{
+    unsigned layer;
+    char kind[8], name[256], other[96];
+    assert_int_equal(sscanf(t->name, "blk.%u.ffn_%7[a-z]_exps.weight", &layer, kind), 2);
+    if (strcmp(kind, "up") == 0)
+        return;
+    bool gate = strcmp(kind, "gate") == 0;
+    snprintf(other, sizeof other, "blk.%u.ffn_up_exps.weight", layer);
+    const gguf_tensor *parts[2] = {t, gate ? gguf_find_tensor(f, other) : NULL};
+    assert_true(!gate || parts[1]);
+    uint64_t in = (uint64_t)t->ne[0], out = (uint64_t)t->ne[1], n_exp = (uint64_t)t->ne[2];
+    uint64_t width = gate ? 2 * out : out; /* the checkpoint's last dimension */
+    float *packed = malloc(n_exp * in * width * sizeof *packed);
+    assert_non_null(packed);
+    for (uint64_t e = 0; e < n_exp; e++)
+        for (uint64_t i = 0; i < in; i++)
+            for (uint64_t o = 0; o < width; o++)
+                packed[(e * in + i) * width + o] =
+                    ((const float *)parts[o / out]->data)[(e * out + o % out) * in + i];
+    snprintf(name, sizeof name, "model.language_model.layers.%u.mlp.experts.%s", layer,
+             gate ? "gate_up_proj" : "down_proj");
+    put_tensor3(s, name, dtype, packed, (const uint64_t[3]){n_exp, in, width});
+    json_object_set_new(weight_map, name, json_string(shard_name));
+    free(packed);
+}
+
 /* config.json's keys but the architecture's moved under text_config, the projector's
  * clip.vision.* keys as vision_config, its tokens per image beside them. */
 static void nest_vision_config(const gguf_file *mm, const char *dir, uint32_t tokens_per_image)
@@ -1069,10 +1239,13 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     write_config(f, dir, hf_arch);
     bool pixtral = mm && strcmp(hf_arch, "Mistral3ForConditionalGeneration") == 0;
     bool qwen25vl = mm && strcmp(hf_arch, "Qwen2_5_VLForConditionalGeneration") == 0;
+    bool qwen3vl = mm && strncmp(hf_arch, "Qwen3VL", 7) == 0;
     if (pixtral)
         nest_pixtral_config(f, mm, dir);
     else if (qwen25vl)
         nest_qwen25vl_config(f, mm, dir);
+    else if (qwen3vl)
+        nest_qwen3vl_config(f, mm, dir);
     else if (mm)
         nest_vision_config(mm, dir, tokens_per_image);
     write_tokenizer(f, dir, pre_regex);
@@ -1121,6 +1294,11 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
                                matrix_dtype);
             continue;
         }
+        if (qwen3vl && t->n_dims == 3) {
+            put_qwen3vl_experts(&shards[i < n / 2 ? 0 : 1], weight_map,
+                                shard_names[i < n / 2 ? 0 : 1], f, t, matrix_dtype);
+            continue;
+        }
         if (qwen35 && t->n_dims == 3) {
             put_qwen35_experts(&shards[i < n / 2 ? 0 : 1], weight_map,
                                shard_names[i < n / 2 ? 0 : 1], f, t, matrix_dtype,
@@ -1148,7 +1326,11 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
             continue;
         }
         hf_name(t->name, sandwich, phi3, llama, gptoss, starcoder2, name, sizeof name);
-        if (mm) { /* the text model under language_model, as older transformers saved it */
+        if (qwen3vl && strncmp(name, "model.", 6) == 0) { /* newer transformers' layout */
+            memmove(name + strlen("model.language_model."), name + strlen("model."),
+                    strlen(name + strlen("model.")) + 1);
+            memcpy(name, "model.language_model.", strlen("model.language_model."));
+        } else if (mm && !qwen3vl) { /* under language_model, as older transformers saved it */
             memmove(name + strlen("language_model."), name, strlen(name) + 1);
             memcpy(name, "language_model.", strlen("language_model."));
         }
@@ -1181,6 +1363,8 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     }
     if (qwen25vl)
         put_qwen25vl_tower(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
+    else if (qwen3vl)
+        put_qwen3vl_tower(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
     else if (mm)
         put_vision(&shards[1], weight_map, shard_names[1], mm, matrix_dtype, pixtral);
     if (qwen35 || next) { /* a vision tower's and a multi-token prediction layer's: left out */
@@ -1266,6 +1450,20 @@ void hf_fixture_write_qwen25vl(const char *text_path, const char *mmproj_path, c
 {
     write_checkpoint(text_path, dir, "Qwen2_5_VLForConditionalGeneration", matrix_dtype,
                      hf_fixture_qwen2_regex, mmproj_path, 0, NULL);
+}
+
+void hf_fixture_write_qwen3vl(const char *text_path, const char *mmproj_path, const char *dir,
+                              safetensors_dtype matrix_dtype)
+{
+    corral_error err;
+    gguf_file *f = gguf_open(text_path, &err);
+    if (!f)
+        fail_msg("%s", err.message);
+    bool moe = gguf_find_kv(f, "qwen3vlmoe.expert_count") != NULL;
+    gguf_close(f);
+    write_checkpoint(text_path, dir,
+                     moe ? "Qwen3VLMoeForConditionalGeneration" : "Qwen3VLForConditionalGeneration",
+                     matrix_dtype, hf_fixture_qwen2_regex, mmproj_path, 0, NULL);
 }
 
 void hf_fixture_write_adapter(const char *adapter_path, const char *base_path, const char *dir)

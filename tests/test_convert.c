@@ -31,6 +31,7 @@
 #include "file_fixture.h"
 #include "gguf_write_fixture.h"
 #include "onefile_fixture.h"
+#include "qwen3vl_single_fixture.h"
 #include "reference_fixture.h"
 #include "store_fixture.h"
 #include "tensor_type.h"
@@ -183,7 +184,8 @@ static void list_checkpoint(checkpoint *cp)
                                         "model-00001-of-00002.safetensors",
                                         "model-00002-of-00002.safetensors",
                                         "chat_template.jinja", "tokenizer.model",
-                                        "consolidated.safetensors", "added_tokens.json"};
+                                        "consolidated.safetensors", "added_tokens.json",
+                                        "preprocessor_config.json"};
     cp->n = 0;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         if (!store_fixture_exists(g_root, names[i]))
@@ -736,8 +738,10 @@ static void expect_convert_refusal(const char *why);
 static void set_json(const char *name, const char *path, const char *key, const char *value);
 
 /* src's keys and tensors as the converter writes an F16 checkpoint's values: matrices F16,
- * vectors F32, Gemma norms (kept as w - 1, when gemma) plus one; into dst. */
-static void write_as_converted(const char *src, const char *dst, bool gemma)
+ * vectors F32, Gemma norms (kept as w - 1, when gemma) plus one; into dst. Tensors whose name
+ * starts with keep_f32 (NULL: none) stay F32 with the values F16 rounds them to. */
+static void write_as_converted_but(const char *src, const char *dst, bool gemma,
+                                   const char *keep_f32)
 {
     corral_error err = {{0}};
     gguf_file *in = gguf_open(src, &err);
@@ -750,7 +754,8 @@ static void write_as_converted(const char *src, const char *dst, bool gemma)
     for (int pass = 0; ok && pass < 2; pass++) {
         for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
             const gguf_tensor *t = gguf_tensor_at(in, i);
-            uint32_t type = t->n_dims == 1 ? TENSOR_TYPE_F32 : TENSOR_TYPE_F16;
+            bool keep = keep_f32 && strncmp(t->name, keep_f32, strlen(keep_f32)) == 0;
+            uint32_t type = t->n_dims == 1 || keep ? TENSOR_TYPE_F32 : TENSOR_TYPE_F16;
             if (pass == 0) {
                 ok = gguf_writer_add_tensor(w, t->name, type, t->n_dims, t->ne, &err);
                 continue;
@@ -765,6 +770,8 @@ static void write_as_converted(const char *src, const char *dst, bool gemma)
                 if (gemma_norm)
                     x = (x - 1.0f) + 1.0f;
                 uint16_t h = quant_f32_to_f16(x);
+                if (keep)
+                    x = quant_f16_to_f32(h);
                 memcpy(bytes + e * (type == TENSOR_TYPE_F32 ? 4 : 2),
                        type == TENSOR_TYPE_F32 ? (void *)&x : (void *)&h,
                        type == TENSOR_TYPE_F32 ? 4 : 2);
@@ -777,6 +784,11 @@ static void write_as_converted(const char *src, const char *dst, bool gemma)
     }
     gguf_write_fixture_finish(w, ok, dst, &err);
     gguf_close(in);
+}
+
+static void write_as_converted(const char *src, const char *dst, bool gemma)
+{
+    write_as_converted_but(src, dst, gemma, NULL);
 }
 
 /* The image embeddings of a side x side reference image (its pixels fixture) with the file
@@ -960,6 +972,157 @@ static void test_convert_qwen25vl_to_one_file(void **state)
             "\"hidden_size\": 32,\n  \"intermediate_size\": 96");
     expect_convert_refusal("'visual.blocks.0.attn.qkv.bias' is not [3 hidden_size] "
                            "(config.json's vision_config)");
+}
+
+/* ---- Qwen3-VL with its tower ---- */
+
+/* The Qwen3VLForConditionalGeneration checkpoint of the qwen3vl vision fixtures converts to
+ * the one file ollama's converter writes (the fixtures laid out as ollama's file, at the
+ * checkpoint's F16): the same tensors byte for byte (each block's Q/K/V split back out, the
+ * patch kernels in one Conv3D tensor, the deepstack mergers by place), ollama's keys and
+ * preprocessor_config.json's normalisation, a model its tower fits. */
+static void test_convert_qwen3vl_to_one_file(void **state)
+{
+    (void)state;
+    char text[4096], mmproj[4096];
+    snprintf(text, sizeof text, "%s", fixture("vision/qwen3vl-text.gguf"));
+    snprintf(mmproj, sizeof mmproj, "%s", fixture("vision/qwen3vl-mmproj.gguf"));
+    hf_fixture_write_qwen3vl(text, mmproj, g_root, SAFETENSORS_F16);
+    corral_error err = {{0}};
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    char text_f16[512], mmproj_f16[512], want_path[512], got_path[512];
+    snprintf(text_f16, sizeof text_f16, "%s", store_fixture_path(g_root, "text-f16.gguf"));
+    snprintf(mmproj_f16, sizeof mmproj_f16, "%s", store_fixture_path(g_root, "mmproj-f16.gguf"));
+    snprintf(want_path, sizeof want_path, "%s", store_fixture_path(g_root, "want.gguf"));
+    snprintf(got_path, sizeof got_path, "%s", store_fixture_path(g_root, "out.gguf"));
+    write_as_converted(text, text_f16, false);
+    /* the single file's writer makes its F16 Conv3D kernel from F32 kernels */
+    write_as_converted_but(mmproj, mmproj_f16, false, "v.patch_embd.weight");
+    static const int32_t deepstack[2] = {0, 2};
+    qwen3vl_single_fixture_write(text_f16, mmproj_f16, want_path, NULL, deepstack, 2);
+
+    gguf_file *want = gguf_open(want_path, &err), *got = gguf_open(got_path, &err);
+    if (!want || !got)
+        fail_msg("%s", err.message);
+    assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want));
+    for (size_t i = 0; i < gguf_n_tensors(want); i++) {
+        const gguf_tensor *w = gguf_tensor_at(want, i), *g = gguf_find_tensor(got, w->name);
+        if (!g)
+            fail_msg("no %s", w->name);
+        if (g->type != w->type || memcmp(g->ne, w->ne, sizeof w->ne) != 0 ||
+            g->size_bytes != w->size_bytes || memcmp(g->data, w->data, w->size_bytes) != 0)
+            fail_msg("%s differs (%s, expected %s)", w->name, tensor_type_name(g->type),
+                     tensor_type_name(w->type));
+    }
+    for (size_t i = 0; i < gguf_n_kv(want); i++) {
+        const gguf_kv *w = gguf_kv_at(want, i);
+        if (!strcmp(w->key, "general.name") || !strcmp(w->key, "general.file_type"))
+            continue;
+        const gguf_kv *g = gguf_find_kv(got, w->key);
+        if (!g || !kv_equal(w, g))
+            fail_msg("%s %s", w->key, g ? "differs" : "is missing");
+    }
+    uint32_t edge = 0;
+    assert_true(gguf_get_u32(got, "qwen3vl.vision.longest_edge", &edge, &err));
+    assert_int_equal(edge, 4 * 4 * 4096);
+    gguf_close(want);
+    gguf_close(got);
+    corral_model *model = corral_model_load(got_path, &err);
+    corral_mmproj *mm = model ? corral_mmproj_load(got_path, &err) : NULL;
+    if (!mm || !corral_mmproj_fits(mm, model, &err))
+        fail_msg("%s", err.message);
+    corral_mmproj_free(mm);
+    corral_model_free(model);
+    assert_int_equal(unlink(got_path), 0);
+
+    rewrite("config.json", "\"deepstack_visual_indexes\": [\n   0,\n   2\n  ]",
+            "\"deepstack_visual_indexes\": [\n   2,\n   0\n  ]");
+    expect_convert_refusal("config.json: vision_config.deepstack_visual_indexes must list at "
+                           "most 64 of the tower's 3 blocks, in ascending order");
+    rewrite("config.json", "\"deepstack_visual_indexes\": [\n   2,\n   0\n  ]",
+            "\"deepstack_visual_indexes\": [\n   0\n  ]");
+    expect_convert_refusal("'model.visual.deepstack_merger_list.1.");
+    rewrite("config.json", "\"deepstack_visual_indexes\": [\n   0\n  ]",
+            "\"deepstack_visual_indexes\": [\n   0,\n   2\n  ]");
+    rewrite("config.json", "\"temporal_patch_size\": 2", "\"temporal_patch_size\": 3");
+    expect_convert_refusal("'model.visual.patch_embed.proj.weight' is not [hidden_size, "
+                           "in_channels, temporal_patch_size, patch_size, patch_size]");
+    rewrite("config.json", "\"temporal_patch_size\": 3", "\"temporal_patch_size\": 2");
+    rewrite("preprocessor_config.json", "\"image_std\"", "\"image_sd\"");
+    expect_convert_refusal("preprocessor_config.json gives image_mean without image_std");
+}
+
+/* The Qwen3VLMoeForConditionalGeneration checkpoint of the qwen3vlmoe fixture (with the
+ * qwen3vl tower) converts to ollama's qwen3vlmoe file: the text model's tensors as the
+ * fixture's, BF16 (each layer's packed, transposed experts as gate's, up's and down's
+ * stacks), its keys but those ollama's file lists otherwise (the M-RoPE sections as three
+ * rope.mrope_section, no n_deepstack_layers), the tower's keys under qwen3vlmoe.; the engine
+ * loads it. */
+static void test_convert_qwen3vlmoe_experts(void **state)
+{
+    (void)state;
+    char text[4096], mmproj[4096];
+    snprintf(text, sizeof text, "%s", fixture("arch/qwen3vlmoe.gguf"));
+    snprintf(mmproj, sizeof mmproj, "%s", fixture("vision/qwen3vl-mmproj.gguf"));
+    hf_fixture_write_qwen3vl(text, mmproj, g_root, SAFETENSORS_BF16);
+    corral_error err = {{0}};
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    char got_path[512];
+    snprintf(got_path, sizeof got_path, "%s", store_fixture_path(g_root, "out.gguf"));
+    gguf_file *want = gguf_open(text, &err), *got = gguf_open(got_path, &err);
+    if (!want || !got)
+        fail_msg("%s", err.message);
+    for (size_t i = 0; i < gguf_n_tensors(want); i++) {
+        const gguf_tensor *w = gguf_tensor_at(want, i), *g = gguf_find_tensor(got, w->name);
+        if (!g)
+            fail_msg("no %s", w->name);
+        assert_int_equal(g->n_dims, w->n_dims);
+        assert_memory_equal(g->ne, w->ne, sizeof w->ne);
+        bool router = strstr(w->name, "ffn_gate_inp") != NULL;
+        uint32_t type = w->n_dims == 1 || router ? TENSOR_TYPE_F32 : TENSOR_TYPE_BF16;
+        if (g->type != type)
+            fail_msg("%s is %s", w->name, tensor_type_name(g->type));
+        for (uint64_t e = 0; e < gguf_tensor_n_elems(w); e++) {
+            float x = ((const float *)w->data)[e];
+            if (router) /* F32 from the checkpoint's BF16 */
+                x = quant_bf16_to_f32(quant_f32_to_bf16(x));
+            expect_element(x, type, g->data, e, w->name);
+        }
+    }
+    for (size_t i = 0; i < gguf_n_kv(want); i++) {
+        const gguf_kv *w = gguf_kv_at(want, i);
+        if (!strcmp(w->key, "general.name") || !strcmp(w->key, "general.file_type") ||
+            !strcmp(w->key, "qwen3vlmoe.rope.dimension_sections") ||
+            !strcmp(w->key, "qwen3vlmoe.n_deepstack_layers"))
+            continue;
+        const gguf_kv *g = gguf_find_kv(got, w->key);
+        if (!g || !kv_equal(w, g))
+            fail_msg("%s %s", w->key, g ? "differs" : "is missing");
+    }
+    const gguf_kv *sections = gguf_find_kv(got, "qwen3vlmoe.rope.mrope_section");
+    assert_non_null(sections);
+    assert_int_equal(sections->n, 3);
+    for (uint64_t i = 0; i < 3; i++)
+        assert_int_equal(gguf_kv_i64(sections, i), i == 0 ? 6 : 5);
+    const gguf_kv *deepstack = gguf_find_kv(got, "qwen3vlmoe.vision.deepstack_visual_indexes");
+    assert_non_null(deepstack);
+    assert_int_equal(deepstack->n, 2);
+    uint32_t file_type = 0;
+    assert_true(gguf_get_u32(got, "general.file_type", &file_type, &err));
+    assert_int_equal(file_type, 32);
+    gguf_close(want);
+    gguf_close(got);
+    corral_model *model = corral_model_load(got_path, &err);
+    if (!model)
+        fail_msg("%s", err.message);
+    corral_model_free(model);
+    assert_int_equal(unlink(got_path), 0);
+
+    /* the experts' width, which the packed tensors must have */
+    rewrite("config.json", "\"moe_intermediate_size\": 32", "\"moe_intermediate_size\": 16");
+    expect_convert_refusal("'model.language_model.layers.0.mlp.experts.");
 }
 
 /* ---- Mistral 3 with its pixtral tower ---- */
@@ -1603,6 +1766,8 @@ int main(int argc, char **argv)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_convert_gemma3_vision_to_one_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_qwen25vl_to_one_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_qwen3vl_to_one_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_qwen3vlmoe_experts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_mistral3_vision_to_one_file, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_convert_adapter_f32_round_trip, setup, teardown),

@@ -108,7 +108,8 @@ bool hf_is_checkpoint_file(const char *name)
     static const char *const names[] = {"config.json", "tokenizer.json", "tokenizer_config.json",
                                         "generation_config.json", "tokenizer.model",
                                         "special_tokens_map.json", "added_tokens.json",
-                                        "model.safetensors.index.json", "chat_template.jinja"};
+                                        "model.safetensors.index.json", "chat_template.jinja",
+                                        "preprocessor_config.json"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(name, names[i]) == 0)
             return true;
@@ -187,12 +188,21 @@ static hf_status read_text(converter *c, const char *name, char **out, size_t *o
 
 /* ---- config.json ---- */
 
+/* config.json, and Qwen3-VL's preprocessor_config.json where there is one (its image
+ * normalisation and size bounds, which ollama's file carries). */
 static hf_status read_config(converter *c)
 {
     hf_status status;
     if (!(c->config = load_json(c, "config.json", true, &status)))
         return status;
-    return hf_family_read_config(c->config, &c->p, c->err);
+    status = hf_family_read_config(c->config, &c->p, c->err);
+    if (status != HF_OK || !hf_family_is_qwen3vl(c->p.arch))
+        return status;
+    json_t *preprocessor = load_json(c, "preprocessor_config.json", false, &status);
+    if (preprocessor)
+        status = hf_family_read_preprocessor(preprocessor, &c->p, c->err);
+    json_decref(preprocessor);
+    return status;
 }
 
 /* ---- the tokenizer ---- */
@@ -399,20 +409,23 @@ static hf_status add_gptoss_experts(converter *c, const safetensors_tensor *src,
 /*
  * One of a Qwen 3.5 MoE layer's expert tensors, its shape checked against config.json's:
  * down's as it is, gate_up's as two strided views, gate's rows and up's of each expert.
+ * Qwen3-VL MoE's are stored transposed (each expert's [in, out]): every part is a strided
+ * view reading the checkpoint's columns as rows.
  */
 static hf_status add_packed_experts(converter *c, const safetensors_tensor *src, unsigned layer,
                                     bool down)
 {
     const hf_params *p = &c->p;
     uint64_t n_exp = p->n_expert, ff = p->n_ff_expert, embd = p->n_embd;
+    bool transposed = hf_family_is_qwen3vl(p->arch);
+    uint64_t rows = down ? embd : 2 * ff, cols = down ? ff : embd; /* per expert, as GGUF's */
+    uint64_t dim1 = transposed ? cols : rows, dim2 = transposed ? rows : cols;
     bool fits = src->n_dims == 3 && layer < p->n_layer && ff && src->shape[0] == n_exp &&
-                src->shape[1] == (down ? embd : 2 * ff) && src->shape[2] == (down ? ff : embd) &&
-                src->dtype != SAFETENSORS_U8;
+                src->shape[1] == dim1 && src->shape[2] == dim2 && src->dtype != SAFETENSORS_U8;
     if (!fits) {
         corral_error_set(c->err, "tensor '%.200s' is not [%llu, %llu, %llu] (config.json's "
                          "experts, widths and layers)", src->name, (unsigned long long)n_exp,
-                         (unsigned long long)(down ? embd : 2 * ff),
-                         (unsigned long long)(down ? ff : embd));
+                         (unsigned long long)dim1, (unsigned long long)dim2);
         return HF_INVALID;
     }
     uint32_t type = src->dtype == SAFETENSORS_BF16 ? TENSOR_TYPE_BF16 : TENSOR_TYPE_F16;
@@ -427,7 +440,17 @@ static hf_status add_packed_experts(converter *c, const safetensors_tensor *src,
             corral_error_set(c->err, "tensor '%.200s' is in the checkpoint twice", src->name);
             return HF_INVALID;
         }
-        if (!down) { /* expert e's output row i of gate (up) is its row i (ff + i) */
+        if (transposed) { /* expert e's output row i is its column i (ff + i for up's) */
+            uint64_t out_rows = down ? embd : ff, width = down ? embd : 2 * ff;
+            t.strided = true;
+            t.n_rows = n_exp * out_rows;
+            t.row_elems = cols;
+            t.group_rows = out_rows;
+            t.group_stride = cols * width;
+            t.row_stride = 1;
+            t.offset = k == 1 ? ff : 0;
+            t.col_stride = width;
+        } else if (!down) { /* expert e's output row i of gate (up) is its row i (ff + i) */
             t.strided = true;
             t.n_rows = n_exp * ff;
             t.row_elems = embd;
@@ -508,7 +531,7 @@ static hf_status add_qkvz(converter *c, const safetensors_tensor *src, const cha
  * Qwen2.5-VL's fused tower tensors split as ollama's converter splits them, each part a
  * strided view of src: the patch kernel ([width, channels, 2, patch, patch], its two
  * temporal slices) as patch_embd_0 and patch_embd_1, and a block's attn_qkv (weight
- * [3 width, width] or bias [3 width]) as attn_q, attn_k and attn_v.
+ * [3 width, width] or bias [3 width]) as attn_q, attn_k and attn_v (Qwen3-VL's too).
  */
 static hf_status add_qwen25vl_split(converter *c, const safetensors_tensor *src,
                                     const char *name)
@@ -568,6 +591,34 @@ static hf_status add_qwen25vl_split(converter *c, const safetensors_tensor *src,
     return HF_OK;
 }
 
+/*
+ * Qwen3-VL's patch kernel ([width, channels, frames, patch, patch]) as ollama's file keeps
+ * it: one Conv3D tensor, its outputs and channels in one dimension (ne [patch, patch,
+ * frames, width x channels]), the checkpoint's bytes in their order.
+ */
+static hf_status add_conv3d_kernel(converter *c, const safetensors_tensor *src, out_tensor *t)
+{
+    const hf_vision *v = &c->p.vision;
+    if (src->n_dims != 5 || src->shape[0] != v->n_embd || src->shape[1] != v->n_channels ||
+        src->shape[2] != v->temporal_patch_size || src->shape[3] != v->patch_size ||
+        src->shape[4] != v->patch_size) {
+        corral_error_set(c->err, "tensor '%.200s' is not [hidden_size, in_channels, "
+                         "temporal_patch_size, patch_size, patch_size] (config.json's "
+                         "vision_config)", src->name);
+        return HF_INVALID;
+    }
+    if (find_tensor(c, t->name)) {
+        corral_error_set(c->err, "tensor '%.200s' is in the checkpoint twice", src->name);
+        return HF_INVALID;
+    }
+    t->n_dims = 4;
+    t->ne[0] = t->ne[1] = (int64_t)v->patch_size;
+    t->ne[2] = (int64_t)v->temporal_patch_size;
+    t->ne[3] = (int64_t)v->n_embd * v->n_channels;
+    t->type = TENSOR_TYPE_F16; /* ollama keeps a vision tower F16 */
+    return append_tensor(c, t);
+}
+
 static hf_status add_tensor(converter *c, const safetensors_tensor *src)
 {
     if (ends_with(src->name, ".rotary_emb.inv_freq") ||
@@ -596,10 +647,14 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
                          src->name, c->p.arch->hf_name);
         return HF_INVALID;
     }
-    if (hf_family_is_qwen25vl(c->p.arch) &&
-        (!strcmp(t.name, "v.patch_embd.weight") ||
-         (!strncmp(t.name, "v.", 2) && strstr(t.name, ".attn_qkv."))))
+    bool qwen3vl = hf_family_is_qwen3vl(c->p.arch);
+    if ((hf_family_is_qwen25vl(c->p.arch) &&
+         (!strcmp(t.name, "v.patch_embd.weight") ||
+          (!strncmp(t.name, "v.", 2) && strstr(t.name, ".attn_qkv.")))) ||
+        (qwen3vl && !strncmp(t.name, "v.", 2) && strstr(t.name, ".attn_qkv.")))
         return add_qwen25vl_split(c, src, t.name);
+    if (qwen3vl && !strcmp(t.name, "v.patch_embed.weight"))
+        return add_conv3d_kernel(c, src, &t);
     if (src->n_dims > 4) {
         corral_error_set(c->err, "tensor '%.200s' has %u dimensions", src->name, src->n_dims);
         return HF_INVALID;

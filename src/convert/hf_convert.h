@@ -16,6 +16,10 @@
  * order), Qwen2_5_VLForConditionalGeneration ("qwen25vl": its text model as Qwen2's with its
  * M-RoPE sections, its tower in the same file as ollama's converter writes it, the patch
  * kernel split into its two temporal slices and each block's attn.qkv into Q, K and V),
+ * Qwen3VLForConditionalGeneration and Qwen3VLMoeForConditionalGeneration ("qwen3vl",
+ * "qwen3vlmoe": the text model as Qwen3's or Qwen3 MoE's, its packed experts transposed, its
+ * tower in the same file as ollama's converter writes it, with preprocessor_config.json's
+ * normalisation: the Conv3D patch kernel whole, each block's attn.qkv split into Q, K and V),
  * Phi3ForCausalLM ("phi3": fused q/k/v and gate/up kept
  * fused, LongRoPE's factors as rope_factors_long/short tensors), GptOssForCausalLM,
  * Olmo2ForCausalLM and Olmo3ForCausalLM ("olmo2"), GraniteForCausalLM, Cohere2ForCausalLM,
@@ -46,8 +50,8 @@
 #define HF_SUPPORTED_ARCHITECTURES                                                           \
     "Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3Moe, Qwen3Next, Gemma, Gemma2, Gemma3, "      \
     "Phi3, GptOss, Olmo2, Olmo3, Granite, Cohere2, SmolLM3, Starcoder2, Qwen3_5 and "         \
-    "Qwen3_5Moe (each ...ForCausalLM); Gemma3, Mistral3, Qwen2_5_VL, Qwen3_5 and Qwen3_5Moe "  \
-    "(...ForConditionalGeneration)"
+    "Qwen3_5Moe (each ...ForCausalLM); Gemma3, Mistral3, Qwen2_5_VL, Qwen3VL, Qwen3VLMoe, "   \
+    "Qwen3_5 and Qwen3_5Moe (...ForConditionalGeneration)"
 
 /* One file of the checkpoint: its name relative to the directory, and where it is. */
 typedef struct hf_file {

@@ -40,6 +40,8 @@ static const hf_arch archs[] = {
     {"Gemma3ForConditionalGeneration", "gemma3", FAMILY_GEMMA3, true},
     {"Mistral3ForConditionalGeneration", "mistral3", FAMILY_LLAMA, true},
     {"Qwen2_5_VLForConditionalGeneration", "qwen25vl", FAMILY_QWEN2, true},
+    {"Qwen3VLForConditionalGeneration", "qwen3vl", FAMILY_QWEN3, true},
+    {"Qwen3VLMoeForConditionalGeneration", "qwen3vlmoe", FAMILY_QWEN3, true},
     {"Phi3ForCausalLM", "phi3", FAMILY_PHI3, false},
     {"GptOssForCausalLM", "gpt-oss", FAMILY_GPTOSS, false},
     {"Olmo2ForCausalLM", "olmo2", FAMILY_OLMO2, false},
@@ -76,6 +78,11 @@ bool hf_family_is_pixtral(const hf_arch *a)
 bool hf_family_is_qwen25vl(const hf_arch *a)
 {
     return a->vision && a->family == FAMILY_QWEN2;
+}
+
+bool hf_family_is_qwen3vl(const hf_arch *a)
+{
+    return a->vision && a->family == FAMILY_QWEN3;
 }
 
 bool hf_family_is_gemma(const hf_arch *a)
@@ -191,9 +198,10 @@ static bool read_rope_scaling(family *c)
         return false;
     }
     bool llama = p->arch->family == FAMILY_LLAMA, phi3 = p->arch->family == FAMILY_PHI3;
-    /* Qwen2.5-VL's M-RoPE: its sections are read_rope_sections' */
+    /* Qwen2.5-VL's and Qwen3-VL's M-RoPE: its sections are read_rope_sections' */
     if (strcmp(type, "default") == 0 ||
-        (hf_family_is_qwen25vl(p->arch) && strcmp(type, "mrope") == 0))
+        ((hf_family_is_qwen25vl(p->arch) || hf_family_is_qwen3vl(p->arch)) &&
+         strcmp(type, "mrope") == 0))
         return true;
     if (!(strcmp(type, "linear") == 0 || strcmp(type, "yarn") == 0 ||
           (llama && strcmp(type, "llama3") == 0) ||
@@ -272,6 +280,7 @@ static bool read_rope_sections(family *c)
         }
         c->p.rope_sections[i] = (int32_t)json_integer_value(v);
     }
+    c->p.n_rope_sections = (uint32_t)json_array_size(list);
     return true;
 }
 
@@ -449,6 +458,12 @@ static hf_status read_config(family *c)
     }
     if (hf_family_is_qwen25vl(p->arch))
         return read_rope_sections(c) ? HF_OK : HF_INVALID;
+    if (hf_family_is_qwen3vl(p->arch)) /* its base in rope_parameters in newer configs */
+        return (p->has_theta || read_rope_parameter(c, "rope_theta", &p->has_theta,
+                                                    &p->rope_theta)) &&
+                       read_rope_sections(c)
+                   ? HF_OK
+                   : HF_INVALID;
     return has_sandwich_norms(p->arch) ? read_gemma_config(c) : HF_OK;
 }
 
@@ -632,6 +647,115 @@ static hf_status read_qwen25vl_vision(family *c, const json_t *config)
     return ok ? HF_OK : HF_INVALID;
 }
 
+/* A list of at most 64 of the tower's blocks, in ascending order (Qwen3-VL's deepstack). */
+static bool read_block_list(family *c, const json_t *list, const char *key, int32_t *out,
+                            uint32_t *n_out)
+{
+    size_t n = json_array_size(list);
+    bool ok = json_is_array(list) && n <= 64;
+    for (size_t i = 0; ok && i < n; i++) {
+        const json_t *b = json_array_get(list, i);
+        ok = json_is_integer(b) && json_integer_value(b) >= (i ? out[i - 1] + 1 : 0) &&
+             json_integer_value(b) < c->p.vision.n_layer;
+        if (ok)
+            out[i] = (int32_t)json_integer_value(b);
+    }
+    if (!ok) {
+        corral_error_set(c->err, "config.json: vision_config.%s must list at most 64 of the "
+                         "tower's %u blocks, in ascending order", key, c->p.vision.n_layer);
+        return false;
+    }
+    *n_out = (uint32_t)n;
+    return true;
+}
+
+/* Qwen3-VL's vision_config, with the defaults ollama's converter takes for what it leaves
+ * out. */
+static hf_status read_qwen3vl_vision(family *c, const json_t *config)
+{
+    const json_t *v = json_object_get(config, "vision_config");
+    if (!json_is_object(v)) {
+        corral_error_set(c->err, "config.json has no vision_config object");
+        return HF_INVALID;
+    }
+    hf_vision *vis = &c->p.vision;
+    *vis = (hf_vision){.n_layer = 32, .n_head = 16, .n_channels = 3, .patch_size = 14,
+                       .merge_size = 2, .eps = 1e-6f, .rope_theta = 10000.0f,
+                       .temporal_patch_size = 2};
+    const json_t *saved = c->config;
+    c->config = v;
+    c->section = "vision_config.";
+    bool ok = read_u32(c, "depth", false, MAX_LAYERS, &vis->n_layer) &&
+              read_u32(c, "hidden_size", true, MAX_WIDTH, &vis->n_embd) &&
+              read_u32(c, "num_heads", false, 65536, &vis->n_head) &&
+              read_u32(c, "in_channels", false, 3, &vis->n_channels) &&
+              read_u32(c, "patch_size", false, 65536, &vis->patch_size) &&
+              read_u32(c, "spatial_merge_size", false, 64, &vis->merge_size) &&
+              read_u32(c, "temporal_patch_size", false, 64, &vis->temporal_patch_size) &&
+              read_f32(c, v, "layer_norm_epsilon", NULL, &vis->eps) &&
+              read_f32(c, v, "rope_theta", NULL, &vis->rope_theta);
+    const json_t *deepstack = json_object_get(v, "deepstack_visual_indexes");
+    ok = ok && (!deepstack || read_block_list(c, deepstack, "deepstack_visual_indexes",
+                                              vis->deepstack, &vis->n_deepstack));
+    if (ok && vis->n_embd % vis->n_head) {
+        corral_error_set(c->err, "config.json: vision_config's %u heads do not divide its "
+                         "hidden_size %u", vis->n_head, vis->n_embd);
+        ok = false;
+    }
+    c->config = saved;
+    c->section = "";
+    return ok ? HF_OK : HF_INVALID;
+}
+
+/* preprocessor_config.json's key (three positive numbers) into out, *present set; an absent
+ * key leaves both. */
+static bool read_triple(family *c, const char *key, float out[3], bool *present)
+{
+    const json_t *list = json_object_get(c->config, key);
+    if (!list || json_is_null(list))
+        return true;
+    bool ok = json_is_array(list) && json_array_size(list) == 3;
+    for (size_t i = 0; ok && i < 3; i++) {
+        double d = json_number_value(json_array_get(list, i));
+        ok = json_is_number(json_array_get(list, i)) && d > 0 && d < 1e6;
+        out[i] = (float)d;
+    }
+    if (!ok)
+        corral_error_set(c->err, "preprocessor_config.json: %s must be three positive numbers",
+                         key);
+    *present = ok;
+    return ok;
+}
+
+hf_status hf_family_read_preprocessor(const json_t *preprocessor, hf_params *p,
+                                      corral_error *err)
+{
+    family c = {.config = preprocessor, .section = "", .p = *p, .err = err};
+    hf_vision *vis = &c.p.vision;
+    bool mean = false, std = false;
+    const json_t *size = json_object_get(preprocessor, "size");
+    bool ok = read_triple(&c, "image_mean", vis->image_mean, &mean) &&
+              read_triple(&c, "image_std", vis->image_std, &std);
+    if (ok && mean != std) {
+        corral_error_set(err, "preprocessor_config.json gives image_%s without image_%s",
+                         mean ? "mean" : "std", mean ? "std" : "mean");
+        ok = false;
+    }
+    vis->has_normalisation = mean;
+    if (ok && size && !json_is_object(size)) {
+        corral_error_set(err, "preprocessor_config.json: size must be an object");
+        ok = false;
+    }
+    if (ok && size) {
+        c.config = size;
+        c.section = "size.";
+        ok = read_u32(&c, "shortest_edge", false, UINT32_MAX, &vis->shortest_edge) &&
+             read_u32(&c, "longest_edge", false, UINT32_MAX, &vis->longest_edge);
+    }
+    *p = c.p;
+    return ok ? HF_OK : HF_INVALID;
+}
+
 hf_status hf_family_read_config(const json_t *config, hf_params *p, corral_error *err)
 {
     family c = {.config = config, .section = "", .err = err};
@@ -640,7 +764,9 @@ hf_status hf_family_read_config(const json_t *config, hf_params *p, corral_error
     bool gemma3 = name && strcmp(name, "Gemma3ForConditionalGeneration") == 0;
     bool pixtral = name && strcmp(name, "Mistral3ForConditionalGeneration") == 0;
     bool qwen25vl = name && strcmp(name, "Qwen2_5_VLForConditionalGeneration") == 0;
-    bool vision = gemma3 || pixtral || qwen25vl;
+    bool qwen3vl = name && (strcmp(name, "Qwen3VLForConditionalGeneration") == 0 ||
+                            strcmp(name, "Qwen3VLMoeForConditionalGeneration") == 0);
+    bool vision = gemma3 || pixtral || qwen25vl || qwen3vl;
     /* Qwen 3.5's text model, its vision tower left out */
     bool nested = vision || (name && (strcmp(name, "Qwen3_5ForConditionalGeneration") == 0 ||
                                       strcmp(name, "Qwen3_5MoeForConditionalGeneration") == 0));
@@ -652,8 +778,9 @@ hf_status hf_family_read_config(const json_t *config, hf_params *p, corral_error
             status = text && !json_is_object(text) ? HF_INVALID : HF_IO;
     }
     if (vision && status == HF_OK)
-        status = qwen25vl ? read_qwen25vl_vision(&c, config)
-                          : read_vision_config(&c, config, pixtral);
+        status = qwen25vl  ? read_qwen25vl_vision(&c, config)
+                 : qwen3vl ? read_qwen3vl_vision(&c, config)
+                           : read_vision_config(&c, config, pixtral);
     if (status == HF_OK) {
         c.config = nested ? c.p.text_config : config;
         status = read_config(&c);
@@ -736,6 +863,14 @@ static const char *const qwen25vl_renames[][2] = {
     {"norm2", "ln2"},        {"patch_embed.proj", "patch_embd"},
 };
 
+/* Qwen3-VL's tower as ollama's file names it: Hugging Face's names but these; its Q/K/V are
+ * split by name later (hf_convert.c), its Conv3D patch kernel kept whole. */
+static const char *const qwen3vl_renames[][2] = {
+    {"patch_embed.proj", "patch_embed"}, {"blocks", "blk"},
+    {"attn.qkv", "attn_qkv"},            {"attn.proj", "attn_out"},
+    {"deepstack_merger_list", "deepstack_merger"},
+};
+
 void hf_family_rename(const hf_arch *a, const char *in, char *out, size_t cap)
 {
     char stripped[2048];
@@ -752,10 +887,13 @@ void hf_family_rename(const hf_arch *a, const char *in, char *out, size_t cap)
         }
     }
     bool tower = a->vision && (strncmp(in, "v.", 2) == 0 || strncmp(in, "mm.", 3) == 0);
-    bool qwen = hf_family_is_qwen25vl(a);
-    const char *const(*tower_renames)[2] = qwen ? qwen25vl_renames : vision_renames;
-    size_t n_tower_renames = qwen ? sizeof qwen25vl_renames / sizeof qwen25vl_renames[0]
-                                  : sizeof vision_renames / sizeof vision_renames[0];
+    bool qwen = hf_family_is_qwen25vl(a), qwen3vl = hf_family_is_qwen3vl(a);
+    const char *const(*tower_renames)[2] = qwen      ? qwen25vl_renames
+                                           : qwen3vl ? qwen3vl_renames
+                                                     : vision_renames;
+    size_t n_tower_renames = qwen      ? sizeof qwen25vl_renames / sizeof qwen25vl_renames[0]
+                             : qwen3vl ? sizeof qwen3vl_renames / sizeof qwen3vl_renames[0]
+                                       : sizeof vision_renames / sizeof vision_renames[0];
     size_t o = 0;
     for (const char *s = in; *s && o + 1 < cap;) {
         const char *const *pair = NULL;
@@ -773,9 +911,48 @@ void hf_family_rename(const hf_arch *a, const char *in, char *out, size_t cap)
     out[o] = '\0';
 }
 
+/* Whether rest is one of parts followed by ".weight" or (with biases) ".bias". */
+static bool is_part(const char *rest, const char *const *parts, bool biases)
+{
+    for (; *parts; parts++) {
+        size_t n = strlen(*parts);
+        if (!strncmp(rest, *parts, n) &&
+            (!strcmp(rest + n, ".weight") || (biases && !strcmp(rest + n, ".bias"))))
+            return true;
+    }
+    return false;
+}
+
+/* Qwen3-VL's tower tensor under ollama's name (its Q/K/V before hf_convert.c splits them). */
+static bool known_qwen3vl_tensor(const hf_params *p, const char *name)
+{
+    static const char *const whole[] = {"v.patch_embed", "v.pos_embed", "v.merger.norm",
+                                        "v.merger.linear_fc1", "v.merger.linear_fc2", NULL};
+    static const char *const block[] = {"norm1",          "norm2",          "attn_qkv",
+                                        "attn_out",       "mlp.linear_fc1", "mlp.linear_fc2",
+                                        NULL};
+    static const char *const merger[] = {"norm", "linear_fc1", "linear_fc2", NULL};
+    if (is_part(name, whole, true))
+        return strcmp(name, "v.pos_embed.bias") != 0;
+    unsigned index;
+    char prefix[48];
+    bool in_block = sscanf(name, "v.blk.%u.", &index) == 1 && index < p->vision.n_layer;
+    if (in_block)
+        snprintf(prefix, sizeof prefix, "v.blk.%u.", index);
+    else if (sscanf(name, "v.deepstack_merger.%u.", &index) == 1 &&
+             index < p->vision.n_deepstack)
+        snprintf(prefix, sizeof prefix, "v.deepstack_merger.%u.", index);
+    else
+        return false;
+    size_t used = strlen(prefix); /* exactly that spelling: no "+1" or "01" */
+    return !strncmp(name, prefix, used) && is_part(name + used, in_block ? block : merger, true);
+}
+
 /* A tower's or projector's tensor under ollama's name. */
 static bool known_vision_tensor(const hf_params *p, const char *name)
 {
+    if (hf_family_is_qwen3vl(p->arch))
+        return known_qwen3vl_tensor(p, name);
     static const char *const siglip_whole[] = {
         "v.patch_embedding.weight", "v.patch_embedding.bias", "v.position_embedding.weight",
         "v.post_layernorm.weight",  "v.post_layernorm.bias",  "mm.mm_input_projection.weight",
@@ -950,7 +1127,7 @@ bool hf_family_parse_packed_experts(const hf_arch *a, const char *name, unsigned
                                     bool *down)
 {
     char part[16], again[256];
-    if (a->family != FAMILY_QWEN35 ||
+    if ((a->family != FAMILY_QWEN35 && !hf_family_is_qwen3vl(a)) ||
         (sscanf(name, "model.language_model.layers.%u.mlp.experts.%15[a-z_]", layer, part) != 2 &&
          sscanf(name, "model.layers.%u.mlp.experts.%15[a-z_]", layer, part) != 2))
         return false;
@@ -1327,6 +1504,42 @@ static bool write_qwen25vl_keys(family *c, gguf_writer *w, const char *a)
     return ok;
 }
 
+/* Qwen3-VL's M-RoPE sections (where config.json lists them: ollama's engine otherwise takes
+ * 24, 20, 20) and tower, as ollama's converter writes them. */
+static bool write_qwen3vl_keys(family *c, gguf_writer *w, const char *a)
+{
+    const hf_vision *v = &c->p.vision;
+    char key[96];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
+    bool ok = !c->p.n_rope_sections ||
+              gguf_writer_add_array(w, KEY("rope.mrope_section"), GGUF_TYPE_INT32,
+                                    c->p.rope_sections, c->p.n_rope_sections, c->err);
+    ok = ok &&
+         gguf_writer_add_u32(w, KEY("vision.block_count"), v->n_layer, c->err) &&
+         gguf_writer_add_u32(w, KEY("vision.embedding_length"), v->n_embd, c->err) &&
+         gguf_writer_add_u32(w, KEY("vision.attention.head_count"), v->n_head, c->err) &&
+         gguf_writer_add_u32(w, KEY("vision.num_channels"), v->n_channels, c->err) &&
+         gguf_writer_add_u32(w, KEY("vision.patch_size"), v->patch_size, c->err) &&
+         gguf_writer_add_u32(w, KEY("vision.spatial_merge_size"), v->merge_size, c->err) &&
+         gguf_writer_add_f32(w, KEY("vision.attention.layer_norm_epsilon"), v->eps, c->err) &&
+         gguf_writer_add_f32(w, KEY("vision.rope.freq_base"), v->rope_theta, c->err) &&
+         gguf_writer_add_u32(w, KEY("vision.temporal_patch_size"), v->temporal_patch_size,
+                             c->err) &&
+         gguf_writer_add_array(w, KEY("vision.deepstack_visual_indexes"), GGUF_TYPE_INT32,
+                               v->deepstack, v->n_deepstack, c->err);
+    if (ok && v->shortest_edge)
+        ok = gguf_writer_add_u32(w, KEY("vision.shortest_edge"), v->shortest_edge, c->err);
+    if (ok && v->longest_edge)
+        ok = gguf_writer_add_u32(w, KEY("vision.longest_edge"), v->longest_edge, c->err);
+    if (ok && v->has_normalisation)
+        ok = gguf_writer_add_array(w, KEY("vision.image_mean"), GGUF_TYPE_FLOAT32, v->image_mean,
+                                   3, c->err) &&
+             gguf_writer_add_array(w, KEY("vision.image_std"), GGUF_TYPE_FLOAT32, v->image_std,
+                                   3, c->err);
+#undef KEY
+    return ok;
+}
+
 static bool write_keys(family *c, gguf_writer *w)
 {
     const hf_params *p = &c->p;
@@ -1356,7 +1569,7 @@ static bool write_keys(family *c, gguf_writer *w)
     arch_family f = p->arch->family;
     bool phi3 = f == FAMILY_PHI3;
     if (ok && (f == FAMILY_LLAMA || phi3 || f == FAMILY_OLMO2 || f == FAMILY_COHERE2 ||
-               f == FAMILY_STARCODER2))
+               f == FAMILY_STARCODER2 || hf_family_is_qwen3vl(p->arch)))
         ok = gguf_writer_add_u32(w, KEY("rope.dimension_count"), p->head_dim, err);
     if (ok && f == FAMILY_QWEN35)
         ok = gguf_writer_add_u32(w, KEY("rope.dimension_count"), p->rope_dims, err) &&
@@ -1397,6 +1610,8 @@ static bool write_keys(family *c, gguf_writer *w)
         ok = write_window_keys(c, w, a);
     if (ok && hf_family_is_qwen25vl(p->arch))
         ok = write_qwen25vl_keys(c, w, a);
+    else if (ok && hf_family_is_qwen3vl(p->arch))
+        ok = write_qwen3vl_keys(c, w, a);
     else if (ok && p->arch->vision)
         ok = write_vision_keys(c, w, a);
     return ok;

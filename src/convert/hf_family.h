@@ -52,6 +52,13 @@ typedef struct hf_vision {
     uint32_t spatial_patch_size, window_size, temporal_patch_size;
     int32_t full_blocks[64];
     uint32_t n_full;
+    /* Qwen3-VL's: the blocks whose states its deepstack mergers take (n_deepstack of them),
+     * and preprocessor_config.json's normalisation and image size bounds (when given) */
+    int32_t deepstack[64];
+    uint32_t n_deepstack;
+    float image_mean[3], image_std[3];
+    bool has_normalisation;
+    uint32_t shortest_edge, longest_edge;
 } hf_vision;
 
 /* config.json's hyperparameters, as the GGUF keys need them */
@@ -85,6 +92,7 @@ typedef struct hf_params {
     uint32_t conv_kernel, key_heads, key_head_dim, value_heads, value_head_dim;
     uint32_t full_attention_interval, rope_dims;
     int32_t rope_sections[4];
+    uint32_t n_rope_sections; /* how many config.json lists (0: none, the defaults above) */
 } hf_params;
 
 /*
@@ -103,10 +111,11 @@ typedef struct hf_v_order {
 /* How the tensor (its GGUF name) is reordered; false when it is not. */
 bool hf_family_v_order(const hf_params *p, const char *name, hf_v_order *order);
 
-/* Qwen 3.5 MoE's experts, one tensor per layer and part ("model.language_model.layers.L.
- * mlp.experts.gate_up_proj", [experts, 2 n_ff, n_embd], gate's rows then up's, and
- * ".down_proj", [experts, n_embd, n_ff]): which layer, and whether it is down's. False for any
- * other name. */
+/* Qwen 3.5 MoE's and Qwen3-VL MoE's experts, one tensor per layer and part
+ * ("model.language_model.layers.L.mlp.experts.gate_up_proj": Qwen 3.5's [experts, 2 n_ff,
+ * n_embd], gate's rows then up's, Qwen3-VL's [experts, n_embd, 2 n_ff], gate's columns then
+ * up's; ".down_proj": Qwen 3.5's [experts, n_embd, n_ff], Qwen3-VL's [experts, n_ff, n_embd]):
+ * which layer, and whether it is down's. False for any other name. */
 bool hf_family_parse_packed_experts(const hf_arch *a, const char *name, unsigned *layer,
                                     bool *down);
 
@@ -180,6 +189,14 @@ bool hf_family_is_pixtral(const hf_arch *a);
 
 /* Qwen2.5-VL: a Qwen2 text model with M-RoPE and its windowed tower. */
 bool hf_family_is_qwen25vl(const hf_arch *a);
+
+/* Qwen3-VL: a Qwen3 (or Qwen3 MoE) text model with interleaved M-RoPE and a deepstack tower. */
+bool hf_family_is_qwen3vl(const hf_arch *a);
+
+/* Qwen3-VL's preprocessor_config.json (an object): its normalisation and image size bounds,
+ * into p's tower. */
+hf_status hf_family_read_preprocessor(const json_t *preprocessor, hf_params *p,
+                                      corral_error *err);
 
 /* Gemma's families store RMSNorm weights as w - 1. */
 bool hf_family_is_gemma(const hf_arch *a);
