@@ -35,6 +35,13 @@ static const char *const block_names[][2] = {
     {"ffn_gate", "mlp.gate_proj"},        {"ffn_up", "mlp.up_proj"},
     {"ffn_down", "mlp.down_proj"}, {"attn_qkv", "self_attn.qkv_proj"},
     {"ffn_gate_inp", "mlp.gate"},
+    /* DeepSeek V3's latent attention and shared experts */
+    {"attn_q_a", "self_attn.q_a_proj"}, {"attn_q_a_norm", "self_attn.q_a_layernorm"},
+    {"attn_q_b", "self_attn.q_b_proj"}, {"attn_kv_a_mqa", "self_attn.kv_a_proj_with_mqa"},
+    {"attn_kv_a_norm", "self_attn.kv_a_layernorm"},
+    {"ffn_gate_shexp", "mlp.shared_experts.gate_proj"},
+    {"ffn_up_shexp", "mlp.shared_experts.up_proj"},
+    {"ffn_down_shexp", "mlp.shared_experts.down_proj"},
 };
 
 /* gpt-oss's names that differ from the others' (its sinks have no ".weight") */
@@ -77,6 +84,10 @@ static void hf_name(const char *gguf, bool sandwich, bool phi3, bool mixtral, bo
     char part[64], kind[16];
     if (sscanf(gguf, "blk.%u.%63[a-z_].%15s", &layer, part, kind) != 3)
         fail_msg("no Hugging Face name for %s", gguf);
+    if (strcmp(part, "exp_probs_b") == 0) { /* DeepSeek V3's selection bias */
+        snprintf(out, cap, "model.layers.%u.mlp.gate.e_score_correction_bias", layer);
+        return;
+    }
     if (mixtral && strcmp(part, "ffn_gate_inp") == 0) {
         snprintf(out, cap, "model.layers.%u.block_sparse_moe.gate.%s", layer, kind);
         return;
@@ -214,6 +225,36 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
                                                          ? "sliding_attention"
                                                          : "full_attention"));
         json_object_set_new(c, "layer_types", types);
+    }
+    if (strcmp(a, "deepseek2") == 0) { /* its latent attention and routing */
+        uint32_t rope = get_u32(f, K("rope.dimension_count"));
+        float scale, log_mul;
+        assert_true(gguf_get_f32(f, K("expert_weights_scale"), &scale, &err));
+        assert_true(gguf_get_f32(f, K("rope.scaling.yarn_log_multiplier"), &log_mul, &err));
+        assert_int_equal(get_u32(f, K("expert_gating_func")), 2);
+        const gguf_kv *norm = gguf_find_kv(f, K("expert_weights_norm"));
+        assert_non_null(norm);
+        json_object_del(c, "head_dim");
+        json_object_del(c, "num_experts");
+        json_t *more = json_pack(
+            "{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:b,s:s}", "q_lora_rank",
+            (json_int_t)get_u32(f, K("attention.q_lora_rank")), "kv_lora_rank",
+            (json_int_t)get_u32(f, K("attention.kv_lora_rank")), "qk_rope_head_dim",
+            (json_int_t)rope, "qk_nope_head_dim",
+            (json_int_t)(get_u32(f, K("attention.key_length_mla")) - rope), "v_head_dim",
+            (json_int_t)get_u32(f, K("attention.value_length_mla")), "n_routed_experts",
+            (json_int_t)get_u32(f, K("expert_count")), "n_shared_experts",
+            (json_int_t)get_u32(f, K("expert_shared_count")), "first_k_dense_replace",
+            (json_int_t)get_u32(f, K("leading_dense_block_count")), "n_group",
+            (json_int_t)get_u32(f, K("expert_group_count")), "topk_group",
+            (json_int_t)get_u32(f, K("expert_group_used_count")), "routed_scaling_factor",
+            (double)scale, "norm_topk_prob", gguf_kv_bool(norm, 0), "scoring_func", "sigmoid");
+        json_object_update(c, more);
+        json_decref(more);
+        json_t *scaling = json_object_get(c, "rope_scaling");
+        assert_non_null(scaling);
+        json_object_set_new(scaling, "mscale_all_dim", json_real(log_mul / 0.1f));
+        json_object_set_new(scaling, "mscale", json_real(log_mul / 0.1f));
     }
     if (strcmp(a, "qwen3next") == 0) /* plain NeoX RoPE on part of each head */
         json_object_set_new(c, "partial_rotary_factor",
@@ -980,6 +1021,35 @@ static void put_qwen3vl_tower(shard *s, json_t *weight_map, const char *shard_na
     }
 }
 
+/* A deepseek2 layer's attn_k_b ([latent, nope] per head, heads outermost) and attn_v_b
+ * ([v, latent] per head) as DeepSeek's kv_b_proj: [heads x (nope + v), latent], each head's
+ * key rows then its value rows. */
+static void put_deepseek_kv_b(shard *s, json_t *weight_map, const char *shard_name,
+                              const gguf_file *f, const gguf_tensor *k_b, safetensors_dtype dtype)
+{
+    unsigned layer;
+    char name[256], other[96];
+    assert_int_equal(sscanf(k_b->name, "blk.%u.attn_k_b.weight", &layer), 1);
+    snprintf(other, sizeof other, "blk.%u.attn_v_b.weight", layer);
+    const gguf_tensor *v_b = gguf_find_tensor(f, other);
+    assert_non_null(v_b);
+    uint64_t nope = (uint64_t)k_b->ne[0], latent = (uint64_t)k_b->ne[1];
+    uint64_t heads = (uint64_t)k_b->ne[2], v = (uint64_t)v_b->ne[1];
+    assert_int_equal(v_b->ne[0], latent);
+    float *kv_b = malloc(heads * (nope + v) * latent * sizeof *kv_b);
+    assert_non_null(kv_b);
+    const float *k = k_b->data, *vv = v_b->data;
+    for (uint64_t h = 0; h < heads; h++)
+        for (uint64_t j = 0; j < nope + v; j++)
+            for (uint64_t l = 0; l < latent; l++)
+                kv_b[(h * (nope + v) + j) * latent + l] =
+                    j < nope ? k[(h * latent + l) * nope + j] : vv[(h * v + j - nope) * latent + l];
+    snprintf(name, sizeof name, "model.layers.%u.self_attn.kv_b_proj.weight", layer);
+    put_matrix(s, name, dtype, kv_b, heads * (nope + v), latent, 0, false);
+    json_object_set_new(weight_map, name, json_string(shard_name));
+    free(kv_b);
+}
+
 /* A qwen3vlmoe layer's experts as Qwen3-VL MoE's checkpoint packs them (found at gate's or
  * down's stack, up's going with gate's): each expert's matrices transposed, gate's and up's
  * side by side in gate_up_proj ([experts, n_embd, 2 n_ff]), down_proj [experts, n_ff,
@@ -1260,6 +1330,7 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     bool olmo2 = arch.size == 5 && memcmp(arch.data, "olmo2", 5) == 0;
     bool qwen35 = arch.size >= 6 && memcmp(arch.data, "qwen35", 6) == 0; /* and qwen35moe */
     bool next = arch.size == 9 && memcmp(arch.data, "qwen3next", 9) == 0;
+    bool deepseek = arch.size == 9 && memcmp(arch.data, "deepseek2", 9) == 0;
     bool qwen35_flat = qwen35 && strstr(hf_arch, "ForCausalLM"); /* no language_model. */
     /* Llama's derivatives keep Hugging Face's rotated halves too */
     bool permuted = llama || (arch.size == 7 && memcmp(arch.data, "granite", 7) == 0) ||
@@ -1292,6 +1363,13 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
             put_gptoss_experts(&shards[i < n / 2 ? 0 : 1], weight_map,
                                shard_names[i < n / 2 ? 0 : 1], experts ? experts : f, e,
                                matrix_dtype);
+            continue;
+        }
+        if (deepseek && strstr(t->name, ".attn_v_b.")) /* in kv_b_proj, with attn_k_b */
+            continue;
+        if (deepseek && strstr(t->name, ".attn_k_b.")) {
+            put_deepseek_kv_b(&shards[i < n / 2 ? 0 : 1], weight_map,
+                              shard_names[i < n / 2 ? 0 : 1], f, t, matrix_dtype);
             continue;
         }
         if (qwen3vl && t->n_dims == 3) {
@@ -1367,6 +1445,14 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
         put_qwen3vl_tower(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
     else if (mm)
         put_vision(&shards[1], weight_map, shard_names[1], mm, matrix_dtype, pixtral);
+    if (deepseek) { /* a multi-token prediction layer past the model's: left out */
+        static const float dummy[4] = {1, 2, 3, 4};
+        char mtp[96];
+        snprintf(mtp, sizeof mtp, "model.layers.%u.eh_proj.weight",
+                 get_u32(f, "deepseek2.block_count"));
+        put_matrix(&shards[1], mtp, matrix_dtype, dummy, 2, 2, 0, false);
+        json_object_set_new(weight_map, mtp, json_string(shard_names[1]));
+    }
     if (qwen35 || next) { /* a vision tower's and a multi-token prediction layer's: left out */
         static const float dummy[4] = {1, 2, 3, 4};
         static const char *const skipped[] = {"model.visual.blocks.0.attn.qkv.weight",

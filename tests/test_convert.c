@@ -150,6 +150,7 @@ static void test_safetensors_refuses_malformed_headers(void **state)
 /* ---- conversion ---- */
 
 static void rewrite(const char *name, const char *from, const char *to);
+static void expect_convert_refusal(const char *why);
 
 static char *g_root;
 
@@ -725,6 +726,125 @@ static void test_convert_gptoss_mxfp4_round_trip(void **state)
                      SAFETENSORS_BF16, TENSOR_TYPE_BF16, gptoss_skipped);
 }
 
+/* the converted file's matrices are F16, the fixture's F32 (logits of a std of about 3) */
+#define DEEPSEEK2_F16_LOGIT_TOLERANCE 0.05f
+
+/* The DeepseekV3ForCausalLM checkpoint of arch/deepseek2 (its kv_b_proj fused, a
+ * multi-token prediction layer past the model's) converts to ollama's deepseek2 file: the
+ * fixture's tensors, F16, but attn_k_b and attn_v_b, which ollama's file keeps together as
+ * the checkpoint's attn_kv_b; the fixture's keys but each head's widths, which ollama's
+ * gives as key_length (nope + rope) and value_length without the _mla pair, and the
+ * pre-tokenizer, which ollama's names deepseek-v3; its logits are
+ * the fixture's but for F16's rounding. */
+static void test_convert_deepseek2_round_trip(void **state)
+{
+    (void)state;
+    hf_fixture_write(fixture("arch/deepseek2.gguf"), g_root, "DeepseekV3ForCausalLM",
+                     SAFETENSORS_F16, hf_fixture_qwen2_regex);
+    corral_error err = {{0}};
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    char got_path[512];
+    snprintf(got_path, sizeof got_path, "%s", store_fixture_path(g_root, "out.gguf"));
+    gguf_file *want = gguf_open(fixture("arch/deepseek2.gguf"), &err);
+    gguf_file *got = want ? gguf_open(got_path, &err) : NULL;
+    if (!got)
+        fail_msg("%s", err.message);
+    size_t split = 0;
+    for (size_t i = 0; i < gguf_n_tensors(want); i++) {
+        const gguf_tensor *w = gguf_tensor_at(want, i);
+        unsigned layer;
+        if (strstr(w->name, ".attn_v_b.")) /* with attn_k_b */
+            continue;
+        if (strstr(w->name, ".attn_k_b.") && sscanf(w->name, "blk.%u.", &layer) == 1) {
+            char name[64], v_name[64];
+            snprintf(name, sizeof name, "blk.%u.attn_kv_b.weight", layer);
+            snprintf(v_name, sizeof v_name, "blk.%u.attn_v_b.weight", layer);
+            const gguf_tensor *g = gguf_find_tensor(got, name), *v_b = gguf_find_tensor(want,
+                                                                                       v_name);
+            if (!g || !v_b)
+                fail_msg("no %s", name);
+            /* [latent, heads x (nope + v)]: each head's nope key rows, then its v value rows */
+            uint64_t nope = (uint64_t)w->ne[0], latent = (uint64_t)w->ne[1];
+            uint64_t heads = (uint64_t)w->ne[2], v = (uint64_t)v_b->ne[1];
+            assert_int_equal(g->type, TENSOR_TYPE_F16);
+            assert_int_equal(g->ne[0], latent);
+            assert_int_equal(g->ne[1], heads * (nope + v));
+            const float *k = w->data, *vv = v_b->data;
+            for (uint64_t h = 0; h < heads; h++)
+                for (uint64_t j = 0; j < nope + v; j++)
+                    for (uint64_t l = 0; l < latent; l++)
+                        expect_element(j < nope ? k[(h * latent + l) * nope + j]
+                                                : vv[(h * v + j - nope) * latent + l],
+                                       TENSOR_TYPE_F16, g->data,
+                                       (h * (nope + v) + j) * latent + l, name);
+            split++;
+            continue;
+        }
+        const gguf_tensor *g = gguf_find_tensor(got, w->name);
+        if (!g)
+            fail_msg("no %s", w->name);
+        assert_memory_equal(g->ne, w->ne, sizeof w->ne);
+        bool router = strstr(w->name, "ffn_gate_inp") != NULL;
+        bool vector = w->n_dims == 1 || router;
+        if (g->type != (vector ? TENSOR_TYPE_F32 : TENSOR_TYPE_F16))
+            fail_msg("%s is %s", w->name, tensor_type_name(g->type));
+        for (uint64_t e = 0; e < gguf_tensor_n_elems(w); e++) {
+            float x = ((const float *)w->data)[e];
+            expect_element(router ? quant_f16_to_f32(quant_f32_to_f16(x)) : x, g->type, g->data,
+                           e, w->name);
+        }
+    }
+    assert_int_equal(split, 3);
+    assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want) - split);
+    static const char *const widths[] = {"deepseek2.attention.key_length",
+                                         "deepseek2.attention.value_length",
+                                         "deepseek2.attention.key_length_mla",
+                                         "deepseek2.attention.value_length_mla"};
+    for (size_t i = 0; i < gguf_n_kv(want); i++) {
+        const gguf_kv *w = gguf_kv_at(want, i);
+        bool skip = !strcmp(w->key, "general.name") || !strcmp(w->key, "general.file_type") ||
+                    !strcmp(w->key, "tokenizer.ggml.pre");
+        for (size_t k = 0; k < 4; k++)
+            skip = skip || !strcmp(w->key, widths[k]);
+        const gguf_kv *g = gguf_find_kv(got, w->key);
+        if (!skip && (!g || !kv_equal(w, g)))
+            fail_msg("%s %s", w->key, g ? "differs" : "is missing");
+    }
+    for (size_t k = 2; k < 4; k++)
+        assert_null(gguf_find_kv(got, widths[k]));
+    uint32_t key_length = 0, value_length = 0;
+    assert_true(gguf_get_u32(got, widths[0], &key_length, &err));
+    assert_true(gguf_get_u32(got, widths[1], &value_length, &err));
+    assert_int_equal(key_length, 24 + 16);
+    assert_int_equal(value_length, 32);
+    gguf_str pre; /* ollama's converter names DeepSeek V3's pre-tokenizer whatever its patterns */
+    assert_true(gguf_get_str(got, "tokenizer.ggml.pre", &pre, &err));
+    assert_int_equal(pre.size, strlen("deepseek-v3"));
+    assert_memory_equal(pre.data, "deepseek-v3", pre.size);
+    gguf_close(want);
+    gguf_close(got);
+    /* the same model: its keys and combined attn_kv_b run as the fixture's split one */
+    uint32_t n_want, n_got;
+    float *want_logits = last_logits(fixture("arch/deepseek2.gguf"), &n_want);
+    float *got_logits = last_logits(got_path, &n_got);
+    assert_int_equal(n_got, n_want);
+    for (uint32_t i = 0; i < n_want; i++)
+        if (fabsf(got_logits[i] - want_logits[i]) > DEEPSEEK2_F16_LOGIT_TOLERANCE)
+            fail_msg("logit %u: %g, expected %g", i, (double)got_logits[i],
+                     (double)want_logits[i]);
+    free(want_logits);
+    free(got_logits);
+    assert_int_equal(unlink(got_path), 0);
+
+    rewrite("config.json", "\"topk_group\": 2", "\"topk_group\": 5");
+    expect_convert_refusal("config.json: 8 routed experts of width 32 in 4 groups (5 used)");
+    rewrite("config.json", "\"topk_group\": 5", "\"topk_group\": 2");
+    rewrite("config.json", "\"first_k_dense_replace\": 1", "\"first_k_dense_replace\": 2");
+    expect_convert_refusal("'model.layers.1.mlp.gate.e_score_correction_bias' is not one of a "
+                           "DeepseekV3ForCausalLM's");
+}
+
 static void test_convert_mixtral_round_trip(void **state)
 {
     (void)state;
@@ -734,7 +854,6 @@ static void test_convert_mixtral_round_trip(void **state)
 
 /* ---- Gemma 3 with its vision tower ---- */
 
-static void expect_convert_refusal(const char *why);
 static void set_json(const char *name, const char *path, const char *key, const char *value);
 
 /* src's keys and tensors as the converter writes an F16 checkpoint's values: matrices F16,
@@ -1767,6 +1886,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_convert_gemma3_vision_to_one_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_qwen25vl_to_one_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_qwen3vl_to_one_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_deepseek2_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_qwen3vlmoe_experts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_mistral3_vision_to_one_file, setup,
                                         teardown),

@@ -228,6 +228,8 @@ static hf_status read_tokenizer(converter *c)
     c->vocab = spm ? hf_vocab_load_spm(c->spm_model, spm_len, j[0], j[3], j[4], j[1], j[2],
                                        c->chat_template, c->p.vocab_size, c->err)
                    : hf_vocab_load(j[0], j[1], j[2], c->chat_template, c->p.vocab_size, c->err);
+    if (c->vocab && hf_family_pre_tokenizer(c->p.arch))
+        hf_vocab_set_pre(c->vocab, hf_family_pre_tokenizer(c->p.arch));
     return c->vocab ? HF_OK : HF_INVALID;
 }
 
@@ -622,7 +624,7 @@ static hf_status add_conv3d_kernel(converter *c, const safetensors_tensor *src, 
 static hf_status add_tensor(converter *c, const safetensors_tensor *src)
 {
     if (ends_with(src->name, ".rotary_emb.inv_freq") ||
-        hf_family_skipped_tensor(c->p.arch, src->name))
+        hf_family_skipped_tensor(&c->p, src->name))
         return HF_OK; /* recomputed from rope_theta, or a part the GGUF leaves out */
     unsigned layer, expert;
     const char *kind;

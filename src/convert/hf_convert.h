@@ -29,7 +29,10 @@
  * same, with each layer's packed experts split into gate's and up's stacks and a shared
  * expert), Qwen3_5ForCausalLM and Qwen3_5MoeForCausalLM (the same text models saved alone,
  * under model.), Qwen3NextForCausalLM ("qwen3next": the same layers, value heads in the
- * checkpoint's order, in_proj_qkvz split into attn_qkv and attn_gate). A mixture of
+ * checkpoint's order, in_proj_qkvz split into attn_qkv and attn_gate), DeepseekV3ForCausalLM
+ * ("deepseek2" as ollama's converter writes it: kv_b_proj kept whole as attn_kv_b, the
+ * routing's keys, the layers past num_hidden_layers, its multi-token prediction, left out).
+ * A mixture of
  * experts' matrices are stacked per layer into ffn_{gate,up,down}_exps (experts outermost),
  * its router (ffn_gate_inp) kept F32. The tokenizer is
  * a SentencePiece tokenizer.model when there is one, else tokenizer.json's BPE (see
@@ -49,8 +52,8 @@
 #define HF_MAX_JSON_BYTES ((size_t)64 << 20) /* the largest vocabularies' tokenizer.json fit */
 #define HF_SUPPORTED_ARCHITECTURES                                                           \
     "Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3Moe, Qwen3Next, Gemma, Gemma2, Gemma3, "      \
-    "Phi3, GptOss, Olmo2, Olmo3, Granite, Cohere2, SmolLM3, Starcoder2, Qwen3_5 and "         \
-    "Qwen3_5Moe (each ...ForCausalLM); Gemma3, Mistral3, Qwen2_5_VL, Qwen3VL, Qwen3VLMoe, "   \
+    "Phi3, GptOss, Olmo2, Olmo3, Granite, Cohere2, SmolLM3, Starcoder2, DeepseekV3, Qwen3_5 "  \
+    "and Qwen3_5Moe (each ...ForCausalLM); Gemma3, Mistral3, Qwen2_5_VL, Qwen3VL, Qwen3VLMoe, "   \
     "Qwen3_5 and Qwen3_5Moe (...ForConditionalGeneration)"
 
 /* One file of the checkpoint: its name relative to the directory, and where it is. */

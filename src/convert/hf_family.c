@@ -55,6 +55,7 @@ static const hf_arch archs[] = {
     {"Qwen3_5ForCausalLM", "qwen35", FAMILY_QWEN35, false}, /* the text model alone */
     {"Qwen3_5MoeForCausalLM", "qwen35moe", FAMILY_QWEN35, false},
     {"Qwen3NextForCausalLM", "qwen3next", FAMILY_QWEN35, false},
+    {"DeepseekV3ForCausalLM", "deepseek2", FAMILY_DEEPSEEK2, false},
 };
 
 const hf_arch *hf_family_by_gguf_name(const char *gguf_name)
@@ -83,6 +84,11 @@ bool hf_family_is_qwen25vl(const hf_arch *a)
 bool hf_family_is_qwen3vl(const hf_arch *a)
 {
     return a->vision && a->family == FAMILY_QWEN3;
+}
+
+const char *hf_family_pre_tokenizer(const hf_arch *a)
+{
+    return a->family == FAMILY_DEEPSEEK2 ? "deepseek-v3" : NULL;
 }
 
 bool hf_family_is_gemma(const hf_arch *a)
@@ -123,6 +129,20 @@ static const char *const qwen35_renames[][2] = {
     {"mlp.shared_expert.gate_proj", "ffn_gate_shexp"},
     {"mlp.shared_expert.up_proj", "ffn_up_shexp"},
     {"mlp.shared_expert.down_proj", "ffn_down_shexp"},
+};
+
+/* DeepSeek V3's latent attention, shared experts and routing bias, tried first for it. */
+static const char *const deepseek2_renames[][2] = {
+    {"self_attn.kv_a_proj_with_mqa", "attn_kv_a_mqa"},
+    {"self_attn.kv_a_layernorm", "attn_kv_a_norm"},
+    {"self_attn.kv_b_proj", "attn_kv_b"},
+    {"self_attn.q_a_proj", "attn_q_a"},
+    {"self_attn.q_a_layernorm", "attn_q_a_norm"},
+    {"self_attn.q_b_proj", "attn_q_b"},
+    {"mlp.shared_experts.gate_proj", "ffn_gate_shexp"},
+    {"mlp.shared_experts.up_proj", "ffn_up_shexp"},
+    {"mlp.shared_experts.down_proj", "ffn_down_shexp"},
+    {"mlp.gate.e_score_correction_bias", "exp_probs_b.bias"},
 };
 
 /* Hugging Face name pieces and their GGUF names, tried in this order at each position. */
@@ -322,6 +342,55 @@ static hf_status read_qwen35_config(family *c)
     return HF_OK;
 }
 
+/* DeepSeek V3's latent attention widths, its routing and YaRN's log multiplier; a RoPE base of
+ * 10000 where config.json gives none, as ollama's converter writes. */
+static hf_status read_deepseek2_config(family *c)
+{
+    hf_params *p = &c->p;
+    hf_deepseek *d = &p->deepseek;
+    const json_t *scaling = json_object_get(c->config, "rope_scaling");
+    const char *scoring = json_string_value(json_object_get(c->config, "scoring_func"));
+    const json_t *norm = json_object_get(c->config, "norm_topk_prob");
+    float mscale_all_dim = 0;
+    if (!p->has_theta) {
+        p->has_theta = true;
+        p->rope_theta = 10000.0f;
+    }
+    if (!read_u32(c, "q_lora_rank", false, MAX_WIDTH, &d->q_lora) ||
+        !read_u32(c, "kv_lora_rank", true, MAX_WIDTH, &d->kv_lora) ||
+        !read_u32(c, "qk_nope_head_dim", true, 65536, &d->nope) ||
+        !read_u32(c, "qk_rope_head_dim", true, 65536, &d->rope) ||
+        !read_u32(c, "v_head_dim", true, 65536, &d->v) ||
+        !read_u32(c, "n_shared_experts", false, MAX_EXPERTS, &d->n_shared) ||
+        !read_u32(c, "first_k_dense_replace", false, p->n_layer, &d->n_dense_lead) ||
+        !read_u32(c, "n_group", false, MAX_EXPERTS, &d->n_groups) ||
+        !read_u32(c, "topk_group", false, MAX_EXPERTS, &d->n_groups_used) ||
+        !read_f32(c, c->config, "routed_scaling_factor", NULL, &d->weights_scale) ||
+        (json_number_value(json_object_get(scaling, "mscale_all_dim")) != 0 &&
+         !read_f32(c, scaling, "mscale_all_dim", NULL, &mscale_all_dim)))
+        return HF_INVALID;
+    if (!p->n_expert || !p->n_ff_expert || d->rope % 2 || d->n_groups_used > d->n_groups ||
+        (d->n_groups && p->n_expert % d->n_groups)) {
+        corral_error_set(c->err, "config.json: %u routed experts of width %u in %u groups (%u "
+                         "used), %u rotated dimensions do not make a DeepSeek V3 model",
+                         p->n_expert, p->n_ff_expert, d->n_groups, d->n_groups_used, d->rope);
+        return HF_INVALID;
+    }
+    if (scoring && strcmp(scoring, "softmax") != 0 && strcmp(scoring, "sigmoid") != 0) {
+        corral_error_set(c->err, "config.json: scoring_func '%.40s' is not softmax or sigmoid",
+                         scoring);
+        return HF_INVALID;
+    }
+    d->gating = !scoring ? 0 : !strcmp(scoring, "softmax") ? 1 : 2;
+    if (norm && !json_is_boolean(norm)) {
+        corral_error_set(c->err, "config.json: norm_topk_prob must be true or false");
+        return HF_INVALID;
+    }
+    d->weights_norm = json_is_true(norm);
+    d->yarn_log_multiplier = 0.1f * mscale_all_dim;
+    return HF_OK;
+}
+
 /* Gemma 2's and 3's window, softcaps and which layers slide (layer_types, or every layer but
  * each sliding_window_pattern-th). */
 static hf_status read_gemma_config(family *c)
@@ -415,9 +484,10 @@ static hf_status read_config(family *c)
         p->rope_theta = 1000000.0f;
     }
     bool gptoss = p->arch->family == FAMILY_GPTOSS;
+    bool deepseek = p->arch->family == FAMILY_DEEPSEEK2;
     bool local = gptoss || !strcmp(p->arch->gguf_name, "llama");
-    if (!read_u32(c, local ? "num_local_experts" : "num_experts", gptoss, MAX_EXPERTS,
-                  &p->n_expert) ||
+    if (!read_u32(c, local ? "num_local_experts" : deepseek ? "n_routed_experts" : "num_experts",
+                  gptoss, MAX_EXPERTS, &p->n_expert) ||
         !read_u32(c, "num_experts_per_tok", p->n_expert > 0, p->n_expert ? p->n_expert : 1,
                   &p->n_expert_used) ||
         !read_u32(c, "moe_intermediate_size", false, 1u << 24, &p->n_ff_expert))
@@ -448,6 +518,8 @@ static hf_status read_config(family *c)
     }
     if (f == FAMILY_QWEN35)
         return read_qwen35_config(c);
+    if (f == FAMILY_DEEPSEEK2)
+        return read_deepseek2_config(c);
     if (p->arch->family == FAMILY_PHI3) {
         uint32_t original = 0;
         if (!read_u32(c, "sliding_window", false, UINT32_MAX, &p->sliding_window) ||
@@ -808,6 +880,10 @@ static const char *const *rename_at(const hf_arch *a, const char *s)
     for (size_t r = 0; a->family == FAMILY_QWEN35 && r < n; r++)
         if (strncmp(s, qwen35_renames[r][0], strlen(qwen35_renames[r][0])) == 0)
             return qwen35_renames[r];
+    n = sizeof deepseek2_renames / sizeof deepseek2_renames[0];
+    for (size_t r = 0; a->family == FAMILY_DEEPSEEK2 && r < n; r++)
+        if (strncmp(s, deepseek2_renames[r][0], strlen(deepseek2_renames[r][0])) == 0)
+            return deepseek2_renames[r];
     n = sizeof gptoss_renames / sizeof gptoss_renames[0];
     for (size_t r = 0; a->family == FAMILY_GPTOSS && r < n; r++)
         if (strncmp(s, gptoss_renames[r][0], strlen(gptoss_renames[r][0])) == 0)
@@ -1045,6 +1121,26 @@ static bool known_block_tensor(arch_family f, const char *suffix)
     return false;
 }
 
+/* A DeepSeek V3 block's tensor (the part of its name after "blk.L."): its latent attention
+ * (attn_q without a q_lora_rank), a dense FFN in the leading layers, else a router, its
+ * selection bias and the shared experts (the routed ones are stacked apart). */
+static bool known_deepseek2_tensor(const hf_params *p, unsigned layer, const char *suffix)
+{
+    static const char *const attention[] = {"attn_norm", "attn_kv_a_mqa", "attn_kv_a_norm",
+                                            "attn_kv_b", "attn_output", "ffn_norm", NULL};
+    static const char *const q_lora[] = {"attn_q_a", "attn_q_a_norm", "attn_q_b", NULL};
+    static const char *const q_plain[] = {"attn_q", NULL};
+    static const char *const dense[] = {"ffn_gate", "ffn_up", "ffn_down", NULL};
+    static const char *const moe[] = {"ffn_gate_inp", "ffn_gate_shexp", "ffn_up_shexp",
+                                      "ffn_down_shexp", NULL};
+    if (is_part(suffix, attention, false) ||
+        is_part(suffix, p->deepseek.q_lora ? q_lora : q_plain, false))
+        return true;
+    if (layer < p->deepseek.n_dense_lead)
+        return is_part(suffix, dense, false);
+    return is_part(suffix, moe, false) || !strcmp(suffix, "exp_probs_b.bias");
+}
+
 /* Whether a Qwen 3.5 layer is attention (every full_attention_interval-th), else Gated
  * DeltaNet. */
 static bool qwen35_attention_layer(const hf_params *p, unsigned layer)
@@ -1143,9 +1239,12 @@ bool hf_family_parse_packed_experts(const hf_arch *a, const char *name, unsigned
     return false;
 }
 
-bool hf_family_skipped_tensor(const hf_arch *a, const char *name)
+bool hf_family_skipped_tensor(const hf_params *p, const char *name)
 {
-    return a->family == FAMILY_QWEN35 &&
+    unsigned layer;
+    if (p->arch->family == FAMILY_DEEPSEEK2) /* its multi-token prediction layers */
+        return sscanf(name, "model.layers.%u.", &layer) == 1 && layer >= p->n_layer;
+    return p->arch->family == FAMILY_QWEN35 &&
            (!strncmp(name, "model.visual.", 13) || !strncmp(name, "mtp.", 4));
 }
 
@@ -1180,6 +1279,8 @@ bool hf_family_known_tensor(const hf_params *p, const char *name)
         return known_gptoss_tensor(suffix);
     if (f == FAMILY_QWEN35)
         return known_qwen35_tensor(p, layer, suffix);
+    if (f == FAMILY_DEEPSEEK2)
+        return known_deepseek2_tensor(p, layer, suffix);
     if (f == FAMILY_OLMO2 || f == FAMILY_COHERE2 || f == FAMILY_STARCODER2)
         return known_block_tensor(f, suffix);
     static const char *const block[] = {"attn_norm.weight", "attn_output.weight",
@@ -1540,6 +1641,34 @@ static bool write_qwen3vl_keys(family *c, gguf_writer *w, const char *a)
     return ok;
 }
 
+/* DeepSeek V3's keys as ollama's converter writes them (each head's key and value widths, the
+ * latent ranks, the routing, YaRN's log multiplier) and llama.cpp's expert groups. */
+static bool write_deepseek2_keys(family *c, gguf_writer *w, const char *a)
+{
+    const hf_deepseek *d = &c->p.deepseek;
+    char key[96];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
+    bool ok = gguf_writer_add_u32(w, KEY("attention.key_length"), d->nope + d->rope, c->err) &&
+              gguf_writer_add_u32(w, KEY("attention.value_length"), d->v, c->err) &&
+              gguf_writer_add_u32(w, KEY("attention.kv_lora_rank"), d->kv_lora, c->err) &&
+              gguf_writer_add_u32(w, KEY("rope.dimension_count"), d->rope, c->err) &&
+              gguf_writer_add_u32(w, KEY("expert_shared_count"), d->n_shared, c->err) &&
+              gguf_writer_add_u32(w, KEY("expert_gating_func"), d->gating, c->err) &&
+              gguf_writer_add_bool(w, KEY("expert_weights_norm"), d->weights_norm, c->err) &&
+              gguf_writer_add_f32(w, KEY("expert_weights_scale"), d->weights_scale, c->err) &&
+              gguf_writer_add_u32(w, KEY("leading_dense_block_count"), d->n_dense_lead, c->err);
+    if (ok && d->q_lora)
+        ok = gguf_writer_add_u32(w, KEY("attention.q_lora_rank"), d->q_lora, c->err);
+    if (ok && d->yarn_log_multiplier > 0)
+        ok = gguf_writer_add_f32(w, KEY("rope.scaling.yarn_log_multiplier"),
+                                 d->yarn_log_multiplier, c->err);
+    if (ok && d->n_groups)
+        ok = gguf_writer_add_u32(w, KEY("expert_group_count"), d->n_groups, c->err) &&
+             gguf_writer_add_u32(w, KEY("expert_group_used_count"), d->n_groups_used, c->err);
+#undef KEY
+    return ok;
+}
+
 static bool write_keys(family *c, gguf_writer *w)
 {
     const hf_params *p = &c->p;
@@ -1574,8 +1703,10 @@ static bool write_keys(family *c, gguf_writer *w)
     if (ok && f == FAMILY_QWEN35)
         ok = gguf_writer_add_u32(w, KEY("rope.dimension_count"), p->rope_dims, err) &&
              write_qwen35_keys(c, w, a);
-    if (ok && (p->has_head_dim || f == FAMILY_QWEN3 || f == FAMILY_QWEN35 ||
-               hf_family_is_gemma(p->arch)))
+    if (ok && f == FAMILY_DEEPSEEK2)
+        ok = write_deepseek2_keys(c, w, a);
+    else if (ok && (p->has_head_dim || f == FAMILY_QWEN3 || f == FAMILY_QWEN35 ||
+                    hf_family_is_gemma(p->arch)))
         ok = gguf_writer_add_u32(w, KEY("attention.key_length"), p->head_dim, err) &&
              gguf_writer_add_u32(w, KEY("attention.value_length"), p->head_dim, err);
     if (ok && p->has_theta)

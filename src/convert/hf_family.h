@@ -27,6 +27,7 @@ typedef enum arch_family {
     FAMILY_COHERE2, /* one LayerNorm (weight only) before attention and FFN; logit scale */
     FAMILY_STARCODER2, /* LayerNorms with biases, biases everywhere, a plain two-layer FFN */
     FAMILY_QWEN35, /* Qwen 3.5 and Qwen3-Next: Gated DeltaNet layers and gated attention */
+    FAMILY_DEEPSEEK2, /* latent attention, leading dense layers, routed and shared experts */
 } arch_family;
 
 typedef struct hf_arch {
@@ -61,6 +62,18 @@ typedef struct hf_vision {
     uint32_t shortest_edge, longest_edge;
 } hf_vision;
 
+/* DeepSeek V3's latent attention and routing (config.json's names in the comments). */
+typedef struct hf_deepseek {
+    uint32_t q_lora, kv_lora;       /* q_lora_rank, kv_lora_rank */
+    uint32_t nope, rope, v;         /* qk_nope_head_dim, qk_rope_head_dim, v_head_dim */
+    uint32_t n_shared, n_dense_lead; /* n_shared_experts, first_k_dense_replace */
+    uint32_t n_groups, n_groups_used; /* n_group, topk_group */
+    uint32_t gating;                 /* scoring_func: 1 softmax, 2 sigmoid (0 absent) */
+    bool weights_norm;               /* norm_topk_prob */
+    float weights_scale;             /* routed_scaling_factor */
+    float yarn_log_multiplier;       /* 0.1 rope_scaling.mscale_all_dim */
+} hf_deepseek;
+
 /* config.json's hyperparameters, as the GGUF keys need them */
 typedef struct hf_params {
     const hf_arch *arch;
@@ -93,6 +106,8 @@ typedef struct hf_params {
     uint32_t full_attention_interval, rope_dims;
     int32_t rope_sections[4];
     uint32_t n_rope_sections; /* how many config.json lists (0: none, the defaults above) */
+    /* DeepSeek V3's latent attention (q_lora_rank 0: none) and its experts' routing */
+    hf_deepseek deepseek;
 } hf_params;
 
 /*
@@ -120,8 +135,8 @@ bool hf_family_parse_packed_experts(const hf_arch *a, const char *name, unsigned
                                     bool *down);
 
 /* Whether a checkpoint's tensor is left out (Qwen 3.5's vision tower and its multi-token
- * prediction layers). */
-bool hf_family_skipped_tensor(const hf_arch *a, const char *name);
+ * prediction layers, DeepSeek V3's past num_hidden_layers). */
+bool hf_family_skipped_tensor(const hf_params *p, const char *name);
 
 /* Whether a tensor is stored as w - 1 and converted to 1 + w (Gemma's and Qwen 3.5's norms). */
 bool hf_family_adds_one(const hf_arch *a, const char *gguf_name);
@@ -197,6 +212,10 @@ bool hf_family_is_qwen3vl(const hf_arch *a);
  * into p's tower. */
 hf_status hf_family_read_preprocessor(const json_t *preprocessor, hf_params *p,
                                       corral_error *err);
+
+/* The pre-tokenizer the architecture's converter names whatever tokenizer.json's patterns
+ * (DeepSeek V3's "deepseek-v3", as ollama's writes it), or NULL. */
+const char *hf_family_pre_tokenizer(const hf_arch *a);
 
 /* Gemma's families store RMSNorm weights as w - 1. */
 bool hf_family_is_gemma(const hf_arch *a);
