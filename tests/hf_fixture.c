@@ -186,6 +186,7 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
         {"residual_scale", "residual_multiplier"},
         {"attention.scale", "attention_multiplier"},
         {"logit_scale", strcmp(a, "granite") ? "logit_scale" : "logits_scaling"},
+        {"interleave_moe_layer_step", "interleave_moe_layer_step"}, /* Llama 4's */
     };
     for (size_t i = 0; i < sizeof gemma_keys / sizeof gemma_keys[0]; i++) {
         snprintf(key, sizeof key, "%s.%s", a, gemma_keys[i][0]);
@@ -197,7 +198,8 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
     }
     snprintf(key, sizeof key, "%s.expert_count", a);
     if (gguf_find_kv(f, key))
-        json_object_set_new(c, mixtral || gptoss ? "num_local_experts" : "num_experts",
+        json_object_set_new(c, mixtral || gptoss || !strcmp(a, "llama4") ? "num_local_experts"
+                                                                          : "num_experts",
                             json_integer(get_u32(f, key)));
     if (gptoss) /* its one intermediate_size is every expert's width */
         json_object_set_new(c, "intermediate_size",
@@ -1050,12 +1052,13 @@ static void put_deepseek_kv_b(shard *s, json_t *weight_map, const char *shard_na
     free(kv_b);
 }
 
-/* A qwen3vlmoe layer's experts as Qwen3-VL MoE's checkpoint packs them (found at gate's or
- * down's stack, up's going with gate's): each expert's matrices transposed, gate's and up's
- * side by side in gate_up_proj ([experts, n_embd, 2 n_ff]), down_proj [experts, n_ff,
- * n_embd]. */
-static void put_qwen3vl_experts(shard *s, json_t *weight_map, const char *shard_name,
-                                const gguf_file *f, const gguf_tensor *t, safetensors_dtype dtype)
+/* A qwen3vlmoe (llama4) layer's experts as Qwen3-VL MoE's (Llama 4's) checkpoint packs them
+ * (found at gate's or down's stack, up's going with gate's): each expert's matrices
+ * transposed, gate's and up's side by side in gate_up_proj ([experts, n_embd, 2 n_ff]),
+ * down_proj [experts, n_ff, n_embd]. */
+static void put_packed_experts(shard *s, json_t *weight_map, const char *shard_name,
+                               const gguf_file *f, const gguf_tensor *t, safetensors_dtype dtype,
+                               bool llama4)
 {
     unsigned layer;
     char kind[8], name[256], other[96];
@@ -1075,11 +1078,120 @@ static void put_qwen3vl_experts(shard *s, json_t *weight_map, const char *shard_
             for (uint64_t o = 0; o < width; o++)
                 packed[(e * in + i) * width + o] =
                     ((const float *)parts[o / out]->data)[(e * out + o % out) * in + i];
-    snprintf(name, sizeof name, "model.language_model.layers.%u.mlp.experts.%s", layer,
-             gate ? "gate_up_proj" : "down_proj");
+    snprintf(name, sizeof name,
+             llama4 ? "language_model.model.layers.%u.feed_forward.experts.%s"
+                    : "model.language_model.layers.%u.mlp.experts.%s",
+             layer, gate ? "gate_up_proj" : "down_proj");
     put_tensor3(s, name, dtype, packed, (const uint64_t[3]){n_exp, in, width});
     json_object_set_new(weight_map, name, json_string(shard_name));
     free(packed);
+}
+
+/* Llama 4's config.json: the text model's keys under text_config (its experts'
+ * intermediate_size, its dense layers' intermediate_size_mlp), the llama4 projector's as
+ * vision_config (a pixel shuffle ratio of 1 / its scale factor). */
+static void nest_llama4_config(const gguf_file *mm, const char *dir)
+{
+    json_error_t jerr;
+    json_t *flat = json_load_file(store_fixture_path(dir, "config.json"), 0, &jerr);
+    assert_non_null(flat);
+    json_t *dense = json_incref(json_object_get(flat, "intermediate_size"));
+    json_object_set(flat, "intermediate_size", json_object_get(flat, "moe_intermediate_size"));
+    json_object_set_new(flat, "intermediate_size_mlp", dense);
+    json_object_del(flat, "moe_intermediate_size");
+    json_object_set_new(flat, "use_qk_norm", json_true());
+    json_object_set_new(flat, "attention_chunk_size", json_integer(8192));
+    json_t *c = json_pack("{s:O,s:o}", "architectures", json_object_get(flat, "architectures"),
+                          "text_config", flat);
+    json_object_del(flat, "architectures");
+    float eps;
+    corral_error err;
+    assert_true(gguf_get_f32(mm, "clip.vision.attention.layer_norm_epsilon", &eps, &err));
+    json_object_set_new(
+        c, "vision_config",
+        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:s}", "num_hidden_layers",
+                  (json_int_t)get_u32(mm, "clip.vision.block_count"), "hidden_size",
+                  (json_int_t)get_u32(mm, "clip.vision.embedding_length"), "intermediate_size",
+                  (json_int_t)get_u32(mm, "clip.vision.feed_forward_length"),
+                  "num_attention_heads",
+                  (json_int_t)get_u32(mm, "clip.vision.attention.head_count"), "image_size",
+                  (json_int_t)get_u32(mm, "clip.vision.image_size"), "patch_size",
+                  (json_int_t)get_u32(mm, "clip.vision.patch_size"), "norm_eps", (double)eps,
+                  "pixel_shuffle_ratio",
+                  1.0 / get_u32(mm, "clip.vision.projector.scale_factor"), "rope_theta",
+                  10000.0, "model_type", "llama4_vision_model"));
+    write_json(dir, "config.json", c);
+}
+
+/* A Llama text model's Hugging Face name (name, cap bytes) with Llama 4's FFN names: its
+ * router, shared expert and dense layers under feed_forward. */
+static void llama4_hf_name(char *name, size_t cap)
+{
+    static const char *const pieces[][2] = {
+        {"mlp.gate.", "feed_forward.router."},
+        {"mlp.gate_proj", "feed_forward.gate_proj"},
+        {"mlp.up_proj", "feed_forward.up_proj"},
+        {"mlp.down_proj", "feed_forward.down_proj"},
+        {"mlp.shared_experts.", "feed_forward.shared_expert."},
+    };
+    char out[256];
+    for (size_t i = 0; i < sizeof pieces / sizeof pieces[0]; i++) {
+        char *at = strstr(name, pieces[i][0]);
+        if (!at)
+            continue;
+        snprintf(out, sizeof out, "%.*s%s%s", (int)(at - name), name, pieces[i][1],
+                 at + strlen(pieces[i][0]));
+        snprintf(name, cap, "%s", out);
+        return;
+    }
+}
+
+/* The llama4 projector's tensors under Llama 4's names (vision_model.*, the adapter MLP
+ * inside the tower, the projection as multi_modal_projector.linear_1). */
+static void put_llama4_tower(shard *s, json_t *weight_map, const char *shard_name,
+                             const gguf_file *mm, safetensors_dtype dtype)
+{
+    static const char *const whole[][2] = {
+        {"v.patch_embd.weight", "vision_model.patch_embedding.linear.weight"},
+        {"v.class_embd", "vision_model.class_embedding"},
+        {"v.position_embd.weight", "vision_model.positional_embedding_vlm"},
+        {"v.pre_ln.weight", "vision_model.layernorm_pre.weight"},
+        {"v.pre_ln.bias", "vision_model.layernorm_pre.bias"},
+        {"v.post_ln.weight", "vision_model.layernorm_post.weight"},
+        {"v.post_ln.bias", "vision_model.layernorm_post.bias"},
+        {"mm.model.mlp.1.weight", "vision_model.vision_adapter.mlp.fc1.weight"},
+        {"mm.model.mlp.2.weight", "vision_model.vision_adapter.mlp.fc2.weight"},
+        {"mm.model.fc.weight", "multi_modal_projector.linear_1.weight"},
+    };
+    static const char *const parts[][2] = {
+        {"ln1", "input_layernorm"},    {"ln2", "post_attention_layernorm"},
+        {"attn_q", "self_attn.q_proj"}, {"attn_k", "self_attn.k_proj"},
+        {"attn_v", "self_attn.v_proj"}, {"attn_out", "self_attn.o_proj"},
+        {"ffn_up", "mlp.fc1"},         {"ffn_down", "mlp.fc2"},
+    };
+    char name[256];
+    for (size_t i = 0; i < gguf_n_tensors(mm); i++) {
+        const gguf_tensor *t = gguf_tensor_at(mm, i);
+        assert_int_equal(t->type, TENSOR_TYPE_F32);
+        uint64_t rows = t->n_dims == 1 ? 0 : (uint64_t)t->ne[t->n_dims - 1];
+        uint64_t cols = gguf_tensor_n_elems(t) / (rows ? rows : 1);
+        unsigned layer;
+        char part[32], kind[16];
+        name[0] = '\0';
+        for (size_t w = 0; w < sizeof whole / sizeof whole[0]; w++)
+            if (!strcmp(t->name, whole[w][0]))
+                snprintf(name, sizeof name, "%s", whole[w][1]);
+        if (!name[0] && sscanf(t->name, "v.blk.%u.%31[a-z_0-9].%15s", &layer, part, kind) == 3)
+            for (size_t p = 0; p < sizeof parts / sizeof parts[0]; p++)
+                if (!strcmp(part, parts[p][0]))
+                    snprintf(name, sizeof name, "vision_model.model.layers.%u.%s.%s", layer,
+                             parts[p][1], kind);
+        if (!name[0])
+            fail_msg("no Hugging Face name for %s", t->name);
+        put_matrix(s, name, t->n_dims == 1 ? SAFETENSORS_F32 : dtype, t->data, rows, cols, 0,
+                   false);
+        json_object_set_new(weight_map, name, json_string(shard_name));
+    }
 }
 
 /* config.json's keys but the architecture's moved under text_config, the projector's
@@ -1310,12 +1422,15 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     bool pixtral = mm && strcmp(hf_arch, "Mistral3ForConditionalGeneration") == 0;
     bool qwen25vl = mm && strcmp(hf_arch, "Qwen2_5_VLForConditionalGeneration") == 0;
     bool qwen3vl = mm && strncmp(hf_arch, "Qwen3VL", 7) == 0;
+    bool llama4 = mm && strcmp(hf_arch, "Llama4ForConditionalGeneration") == 0;
     if (pixtral)
         nest_pixtral_config(f, mm, dir);
     else if (qwen25vl)
         nest_qwen25vl_config(f, mm, dir);
     else if (qwen3vl)
         nest_qwen3vl_config(f, mm, dir);
+    else if (llama4)
+        nest_llama4_config(mm, dir);
     else if (mm)
         nest_vision_config(mm, dir, tokens_per_image);
     write_tokenizer(f, dir, pre_regex);
@@ -1372,9 +1487,9 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
                               shard_names[i < n / 2 ? 0 : 1], f, t, matrix_dtype);
             continue;
         }
-        if (qwen3vl && t->n_dims == 3) {
-            put_qwen3vl_experts(&shards[i < n / 2 ? 0 : 1], weight_map,
-                                shard_names[i < n / 2 ? 0 : 1], f, t, matrix_dtype);
+        if ((qwen3vl || llama4) && t->n_dims == 3) {
+            put_packed_experts(&shards[i < n / 2 ? 0 : 1], weight_map,
+                               shard_names[i < n / 2 ? 0 : 1], f, t, matrix_dtype, llama4);
             continue;
         }
         if (qwen35 && t->n_dims == 3) {
@@ -1404,6 +1519,8 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
             continue;
         }
         hf_name(t->name, sandwich, phi3, llama, gptoss, starcoder2, name, sizeof name);
+        if (llama4) /* its FFN as feed_forward.* */
+            llama4_hf_name(name, sizeof name);
         if (qwen3vl && strncmp(name, "model.", 6) == 0) { /* newer transformers' layout */
             memmove(name + strlen("model.language_model."), name + strlen("model."),
                     strlen(name + strlen("model.")) + 1);
@@ -1443,6 +1560,8 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
         put_qwen25vl_tower(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
     else if (qwen3vl)
         put_qwen3vl_tower(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
+    else if (llama4)
+        put_llama4_tower(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
     else if (mm)
         put_vision(&shards[1], weight_map, shard_names[1], mm, matrix_dtype, pixtral);
     if (deepseek) { /* a multi-token prediction layer past the model's: left out */
@@ -1550,6 +1669,13 @@ void hf_fixture_write_qwen3vl(const char *text_path, const char *mmproj_path, co
     write_checkpoint(text_path, dir,
                      moe ? "Qwen3VLMoeForConditionalGeneration" : "Qwen3VLForConditionalGeneration",
                      matrix_dtype, hf_fixture_qwen2_regex, mmproj_path, 0, NULL);
+}
+
+void hf_fixture_write_llama4(const char *text_path, const char *mmproj_path, const char *dir,
+                             safetensors_dtype matrix_dtype)
+{
+    write_checkpoint(text_path, dir, "Llama4ForConditionalGeneration", matrix_dtype,
+                     hf_fixture_qwen2_regex, mmproj_path, 0, NULL);
 }
 
 void hf_fixture_write_adapter(const char *adapter_path, const char *base_path, const char *dir)

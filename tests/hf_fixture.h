@@ -79,6 +79,16 @@ void hf_fixture_write_qwen3vl(const char *text_path, const char *mmproj_path, co
                               safetensors_dtype matrix_dtype);
 
 /*
+ * hf_fixture_write_vision for the llama4 text model at text_path and its llama.cpp llama4
+ * projector: a Llama4ForConditionalGeneration checkpoint (older transformers' layout:
+ * language_model.*, vision_model.*), its FFN under feed_forward (the experts packed per layer,
+ * a router, a shared expert), Q/K in GGUF's order as Llama 4's checkpoints keep them, the
+ * tokenizer splitting text as Qwen2's.
+ */
+void hf_fixture_write_llama4(const char *text_path, const char *mmproj_path, const char *dir,
+                             safetensors_dtype matrix_dtype);
+
+/*
  * Write the PEFT directory (adapter_config.json, adapter_model.safetensors) of the GGUF LoRA
  * adapter at adapter_path for the llama model at base_path into dir: lora_A and lora_B under
  * Hugging Face's names, in the adapter's types (F32 or F16), B's Q/K rows in Hugging Face's order.

@@ -858,9 +858,10 @@ static void set_json(const char *name, const char *path, const char *key, const 
 
 /* src's keys and tensors as the converter writes an F16 checkpoint's values: matrices F16,
  * vectors F32, Gemma norms (kept as w - 1, when gemma) plus one; into dst. Tensors whose name
- * starts with keep_f32 (NULL: none) stay F32 with the values F16 rounds them to. */
+ * holds one of keep_f32 (a NULL-terminated list, or NULL) stay F32 with the values F16 rounds
+ * them to. */
 static void write_as_converted_but(const char *src, const char *dst, bool gemma,
-                                   const char *keep_f32)
+                                   const char *const *keep_f32)
 {
     corral_error err = {{0}};
     gguf_file *in = gguf_open(src, &err);
@@ -873,7 +874,9 @@ static void write_as_converted_but(const char *src, const char *dst, bool gemma,
     for (int pass = 0; ok && pass < 2; pass++) {
         for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
             const gguf_tensor *t = gguf_tensor_at(in, i);
-            bool keep = keep_f32 && strncmp(t->name, keep_f32, strlen(keep_f32)) == 0;
+            bool keep = false;
+            for (const char *const *k = keep_f32; k && *k; k++)
+                keep = keep || strstr(t->name, *k);
             uint32_t type = t->n_dims == 1 || keep ? TENSOR_TYPE_F32 : TENSOR_TYPE_F16;
             if (pass == 0) {
                 ok = gguf_writer_add_tensor(w, t->name, type, t->n_dims, t->ne, &err);
@@ -1117,7 +1120,8 @@ static void test_convert_qwen3vl_to_one_file(void **state)
     snprintf(got_path, sizeof got_path, "%s", store_fixture_path(g_root, "out.gguf"));
     write_as_converted(text, text_f16, false);
     /* the single file's writer makes its F16 Conv3D kernel from F32 kernels */
-    write_as_converted_but(mmproj, mmproj_f16, false, "v.patch_embd.weight");
+    static const char *const kernels[] = {"v.patch_embd.weight", NULL};
+    write_as_converted_but(mmproj, mmproj_f16, false, kernels);
     static const int32_t deepstack[2] = {0, 2};
     qwen3vl_single_fixture_write(text_f16, mmproj_f16, want_path, NULL, deepstack, 2);
 
@@ -1242,6 +1246,136 @@ static void test_convert_qwen3vlmoe_experts(void **state)
     /* the experts' width, which the packed tensors must have */
     rewrite("config.json", "\"moe_intermediate_size\": 32", "\"moe_intermediate_size\": 16");
     expect_convert_refusal("'model.language_model.layers.0.mlp.experts.");
+}
+
+/* ---- Llama 4 with its tower ---- */
+
+/* The name ollama's converter gives a llama.cpp llama4 projector's tensor: Hugging Face's
+ * under "v." and "mm.", the blocks' as the text model's but the MLP's. */
+static const char *llama4_ollama_name(const char *name, char *buf, size_t size)
+{
+    static const char *const whole[][2] = {
+        {"v.patch_embd.weight", "v.patch_embedding.weight"},
+        {"v.class_embd", "v.class_embedding"},
+        {"v.position_embd.weight", "v.positional_embedding_vlm"},
+        {"v.pre_ln.weight", "v.layernorm_pre.weight"}, {"v.pre_ln.bias", "v.layernorm_pre.bias"},
+        {"v.post_ln.weight", "v.layernorm_post.weight"},
+        {"v.post_ln.bias", "v.layernorm_post.bias"},
+        {"mm.model.mlp.1.weight", "v.vision_adapter.mlp.fc1.weight"},
+        {"mm.model.mlp.2.weight", "v.vision_adapter.mlp.fc2.weight"},
+        {"mm.model.fc.weight", "mm.linear_1.weight"},
+    };
+    static const char *const part[][2] = {{".ln1.", ".attn_norm."}, {".ln2.", ".ffn_norm."},
+                                          {".attn_out.", ".attn_output."},
+                                          {".ffn_up.", ".mlp.fc1."}, {".ffn_down.", ".mlp.fc2."}};
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
+        if (strcmp(name, whole[i][0]) == 0)
+            return whole[i][1];
+    snprintf(buf, size, "%s", name);
+    for (size_t i = 0; i < sizeof part / sizeof part[0]; i++) {
+        const char *at = strstr(name, part[i][0]);
+        if (at)
+            snprintf(buf, size, "%.*s%s%s", (int)(at - name), name, part[i][1],
+                     at + strlen(part[i][0]));
+    }
+    return buf;
+}
+
+/* Every tensor of from is in got under the name rename gives (NULL: its own), byte for byte. */
+static void expect_same_tensors(const gguf_file *from, const gguf_file *got,
+                                const char *(*rename)(const char *, char *, size_t))
+{
+    for (size_t i = 0; i < gguf_n_tensors(from); i++) {
+        const gguf_tensor *w = gguf_tensor_at(from, i);
+        char buf[128];
+        const char *name = rename ? rename(w->name, buf, sizeof buf) : w->name;
+        const gguf_tensor *g = gguf_find_tensor(got, name);
+        if (!g)
+            fail_msg("no %s", name);
+        if (g->type != w->type || memcmp(g->ne, w->ne, sizeof w->ne) != 0 ||
+            g->size_bytes != w->size_bytes || memcmp(g->data, w->data, w->size_bytes) != 0)
+            fail_msg("%s differs (%s, expected %s)", name, tensor_type_name(g->type),
+                     tensor_type_name(w->type));
+    }
+}
+
+/* The Llama4ForConditionalGeneration checkpoint of the llama4 vision fixtures converts to the
+ * one file ollama's converter writes: the text model's tensors (Q/K as the checkpoint keeps
+ * them, each layer's packed experts split and transposed) and the tower's under ollama's
+ * names byte for byte at the checkpoint's F16 (the position table F32), the text model's keys
+ * with the tower's under llama4.vision.*, a model its tower fits. */
+static void test_convert_llama4_to_one_file(void **state)
+{
+    (void)state;
+    char text[4096], mmproj[4096];
+    snprintf(text, sizeof text, "%s", fixture("vision/llama4-text.gguf"));
+    snprintf(mmproj, sizeof mmproj, "%s", fixture("vision/llama4-mmproj.gguf"));
+    hf_fixture_write_llama4(text, mmproj, g_root, SAFETENSORS_F16);
+    corral_error err = {{0}};
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    char text_f16[512], mmproj_f16[512], got_path[512];
+    snprintf(text_f16, sizeof text_f16, "%s", store_fixture_path(g_root, "text-f16.gguf"));
+    snprintf(mmproj_f16, sizeof mmproj_f16, "%s", store_fixture_path(g_root, "mmproj-f16.gguf"));
+    snprintf(got_path, sizeof got_path, "%s", store_fixture_path(g_root, "out.gguf"));
+    /* the router and the position table are F32 in ollama's file */
+    static const char *const routers[] = {".ffn_gate_inp.", NULL};
+    static const char *const table[] = {"v.position_embd.weight", NULL};
+    write_as_converted_but(text, text_f16, false, routers);
+    write_as_converted_but(mmproj, mmproj_f16, false, table);
+    gguf_file *want_text = gguf_open(text_f16, &err), *want_mm = gguf_open(mmproj_f16, &err);
+    gguf_file *got = gguf_open(got_path, &err);
+    if (!want_text || !want_mm || !got)
+        fail_msg("%s", err.message);
+    assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want_text) + gguf_n_tensors(want_mm));
+    expect_same_tensors(want_text, got, NULL);
+    expect_same_tensors(want_mm, got, llama4_ollama_name);
+    for (size_t i = 0; i < gguf_n_kv(want_text); i++) {
+        const gguf_kv *w = gguf_kv_at(want_text, i);
+        if (!strcmp(w->key, "general.name") || !strcmp(w->key, "general.file_type"))
+            continue;
+        const gguf_kv *g = gguf_find_kv(got, w->key);
+        if (!g || !kv_equal(w, g))
+            fail_msg("%s %s", w->key, g ? "differs" : "is missing");
+    }
+    static const struct {
+        const char *key;
+        uint32_t value;
+    } u32s[] = {{"llama4.vision.block_count", 2},       {"llama4.vision.embedding_length", 32},
+                {"llama4.vision.feed_forward_length", 64},
+                {"llama4.vision.attention.head_count", 2}, {"llama4.vision.image_size", 16},
+                {"llama4.vision.patch_size", 4},        {"llama4.attention.chunk_size", 8192}};
+    for (size_t i = 0; i < sizeof u32s / sizeof u32s[0]; i++) {
+        uint32_t v = 0;
+        assert_true(gguf_get_u32(got, u32s[i].key, &v, &err));
+        assert_int_equal(v, u32s[i].value);
+    }
+    static const struct {
+        const char *key;
+        float value;
+    } f32s[] = {{"llama4.vision.layer_norm_epsilon", 1e-5f},
+                {"llama4.vision.pixel_shuffle_ratio", 0.5f},
+                {"llama4.vision.rope.freq_base", 10000.0f}};
+    for (size_t i = 0; i < sizeof f32s / sizeof f32s[0]; i++) {
+        float v = 0;
+        assert_true(gguf_get_f32(got, f32s[i].key, &v, &err));
+        assert_true(v == f32s[i].value);
+    }
+    const gguf_kv *qk_norm = gguf_find_kv(got, "llama4.use_qk_norm");
+    assert_true(qk_norm && gguf_kv_bool(qk_norm, 0));
+    gguf_close(want_text);
+    gguf_close(want_mm);
+    gguf_close(got);
+    corral_model *model = corral_model_load(got_path, &err);
+    corral_mmproj *mm = model ? corral_mmproj_load(got_path, &err) : NULL;
+    if (!mm || !corral_mmproj_fits(mm, model, &err))
+        fail_msg("%s", err.message);
+    corral_mmproj_free(mm);
+    corral_model_free(model);
+    assert_int_equal(unlink(got_path), 0);
+
+    rewrite("config.json", "\"intermediate_size_mlp\"", "\"intermediate_size_dense\"");
+    expect_convert_refusal("config.json has no intermediate_size_mlp");
 }
 
 /* ---- Mistral 3 with its pixtral tower ---- */
@@ -1888,6 +2022,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_convert_qwen3vl_to_one_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_deepseek2_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_qwen3vlmoe_experts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_llama4_to_one_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_mistral3_vision_to_one_file, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_convert_adapter_f32_round_trip, setup, teardown),

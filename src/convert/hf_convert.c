@@ -411,15 +411,15 @@ static hf_status add_gptoss_experts(converter *c, const safetensors_tensor *src,
 /*
  * One of a Qwen 3.5 MoE layer's expert tensors, its shape checked against config.json's:
  * down's as it is, gate_up's as two strided views, gate's rows and up's of each expert.
- * Qwen3-VL MoE's are stored transposed (each expert's [in, out]): every part is a strided
- * view reading the checkpoint's columns as rows.
+ * Qwen3-VL MoE's and Llama 4's are stored transposed (each expert's [in, out]): every part
+ * is a strided view reading the checkpoint's columns as rows.
  */
 static hf_status add_packed_experts(converter *c, const safetensors_tensor *src, unsigned layer,
                                     bool down)
 {
     const hf_params *p = &c->p;
     uint64_t n_exp = p->n_expert, ff = p->n_ff_expert, embd = p->n_embd;
-    bool transposed = hf_family_is_qwen3vl(p->arch);
+    bool transposed = hf_family_experts_transposed(p->arch);
     uint64_t rows = down ? embd : 2 * ff, cols = down ? ff : embd; /* per expert, as GGUF's */
     uint64_t dim1 = transposed ? cols : rows, dim2 = transposed ? rows : cols;
     bool fits = src->n_dims == 3 && layer < p->n_layer && ff && src->shape[0] == n_exp &&
@@ -711,8 +711,10 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
         t.per_key = c->p.value_heads / c->p.key_heads;
     }
     bool tower = strncmp(t.name, "v.", 2) == 0; /* ollama keeps a vision tower F16 */
+    /* Llama 4's position table is F32 in ollama's file */
+    bool f32_table = !strcmp(t.name, "v.positional_embedding_vlm");
     if (t.n_dims == 1 || ends_with(t.name, ".bias") || ends_with(t.name, ".ffn_gate_inp.weight") ||
-        conv)
+        conv || f32_table)
         t.type = TENSOR_TYPE_F32; /* a router's few columns decide which experts run; llama.cpp
                                    * keeps a convolution's few taps F32 */
     else

@@ -13,7 +13,9 @@
  * "gemma3.vision.", its tensors under ollama's "v." and "mm." names, F16 and F32),
  * Mistral3ForConditionalGeneration ("mistral3": its text model as Llama's, its pixtral tower
  * in the same file as ollama's converter writes it, the tower's Q/K rows in Hugging Face's
- * order), Qwen2_5_VLForConditionalGeneration ("qwen25vl": its text model as Qwen2's with its
+ * order), Llama4ForConditionalGeneration ("llama4": its text model's Q/K in the checkpoint's
+ * order, dense and MoE layers, the packed experts transposed, its tower in the same file
+ * under ollama's names, its position table F32), Qwen2_5_VLForConditionalGeneration ("qwen25vl": its text model as Qwen2's with its
  * M-RoPE sections, its tower in the same file as ollama's converter writes it, the patch
  * kernel split into its two temporal slices and each block's attn.qkv into Q, K and V),
  * Qwen3VLForConditionalGeneration and Qwen3VLMoeForConditionalGeneration ("qwen3vl",
@@ -53,8 +55,8 @@
 #define HF_SUPPORTED_ARCHITECTURES                                                           \
     "Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3Moe, Qwen3Next, Gemma, Gemma2, Gemma3, "      \
     "Phi3, GptOss, Olmo2, Olmo3, Granite, Cohere2, SmolLM3, Starcoder2, DeepseekV3, Qwen3_5 "  \
-    "and Qwen3_5Moe (each ...ForCausalLM); Gemma3, Mistral3, Qwen2_5_VL, Qwen3VL, Qwen3VLMoe, "   \
-    "Qwen3_5 and Qwen3_5Moe (...ForConditionalGeneration)"
+    "and Qwen3_5Moe (each ...ForCausalLM); Gemma3, Mistral3, Llama4, Qwen2_5_VL, Qwen3VL, "    \
+    "Qwen3VLMoe, Qwen3_5 and Qwen3_5Moe (...ForConditionalGeneration)"
 
 /* One file of the checkpoint: its name relative to the directory, and where it is. */
 typedef struct hf_file {

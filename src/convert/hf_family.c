@@ -39,6 +39,7 @@ static const hf_arch archs[] = {
     {"Gemma3ForCausalLM", "gemma3", FAMILY_GEMMA3, false},
     {"Gemma3ForConditionalGeneration", "gemma3", FAMILY_GEMMA3, true},
     {"Mistral3ForConditionalGeneration", "mistral3", FAMILY_LLAMA, true},
+    {"Llama4ForConditionalGeneration", "llama4", FAMILY_LLAMA4, true},
     {"Qwen2_5_VLForConditionalGeneration", "qwen25vl", FAMILY_QWEN2, true},
     {"Qwen3VLForConditionalGeneration", "qwen3vl", FAMILY_QWEN3, true},
     {"Qwen3VLMoeForConditionalGeneration", "qwen3vlmoe", FAMILY_QWEN3, true},
@@ -79,6 +80,11 @@ bool hf_family_is_pixtral(const hf_arch *a)
 bool hf_family_is_qwen25vl(const hf_arch *a)
 {
     return a->vision && a->family == FAMILY_QWEN2;
+}
+
+bool hf_family_experts_transposed(const hf_arch *a)
+{
+    return a->family == FAMILY_LLAMA4 || hf_family_is_qwen3vl(a);
 }
 
 bool hf_family_is_qwen3vl(const hf_arch *a)
@@ -143,6 +149,17 @@ static const char *const deepseek2_renames[][2] = {
     {"mlp.shared_experts.up_proj", "ffn_up_shexp"},
     {"mlp.shared_experts.down_proj", "ffn_down_shexp"},
     {"mlp.gate.e_score_correction_bias", "exp_probs_b.bias"},
+};
+
+/* Llama 4's FFN names (its router, shared expert, dense layers), tried first for it. */
+static const char *const llama4_renames[][2] = {
+    {"feed_forward.router", "ffn_gate_inp"},
+    {"feed_forward.shared_expert.gate_proj", "ffn_gate_shexp"},
+    {"feed_forward.shared_expert.up_proj", "ffn_up_shexp"},
+    {"feed_forward.shared_expert.down_proj", "ffn_down_shexp"},
+    {"feed_forward.gate_proj", "ffn_gate"},
+    {"feed_forward.up_proj", "ffn_up"},
+    {"feed_forward.down_proj", "ffn_down"},
 };
 
 /* Hugging Face name pieces and their GGUF names, tried in this order at each position. */
@@ -217,7 +234,8 @@ static bool read_rope_scaling(family *c)
         corral_error_set(c->err, "config.json: rope_scaling needs a rope_type");
         return false;
     }
-    bool llama = p->arch->family == FAMILY_LLAMA, phi3 = p->arch->family == FAMILY_PHI3;
+    bool llama = p->arch->family == FAMILY_LLAMA || p->arch->family == FAMILY_LLAMA4;
+    bool phi3 = p->arch->family == FAMILY_PHI3;
     /* Qwen2.5-VL's and Qwen3-VL's M-RoPE: its sections are read_rope_sections' */
     if (strcmp(type, "default") == 0 ||
         ((hf_family_is_qwen25vl(p->arch) || hf_family_is_qwen3vl(p->arch)) &&
@@ -391,6 +409,31 @@ static hf_status read_deepseek2_config(family *c)
     return HF_OK;
 }
 
+/* Llama 4's: its experts are intermediate_size wide and its dense layers
+ * intermediate_size_mlp, an MoE layer every interleave_moe_layer_step, its attention chunk
+ * and QK norm. */
+static hf_status read_llama4_config(family *c)
+{
+    hf_params *p = &c->p;
+    const json_t *qk_norm = json_object_get(c->config, "use_qk_norm");
+    p->n_ff_expert = p->n_ff;
+    p->moe_step = 1;
+    if (!read_u32(c, "intermediate_size_mlp", true, 1u << 24, &p->n_ff) ||
+        !read_u32(c, "interleave_moe_layer_step", false, p->n_layer, &p->moe_step) ||
+        !read_u32(c, "attention_chunk_size", false, UINT32_MAX, &p->attention_chunk))
+        return HF_INVALID;
+    if (!p->n_expert) {
+        corral_error_set(c->err, "config.json has no num_local_experts");
+        return HF_INVALID;
+    }
+    if (qk_norm && !json_is_boolean(qk_norm)) {
+        corral_error_set(c->err, "config.json: use_qk_norm must be true or false");
+        return HF_INVALID;
+    }
+    p->qk_norm = json_is_true(qk_norm);
+    return HF_OK;
+}
+
 /* Gemma 2's and 3's window, softcaps and which layers slide (layer_types, or every layer but
  * each sliding_window_pattern-th). */
 static hf_status read_gemma_config(family *c)
@@ -485,7 +528,8 @@ static hf_status read_config(family *c)
     }
     bool gptoss = p->arch->family == FAMILY_GPTOSS;
     bool deepseek = p->arch->family == FAMILY_DEEPSEEK2;
-    bool local = gptoss || !strcmp(p->arch->gguf_name, "llama");
+    bool local = gptoss || !strcmp(p->arch->gguf_name, "llama") ||
+                 p->arch->family == FAMILY_LLAMA4;
     if (!read_u32(c, local ? "num_local_experts" : deepseek ? "n_routed_experts" : "num_experts",
                   gptoss, MAX_EXPERTS, &p->n_expert) ||
         !read_u32(c, "num_experts_per_tok", p->n_expert > 0, p->n_expert ? p->n_expert : 1,
@@ -520,6 +564,8 @@ static hf_status read_config(family *c)
         return read_qwen35_config(c);
     if (f == FAMILY_DEEPSEEK2)
         return read_deepseek2_config(c);
+    if (f == FAMILY_LLAMA4)
+        return read_llama4_config(c);
     if (p->arch->family == FAMILY_PHI3) {
         uint32_t original = 0;
         if (!read_u32(c, "sliding_window", false, UINT32_MAX, &p->sliding_window) ||
@@ -624,8 +670,9 @@ static bool read_pixtral_config(family *c, const json_t *config, const json_t *v
     return ok;
 }
 
-/* vision_config: the tower's sizes (required), its epsilon and channels (SigLIP's defaults). */
-static hf_status read_vision_config(family *c, const json_t *config, bool pixtral)
+/* vision_config: the tower's sizes (required), its epsilon and channels (SigLIP's defaults);
+ * Llama 4's epsilon (norm_eps), RoPE base and pixel shuffle. */
+static hf_status read_vision_config(family *c, const json_t *config, bool pixtral, bool llama4)
 {
     const json_t *v = json_object_get(config, "vision_config");
     if (!json_is_object(v)) {
@@ -645,7 +692,12 @@ static hf_status read_vision_config(family *c, const json_t *config, bool pixtra
               read_u32(c, "image_size", true, 65536, &vis->image_size) &&
               read_u32(c, "patch_size", true, 65536, &vis->patch_size) &&
               read_u32(c, "num_channels", false, 3, &vis->n_channels) &&
-              read_f32(c, v, "layer_norm_eps", NULL, &vis->eps);
+              read_f32(c, v, llama4 ? "norm_eps" : "layer_norm_eps", NULL, &vis->eps);
+    if (ok && llama4) {
+        vis->rope_theta = 10000.0f;
+        ok = read_f32(c, v, "rope_theta", NULL, &vis->rope_theta) &&
+             read_f32(c, v, "pixel_shuffle_ratio", NULL, &vis->pixel_shuffle_ratio);
+    }
     c->config = config;
     c->section = "";
     ok = ok && read_u32(c, "mm_tokens_per_image", false, 1u << 20, &vis->tokens_per_image);
@@ -838,7 +890,8 @@ hf_status hf_family_read_config(const json_t *config, hf_params *p, corral_error
     bool qwen25vl = name && strcmp(name, "Qwen2_5_VLForConditionalGeneration") == 0;
     bool qwen3vl = name && (strcmp(name, "Qwen3VLForConditionalGeneration") == 0 ||
                             strcmp(name, "Qwen3VLMoeForConditionalGeneration") == 0);
-    bool vision = gemma3 || pixtral || qwen25vl || qwen3vl;
+    bool llama4 = name && strcmp(name, "Llama4ForConditionalGeneration") == 0;
+    bool vision = gemma3 || pixtral || qwen25vl || qwen3vl || llama4;
     /* Qwen 3.5's text model, its vision tower left out */
     bool nested = vision || (name && (strcmp(name, "Qwen3_5ForConditionalGeneration") == 0 ||
                                       strcmp(name, "Qwen3_5MoeForConditionalGeneration") == 0));
@@ -852,7 +905,7 @@ hf_status hf_family_read_config(const json_t *config, hf_params *p, corral_error
     if (vision && status == HF_OK)
         status = qwen25vl  ? read_qwen25vl_vision(&c, config)
                  : qwen3vl ? read_qwen3vl_vision(&c, config)
-                           : read_vision_config(&c, config, pixtral);
+                           : read_vision_config(&c, config, pixtral, llama4);
     if (status == HF_OK) {
         c.config = nested ? c.p.text_config : config;
         status = read_config(&c);
@@ -880,6 +933,10 @@ static const char *const *rename_at(const hf_arch *a, const char *s)
     for (size_t r = 0; a->family == FAMILY_QWEN35 && r < n; r++)
         if (strncmp(s, qwen35_renames[r][0], strlen(qwen35_renames[r][0])) == 0)
             return qwen35_renames[r];
+    n = sizeof llama4_renames / sizeof llama4_renames[0];
+    for (size_t r = 0; a->family == FAMILY_LLAMA4 && r < n; r++)
+        if (strncmp(s, llama4_renames[r][0], strlen(llama4_renames[r][0])) == 0)
+            return llama4_renames[r];
     n = sizeof deepseek2_renames / sizeof deepseek2_renames[0];
     for (size_t r = 0; a->family == FAMILY_DEEPSEEK2 && r < n; r++)
         if (strncmp(s, deepseek2_renames[r][0], strlen(deepseek2_renames[r][0])) == 0)
@@ -911,6 +968,7 @@ static const char *const vision_prefixes[][2] = {
     {"vision_tower.", "v."},
     {"model.visual.", "v."}, /* Qwen2.5-VL's */
     {"visual.", "v."},
+    {"vision_model.", "v."}, /* Llama 4's */
 };
 
 /* A tower's and projector's name pieces that differ from the text model's. */
@@ -939,6 +997,12 @@ static const char *const qwen25vl_renames[][2] = {
     {"norm2", "ln2"},        {"patch_embed.proj", "patch_embd"},
 };
 
+/* Llama 4's tower as ollama's file names it: Hugging Face's names, its blocks' as the text
+ * model's but its MLP's, the patch projection without ".linear". */
+static const char *const llama4_tower_renames[][2] = {
+    {"patch_embedding.linear", "patch_embedding"},
+};
+
 /* Qwen3-VL's tower as ollama's file names it: Hugging Face's names but these; its Q/K/V are
  * split by name later (hf_convert.c), its Conv3D patch kernel kept whole. */
 static const char *const qwen3vl_renames[][2] = {
@@ -964,11 +1028,15 @@ void hf_family_rename(const hf_arch *a, const char *in, char *out, size_t cap)
     }
     bool tower = a->vision && (strncmp(in, "v.", 2) == 0 || strncmp(in, "mm.", 3) == 0);
     bool qwen = hf_family_is_qwen25vl(a), qwen3vl = hf_family_is_qwen3vl(a);
+    bool llama4 = a->family == FAMILY_LLAMA4;
     const char *const(*tower_renames)[2] = qwen      ? qwen25vl_renames
                                            : qwen3vl ? qwen3vl_renames
+                                           : llama4  ? llama4_tower_renames
                                                      : vision_renames;
     size_t n_tower_renames = qwen      ? sizeof qwen25vl_renames / sizeof qwen25vl_renames[0]
                              : qwen3vl ? sizeof qwen3vl_renames / sizeof qwen3vl_renames[0]
+                             : llama4  ? sizeof llama4_tower_renames /
+                                            sizeof llama4_tower_renames[0]
                                        : sizeof vision_renames / sizeof vision_renames[0];
     size_t o = 0;
     for (const char *s = in; *s && o + 1 < cap;) {
@@ -1024,11 +1092,34 @@ static bool known_qwen3vl_tensor(const hf_params *p, const char *name)
     return !strncmp(name, prefix, used) && is_part(name + used, in_block ? block : merger, true);
 }
 
+/* Llama 4's tower tensor under ollama's name. */
+static bool known_llama4_tower_tensor(const hf_params *p, const char *name)
+{
+    static const char *const whole[] = {"v.patch_embedding", "v.layernorm_pre",
+                                        "v.layernorm_post", "v.vision_adapter.mlp.fc1",
+                                        "v.vision_adapter.mlp.fc2", "mm.linear_1", NULL};
+    static const char *const block[] = {"attn_q", "attn_k",   "attn_v",  "attn_output",
+                                        "attn_norm", "ffn_norm", "mlp.fc1", "mlp.fc2", NULL};
+    if (!strcmp(name, "v.class_embedding") || !strcmp(name, "v.positional_embedding_vlm"))
+        return true;
+    bool biased = strncmp(name, "v.layernorm_", 12) == 0; /* the adapter and mm: no biases */
+    if (is_part(name, whole, biased))
+        return true;
+    unsigned layer;
+    char prefix[32];
+    if (sscanf(name, "v.blk.%u.", &layer) != 1 || layer >= p->vision.n_layer)
+        return false;
+    size_t used = (size_t)snprintf(prefix, sizeof prefix, "v.blk.%u.", layer);
+    return !strncmp(name, prefix, used) && is_part(name + used, block, true);
+}
+
 /* A tower's or projector's tensor under ollama's name. */
 static bool known_vision_tensor(const hf_params *p, const char *name)
 {
     if (hf_family_is_qwen3vl(p->arch))
         return known_qwen3vl_tensor(p, name);
+    if (p->arch->family == FAMILY_LLAMA4)
+        return known_llama4_tower_tensor(p, name);
     static const char *const siglip_whole[] = {
         "v.patch_embedding.weight", "v.patch_embedding.bias", "v.position_embedding.weight",
         "v.post_layernorm.weight",  "v.post_layernorm.bias",  "mm.mm_input_projection.weight",
@@ -1222,19 +1313,23 @@ bool hf_family_v_order(const hf_params *p, const char *name, hf_v_order *order)
 bool hf_family_parse_packed_experts(const hf_arch *a, const char *name, unsigned *layer,
                                     bool *down)
 {
+    static const char *const spellings[][2] = {
+        {"model.language_model.layers.%u.mlp.experts.%15[a-z_]",
+         "model.language_model.layers.%u.mlp.experts.%s"},
+        {"model.layers.%u.mlp.experts.%15[a-z_]", "model.layers.%u.mlp.experts.%s"},
+        {"language_model.model.layers.%u.feed_forward.experts.%15[a-z_]", /* Llama 4's */
+         "language_model.model.layers.%u.feed_forward.experts.%s"},
+    };
     char part[16], again[256];
-    if ((a->family != FAMILY_QWEN35 && !hf_family_is_qwen3vl(a)) ||
-        (sscanf(name, "model.language_model.layers.%u.mlp.experts.%15[a-z_]", layer, part) != 2 &&
-         sscanf(name, "model.layers.%u.mlp.experts.%15[a-z_]", layer, part) != 2))
+    if (a->family != FAMILY_QWEN35 && !hf_family_experts_transposed(a))
         return false;
-    *down = !strcmp(part, "down_proj");
-    if (!*down && strcmp(part, "gate_up_proj") != 0)
-        return false;
-    for (int nested = 0; nested < 2; nested++) { /* exactly that spelling: no "+1" or "01" */
-        snprintf(again, sizeof again, "model.%slayers.%u.mlp.experts.%s",
-                 nested ? "language_model." : "", *layer, part);
-        if (!strcmp(again, name))
-            return true;
+    for (size_t i = 0; i < sizeof spellings / sizeof spellings[0]; i++) {
+        if (sscanf(name, spellings[i][0], layer, part) != 2)
+            continue;
+        *down = !strcmp(part, "down_proj");
+        snprintf(again, sizeof again, spellings[i][1], *layer, part);
+        /* exactly that spelling: no "+1" or "01" */
+        return (*down || !strcmp(part, "gate_up_proj")) && !strcmp(again, name);
     }
     return false;
 }
@@ -1292,6 +1387,10 @@ bool hf_family_known_tensor(const hf_params *p, const char *name)
         return true;
     if (f == FAMILY_PHI3) /* q/k/v in one matrix, gate and up in one */
         return !strcmp(suffix, "attn_qkv.weight");
+    if (f == FAMILY_LLAMA4 && (!strcmp(suffix, "ffn_gate_shexp.weight") ||
+                               !strcmp(suffix, "ffn_up_shexp.weight") ||
+                               !strcmp(suffix, "ffn_down_shexp.weight")))
+        return true;
     if (!strcmp(suffix, "attn_q.weight") || !strcmp(suffix, "attn_k.weight") ||
         !strcmp(suffix, "attn_v.weight") || !strcmp(suffix, "ffn_gate.weight"))
         return true;
@@ -1641,6 +1740,35 @@ static bool write_qwen3vl_keys(family *c, gguf_writer *w, const char *a)
     return ok;
 }
 
+/* Llama 4's MoE interleave, QK norm, attention chunk and tower, as ollama's converter writes
+ * them (the tower's epsilon as vision.layer_norm_epsilon). */
+static bool write_llama4_keys(family *c, gguf_writer *w, const char *a)
+{
+    const hf_params *p = &c->p;
+    const hf_vision *v = &p->vision;
+    char key[96];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
+    bool ok = gguf_writer_add_u32(w, KEY("interleave_moe_layer_step"), p->moe_step, c->err) &&
+              gguf_writer_add_bool(w, KEY("use_qk_norm"), p->qk_norm, c->err) &&
+              gguf_writer_add_u32(w, KEY("vision.block_count"), v->n_layer, c->err) &&
+              gguf_writer_add_u32(w, KEY("vision.embedding_length"), v->n_embd, c->err) &&
+              gguf_writer_add_u32(w, KEY("vision.feed_forward_length"), v->n_ff, c->err) &&
+              gguf_writer_add_u32(w, KEY("vision.attention.head_count"), v->n_head, c->err) &&
+              gguf_writer_add_u32(w, KEY("vision.image_size"), v->image_size, c->err) &&
+              gguf_writer_add_u32(w, KEY("vision.patch_size"), v->patch_size, c->err) &&
+              gguf_writer_add_f32(w, KEY("vision.rope.freq_base"), v->rope_theta, c->err) &&
+              gguf_writer_add_f32(w, KEY("vision.layer_norm_epsilon"), v->eps, c->err);
+    if (ok && p->attention_chunk)
+        ok = gguf_writer_add_u32(w, KEY("attention.chunk_size"), p->attention_chunk, c->err);
+    if (ok && p->has_head_dim)
+        ok = gguf_writer_add_u32(w, KEY("attention.head_dim"), p->head_dim, c->err);
+    if (ok && v->pixel_shuffle_ratio > 0)
+        ok = gguf_writer_add_f32(w, KEY("vision.pixel_shuffle_ratio"), v->pixel_shuffle_ratio,
+                                 c->err);
+#undef KEY
+    return ok;
+}
+
 /* DeepSeek V3's keys as ollama's converter writes them (each head's key and value widths, the
  * latent ranks, the routing, YaRN's log multiplier) and llama.cpp's expert groups. */
 static bool write_deepseek2_keys(family *c, gguf_writer *w, const char *a)
@@ -1698,7 +1826,7 @@ static bool write_keys(family *c, gguf_writer *w)
     arch_family f = p->arch->family;
     bool phi3 = f == FAMILY_PHI3;
     if (ok && (f == FAMILY_LLAMA || phi3 || f == FAMILY_OLMO2 || f == FAMILY_COHERE2 ||
-               f == FAMILY_STARCODER2 || hf_family_is_qwen3vl(p->arch)))
+               f == FAMILY_STARCODER2 || f == FAMILY_LLAMA4 || hf_family_is_qwen3vl(p->arch)))
         ok = gguf_writer_add_u32(w, KEY("rope.dimension_count"), p->head_dim, err);
     if (ok && f == FAMILY_QWEN35)
         ok = gguf_writer_add_u32(w, KEY("rope.dimension_count"), p->rope_dims, err) &&
@@ -1743,6 +1871,8 @@ static bool write_keys(family *c, gguf_writer *w)
         ok = write_qwen25vl_keys(c, w, a);
     else if (ok && hf_family_is_qwen3vl(p->arch))
         ok = write_qwen3vl_keys(c, w, a);
+    else if (ok && f == FAMILY_LLAMA4)
+        ok = write_llama4_keys(c, w, a);
     else if (ok && p->arch->vision)
         ok = write_vision_keys(c, w, a);
     return ok;

@@ -28,6 +28,7 @@ typedef enum arch_family {
     FAMILY_STARCODER2, /* LayerNorms with biases, biases everywhere, a plain two-layer FFN */
     FAMILY_QWEN35, /* Qwen 3.5 and Qwen3-Next: Gated DeltaNet layers and gated attention */
     FAMILY_DEEPSEEK2, /* latent attention, leading dense layers, routed and shared experts */
+    FAMILY_LLAMA4, /* Llama's layers (Q/K in GGUF's order already), every few an MoE layer */
 } arch_family;
 
 typedef struct hf_arch {
@@ -60,6 +61,8 @@ typedef struct hf_vision {
     float image_mean[3], image_std[3];
     bool has_normalisation;
     uint32_t shortest_edge, longest_edge;
+    /* Llama 4's: its pixel shuffle (config.json's pixel_shuffle_ratio, 0 when absent) */
+    float pixel_shuffle_ratio;
 } hf_vision;
 
 /* DeepSeek V3's latent attention and routing (config.json's names in the comments). */
@@ -108,6 +111,9 @@ typedef struct hf_params {
     uint32_t n_rope_sections; /* how many config.json lists (0: none, the defaults above) */
     /* DeepSeek V3's latent attention (q_lora_rank 0: none) and its experts' routing */
     hf_deepseek deepseek;
+    /* Llama 4's: an MoE layer every moe_step, its attention chunk (0 absent), QK norm */
+    uint32_t moe_step, attention_chunk;
+    bool qk_norm;
 } hf_params;
 
 /*
@@ -126,11 +132,12 @@ typedef struct hf_v_order {
 /* How the tensor (its GGUF name) is reordered; false when it is not. */
 bool hf_family_v_order(const hf_params *p, const char *name, hf_v_order *order);
 
-/* Qwen 3.5 MoE's and Qwen3-VL MoE's experts, one tensor per layer and part
- * ("model.language_model.layers.L.mlp.experts.gate_up_proj": Qwen 3.5's [experts, 2 n_ff,
- * n_embd], gate's rows then up's, Qwen3-VL's [experts, n_embd, 2 n_ff], gate's columns then
- * up's; ".down_proj": Qwen 3.5's [experts, n_embd, n_ff], Qwen3-VL's [experts, n_ff, n_embd]):
- * which layer, and whether it is down's. False for any other name. */
+/* Qwen 3.5 MoE's, Qwen3-VL MoE's and Llama 4's experts, one tensor per layer and part
+ * ("model.language_model.layers.L.mlp.experts.gate_up_proj", Llama 4's
+ * "language_model.model.layers.L.feed_forward.experts.gate_up_proj": Qwen 3.5's [experts,
+ * 2 n_ff, n_embd], gate's rows then up's, the others' [experts, n_embd, 2 n_ff], gate's
+ * columns then up's; ".down_proj": Qwen 3.5's [experts, n_embd, n_ff], the others' [experts,
+ * n_ff, n_embd]): which layer, and whether it is down's. False for any other name. */
 bool hf_family_parse_packed_experts(const hf_arch *a, const char *name, unsigned *layer,
                                     bool *down);
 
@@ -204,6 +211,10 @@ bool hf_family_is_pixtral(const hf_arch *a);
 
 /* Qwen2.5-VL: a Qwen2 text model with M-RoPE and its windowed tower. */
 bool hf_family_is_qwen25vl(const hf_arch *a);
+
+/* Whether the architecture's packed experts are stored [experts, in, out] (Qwen3-VL MoE's,
+ * Llama 4's). */
+bool hf_family_experts_transposed(const hf_arch *a);
 
 /* Qwen3-VL: a Qwen3 (or Qwen3 MoE) text model with interleaved M-RoPE and a deepstack tower. */
 bool hf_family_is_qwen3vl(const hf_arch *a);
