@@ -148,10 +148,19 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
     char a[32], key[96];
     snprintf(a, sizeof a, "%.*s", (int)arch.size, arch.data);
 #define K(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
-    json_t *c = json_pack("{s:[s],s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "architectures", hf_arch,
+    /* one width, or (Gemma 3n's) one per layer */
+    const gguf_kv *ff = gguf_find_kv(f, K("feed_forward_length"));
+    assert_non_null(ff);
+    json_t *widths = json_array();
+    for (uint64_t i = 0; ff->type == GGUF_TYPE_ARRAY && i < ff->n; i++)
+        json_array_append_new(widths, json_integer(gguf_kv_i64(ff, i)));
+    json_t *c = json_pack("{s:[s],s:I,s:I,s:o,s:I,s:I,s:I,s:I}", "architectures", hf_arch,
                           "num_hidden_layers", (json_int_t)get_u32(f, K("block_count")),
                           "hidden_size", (json_int_t)get_u32(f, K("embedding_length")),
-                          "intermediate_size", (json_int_t)get_u32(f, K("feed_forward_length")),
+                          "intermediate_size",
+                          ff->type == GGUF_TYPE_ARRAY
+                              ? widths
+                              : (json_decref(widths), json_integer(gguf_kv_i64(ff, 0))),
                           "num_attention_heads", (json_int_t)get_u32(f, K("attention.head_count")),
                           "num_key_value_heads",
                           (json_int_t)get_u32(f, K("attention.head_count_kv")),
@@ -220,7 +229,7 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
         json_object_set_new(c, "rope_scaling", scaling);
     }
     const gguf_kv *pattern = gguf_find_kv(f, K("attention.sliding_window_pattern"));
-    if (pattern && strcmp(a, "olmo2") == 0) { /* Olmo 3's sliding layers */
+    if (pattern && (strcmp(a, "olmo2") == 0 || strcmp(a, "gemma3n") == 0)) { /* sliding layers */
         json_t *types = json_array();
         for (uint64_t i = 0; i < pattern->n; i++)
             json_array_append_new(types, json_string(gguf_kv_bool(pattern, i)
@@ -257,6 +266,32 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
         assert_non_null(scaling);
         json_object_set_new(scaling, "mscale_all_dim", json_real(log_mul / 0.1f));
         json_object_set_new(scaling, "mscale", json_real(log_mul / 0.1f));
+    }
+    if (strcmp(a, "gemma3n") == 0) { /* its AltUp, per-layer inputs, local base, sparsity */
+        const gguf_kv *scales = gguf_find_kv(f, K("activation_sparsity_scale"));
+        float local;
+        assert_non_null(scales);
+        assert_true(gguf_get_f32(f, K("rope.freq_base_swa"), &local, &err));
+        json_t *sparsity = json_array();
+        for (uint64_t i = 0; i < scales->n; i++) /* the normal CDF of each layer's scale */
+            json_array_append_new(sparsity,
+                                  json_real(0.5 * erfc(-(double)gguf_kv_f32(scales, i) /
+                                                       sqrt(2.0))));
+        json_t *more = json_pack(
+            "{s:I,s:I,s:I,s:I,s:f,s:f,s:b,s:f,s:o}", "altup_num_inputs",
+            (json_int_t)get_u32(f, K("altup.num_inputs")), "altup_active_idx",
+            (json_int_t)get_u32(f, K("altup.active_idx")), "hidden_size_per_layer_input",
+            (json_int_t)get_u32(f, K("embedding_length_per_layer_input")),
+            "num_kv_shared_layers", (json_int_t)get_u32(f, K("attention.shared_kv_layers")),
+            "rope_local_base_freq", (double)local, "altup_coef_clip", 120.0,
+            "altup_correct_scale", true, "altup_lr_multiplier", 1.0,
+            "activation_sparsity_pattern", sparsity);
+        json_object_update(c, more);
+        json_decref(more);
+        json_t *arches = json_incref(json_object_get(c, "architectures"));
+        json_object_del(c, "architectures");
+        c = json_pack("{s:o,s:o,s:{},s:{}}", "architectures", arches, "text_config", c,
+                      "vision_config", "audio_config");
     }
     if (strcmp(a, "qwen3next") == 0) /* plain NeoX RoPE on part of each head */
         json_object_set_new(c, "partial_rotary_factor",
@@ -1023,6 +1058,45 @@ static void put_qwen3vl_tower(shard *s, json_t *weight_map, const char *shard_na
     }
 }
 
+/* Gemma 3n's Hugging Face name of a gemma3n GGUF tensor that other families lack, into out;
+ * false for the others. */
+static bool gemma3n_hf_name(const char *gguf, char *out, size_t cap)
+{
+    static const char *const whole[][2] = {
+        {"per_layer_token_embd.weight", "model.language_model.embed_tokens_per_layer.weight"},
+        {"per_layer_model_proj.weight", "model.language_model.per_layer_model_projection.weight"},
+        {"per_layer_proj_norm.weight", "model.language_model.per_layer_projection_norm.weight"},
+    };
+    static const char *const parts[][2] = {
+        {"inp_gate", "per_layer_input_gate.weight"},
+        {"proj", "per_layer_projection.weight"},
+        {"post_norm", "post_per_layer_input_norm.weight"},
+        {"altup_correct_coef", "altup.correction_coefs.weight"},
+        {"altup_predict_coef", "altup.prediction_coefs.weight"},
+        {"altup_router", "altup.modality_router.weight"},
+        {"altup_router_norm", "altup.router_norm.weight"},
+        {"altup_correct_scale", "altup.correct_output_scale"},
+        {"laurel_l", "laurel.linear_left.weight"},
+        {"laurel_r", "laurel.linear_right.weight"},
+        {"laurel_post_norm", "laurel.post_laurel_norm.weight"},
+    };
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
+        if (!strcmp(gguf, whole[i][0])) {
+            snprintf(out, cap, "%s", whole[i][1]);
+            return true;
+        }
+    unsigned layer;
+    char part[64];
+    if (sscanf(gguf, "blk.%u.%63[a-z_].weight", &layer, part) != 2)
+        return false;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        if (!strcmp(part, parts[i][0])) {
+            snprintf(out, cap, "model.language_model.layers.%u.%s", layer, parts[i][1]);
+            return true;
+        }
+    return false;
+}
+
 /* A deepseek2 layer's attn_k_b ([latent, nope] per head, heads outermost) and attn_v_b
  * ([v, latent] per head) as DeepSeek's kv_b_proj: [heads x (nope + v), latent], each head's
  * key rows then its value rows. */
@@ -1437,7 +1511,9 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     gguf_str arch;
     assert_true(gguf_get_str(f, "general.architecture", &arch, &err));
     bool llama = arch.size == 5 && memcmp(arch.data, "llama", 5) == 0;
-    bool gemma = arch.size >= 5 && memcmp(arch.data, "gemma", 5) == 0;
+    bool gemma3n = arch.size == 7 && memcmp(arch.data, "gemma3n", 7) == 0;
+    /* Gemma's norms but Gemma 3n's, which scale by w */
+    bool gemma = arch.size >= 5 && memcmp(arch.data, "gemma", 5) == 0 && !gemma3n;
     bool sandwich = gemma && arch.size == 6; /* gemma2, gemma3 */
     bool phi3 = arch.size == 4 && memcmp(arch.data, "phi3", 4) == 0;
     bool gptoss = arch.size == 7 && memcmp(arch.data, "gpt-oss", 7) == 0;
@@ -1450,7 +1526,7 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     /* Llama's derivatives keep Hugging Face's rotated halves too */
     bool permuted = llama || (arch.size == 7 && memcmp(arch.data, "granite", 7) == 0) ||
                     (arch.size == 7 && memcmp(arch.data, "smollm3", 7) == 0) || pixtral;
-    sandwich = sandwich || olmo2;
+    sandwich = sandwich || olmo2 || gemma3n;
     char key[96];
     snprintf(key, sizeof key, "%.*s.attention.head_count", (int)arch.size, arch.data);
     uint32_t heads = get_u32(f, key);
@@ -1513,14 +1589,34 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
             json_object_set_new(weight_map, name, json_string(shard_names[i < n / 2 ? 0 : 1]));
             continue;
         }
+        if (gemma3n && t->n_dims == 3) { /* the AltUp projections: one matrix each */
+            uint64_t side = (uint64_t)t->ne[0];
+            for (int64_t k = 0; k < t->ne[2]; k++) {
+                snprintf(name, sizeof name, "model.language_model.%s.%lld.weight",
+                         strncmp(t->name, "altup_proj.", 11) == 0 ? "altup_projections"
+                                                                  : "altup_unembed_projections",
+                         (long long)k);
+                put_matrix(&shards[i < n / 2 ? 0 : 1], name, matrix_dtype,
+                           (const float *)t->data + (uint64_t)k * side * side, side, side, 0,
+                           false);
+                json_object_set_new(weight_map, name, json_string(shard_names[i < n / 2 ? 0 : 1]));
+            }
+            continue;
+        }
         if (t->n_dims == 3) { /* experts: one matrix each */
             put_experts(&shards[i < n / 2 ? 0 : 1], weight_map, shard_names[i < n / 2 ? 0 : 1],
                         t, llama, matrix_dtype);
             continue;
         }
-        hf_name(t->name, sandwich, phi3, llama, gptoss, starcoder2, name, sizeof name);
+        if (!gemma3n || !gemma3n_hf_name(t->name, name, sizeof name))
+            hf_name(t->name, sandwich, phi3, llama, gptoss, starcoder2, name, sizeof name);
         if (llama4) /* its FFN as feed_forward.* */
             llama4_hf_name(name, sizeof name);
+        if (gemma3n && strncmp(name, "model.language_model.", 21) != 0) {
+            memmove(name + strlen("model.language_model."), name + strlen("model."),
+                    strlen(name + strlen("model.")) + 1);
+            memcpy(name, "model.language_model.", strlen("model.language_model."));
+        }
         if (qwen3vl && strncmp(name, "model.", 6) == 0) { /* newer transformers' layout */
             memmove(name + strlen("model.language_model."), name + strlen("model."),
                     strlen(name + strlen("model.")) + 1);
@@ -1535,25 +1631,32 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
         if (permuted && strstr(t->name, ".attn_k.weight"))
             permute = kv_heads;
         shard *s = &shards[i < n / 2 ? 0 : 1];
-        assert_int_equal(t->type, TENSOR_TYPE_F32);
         uint64_t cols = (uint64_t)t->ne[0];
         const float *data = t->data;
-        float *with_break = NULL;
+        float *owned = NULL;
+        if (t->type == TENSOR_TYPE_F16) { /* (gemma3n's per-layer embeddings) */
+            assert_non_null(owned = malloc(gguf_tensor_n_elems(t) * sizeof *owned));
+            for (uint64_t e = 0; e < gguf_tensor_n_elems(t); e++)
+                owned[e] = quant_f16_to_f32(((const uint16_t *)t->data)[e]);
+            data = owned;
+        } else {
+            assert_int_equal(t->type, TENSOR_TYPE_F32);
+        }
         if (pixtral && strcmp(t->name, "token_embd.weight") == 0) {
             /* Mistral 3 keeps [IMG_BREAK]'s vector as that token's embedding */
             const gguf_tensor *brk = gguf_find_tensor(mm, "v.token_embd.img_break");
             assert_non_null(brk);
             assert_int_equal(brk->ne[0], cols);
-            assert_non_null(with_break = malloc(t->size_bytes));
-            memcpy(with_break, t->data, t->size_bytes);
-            memcpy(with_break + token_id(f, "[IMG_BREAK]") * cols, brk->data, brk->size_bytes);
-            data = with_break;
+            assert_non_null(owned = malloc(t->size_bytes));
+            memcpy(owned, t->data, t->size_bytes);
+            memcpy(owned + token_id(f, "[IMG_BREAK]") * cols, brk->data, brk->size_bytes);
+            data = owned;
         }
         /* Gemma's checkpoints keep norms as w - 1 */
         put_matrix(s, name, t->n_dims == 1 ? SAFETENSORS_F32 : matrix_dtype, data,
                    t->n_dims == 1 ? 0 : gguf_tensor_n_elems(t) / cols, cols, permute,
                    gemma && strstr(t->name, "_norm.weight") != NULL);
-        free(with_break);
+        free(owned);
         json_object_set_new(weight_map, name, json_string(shard_names[i < n / 2 ? 0 : 1]));
     }
     if (qwen25vl)
@@ -1564,6 +1667,15 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
         put_llama4_tower(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
     else if (mm)
         put_vision(&shards[1], weight_map, shard_names[1], mm, matrix_dtype, pixtral);
+    if (gemma3n) { /* its towers: left out */
+        static const float dummy[4] = {1, 2, 3, 4};
+        static const char *const towers[] = {"model.vision_tower.timm_model.stem.conv.weight",
+                                             "model.audio_tower.conformer.0.norm.weight"};
+        for (size_t i = 0; i < 2; i++) {
+            put_matrix(&shards[1], towers[i], matrix_dtype, dummy, 2, 2, 0, false);
+            json_object_set_new(weight_map, towers[i], json_string(shard_names[1]));
+        }
+    }
     if (deepseek) { /* a multi-token prediction layer past the model's: left out */
         static const float dummy[4] = {1, 2, 3, 4};
         char mtp[96];

@@ -295,13 +295,15 @@ static void check_round_trip(const char *want_path, const char *experts_name,
         /* a Gemma or Qwen 3.5 norm: the checkpoint's w - 1, plus one; a router (a shared
          * expert's too) or a convolution: F32 from the checkpoint's matrix type */
         bool qwen35 = strncmp(hf_arch, "Qwen3_5", 7) == 0 || strncmp(hf_arch, "Qwen3Next", 9) == 0;
-        bool plus_one_norm = (strncmp(hf_arch, "Gemma", 5) == 0 || qwen35) &&
+        bool gemma = strncmp(hf_arch, "Gemma", 5) == 0 && strncmp(hf_arch, "Gemma3n", 7) != 0;
+        bool plus_one_norm = (gemma || qwen35) &&
                              strstr(w->name, "_norm.weight") && !strstr(w->name, "ssm_norm");
         bool a_log = qwen35 && len > 6 && !strcmp(w->name + len - 6, ".ssm_a"); /* -exp(A_log) */
         bool router = strstr(w->name, "ffn_gate_inp.weight") ||
                       strstr(w->name, "ffn_gate_inp_shexp.weight") || strstr(w->name, "ssm_conv1d");
         for (uint64_t e = 0; e < gguf_tensor_n_elems(w); e++) {
-            float x = ((const float *)w->data)[e];
+            float x = w->type == TENSOR_TYPE_F16 ? quant_f16_to_f32(((const uint16_t *)w->data)[e])
+                                                 : ((const float *)w->data)[e];
             if (plus_one_norm)
                 x = (x - 1.0f) + 1.0f;
             if (a_log)
@@ -724,6 +726,61 @@ static void test_convert_gptoss_mxfp4_round_trip(void **state)
                                   hf_fixture_qwen2_regex);
     check_round_trip(fixture("arch/gpt-oss.gguf"), "arch/gpt-oss-mxfp4.gguf", "GptOssForCausalLM",
                      SAFETENSORS_BF16, TENSOR_TYPE_BF16, gptoss_skipped);
+}
+
+/* The Gemma3nForConditionalGeneration checkpoint of arch/gemma3n (its text model; its towers
+ * left out) converts back to the fixture: its per-layer inputs, AltUp (the projections
+ * stacked), LAuReL and norms as they are, a width per layer, the fixture's keys but two that
+ * ollama's converter writes otherwise: the local RoPE base as rope.freq_base_local, and the
+ * activation sparsity as the normal quantile of the pattern's float, within float rounding of
+ * the fixture's. A small altup_coef_clip clamps the AltUp coefficients. */
+static void test_convert_gemma3n_round_trip(void **state)
+{
+    (void)state;
+    static const char *const gemma3n_skipped[] = {"general.name", "general.file_type",
+                                                  "gemma3n.rope.freq_base_swa",
+                                                  "gemma3n.activation_sparsity_scale", NULL};
+    round_trip("arch/gemma3n.gguf", "Gemma3nForConditionalGeneration", SAFETENSORS_F16,
+               hf_fixture_qwen2_regex, TENSOR_TYPE_F16, gemma3n_skipped);
+    corral_error err = {{0}};
+    gguf_file *want = gguf_open(fixture("arch/gemma3n.gguf"), &err);
+    gguf_file *got = want ? gguf_open(store_fixture_path(g_root, "out.gguf"), &err) : NULL;
+    if (!got)
+        fail_msg("%s", err.message);
+    float local_want, local_got;
+    assert_true(gguf_get_f32(want, "gemma3n.rope.freq_base_swa", &local_want, &err));
+    assert_true(gguf_get_f32(got, "gemma3n.rope.freq_base_local", &local_got, &err));
+    assert_true(local_got == local_want);
+    const gguf_kv *a = gguf_find_kv(want, "gemma3n.activation_sparsity_scale");
+    const gguf_kv *b = gguf_find_kv(got, "gemma3n.activation_sparsity_scale");
+    assert_true(a && b && a->n == b->n && b->elem_type == GGUF_TYPE_FLOAT32);
+    for (uint64_t i = 0; i < a->n; i++) {
+        float x = gguf_kv_f32(a, i), y = gguf_kv_f32(b, i);
+        if (isinf(x) ? x != y : fabsf(x - y) > 1e-6f * fabsf(x))
+            fail_msg("activation_sparsity_scale[%llu]: %g, expected %g", (unsigned long long)i,
+                     (double)y, (double)x);
+    }
+    gguf_close(want);
+    gguf_close(got);
+    assert_int_equal(unlink(store_fixture_path(g_root, "out.gguf")), 0);
+
+    rewrite("config.json", "\"altup_coef_clip\": 120.0", "\"altup_coef_clip\": 0.0009765625");
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    got = gguf_open(store_fixture_path(g_root, "out.gguf"), &err);
+    if (!got)
+        fail_msg("%s", err.message);
+    const gguf_tensor *coef = gguf_find_tensor(got, "blk.0.altup_predict_coef.weight");
+    assert_non_null(coef);
+    assert_int_equal(coef->type, TENSOR_TYPE_F16);
+    size_t at_bound = 0;
+    for (uint64_t e = 0; e < gguf_tensor_n_elems(coef); e++) {
+        float x = quant_f16_to_f32(((const uint16_t *)coef->data)[e]);
+        assert_true(fabsf(x) <= 0x1p-10f);
+        at_bound += fabsf(x) == 0x1p-10f;
+    }
+    assert_true(at_bound > 0);
+    gguf_close(got);
 }
 
 /* the converted file's matrices are F16, the fixture's F32 (logits of a std of about 3) */
@@ -2021,6 +2078,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_convert_qwen25vl_to_one_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_qwen3vl_to_one_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_deepseek2_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_gemma3n_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_qwen3vlmoe_experts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_llama4_to_one_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_mistral3_vision_to_one_file, setup,

@@ -30,6 +30,7 @@ typedef enum elem_op {
     ELEM_AS_IS,
     ELEM_ADD_ONE, /* a Gemma or Qwen 3.5 norm: 1 + the stored value */
     ELEM_NEG_EXP, /* Qwen 3.5's A_log: -exp of the stored value, the decay's a */
+    ELEM_CLAMP,   /* Gemma 3n's AltUp coefficients: within [-clamp, clamp] */
 } elem_op;
 
 typedef struct out_tensor {
@@ -40,6 +41,7 @@ typedef struct out_tensor {
     int64_t ne[4];
     uint32_t permute_heads; /* > 0: Llama's Q/K row order, with this many heads */
     elem_op op;
+    float clamp; /* ELEM_CLAMP's bound */
     bool v_reordered;       /* Qwen 3.5's value heads tiled (v_order; key_heads, per_key) */
     hf_v_order v_order;
     uint32_t key_heads, per_key;
@@ -247,6 +249,45 @@ static hf_status append_tensor(converter *c, const out_tensor *t)
     return HF_OK;
 }
 
+/* A 2-D matrix as the index-th of count in the 3-D stack name (the stack outermost). */
+static hf_status add_to_stack(converter *c, const safetensors_tensor *src, const char *name,
+                              uint32_t index, uint32_t count)
+{
+    out_tensor *t = NULL;
+    for (size_t i = 0; i < c->n_tensors && !t; i++)
+        if (strcmp(c->tensors[i].name, name) == 0)
+            t = &c->tensors[i];
+    if (!t) {
+        out_tensor stack = {.src = src, .n_dims = 3, .n_experts = count,
+                            .ne = {(int64_t)src->shape[1], (int64_t)src->shape[0],
+                                   (int64_t)count, 1},
+                            .type = src->dtype == SAFETENSORS_BF16 ? TENSOR_TYPE_BF16
+                                                                   : TENSOR_TYPE_F16};
+        snprintf(stack.name, sizeof stack.name, "%s", name);
+        if (!(stack.experts = calloc(count, sizeof *stack.experts))) {
+            corral_error_set(c->err, "out of memory");
+            return HF_IO;
+        }
+        hf_status status = append_tensor(c, &stack);
+        if (status != HF_OK) {
+            free(stack.experts);
+            return status;
+        }
+        t = &c->tensors[c->n_tensors - 1];
+        c->any_bf16 = c->any_bf16 || t->type == TENSOR_TYPE_BF16;
+    }
+    if (t->experts[index] || src->dtype != t->src->dtype ||
+        src->shape[0] != t->src->shape[0] || src->shape[1] != t->src->shape[1]) {
+        corral_error_set(c->err, "tensor '%.200s' %s", src->name,
+                         t->experts[index] ? "is in the checkpoint twice"
+                                           : "differs in shape or dtype from the others of its "
+                                             "stack");
+        return HF_INVALID;
+    }
+    t->experts[index] = src;
+    return HF_OK;
+}
+
 /* One expert's matrix into its layer's stack (blk.L.ffn_KIND_exps.weight: experts outermost). */
 static hf_status add_expert(converter *c, const safetensors_tensor *src, unsigned layer,
                             unsigned expert, const char *kind)
@@ -262,39 +303,7 @@ static hf_status add_expert(converter *c, const safetensors_tensor *src, unsigne
     }
     char name[GGUF_MAX_NAME_BYTES + 1];
     snprintf(name, sizeof name, "blk.%u.ffn_%s_exps.weight", layer, kind);
-    out_tensor *t = NULL;
-    for (size_t i = 0; i < c->n_tensors && !t; i++)
-        if (strcmp(c->tensors[i].name, name) == 0)
-            t = &c->tensors[i];
-    if (!t) {
-        out_tensor stack = {.src = src, .n_dims = 3, .n_experts = p->n_expert,
-                            .ne = {(int64_t)src->shape[1], (int64_t)src->shape[0],
-                                   (int64_t)p->n_expert, 1},
-                            .type = src->dtype == SAFETENSORS_BF16 ? TENSOR_TYPE_BF16
-                                                                   : TENSOR_TYPE_F16};
-        snprintf(stack.name, sizeof stack.name, "%s", name);
-        if (!(stack.experts = calloc(p->n_expert, sizeof *stack.experts))) {
-            corral_error_set(c->err, "out of memory");
-            return HF_IO;
-        }
-        hf_status status = append_tensor(c, &stack);
-        if (status != HF_OK) {
-            free(stack.experts);
-            return status;
-        }
-        t = &c->tensors[c->n_tensors - 1];
-        c->any_bf16 = c->any_bf16 || t->type == TENSOR_TYPE_BF16;
-    }
-    if (t->experts[expert] || src->dtype != t->src->dtype ||
-        src->shape[0] != t->src->shape[0] || src->shape[1] != t->src->shape[1]) {
-        corral_error_set(c->err, "tensor '%.200s' %s", src->name,
-                         t->experts[expert] ? "is in the checkpoint twice"
-                                            : "differs in shape or dtype from its layer's other "
-                                              "experts");
-        return HF_INVALID;
-    }
-    t->experts[expert] = src;
-    return HF_OK;
+    return add_to_stack(c, src, name, expert, p->n_expert);
 }
 
 /* The output tensor named name, or NULL. */
@@ -483,7 +492,8 @@ static hf_status check_experts(converter *c)
     for (size_t i = 0; i < c->n_tensors; i++)
         for (uint32_t e = 0; e < c->tensors[i].n_experts; e++)
             if (!c->tensors[i].experts[e]) {
-                corral_error_set(c->err, "the checkpoint has no expert %u for '%s'", e,
+                corral_error_set(c->err, "the checkpoint has no %s %u for '%s'",
+                                 strstr(c->tensors[i].name, "_exps.") ? "expert" : "matrix", e,
                                  c->tensors[i].name);
                 return HF_INVALID;
             }
@@ -642,6 +652,17 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
     }
     if (hf_family_parse_expert(src->name, &layer, &expert, &kind))
         return add_expert(c, src, layer, expert, kind);
+    char stack[GGUF_MAX_NAME_BYTES + 1];
+    uint32_t index, count;
+    if (hf_family_parse_stacked(&c->p, src->name, stack, sizeof stack, &index, &count)) {
+        if (index >= count || src->n_dims != 2 || src->shape[0] != c->p.n_embd ||
+            src->shape[1] != c->p.n_embd) {
+            corral_error_set(c->err, "tensor '%.200s' is not one of %u [hidden_size, "
+                             "hidden_size] matrices (config.json's)", src->name, count);
+            return HF_INVALID;
+        }
+        return add_to_stack(c, src, stack, index, count);
+    }
     out_tensor t = {.src = src};
     hf_family_rename(c->p.arch, src->name, t.name, sizeof t.name);
     if (!hf_family_known_tensor(&c->p, t.name)) {
@@ -725,6 +746,8 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
         t.op = ELEM_ADD_ONE;
     if (c->p.arch->family == FAMILY_QWEN35 && ends_with(t.name, ".ssm_a"))
         t.op = ELEM_NEG_EXP;
+    if ((t.clamp = hf_family_clamp(&c->p, t.name)) > 0)
+        t.op = ELEM_CLAMP;
     /* a pixtral tower's Q and K keep Hugging Face's order, as in ollama's file */
     if (c->p.arch->family == FAMILY_LLAMA && !tower && (q || k)) {
         uint32_t heads = q ? c->p.n_head : c->p.n_head_kv;
@@ -834,9 +857,9 @@ static float element_f32(const uint8_t *src, safetensors_dtype dtype, size_t i)
     return 0;
 }
 
-/* n elements of src into dst in the output type, op applied. */
+/* n elements of src into dst in the output type, op applied (clamp: ELEM_CLAMP's bound). */
 static void convert_elements(const uint8_t *src, safetensors_dtype dtype, uint32_t type,
-                             elem_op op, uint8_t *dst, size_t n)
+                             elem_op op, float clamp, uint8_t *dst, size_t n)
 {
     bool same = (dtype == SAFETENSORS_F32 && type == TENSOR_TYPE_F32) ||
                 (dtype == SAFETENSORS_F16 && type == TENSOR_TYPE_F16) ||
@@ -851,6 +874,8 @@ static void convert_elements(const uint8_t *src, safetensors_dtype dtype, uint32
             f += 1.0f;
         else if (op == ELEM_NEG_EXP)
             f = -(float)exp((double)f);
+        else if (op == ELEM_CLAMP)
+            f = f > clamp ? clamp : f < -clamp ? -clamp : f;
         if (type == TENSOR_TYPE_F32) {
             memcpy(dst + 4 * i, &f, 4);
         } else {
@@ -968,7 +993,7 @@ static bool write_strided_rows(converter *c, const out_tensor *t, uint64_t from,
                     mxfp4_to_ggml_order(t->src->data + 16 * i, dst + 1);
                 } else {
                     convert_elements(t->src->data + i * in_size, t->src->dtype, t->type,
-                                     ELEM_AS_IS, dst, 1);
+                                     ELEM_AS_IS, 0, dst, 1);
                 }
             }
             if (!gguf_writer_write_tensor(c->writer, c->buf, n * out_size, c->err))
@@ -999,9 +1024,10 @@ static bool write_rows(converter *c, const out_tensor *t, uint64_t from, uint64_
             if (t->v_reordered && t->v_order.columns)
                 for (size_t k = 0; k < n; k++)
                     convert_elements(row + v_source(t, at + k) * in_size, s->dtype, t->type,
-                                     t->op, c->buf + k * out_size, 1);
+                                     t->op, t->clamp, c->buf + k * out_size, 1);
             else
-                convert_elements(row + at * in_size, s->dtype, t->type, t->op, c->buf, n);
+                convert_elements(row + at * in_size, s->dtype, t->type, t->op, t->clamp, c->buf,
+                                 n);
             if (!gguf_writer_write_tensor(c->writer, c->buf, n * out_size, c->err))
                 return false;
         }

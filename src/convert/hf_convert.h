@@ -34,6 +34,8 @@
  * checkpoint's order, in_proj_qkvz split into attn_qkv and attn_gate), DeepseekV3ForCausalLM
  * ("deepseek2" as ollama's converter writes it: kv_b_proj kept whole as attn_kv_b, the
  * routing's keys, the layers past num_hidden_layers, its multi-token prediction, left out).
+ * Gemma3nForConditionalGeneration ("gemma3n": the text model as ollama's converter writes
+ * it, its towers left out, its AltUp projections stacked, its coefficients clamped).
  * A mixture of
  * experts' matrices are stacked per layer into ffn_{gate,up,down}_exps (experts outermost),
  * its router (ffn_gate_inp) kept F32. The tokenizer is
@@ -55,8 +57,8 @@
 #define HF_SUPPORTED_ARCHITECTURES                                                           \
     "Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3Moe, Qwen3Next, Gemma, Gemma2, Gemma3, "      \
     "Phi3, GptOss, Olmo2, Olmo3, Granite, Cohere2, SmolLM3, Starcoder2, DeepseekV3, Qwen3_5 "  \
-    "and Qwen3_5Moe (each ...ForCausalLM); Gemma3, Mistral3, Llama4, Qwen2_5_VL, Qwen3VL, "    \
-    "Qwen3VLMoe, Qwen3_5 and Qwen3_5Moe (...ForConditionalGeneration)"
+    "and Qwen3_5Moe (each ...ForCausalLM); Gemma3, Gemma3n, Mistral3, Llama4, Qwen2_5_VL, "    \
+    "Qwen3VL, Qwen3VLMoe, Qwen3_5 and Qwen3_5Moe (...ForConditionalGeneration)"
 
 /* One file of the checkpoint: its name relative to the directory, and where it is. */
 typedef struct hf_file {

@@ -38,6 +38,7 @@ static const hf_arch archs[] = {
     {"Gemma2ForCausalLM", "gemma2", FAMILY_GEMMA2, false},
     {"Gemma3ForCausalLM", "gemma3", FAMILY_GEMMA3, false},
     {"Gemma3ForConditionalGeneration", "gemma3", FAMILY_GEMMA3, true},
+    {"Gemma3nForConditionalGeneration", "gemma3n", FAMILY_GEMMA3N, false}, /* the text model */
     {"Mistral3ForConditionalGeneration", "mistral3", FAMILY_LLAMA, true},
     {"Llama4ForConditionalGeneration", "llama4", FAMILY_LLAMA4, true},
     {"Qwen2_5_VLForConditionalGeneration", "qwen25vl", FAMILY_QWEN2, true},
@@ -105,7 +106,8 @@ bool hf_family_is_gemma(const hf_arch *a)
 /* gemma2's and gemma3's norms around attention and the FFN, OLMo 2's after them */
 static bool has_sandwich_norms(const hf_arch *a)
 {
-    return a->family == FAMILY_GEMMA2 || a->family == FAMILY_GEMMA3 || a->family == FAMILY_OLMO2;
+    return a->family == FAMILY_GEMMA2 || a->family == FAMILY_GEMMA3 || a->family == FAMILY_OLMO2 ||
+           a->family == FAMILY_GEMMA3N;
 }
 
 /* The names of those norms, tried before the others where they exist. */
@@ -149,6 +151,25 @@ static const char *const deepseek2_renames[][2] = {
     {"mlp.shared_experts.up_proj", "ffn_up_shexp"},
     {"mlp.shared_experts.down_proj", "ffn_down_shexp"},
     {"mlp.gate.e_score_correction_bias", "exp_probs_b.bias"},
+};
+
+/* Gemma 3n's per-layer inputs, AltUp and LAuReL, tried first for it (its AltUp projections
+ * are stacked apart, hf_family_parse_stacked). */
+static const char *const gemma3n_renames[][2] = {
+    {"model.embed_tokens_per_layer", "per_layer_token_embd"},
+    {"model.per_layer_model_projection", "per_layer_model_proj"},
+    {"model.per_layer_projection_norm", "per_layer_proj_norm"},
+    {"per_layer_input_gate", "inp_gate"},
+    {"per_layer_projection", "proj"},
+    {"post_per_layer_input_norm", "post_norm"},
+    {"altup.modality_router", "altup_router"},
+    {"altup.router_norm", "altup_router_norm"},
+    {"altup.prediction_coefs", "altup_predict_coef"},
+    {"altup.correction_coefs", "altup_correct_coef"},
+    {"altup.correct_output_scale", "altup_correct_scale.weight"},
+    {"laurel.linear_left", "laurel_l"},
+    {"laurel.linear_right", "laurel_r"},
+    {"laurel.post_laurel_norm", "laurel_post_norm"},
 };
 
 /* Llama 4's FFN names (its router, shared expert, dense layers), tried first for it. */
@@ -409,6 +430,126 @@ static hf_status read_deepseek2_config(family *c)
     return HF_OK;
 }
 
+/* A count of config.json that may be 0 (absent: *out left). */
+static bool read_count(family *c, const char *key, uint32_t max, uint32_t *out)
+{
+    const json_t *v = json_object_get(c->config, key);
+    if (v && (!json_is_integer(v) || json_integer_value(v) < 0 ||
+              json_integer_value(v) > max)) {
+        corral_error_set(c->err, "config.json: %s%s must be an integer from 0 to %u", c->section,
+                         key, max);
+        return false;
+    }
+    if (v)
+        *out = (uint32_t)json_integer_value(v);
+    return true;
+}
+
+/* The standard normal distribution's quantile of p (Acklam's rational approximation, then a
+ * Halley step on the CDF for double precision); -inf at 0. */
+static double normal_quantile(double p)
+{
+    static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,
+                               -2.759285104469687e+02, 1.383577518672690e+02,
+                               -3.066479806614716e+01, 2.506628277459239e+00};
+    static const double b[] = {-5.447609879822406e+01, 1.615858368580409e+02,
+                               -1.556989798598866e+02, 6.680131188771972e+01,
+                               -1.328068155288572e+01};
+    static const double t[] = {-7.784894002430293e-03, -3.223964580411365e-01,
+                               -2.400758277161838e+00, -2.549732539343734e+00,
+                               4.374664141464968e+00,  2.938163982698783e+00};
+    static const double d[] = {7.784695709041462e-03, 3.224671290700398e-01,
+                               2.445134137142996e+00, 3.754408661907416e+00};
+    if (p <= 0)
+        return -INFINITY;
+    double x;
+    if (p < 0.02425 || p > 1 - 0.02425) { /* the tails */
+        double q = sqrt(-2 * log(p < 0.5 ? p : 1 - p));
+        x = (((((t[0] * q + t[1]) * q + t[2]) * q + t[3]) * q + t[4]) * q + t[5]) /
+            ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
+        x = p < 0.5 ? x : -x;
+    } else {
+        double q = p - 0.5, r = q * q;
+        x = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
+            (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
+    }
+    double e = 0.5 * erfc(-x / sqrt(2.0)) - p, u = e * sqrt(2 * M_PI) * exp(x * x / 2);
+    return x - u / (1 + x * u / 2);
+}
+
+/* Gemma 3n's text model: its per-layer inputs, AltUp and shared KV layers, its widths (one, or
+ * one per layer), sliding layers (layer_types) and local RoPE base, and the activation
+ * sparsity as the normal quantile of each layer's pattern (0: none, -inf). */
+static hf_status read_gemma3n_config(family *c)
+{
+    hf_params *p = &c->p;
+    hf_gemma3n *g = &p->gemma3n;
+    const json_t *ff = json_object_get(c->config, "intermediate_size");
+    const json_t *pattern = json_object_get(c->config, "activation_sparsity_pattern");
+    const json_t *scale = json_object_get(c->config, "altup_correct_scale");
+    g->altup_inputs = 4;
+    g->lr_multiplier = 1.0f;
+    if (!read_u32(c, "hidden_size_per_layer_input", true, MAX_WIDTH, &g->n_embd_per_layer) ||
+        !read_u32(c, "altup_num_inputs", false, 64, &g->altup_inputs) ||
+        !read_count(c, "altup_active_idx", 63, &g->altup_active) ||
+        !read_count(c, "num_kv_shared_layers", p->n_layer, &g->n_kv_shared) ||
+        !read_f32(c, c->config, "altup_coef_clip", NULL, &g->coef_clip) ||
+        !read_f32(c, c->config, "altup_lr_multiplier", NULL, &g->lr_multiplier) ||
+        !read_u32(c, "sliding_window", true, UINT32_MAX, &p->sliding_window) ||
+        !read_f32(c, c->config, "rope_local_base_freq", NULL, &p->rope_local_theta) ||
+        !read_f32(c, c->config, "final_logit_softcapping", NULL, &p->final_softcap))
+        return HF_INVALID;
+    if (g->altup_active >= g->altup_inputs || g->altup_inputs < 2) {
+        corral_error_set(c->err, "config.json: altup_active_idx %u of %u AltUp inputs",
+                         g->altup_active, g->altup_inputs);
+        return HF_INVALID;
+    }
+    if (scale && !json_is_boolean(scale)) {
+        corral_error_set(c->err, "config.json: altup_correct_scale must be true or false");
+        return HF_INVALID;
+    }
+    g->correct_scale = json_is_true(scale);
+    if (json_is_array(ff) && json_array_size(ff) != p->n_layer) {
+        corral_error_set(c->err, "config.json: intermediate_size lists %zu widths for %u layers",
+                         json_array_size(ff), p->n_layer);
+        return HF_INVALID;
+    }
+    if (pattern && (!json_is_array(pattern) || json_array_size(pattern) != p->n_layer)) {
+        corral_error_set(c->err, "config.json: activation_sparsity_pattern must list a number "
+                         "for each of the %u layers", p->n_layer);
+        return HF_INVALID;
+    }
+    if ((json_is_array(ff) && !(g->ff_per_layer = calloc(p->n_layer, sizeof *g->ff_per_layer))) ||
+        (pattern && !(g->sparsity_scale = calloc(p->n_layer, sizeof *g->sparsity_scale)))) {
+        corral_error_set(c->err, "out of memory");
+        return HF_IO;
+    }
+    for (uint32_t i = 0; json_is_array(ff) && i < p->n_layer; i++) {
+        const json_t *w = json_array_get(ff, i);
+        if (!json_is_integer(w) || json_integer_value(w) < 1 ||
+            json_integer_value(w) > (1 << 24)) {
+            corral_error_set(c->err, "config.json: intermediate_size[%u] must be an integer "
+                             "from 1 to %u", i, 1u << 24);
+            return HF_INVALID;
+        }
+        g->ff_per_layer[i] = (uint32_t)json_integer_value(w);
+    }
+    if (g->ff_per_layer)
+        p->n_ff = g->ff_per_layer[0];
+    for (uint32_t i = 0; pattern && i < p->n_layer; i++) {
+        const json_t *v = json_array_get(pattern, i);
+        double share = json_number_value(v);
+        if (!json_is_number(v) || !(share >= 0 && share < 1)) {
+            corral_error_set(c->err, "config.json: activation_sparsity_pattern[%u] must be a "
+                             "number from 0 to below 1", i);
+            return HF_INVALID;
+        }
+        /* of the share as the checkpoint's float holds it, as ollama's converter takes it */
+        g->sparsity_scale[i] = (float)normal_quantile((double)(float)share);
+    }
+    return read_sliding_layers(c, 0);
+}
+
 /* Llama 4's: its experts are intermediate_size wide and its dense layers
  * intermediate_size_mlp, an MoE layer every interleave_moe_layer_step, its attention chunk
  * and QK norm. */
@@ -492,9 +633,12 @@ static hf_status read_config(family *c)
     }
     hf_params *p = &c->p;
     uint32_t vocab = 0;
+    /* Gemma 3n's may list a width per layer (read_gemma3n_config's) */
+    bool ff_list = p->arch->family == FAMILY_GEMMA3N &&
+                   json_is_array(json_object_get(c->config, "intermediate_size"));
     if (!read_u32(c, "num_hidden_layers", true, MAX_LAYERS, &p->n_layer) ||
         !read_u32(c, "hidden_size", true, MAX_WIDTH, &p->n_embd) ||
-        !read_u32(c, "intermediate_size", true, 1u << 24, &p->n_ff) ||
+        (!ff_list && !read_u32(c, "intermediate_size", true, 1u << 24, &p->n_ff)) ||
         !read_u32(c, "num_attention_heads", true, 65536, &p->n_head) ||
         !read_u32(c, "max_position_embeddings", false, UINT32_MAX, &p->n_ctx) ||
         !read_u32(c, "vocab_size", false, HF_MAX_VOCAB, &vocab))
@@ -566,6 +710,8 @@ static hf_status read_config(family *c)
         return read_deepseek2_config(c);
     if (f == FAMILY_LLAMA4)
         return read_llama4_config(c);
+    if (f == FAMILY_GEMMA3N)
+        return read_gemma3n_config(c);
     if (p->arch->family == FAMILY_PHI3) {
         uint32_t original = 0;
         if (!read_u32(c, "sliding_window", false, UINT32_MAX, &p->sliding_window) ||
@@ -894,7 +1040,8 @@ hf_status hf_family_read_config(const json_t *config, hf_params *p, corral_error
     bool vision = gemma3 || pixtral || qwen25vl || qwen3vl || llama4;
     /* Qwen 3.5's text model, its vision tower left out */
     bool nested = vision || (name && (strcmp(name, "Qwen3_5ForConditionalGeneration") == 0 ||
-                                      strcmp(name, "Qwen3_5MoeForConditionalGeneration") == 0));
+                                      strcmp(name, "Qwen3_5MoeForConditionalGeneration") == 0 ||
+                                      strcmp(name, "Gemma3nForConditionalGeneration") == 0));
     hf_status status = HF_OK;
     if (nested) {
         c.p.text_config = gemma3 ? gemma3_text_config(&c, config) : text_config(&c, config);
@@ -918,6 +1065,10 @@ void hf_family_params_free(hf_params *p)
 {
     free(p->sliding_pattern);
     p->sliding_pattern = NULL;
+    free(p->gemma3n.sparsity_scale);
+    p->gemma3n.sparsity_scale = NULL;
+    free(p->gemma3n.ff_per_layer);
+    p->gemma3n.ff_per_layer = NULL;
     json_decref(p->text_config);
     p->text_config = NULL;
 }
@@ -933,6 +1084,10 @@ static const char *const *rename_at(const hf_arch *a, const char *s)
     for (size_t r = 0; a->family == FAMILY_QWEN35 && r < n; r++)
         if (strncmp(s, qwen35_renames[r][0], strlen(qwen35_renames[r][0])) == 0)
             return qwen35_renames[r];
+    n = sizeof gemma3n_renames / sizeof gemma3n_renames[0];
+    for (size_t r = 0; a->family == FAMILY_GEMMA3N && r < n; r++)
+        if (strncmp(s, gemma3n_renames[r][0], strlen(gemma3n_renames[r][0])) == 0)
+            return gemma3n_renames[r];
     n = sizeof llama4_renames / sizeof llama4_renames[0];
     for (size_t r = 0; a->family == FAMILY_LLAMA4 && r < n; r++)
         if (strncmp(s, llama4_renames[r][0], strlen(llama4_renames[r][0])) == 0)
@@ -1014,8 +1169,9 @@ static const char *const qwen3vl_renames[][2] = {
 void hf_family_rename(const hf_arch *a, const char *in, char *out, size_t cap)
 {
     char stripped[2048];
-    /* a text model under a multimodal checkpoint's prefixes (Gemma 3's, Mistral 3's, Qwen 3.5's) */
-    size_t n_prefixes = a->vision || a->family == FAMILY_QWEN35
+    /* a text model under a multimodal checkpoint's prefixes (Gemma 3's, Mistral 3's, Qwen 3.5's,
+     * Gemma 3n's) */
+    size_t n_prefixes = a->vision || a->family == FAMILY_QWEN35 || a->family == FAMILY_GEMMA3N
                             ? sizeof vision_prefixes / sizeof vision_prefixes[0]
                             : 0;
     for (size_t i = 0; i < n_prefixes; i++) {
@@ -1232,6 +1388,19 @@ static bool known_deepseek2_tensor(const hf_params *p, unsigned layer, const cha
     return is_part(suffix, moe, false) || !strcmp(suffix, "exp_probs_b.bias");
 }
 
+/* A Gemma 3n block's tensor (the part of its name after "blk.L."). */
+static bool known_gemma3n_tensor(const char *suffix)
+{
+    static const char *const names[] = {
+        "attn_norm",     "attn_q",        "attn_k",          "attn_v",
+        "attn_output",   "attn_q_norm",   "attn_k_norm",     "post_attention_norm",
+        "ffn_norm",      "ffn_gate",      "ffn_up",          "ffn_down",
+        "post_ffw_norm", "inp_gate",      "proj",            "post_norm",
+        "altup_correct_coef", "altup_correct_scale", "altup_predict_coef", "altup_router",
+        "altup_router_norm",  "laurel_l",  "laurel_r",        "laurel_post_norm", NULL};
+    return is_part(suffix, names, false);
+}
+
 /* Whether a Qwen 3.5 layer is attention (every full_attention_interval-th), else Gated
  * DeltaNet. */
 static bool qwen35_attention_layer(const hf_params *p, unsigned layer)
@@ -1334,9 +1503,51 @@ bool hf_family_parse_packed_experts(const hf_arch *a, const char *name, unsigned
     return false;
 }
 
+bool hf_family_parse_stacked(const hf_params *p, const char *name, char *stack, size_t cap,
+                             uint32_t *index, uint32_t *count)
+{
+    static const char *const stacks[][2] = {
+        {"model.language_model.altup_projections.", "altup_proj.weight"},
+        {"model.language_model.altup_unembed_projections.", "altup_unembd_proj.weight"},
+    };
+    if (p->arch->family != FAMILY_GEMMA3N)
+        return false;
+    for (size_t i = 0; i < sizeof stacks / sizeof stacks[0]; i++) {
+        size_t n = strlen(stacks[i][0]);
+        unsigned k;
+        char again[128];
+        if (strncmp(name, stacks[i][0], n) != 0 || sscanf(name + n, "%u", &k) != 1)
+            continue;
+        snprintf(again, sizeof again, "%s%u.weight", stacks[i][0], k);
+        if (strcmp(again, name) != 0) /* exactly that spelling: no "+1" or "01" */
+            return false;
+        snprintf(stack, cap, "%s", stacks[i][1]);
+        *index = k;
+        *count = p->gemma3n.altup_inputs - 1; /* one per input but the active one */
+        return true;
+    }
+    return false;
+}
+
+float hf_family_clamp(const hf_params *p, const char *gguf_name)
+{
+    static const char *const coefs[] = {".altup_predict_coef.weight",
+                                        ".altup_correct_coef.weight"};
+    size_t len = strlen(gguf_name);
+    for (size_t i = 0; p->arch->family == FAMILY_GEMMA3N && i < 2; i++)
+        if (len > strlen(coefs[i]) && !strcmp(gguf_name + len - strlen(coefs[i]), coefs[i]))
+            return p->gemma3n.coef_clip;
+    return 0.0f;
+}
+
 bool hf_family_skipped_tensor(const hf_params *p, const char *name)
 {
+    static const char *const gemma3n_towers[] = {"model.vision_tower.", "model.audio_tower.",
+                                                 "model.embed_vision.", "model.embed_audio."};
     unsigned layer;
+    for (size_t i = 0; p->arch->family == FAMILY_GEMMA3N && i < 4; i++)
+        if (!strncmp(name, gemma3n_towers[i], strlen(gemma3n_towers[i])))
+            return true; /* the text model only, as ollama's converter writes it */
     if (p->arch->family == FAMILY_DEEPSEEK2) /* its multi-token prediction layers */
         return sscanf(name, "model.layers.%u.", &layer) == 1 && layer >= p->n_layer;
     return p->arch->family == FAMILY_QWEN35 &&
@@ -1358,6 +1569,10 @@ bool hf_family_known_tensor(const hf_params *p, const char *name)
     if (p->arch->vision && (!strncmp(name, "v.", 2) || !strncmp(name, "mm.", 3)))
         return known_vision_tensor(p, name);
     arch_family f = p->arch->family;
+    if (f == FAMILY_GEMMA3N && (!strcmp(name, "per_layer_token_embd.weight") ||
+                                !strcmp(name, "per_layer_model_proj.weight") ||
+                                !strcmp(name, "per_layer_proj_norm.weight")))
+        return true;
     if (!strcmp(name, "token_embd.weight") || !strcmp(name, "output_norm.weight") ||
         !strcmp(name, "output.weight") ||
         (f == FAMILY_STARCODER2 && !strcmp(name, "output_norm.bias")))
@@ -1376,6 +1591,8 @@ bool hf_family_known_tensor(const hf_params *p, const char *name)
         return known_qwen35_tensor(p, layer, suffix);
     if (f == FAMILY_DEEPSEEK2)
         return known_deepseek2_tensor(p, layer, suffix);
+    if (f == FAMILY_GEMMA3N)
+        return known_gemma3n_tensor(suffix);
     if (f == FAMILY_OLMO2 || f == FAMILY_COHERE2 || f == FAMILY_STARCODER2)
         return known_block_tensor(f, suffix);
     static const char *const block[] = {"attn_norm.weight", "attn_output.weight",
@@ -1740,6 +1957,38 @@ static bool write_qwen3vl_keys(family *c, gguf_writer *w, const char *a)
     return ok;
 }
 
+/* Gemma 3n's keys as ollama's converter writes them (its head size as head_dim, its local
+ * RoPE base as rope.freq_base_local) and the final softcap ollama's engine fixes in code. */
+static bool write_gemma3n_keys(family *c, gguf_writer *w, const char *a)
+{
+    const hf_params *p = &c->p;
+    const hf_gemma3n *g = &p->gemma3n;
+    char key[96];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
+    bool ok =
+        gguf_writer_add_u32(w, KEY("altup.active_idx"), g->altup_active, c->err) &&
+        gguf_writer_add_bool(w, KEY("altup.correct_scale"), g->correct_scale, c->err) &&
+        gguf_writer_add_f32(w, KEY("altup.lr_multiplier"), g->lr_multiplier, c->err) &&
+        gguf_writer_add_u32(w, KEY("altup.num_inputs"), g->altup_inputs, c->err) &&
+        gguf_writer_add_u32(w, KEY("attention.sliding_window"), p->sliding_window, c->err) &&
+        gguf_writer_add_u32(w, KEY("attention.shared_kv_layers"), g->n_kv_shared, c->err) &&
+        gguf_writer_add_u32(w, KEY("embedding_length_per_layer_input"), g->n_embd_per_layer,
+                            c->err) &&
+        gguf_writer_add_u32(w, KEY("head_dim"), p->head_dim, c->err) &&
+        gguf_writer_add_f32(w, KEY("rope.freq_base_local"),
+                            p->rope_local_theta > 0 ? p->rope_local_theta : 10000.0f, c->err);
+    if (ok && p->n_sliding_pattern)
+        ok = gguf_writer_add_array(w, KEY("attention.sliding_window_pattern"), GGUF_TYPE_BOOL,
+                                   p->sliding_pattern, p->n_sliding_pattern, c->err);
+    if (ok && g->sparsity_scale)
+        ok = gguf_writer_add_array(w, KEY("activation_sparsity_scale"), GGUF_TYPE_FLOAT32,
+                                   g->sparsity_scale, p->n_layer, c->err);
+    if (ok && p->final_softcap > 0)
+        ok = gguf_writer_add_f32(w, KEY("final_logit_softcapping"), p->final_softcap, c->err);
+#undef KEY
+    return ok;
+}
+
 /* Llama 4's MoE interleave, QK norm, attention chunk and tower, as ollama's converter writes
  * them (the tower's epsilon as vision.layer_norm_epsilon). */
 static bool write_llama4_keys(family *c, gguf_writer *w, const char *a)
@@ -1810,7 +2059,10 @@ static bool write_keys(family *c, gguf_writer *w)
               gguf_writer_add_u32(w, KEY("vocab_size"), c->n_vocab, err) &&
               gguf_writer_add_u32(w, KEY("block_count"), p->n_layer, err) &&
               gguf_writer_add_u32(w, KEY("embedding_length"), p->n_embd, err) &&
-              gguf_writer_add_u32(w, KEY("feed_forward_length"), p->n_ff, err) &&
+              (p->gemma3n.ff_per_layer
+                   ? gguf_writer_add_array(w, KEY("feed_forward_length"), GGUF_TYPE_UINT32,
+                                           p->gemma3n.ff_per_layer, p->n_layer, err)
+                   : gguf_writer_add_u32(w, KEY("feed_forward_length"), p->n_ff, err)) &&
               gguf_writer_add_u32(w, KEY("attention.head_count"), p->n_head, err) &&
               gguf_writer_add_u32(w, KEY("attention.head_count_kv"), p->n_head_kv, err);
     if (ok && p->n_ctx)
@@ -1834,7 +2086,7 @@ static bool write_keys(family *c, gguf_writer *w)
     if (ok && f == FAMILY_DEEPSEEK2)
         ok = write_deepseek2_keys(c, w, a);
     else if (ok && (p->has_head_dim || f == FAMILY_QWEN3 || f == FAMILY_QWEN35 ||
-                    hf_family_is_gemma(p->arch)))
+                    f == FAMILY_GEMMA3N || hf_family_is_gemma(p->arch)))
         ok = gguf_writer_add_u32(w, KEY("attention.key_length"), p->head_dim, err) &&
              gguf_writer_add_u32(w, KEY("attention.value_length"), p->head_dim, err);
     if (ok && p->has_theta)
@@ -1867,6 +2119,8 @@ static bool write_keys(family *c, gguf_writer *w)
 #undef KEY
     if (ok && (hf_family_is_gemma(p->arch) || f == FAMILY_OLMO2 || f == FAMILY_COHERE2))
         ok = write_window_keys(c, w, a);
+    if (ok && f == FAMILY_GEMMA3N)
+        ok = write_gemma3n_keys(c, w, a);
     if (ok && hf_family_is_qwen25vl(p->arch))
         ok = write_qwen25vl_keys(c, w, a);
     else if (ok && hf_family_is_qwen3vl(p->arch))

@@ -29,6 +29,7 @@ typedef enum arch_family {
     FAMILY_QWEN35, /* Qwen 3.5 and Qwen3-Next: Gated DeltaNet layers and gated attention */
     FAMILY_DEEPSEEK2, /* latent attention, leading dense layers, routed and shared experts */
     FAMILY_LLAMA4, /* Llama's layers (Q/K in GGUF's order already), every few an MoE layer */
+    FAMILY_GEMMA3N, /* Gemma 3's blocks (norms as they are) with AltUp, LAuReL, per-layer inputs */
 } arch_family;
 
 typedef struct hf_arch {
@@ -77,6 +78,17 @@ typedef struct hf_deepseek {
     float yarn_log_multiplier;       /* 0.1 rope_scaling.mscale_all_dim */
 } hf_deepseek;
 
+/* Gemma 3n's (config.json's names in the comments) */
+typedef struct hf_gemma3n {
+    uint32_t n_embd_per_layer;      /* hidden_size_per_layer_input */
+    uint32_t altup_inputs, altup_active; /* altup_num_inputs, altup_active_idx */
+    uint32_t n_kv_shared;           /* num_kv_shared_layers */
+    float coef_clip, lr_multiplier; /* altup_coef_clip (0: none), altup_lr_multiplier */
+    bool correct_scale;             /* altup_correct_scale */
+    float *sparsity_scale;          /* activation_sparsity_pattern's normal quantiles, per layer */
+    uint32_t *ff_per_layer;         /* intermediate_size as a list (NULL: one width) */
+} hf_gemma3n;
+
 /* config.json's hyperparameters, as the GGUF keys need them */
 typedef struct hf_params {
     const hf_arch *arch;
@@ -114,6 +126,7 @@ typedef struct hf_params {
     /* Llama 4's: an MoE layer every moe_step, its attention chunk (0 absent), QK norm */
     uint32_t moe_step, attention_chunk;
     bool qk_norm;
+    hf_gemma3n gemma3n;
 } hf_params;
 
 /*
@@ -141,8 +154,17 @@ bool hf_family_v_order(const hf_params *p, const char *name, hf_v_order *order);
 bool hf_family_parse_packed_experts(const hf_arch *a, const char *name, unsigned *layer,
                                     bool *down);
 
+/* Gemma 3n's numbered AltUp projections ("model.language_model.altup_projections.I.weight",
+ * "...altup_unembed_projections.I.weight"), each stacked (I outermost) into one GGUF tensor:
+ * its name into stack (cap bytes), I and the stack's size. False for any other name. */
+bool hf_family_parse_stacked(const hf_params *p, const char *name, char *stack, size_t cap,
+                             uint32_t *index, uint32_t *count);
+
+/* The bound Gemma 3n's AltUp coefficients are clamped to (0: none) for a tensor (GGUF name). */
+float hf_family_clamp(const hf_params *p, const char *gguf_name);
+
 /* Whether a checkpoint's tensor is left out (Qwen 3.5's vision tower and its multi-token
- * prediction layers, DeepSeek V3's past num_hidden_layers). */
+ * prediction layers, DeepSeek V3's past num_hidden_layers, Gemma 3n's towers). */
 bool hf_family_skipped_tensor(const hf_params *p, const char *name);
 
 /* Whether a tensor is stored as w - 1 and converted to 1 + w (Gemma's and Qwen 3.5's norms). */
