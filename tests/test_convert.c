@@ -1433,6 +1433,25 @@ static void test_convert_llama4_to_one_file(void **state)
 
     rewrite("config.json", "\"intermediate_size_mlp\"", "\"intermediate_size_dense\"");
     expect_convert_refusal("config.json has no intermediate_size_mlp");
+    rewrite("config.json", "\"intermediate_size_dense\"", "\"intermediate_size_mlp\"");
+
+    /* Llama 4 Scout's llama3 scaling has no band between its low and high frequencies */
+    rewrite("config.json", "\"use_qk_norm\": true",
+            "\"use_qk_norm\": true, \"rope_scaling\": {\"rope_type\": \"llama3\", "
+            "\"factor\": 16.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 1.0, "
+            "\"original_max_position_embeddings\": 8192}");
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    got = gguf_open(got_path, &err);
+    if (!got)
+        fail_msg("%s", err.message);
+    const gguf_tensor *freqs = gguf_find_tensor(got, "rope_freqs.weight");
+    assert_non_null(freqs);
+    assert_int_equal(gguf_tensor_n_elems(freqs), 8);
+    /* theta 5e5 over 16 dimensions: pair 4 turns in 4443 positions, pair 5 in 22935 */
+    for (int i = 0; i < 8; i++)
+        assert_true(((const float *)freqs->data)[i] == (i < 5 ? 1.0f : 16.0f));
+    gguf_close(got);
 }
 
 /* ---- Mistral 3 with its pixtral tower ---- */

@@ -15,7 +15,8 @@
  * in the same file as ollama's converter writes it, the tower's Q/K rows in Hugging Face's
  * order), Llama4ForConditionalGeneration ("llama4": its text model's Q/K in the checkpoint's
  * order, dense and MoE layers, the packed experts transposed, its tower in the same file
- * under ollama's names, its position table F32), Qwen2_5_VLForConditionalGeneration ("qwen25vl": its text model as Qwen2's with its
+ * under ollama's names, its position table F32), Qwen2_5_VLForConditionalGeneration
+ * ("qwen25vl": its text model as Qwen2's with its
  * M-RoPE sections, its tower in the same file as ollama's converter writes it, the patch
  * kernel split into its two temporal slices and each block's attn.qkv into Q, K and V),
  * Qwen3VLForConditionalGeneration and Qwen3VLMoeForConditionalGeneration ("qwen3vl",
@@ -33,7 +34,7 @@
  * under model.), Qwen3NextForCausalLM ("qwen3next": the same layers, value heads in the
  * checkpoint's order, in_proj_qkvz split into attn_qkv and attn_gate), DeepseekV3ForCausalLM
  * ("deepseek2" as ollama's converter writes it: kv_b_proj kept whole as attn_kv_b, the
- * routing's keys, the layers past num_hidden_layers, its multi-token prediction, left out).
+ * routing's keys, the layers past num_hidden_layers, its multi-token prediction, left out),
  * Gemma3nForConditionalGeneration ("gemma3n": the text model as ollama's converter writes
  * it, its towers left out, its AltUp projections stacked, its coefficients clamped).
  * A mixture of

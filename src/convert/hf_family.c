@@ -1727,9 +1727,9 @@ static hf_status make_rope_freqs(family *c)
     float high = p->high_freq_factor > 0 ? p->high_freq_factor : 4.0f;
     float original = p->rope_original_ctx ? (float)p->rope_original_ctx : 8192.0f;
     float theta = p->has_theta ? p->rope_theta : 10000.0f;
-    if (!(high > low)) {
-        corral_error_set(c->err, "config.json: rope_scaling's high_freq_factor must be above "
-                         "its low_freq_factor");
+    if (!(high >= low)) { /* equal (Llama 4 Scout's): a step with no band between */
+        corral_error_set(c->err, "config.json: rope_scaling's high_freq_factor must not be "
+                         "below its low_freq_factor");
         return HF_INVALID;
     }
     float *freqs = add_extra(c, "rope_freqs.weight", p->head_dim / 2);
@@ -1740,7 +1740,7 @@ static hf_status make_rope_freqs(family *c)
         double wavelen = 2 * M_PI * pow(theta, (double)(2 * i) / p->head_dim);
         if (wavelen < high_wavelen) {
             freqs[i] = 1.0f;
-        } else if (wavelen > low_wavelen) {
+        } else if (wavelen > low_wavelen || high == low) {
             freqs[i] = factor;
         } else {
             float smooth = (original / (float)wavelen - low) / (high - low);
