@@ -1097,6 +1097,142 @@ static bool gemma3n_hf_name(const char *gguf, char *out, size_t cap)
     return false;
 }
 
+/* Llama 3.2 Vision's config.json: the text model's keys under text_config with its
+ * cross-attention layers, the tower's mllama.vision.* keys as vision_config. */
+static void nest_mllama_config(const gguf_file *f, const char *dir)
+{
+    json_error_t jerr;
+    json_t *flat = json_load_file(store_fixture_path(dir, "config.json"), 0, &jerr);
+    assert_non_null(flat);
+    const gguf_kv *cross = gguf_find_kv(f, "mllama.attention.cross_attention_layers");
+    const gguf_kv *kept = gguf_find_kv(f, "mllama.vision.intermediate_layers_indices");
+    assert_true(cross && kept);
+    json_t *cross_list = json_array(), *kept_list = json_array();
+    for (uint64_t i = 0; i < cross->n; i++)
+        json_array_append_new(cross_list, json_integer(gguf_kv_i64(cross, i)));
+    for (uint64_t i = 0; i < kept->n; i++)
+        json_array_append_new(kept_list, json_integer(gguf_kv_i64(kept, i)));
+    json_object_set_new(flat, "cross_attention_layers", cross_list);
+    json_t *c = json_pack("{s:O,s:o}", "architectures", json_object_get(flat, "architectures"),
+                          "text_config", flat);
+    json_object_del(flat, "architectures");
+    float eps;
+    corral_error err;
+    assert_true(gguf_get_f32(f, "mllama.vision.attention.layer_norm_epsilon", &eps, &err));
+    json_object_set_new(
+        c, "vision_config",
+        json_pack("{s:I,s:I,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f}", "num_hidden_layers",
+                  (json_int_t)get_u32(f, "mllama.vision.block_count"), "num_global_layers",
+                  (json_int_t)get_u32(f, "mllama.vision.global.block_count"),
+                  "intermediate_layers_indices", kept_list, "hidden_size",
+                  (json_int_t)get_u32(f, "mllama.vision.embedding_length"), "intermediate_size",
+                  (json_int_t)get_u32(f, "mllama.vision.feed_forward_length"), "attention_heads",
+                  (json_int_t)get_u32(f, "mllama.vision.attention.head_count"), "image_size",
+                  (json_int_t)get_u32(f, "mllama.vision.image_size"), "patch_size",
+                  (json_int_t)get_u32(f, "mllama.vision.patch_size"), "num_channels",
+                  (json_int_t)get_u32(f, "mllama.vision.num_channels"), "max_num_tiles",
+                  (json_int_t)get_u32(f, "mllama.vision.max_num_tiles"), "norm_eps",
+                  (double)eps));
+    write_json(dir, "config.json", c);
+}
+
+/* An mllama text tensor's Hugging Face name when it is a cross-attention layer's, into out;
+ * false for the others. */
+static bool mllama_cross_name(const char *gguf, char *out, size_t cap)
+{
+    unsigned layer;
+    char part[64];
+    if (sscanf(gguf, "blk.%u.cross_attn_%63[a-z_]", &layer, part) != 2)
+        return false;
+    if (!strcmp(part, "attn_gate") || !strcmp(part, "mlp_gate")) /* parameters, no .weight */
+        snprintf(out, cap, "language_model.model.layers.%u.cross_attn_%s", layer, part);
+    else
+        snprintf(out, cap, "language_model.model.layers.%u.cross_attn.%s.weight", layer, part);
+    return true;
+}
+
+/* ollama's mllama tower (v.*, mm.0.*) under Llama 3.2 Vision's names: the gates as their
+ * atanh (ollama's file holds them tanh'd, the position gate as 1 - tanh and again as tanh
+ * under v.tile_position_embd.gate, which is the one read), each block's Q and K transposed
+ * back and in Hugging Face's row order. */
+static void put_mllama_tower(shard *s, json_t *weight_map, const char *shard_name,
+                             const gguf_file *f, safetensors_dtype dtype)
+{
+    static const char *const whole[][2] = {
+        {"v.patch_embd.weight", "vision_model.patch_embedding.weight"},
+        {"v.class_embd", "vision_model.class_embedding"},
+        {"v.position_embd.weight", "vision_model.gated_positional_embedding.embedding"},
+        {"v.tile_position_embd.gate", "vision_model.gated_positional_embedding.gate"},
+        {"v.tile_position_embd.weight",
+         "vision_model.gated_positional_embedding.tile_embedding.weight"},
+        {"v.pre_tile_position_embd.weight",
+         "vision_model.pre_tile_positional_embedding.embedding.weight"},
+        {"v.pre_tile_position_embd.gate", "vision_model.pre_tile_positional_embedding.gate"},
+        {"v.post_tile_position_embd.weight",
+         "vision_model.post_tile_positional_embedding.embedding.weight"},
+        {"v.post_tile_position_embd.gate", "vision_model.post_tile_positional_embedding.gate"},
+        {"v.pre_ln.weight", "vision_model.layernorm_pre.weight"},
+        {"v.pre_ln.bias", "vision_model.layernorm_pre.bias"},
+        {"v.post_ln.weight", "vision_model.layernorm_post.weight"},
+        {"v.post_ln.bias", "vision_model.layernorm_post.bias"},
+        {"mm.0.weight", "multi_modal_projector.weight"},
+        {"mm.0.bias", "multi_modal_projector.bias"},
+    };
+    static const char *const parts[][2] = {
+        {"attn_norm", "input_layernorm"}, {"ffn_norm", "post_attention_layernorm"},
+        {"attn_q", "self_attn.q_proj"},   {"attn_k", "self_attn.k_proj"},
+        {"attn_v", "self_attn.v_proj"},   {"attn_output", "self_attn.o_proj"},
+        {"ffn_up", "mlp.fc1"},            {"ffn_down", "mlp.fc2"},
+        {"attn_gate", "gate_attn"},       {"ffn_gate", "gate_ffn"},
+    };
+    uint32_t heads = get_u32(f, "mllama.vision.attention.head_count");
+    for (size_t i = 0; i < gguf_n_tensors(f); i++) {
+        const gguf_tensor *t = gguf_tensor_at(f, i);
+        if (strncmp(t->name, "v.", 2) != 0 && strncmp(t->name, "mm.", 3) != 0)
+            continue;
+        if (!strcmp(t->name, "v.position_embd.gate")) /* 1 - the tile gate */
+            continue;
+        assert_int_equal(t->type, TENSOR_TYPE_F32);
+        char name[256] = "";
+        for (size_t w = 0; w < sizeof whole / sizeof whole[0]; w++)
+            if (!strcmp(t->name, whole[w][0]))
+                snprintf(name, sizeof name, "%s", whole[w][1]);
+        unsigned layer;
+        char part[32], rest[16] = "";
+        bool global = sscanf(t->name, "v.global.blk.%u.%31[a-z_]%15s", &layer, part, rest) >= 2;
+        if (!name[0] && (global || sscanf(t->name, "v.blk.%u.%31[a-z_]%15s", &layer, part,
+                                          rest) >= 2))
+            for (size_t p = 0; p < sizeof parts / sizeof parts[0]; p++)
+                if (!strcmp(part, parts[p][0]))
+                    snprintf(name, sizeof name, "vision_model.%stransformer.layers.%u.%s%s",
+                             global ? "global_" : "", layer, parts[p][1], rest);
+        if (!name[0])
+            fail_msg("no Hugging Face name for %s", t->name);
+        uint64_t n = gguf_tensor_n_elems(t), cols = (uint64_t)t->ne[0];
+        uint64_t rows = t->n_dims == 1 ? 0 : n / cols;
+        float *data = malloc(n * sizeof *data);
+        assert_non_null(data);
+        memcpy(data, t->data, n * sizeof *data);
+        bool gate = strstr(t->name, "gate") != NULL;
+        bool qk = strstr(t->name, ".attn_q.") || strstr(t->name, ".attn_k.");
+        for (uint64_t e = 0; gate && e < n; e++)
+            data[e] = (float)atanh((double)data[e]);
+        for (uint64_t r = 0; qk && r < rows; r++) /* transposed back (square) */
+            for (uint64_t k = 0; k < cols; k++)
+                data[r * cols + k] = ((const float *)t->data)[k * cols + r];
+        put_matrix(s, name, t->n_dims == 1 || gate ? SAFETENSORS_F32 : dtype, data, rows, cols,
+                   qk ? heads : 0, false);
+        if (t->n_dims > 2) { /* the patch kernel: [out, channels, height, width] */
+            json_t *shape = json_array();
+            for (uint32_t d = t->n_dims; d-- > 0;)
+                json_array_append_new(shape, json_integer(t->ne[d]));
+            json_object_set_new(json_object_get(s->header, name), "shape", shape);
+        }
+        json_object_set_new(weight_map, name, json_string(shard_name));
+        free(data);
+    }
+}
+
 /* A deepseek2 layer's attn_k_b ([latent, nope] per head, heads outermost) and attn_v_b
  * ([v, latent] per head) as DeepSeek's kv_b_proj: [heads x (nope + v), latent], each head's
  * key rows then its value rows. */
@@ -1497,6 +1633,8 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     bool qwen25vl = mm && strcmp(hf_arch, "Qwen2_5_VLForConditionalGeneration") == 0;
     bool qwen3vl = mm && strncmp(hf_arch, "Qwen3VL", 7) == 0;
     bool llama4 = mm && strcmp(hf_arch, "Llama4ForConditionalGeneration") == 0;
+    /* Llama 3.2 Vision: text and tower in f, as ollama's file holds them */
+    bool mllama = strcmp(hf_arch, "MllamaForConditionalGeneration") == 0;
     if (pixtral)
         nest_pixtral_config(f, mm, dir);
     else if (qwen25vl)
@@ -1505,6 +1643,8 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
         nest_qwen3vl_config(f, mm, dir);
     else if (llama4)
         nest_llama4_config(mm, dir);
+    else if (mllama)
+        nest_mllama_config(f, dir);
     else if (mm)
         nest_vision_config(mm, dir, tokens_per_image);
     write_tokenizer(f, dir, pre_regex);
@@ -1525,7 +1665,8 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     bool qwen35_flat = qwen35 && strstr(hf_arch, "ForCausalLM"); /* no language_model. */
     /* Llama's derivatives keep Hugging Face's rotated halves too */
     bool permuted = llama || (arch.size == 7 && memcmp(arch.data, "granite", 7) == 0) ||
-                    (arch.size == 7 && memcmp(arch.data, "smollm3", 7) == 0) || pixtral;
+                    (arch.size == 7 && memcmp(arch.data, "smollm3", 7) == 0) || pixtral ||
+                    (arch.size == 6 && memcmp(arch.data, "mllama", 6) == 0);
     sandwich = sandwich || olmo2 || gemma3n;
     char key[96];
     snprintf(key, sizeof key, "%.*s.attention.head_count", (int)arch.size, arch.data);
@@ -1548,6 +1689,11 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
         char name[256];
         if (strncmp(t->name, "rope_factors_", 13) == 0)
             continue; /* config.json's rope_scaling holds them */
+        /* mllama's tower goes apart (put_mllama_tower); its rope_freqs are not made from a
+         * rope_scaling */
+        if (mllama && (!strncmp(t->name, "v.", 2) || !strncmp(t->name, "mm.", 3) ||
+                       !strcmp(t->name, "rope_freqs.weight")))
+            continue;
         if (gptoss && strstr(t->name, "_exps.")) {
             const gguf_tensor *e = experts ? gguf_find_tensor(experts, t->name) : t;
             assert_non_null(e);
@@ -1608,7 +1754,8 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
                         t, llama, matrix_dtype);
             continue;
         }
-        if (!gemma3n || !gemma3n_hf_name(t->name, name, sizeof name))
+        bool cross = mllama && mllama_cross_name(t->name, name, sizeof name);
+        if (!cross && (!gemma3n || !gemma3n_hf_name(t->name, name, sizeof name)))
             hf_name(t->name, sandwich, phi3, llama, gptoss, starcoder2, name, sizeof name);
         if (llama4) /* its FFN as feed_forward.* */
             llama4_hf_name(name, sizeof name);
@@ -1621,14 +1768,17 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
             memmove(name + strlen("model.language_model."), name + strlen("model."),
                     strlen(name + strlen("model.")) + 1);
             memcpy(name, "model.language_model.", strlen("model.language_model."));
-        } else if (mm && !qwen3vl) { /* under language_model, as older transformers saved it */
+        } else if ((mm && !qwen3vl) || (mllama && !cross)) { /* under language_model, as older
+                                                              * transformers saved it */
             memmove(name + strlen("language_model."), name, strlen(name) + 1);
             memcpy(name, "language_model.", strlen("language_model."));
         }
         uint32_t permute = 0;
-        if (permuted && strstr(t->name, ".attn_q.weight"))
+        if (permuted && (strstr(t->name, ".attn_q.weight") ||
+                         strstr(t->name, ".cross_attn_q_proj.weight")))
             permute = heads;
-        if (permuted && strstr(t->name, ".attn_k.weight"))
+        if (permuted && (strstr(t->name, ".attn_k.weight") ||
+                         strstr(t->name, ".cross_attn_k_proj.weight")))
             permute = kv_heads;
         shard *s = &shards[i < n / 2 ? 0 : 1];
         uint64_t cols = (uint64_t)t->ne[0];
@@ -1665,6 +1815,8 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
         put_qwen3vl_tower(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
     else if (llama4)
         put_llama4_tower(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
+    else if (mllama)
+        put_mllama_tower(&shards[1], weight_map, shard_names[1], f, matrix_dtype);
     else if (mm)
         put_vision(&shards[1], weight_map, shard_names[1], mm, matrix_dtype, pixtral);
     if (gemma3n) { /* its towers: left out */
@@ -1788,6 +1940,13 @@ void hf_fixture_write_llama4(const char *text_path, const char *mmproj_path, con
 {
     write_checkpoint(text_path, dir, "Llama4ForConditionalGeneration", matrix_dtype,
                      hf_fixture_qwen2_regex, mmproj_path, 0, NULL);
+}
+
+void hf_fixture_write_mllama(const char *gguf_path, const char *dir,
+                             safetensors_dtype matrix_dtype)
+{
+    write_checkpoint(gguf_path, dir, "MllamaForConditionalGeneration", matrix_dtype,
+                     hf_fixture_qwen2_regex, NULL, 0, NULL);
 }
 
 void hf_fixture_write_adapter(const char *adapter_path, const char *base_path, const char *dir)

@@ -89,6 +89,17 @@ void hf_fixture_write_llama4(const char *text_path, const char *mmproj_path, con
                              safetensors_dtype matrix_dtype);
 
 /*
+ * Write the MllamaForConditionalGeneration checkpoint of the mllama file at gguf_path (ollama's
+ * layout: its text model and tower in one GGUF) into dir: the text model under
+ * language_model. (Q/K in Hugging Face's order, the cross-attention layers under
+ * cross_attn.), the tower under vision_model.* and multi_modal_projector.* with its gates as
+ * their atanh and each block's Q and K transposed back into Hugging Face's order; no
+ * rope_scaling (the file's rope_freqs are left out), the tokenizer splitting text as Qwen2's.
+ */
+void hf_fixture_write_mllama(const char *gguf_path, const char *dir,
+                             safetensors_dtype matrix_dtype);
+
+/*
  * Write the PEFT directory (adapter_config.json, adapter_model.safetensors) of the GGUF LoRA
  * adapter at adapter_path for the llama model at base_path into dir: lora_A and lora_B under
  * Hugging Face's names, in the adapter's types (F32 or F16), B's Q/K rows in Hugging Face's order.

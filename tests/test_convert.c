@@ -1219,7 +1219,7 @@ static void test_convert_qwen3vl_to_one_file(void **state)
     rewrite("config.json", "\"deepstack_visual_indexes\": [\n   0,\n   2\n  ]",
             "\"deepstack_visual_indexes\": [\n   2,\n   0\n  ]");
     expect_convert_refusal("config.json: vision_config.deepstack_visual_indexes must list at "
-                           "most 64 of the tower's 3 blocks, in ascending order");
+                           "most 64 of the 3 layers, in ascending order");
     rewrite("config.json", "\"deepstack_visual_indexes\": [\n   2,\n   0\n  ]",
             "\"deepstack_visual_indexes\": [\n   0\n  ]");
     expect_convert_refusal("'model.visual.deepstack_merger_list.1.");
@@ -1452,6 +1452,80 @@ static void test_convert_llama4_to_one_file(void **state)
     for (int i = 0; i < 8; i++)
         assert_true(((const float *)freqs->data)[i] == (i < 5 ? 1.0f : 16.0f));
     gguf_close(got);
+}
+
+/* ---- Llama 3.2 Vision ---- */
+
+/* The MllamaForConditionalGeneration checkpoint of the mllama fixture (ollama's one file)
+ * converts back to that file: every tensor byte for byte at the checkpoint's F16 (the
+ * position tables F32; each tower block's Q and K permuted and transposed, the text model's
+ * and the cross-attention layers' Q and K permuted, as ollama's converter writes them) but
+ * the gates, which come back through tanh within float rounding (the position gate as
+ * 1 - tanh and tanh), and rope_freqs, which the checkpoint's config does not make; the
+ * fixture's keys; a model its tower fits. */
+static void test_convert_mllama_to_one_file(void **state)
+{
+    (void)state;
+    char src[4096];
+    snprintf(src, sizeof src, "%s", fixture("vision/mllama.gguf"));
+    hf_fixture_write_mllama(src, g_root, SAFETENSORS_F16);
+    corral_error err = {{0}};
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    char want_path[512], got_path[512];
+    snprintf(want_path, sizeof want_path, "%s", store_fixture_path(g_root, "want.gguf"));
+    snprintf(got_path, sizeof got_path, "%s", store_fixture_path(g_root, "out.gguf"));
+    static const char *const tables[] = {"position_embd.weight", NULL};
+    write_as_converted_but(src, want_path, false, tables);
+    gguf_file *want = gguf_open(want_path, &err), *got = gguf_open(got_path, &err);
+    if (!want || !got)
+        fail_msg("%s", err.message);
+    assert_null(gguf_find_tensor(got, "rope_freqs.weight"));
+    assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want) - 1);
+    for (size_t i = 0; i < gguf_n_tensors(want); i++) {
+        const gguf_tensor *w = gguf_tensor_at(want, i), *g = gguf_find_tensor(got, w->name);
+        if (!strcmp(w->name, "rope_freqs.weight"))
+            continue;
+        if (!g)
+            fail_msg("no %s", w->name);
+        size_t len = strlen(w->name);
+        bool gate = len > 5 && (!strcmp(w->name + len - 5, ".gate") ||
+                                !strcmp(w->name + len - 5, "_gate"));
+        bool tower = strncmp(w->name, "v.", 2) == 0;
+        if (gate && tower) { /* through atanh and back */
+            assert_int_equal(g->type, TENSOR_TYPE_F32);
+            float x = ((const float *)w->data)[0], y = ((const float *)g->data)[0];
+            if (fabsf(x - y) > 1e-6f)
+                fail_msg("%s: %g, expected %g", w->name, (double)y, (double)x);
+            continue;
+        }
+        if (g->type != w->type || memcmp(g->ne, w->ne, sizeof w->ne) != 0 ||
+            g->size_bytes != w->size_bytes || memcmp(g->data, w->data, w->size_bytes) != 0)
+            fail_msg("%s differs (%s, expected %s)", w->name, tensor_type_name(g->type),
+                     tensor_type_name(w->type));
+    }
+    for (size_t i = 0; i < gguf_n_kv(want); i++) {
+        const gguf_kv *w = gguf_kv_at(want, i);
+        if (!strcmp(w->key, "general.name") || !strcmp(w->key, "general.file_type"))
+            continue;
+        const gguf_kv *g = gguf_find_kv(got, w->key);
+        if (!g || !kv_equal(w, g))
+            fail_msg("%s %s", w->key, g ? "differs" : "is missing");
+    }
+    gguf_close(want);
+    gguf_close(got);
+    corral_model *model = corral_model_load(got_path, &err);
+    corral_mmproj *mm = model ? corral_mmproj_load(got_path, &err) : NULL;
+    if (!mm || !corral_mmproj_fits(mm, model, &err))
+        fail_msg("%s", err.message);
+    corral_mmproj_free(mm);
+    corral_model_free(model);
+    assert_int_equal(unlink(got_path), 0);
+
+    rewrite("config.json", "\"cross_attention_layers\": [\n   1,\n   3\n  ]",
+            "\"cross_attention_layers\": [\n   3,\n   1\n  ]");
+    expect_convert_refusal("config.json: cross_attention_layers must list at most 256 of the 5 "
+                           "layers, in ascending order");
 }
 
 /* ---- Mistral 3 with its pixtral tower ---- */
@@ -2100,6 +2174,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_convert_gemma3n_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_qwen3vlmoe_experts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_llama4_to_one_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_mllama_to_one_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_mistral3_vision_to_one_file, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_convert_adapter_f32_round_trip, setup, teardown),

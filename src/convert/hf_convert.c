@@ -31,6 +31,8 @@ typedef enum elem_op {
     ELEM_ADD_ONE, /* a Gemma or Qwen 3.5 norm: 1 + the stored value */
     ELEM_NEG_EXP, /* Qwen 3.5's A_log: -exp of the stored value, the decay's a */
     ELEM_CLAMP,   /* Gemma 3n's AltUp coefficients: within [-clamp, clamp] */
+    ELEM_TANH,    /* Llama 3.2 Vision's tower gates, stored before their tanh */
+    ELEM_ONE_MINUS_TANH, /* its position embedding's gate: 1 - tanh */
 } elem_op;
 
 typedef struct out_tensor {
@@ -40,6 +42,7 @@ typedef struct out_tensor {
     uint32_t n_dims;
     int64_t ne[4];
     uint32_t permute_heads; /* > 0: Llama's Q/K row order, with this many heads */
+    bool transposed; /* a square matrix written transposed (after the permutation) */
     elem_op op;
     float clamp; /* ELEM_CLAMP's bound */
     bool v_reordered;       /* Qwen 3.5's value heads tiled (v_order; key_heads, per_key) */
@@ -631,6 +634,26 @@ static hf_status add_conv3d_kernel(converter *c, const safetensors_tensor *src, 
     return append_tensor(c, t);
 }
 
+/* Llama 3.2 Vision's one position gate g as ollama's file holds it: 1 - tanh(g) as
+ * v.position_embd.gate, tanh(g) as v.tile_position_embd.gate. */
+static hf_status add_mllama_position_gates(converter *c, out_tensor *t)
+{
+    if (t->src->n_elems != 1) {
+        corral_error_set(c->err, "tensor '%.200s' is not one number", t->src->name);
+        return HF_INVALID;
+    }
+    out_tensor tile = *t;
+    t->op = ELEM_ONE_MINUS_TANH;
+    snprintf(tile.name, sizeof tile.name, "v.tile_position_embd.gate");
+    tile.op = ELEM_TANH;
+    if (find_tensor(c, t->name) || find_tensor(c, tile.name)) {
+        corral_error_set(c->err, "tensor '%.200s' is in the checkpoint twice", t->src->name);
+        return HF_INVALID;
+    }
+    hf_status status = append_tensor(c, t);
+    return status == HF_OK ? append_tensor(c, &tile) : status;
+}
+
 static hf_status add_tensor(converter *c, const safetensors_tensor *src)
 {
     if (ends_with(src->name, ".rotary_emb.inv_freq") ||
@@ -732,8 +755,14 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
         t.per_key = c->p.value_heads / c->p.key_heads;
     }
     bool tower = strncmp(t.name, "v.", 2) == 0; /* ollama keeps a vision tower F16 */
-    /* Llama 4's position table is F32 in ollama's file */
-    bool f32_table = !strcmp(t.name, "v.positional_embedding_vlm");
+    /* the position tables ollama's converter keeps F32 (Llama 4's, Llama 3.2 Vision's) */
+    static const char *const f32_tables[] = {
+        "v.positional_embedding_vlm",     "v.position_embd.weight",
+        "v.tile_position_embd.weight",    "v.pre_tile_position_embd.weight",
+        "v.post_tile_position_embd.weight"};
+    bool f32_table = false;
+    for (size_t i = 0; i < sizeof f32_tables / sizeof f32_tables[0]; i++)
+        f32_table = f32_table || !strcmp(t.name, f32_tables[i]);
     if (t.n_dims == 1 || ends_with(t.name, ".bias") || ends_with(t.name, ".ffn_gate_inp.weight") ||
         conv || f32_table)
         t.type = TENSOR_TYPE_F32; /* a router's few columns decide which experts run; llama.cpp
@@ -741,23 +770,39 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
     else
         t.type = src->dtype == SAFETENSORS_BF16 && !tower ? TENSOR_TYPE_BF16 : TENSOR_TYPE_F16;
     c->any_bf16 = c->any_bf16 || t.type == TENSOR_TYPE_BF16;
-    bool q = ends_with(t.name, ".attn_q.weight"), k = ends_with(t.name, ".attn_k.weight");
+    bool mllama = hf_family_is_mllama(c->p.arch);
+    bool q = ends_with(t.name, ".attn_q.weight") ||
+             (mllama && ends_with(t.name, ".cross_attn_q_proj.weight"));
+    bool k = ends_with(t.name, ".attn_k.weight") ||
+             (mllama && ends_with(t.name, ".cross_attn_k_proj.weight"));
+    if (mllama && tower && (ends_with(t.name, "_gate") || ends_with(t.name, ".gate")))
+        t.op = ELEM_TANH; /* ollama's file holds the gates tanh'd */
+    if (mllama && !strcmp(t.name, "v.position_embd.gate"))
+        return add_mllama_position_gates(c, &t);
     if (hf_family_adds_one(c->p.arch, t.name))
         t.op = ELEM_ADD_ONE;
     if (c->p.arch->family == FAMILY_QWEN35 && ends_with(t.name, ".ssm_a"))
         t.op = ELEM_NEG_EXP;
     if ((t.clamp = hf_family_clamp(&c->p, t.name)) > 0)
         t.op = ELEM_CLAMP;
-    /* a pixtral tower's Q and K keep Hugging Face's order, as in ollama's file */
-    if (c->p.arch->family == FAMILY_LLAMA && !tower && (q || k)) {
-        uint32_t heads = q ? c->p.n_head : c->p.n_head_kv;
+    /* a pixtral tower's Q and K keep Hugging Face's order, as in ollama's file; Llama 3.2
+     * Vision's tower's are permuted as Llama's and then transposed, as ollama's converter
+     * writes them */
+    bool mllama_tower = mllama && tower;
+    if ((c->p.arch->family == FAMILY_LLAMA || mllama) && (!tower || mllama_tower) && (q || k)) {
+        uint32_t heads = mllama_tower ? c->p.vision.n_head : q ? c->p.n_head : c->p.n_head_kv;
         uint64_t rows = src->n_dims == 2 ? src->shape[0] : 0;
         if (rows == 0 || rows % heads || (rows / heads) % 2) {
             corral_error_set(c->err, "tensor '%.200s': %llu rows do not split into %u heads of "
                              "an even size", src->name, (unsigned long long)rows, heads);
             return HF_INVALID;
         }
+        if (mllama_tower && src->shape[1] != rows) {
+            corral_error_set(c->err, "tensor '%.200s' is not square", src->name);
+            return HF_INVALID;
+        }
         t.permute_heads = heads;
+        t.transposed = mllama_tower;
     }
     return append_tensor(c, &t);
 }
@@ -876,6 +921,10 @@ static void convert_elements(const uint8_t *src, safetensors_dtype dtype, uint32
             f = -(float)exp((double)f);
         else if (op == ELEM_CLAMP)
             f = f > clamp ? clamp : f < -clamp ? -clamp : f;
+        else if (op == ELEM_TANH)
+            f = (float)tanh((double)f);
+        else if (op == ELEM_ONE_MINUS_TANH)
+            f = (float)(1.0 - tanh((double)f));
         if (type == TENSOR_TYPE_F32) {
             memcpy(dst + 4 * i, &f, 4);
         } else {
@@ -1025,6 +1074,11 @@ static bool write_rows(converter *c, const out_tensor *t, uint64_t from, uint64_
                 for (size_t k = 0; k < n; k++)
                     convert_elements(row + v_source(t, at + k) * in_size, s->dtype, t->type,
                                      t->op, t->clamp, c->buf + k * out_size, 1);
+            else if (t->transposed) /* element k: column r of the permuted source's row k */
+                for (size_t k = 0; k < n; k++)
+                    convert_elements(s->data + (source_row(t, rows, at + k) * row_elems + r) *
+                                                   in_size,
+                                     s->dtype, t->type, t->op, t->clamp, c->buf + k * out_size, 1);
             else
                 convert_elements(row + at * in_size, s->dtype, t->type, t->op, t->clamp, c->buf,
                                  n);

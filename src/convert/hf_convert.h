@@ -15,7 +15,10 @@
  * in the same file as ollama's converter writes it, the tower's Q/K rows in Hugging Face's
  * order), Llama4ForConditionalGeneration ("llama4": its text model's Q/K in the checkpoint's
  * order, dense and MoE layers, the packed experts transposed, its tower in the same file
- * under ollama's names, its position table F32), Qwen2_5_VLForConditionalGeneration
+ * under ollama's names, its position table F32), MllamaForConditionalGeneration ("mllama":
+ * its text model and cross-attention layers as Llama's, its tower in the same file as
+ * ollama's converter writes it: gates tanh'd, the blocks' Q and K permuted and transposed),
+ * Qwen2_5_VLForConditionalGeneration
  * ("qwen25vl": its text model as Qwen2's with its
  * M-RoPE sections, its tower in the same file as ollama's converter writes it, the patch
  * kernel split into its two temporal slices and each block's attn.qkv into Q, K and V),
@@ -58,8 +61,8 @@
 #define HF_SUPPORTED_ARCHITECTURES                                                           \
     "Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3Moe, Qwen3Next, Gemma, Gemma2, Gemma3, "      \
     "Phi3, GptOss, Olmo2, Olmo3, Granite, Cohere2, SmolLM3, Starcoder2, DeepseekV3, Qwen3_5 "  \
-    "and Qwen3_5Moe (each ...ForCausalLM); Gemma3, Gemma3n, Mistral3, Llama4, Qwen2_5_VL, "    \
-    "Qwen3VL, Qwen3VLMoe, Qwen3_5 and Qwen3_5Moe (...ForConditionalGeneration)"
+    "and Qwen3_5Moe (each ...ForCausalLM); Gemma3, Gemma3n, Mistral3, Mllama, Llama4, "        \
+    "Qwen2_5_VL, Qwen3VL, Qwen3VLMoe, Qwen3_5 and Qwen3_5Moe (...ForConditionalGeneration)"
 
 /* One file of the checkpoint: its name relative to the directory, and where it is. */
 typedef struct hf_file {

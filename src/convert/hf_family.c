@@ -41,6 +41,7 @@ static const hf_arch archs[] = {
     {"Gemma3nForConditionalGeneration", "gemma3n", FAMILY_GEMMA3N, false}, /* the text model */
     {"Mistral3ForConditionalGeneration", "mistral3", FAMILY_LLAMA, true},
     {"Llama4ForConditionalGeneration", "llama4", FAMILY_LLAMA4, true},
+    {"MllamaForConditionalGeneration", "mllama", FAMILY_MLLAMA, true},
     {"Qwen2_5_VLForConditionalGeneration", "qwen25vl", FAMILY_QWEN2, true},
     {"Qwen3VLForConditionalGeneration", "qwen3vl", FAMILY_QWEN3, true},
     {"Qwen3VLMoeForConditionalGeneration", "qwen3vlmoe", FAMILY_QWEN3, true},
@@ -81,6 +82,11 @@ bool hf_family_is_pixtral(const hf_arch *a)
 bool hf_family_is_qwen25vl(const hf_arch *a)
 {
     return a->vision && a->family == FAMILY_QWEN2;
+}
+
+bool hf_family_is_mllama(const hf_arch *a)
+{
+    return a->family == FAMILY_MLLAMA;
 }
 
 bool hf_family_experts_transposed(const hf_arch *a)
@@ -172,6 +178,11 @@ static const char *const gemma3n_renames[][2] = {
     {"laurel.post_laurel_norm", "laurel_post_norm"},
 };
 
+/* Llama 3.2 Vision's cross-attention (cross_attn.q_proj as cross_attn_q_proj), first for it. */
+static const char *const mllama_renames[][2] = {
+    {"cross_attn.", "cross_attn_"},
+};
+
 /* Llama 4's FFN names (its router, shared expert, dense layers), tried first for it. */
 static const char *const llama4_renames[][2] = {
     {"feed_forward.router", "ffn_gate_inp"},
@@ -255,7 +266,8 @@ static bool read_rope_scaling(family *c)
         corral_error_set(c->err, "config.json: rope_scaling needs a rope_type");
         return false;
     }
-    bool llama = p->arch->family == FAMILY_LLAMA || p->arch->family == FAMILY_LLAMA4;
+    bool llama = p->arch->family == FAMILY_LLAMA || p->arch->family == FAMILY_LLAMA4 ||
+                 p->arch->family == FAMILY_MLLAMA;
     bool phi3 = p->arch->family == FAMILY_PHI3;
     /* Qwen2.5-VL's and Qwen3-VL's M-RoPE: its sections are read_rope_sections' */
     if (strcmp(type, "default") == 0 ||
@@ -284,6 +296,8 @@ static bool read_rope_scaling(family *c)
 }
 
 static hf_status read_sliding_layers(family *c, uint32_t every);
+static bool read_layer_list(family *c, const json_t *obj, const char *key, uint32_t n,
+                            int32_t *out, size_t cap, uint32_t *n_out);
 
 /* A number of Qwen 3.5's and Mistral 3's rope_parameters (where newer configs keep it) unless
  * config.json gives it at the top. */
@@ -712,6 +726,11 @@ static hf_status read_config(family *c)
         return read_llama4_config(c);
     if (f == FAMILY_GEMMA3N)
         return read_gemma3n_config(c);
+    if (f == FAMILY_MLLAMA)
+        return read_layer_list(c, c->config, "cross_attention_layers", p->n_layer,
+                               p->cross_layers, 256, &p->n_cross)
+                   ? HF_OK
+                   : HF_INVALID;
     if (p->arch->family == FAMILY_PHI3) {
         uint32_t original = 0;
         if (!read_u32(c, "sliding_window", false, UINT32_MAX, &p->sliding_window) ||
@@ -917,26 +936,65 @@ static hf_status read_qwen25vl_vision(family *c, const json_t *config)
     return ok ? HF_OK : HF_INVALID;
 }
 
-/* A list of at most 64 of the tower's blocks, in ascending order (Qwen3-VL's deepstack). */
-static bool read_block_list(family *c, const json_t *list, const char *key, int32_t *out,
-                            uint32_t *n_out)
+/* config.json's list key of at most cap layers below n, ascending (Llama 3.2 Vision's
+ * cross-attention layers and the blocks its tower keeps, Qwen3-VL's deepstack blocks): into
+ * out, *n_out. */
+static bool read_layer_list(family *c, const json_t *obj, const char *key, uint32_t n,
+                            int32_t *out, size_t cap, uint32_t *n_out)
 {
-    size_t n = json_array_size(list);
-    bool ok = json_is_array(list) && n <= 64;
-    for (size_t i = 0; ok && i < n; i++) {
-        const json_t *b = json_array_get(list, i);
-        ok = json_is_integer(b) && json_integer_value(b) >= (i ? out[i - 1] + 1 : 0) &&
-             json_integer_value(b) < c->p.vision.n_layer;
+    const json_t *list = json_object_get(obj, key);
+    size_t count = json_array_size(list);
+    bool ok = json_is_array(list) && count <= cap;
+    for (size_t i = 0; ok && i < count; i++) {
+        const json_t *v = json_array_get(list, i);
+        ok = json_is_integer(v) && json_integer_value(v) >= (i ? out[i - 1] + 1 : 0) &&
+             json_integer_value(v) < n;
         if (ok)
-            out[i] = (int32_t)json_integer_value(b);
+            out[i] = (int32_t)json_integer_value(v);
     }
     if (!ok) {
-        corral_error_set(c->err, "config.json: vision_config.%s must list at most 64 of the "
-                         "tower's %u blocks, in ascending order", key, c->p.vision.n_layer);
+        corral_error_set(c->err, "config.json: %s%s must list at most %zu of the %u layers, in "
+                         "ascending order", c->section, key, cap, n);
         return false;
     }
-    *n_out = (uint32_t)n;
+    *n_out = (uint32_t)count;
     return true;
+}
+
+/* Llama 3.2 Vision's vision_config: its local and global blocks, the blocks whose states it
+ * keeps, its sizes (attention_heads), tiles and epsilon (norm_eps). */
+static hf_status read_mllama_vision(family *c, const json_t *config)
+{
+    const json_t *v = json_object_get(config, "vision_config");
+    if (!json_is_object(v)) {
+        corral_error_set(c->err, "config.json has no vision_config object");
+        return HF_INVALID;
+    }
+    hf_vision *vis = &c->p.vision;
+    *vis = (hf_vision){.n_channels = 3, .eps = 1e-5f};
+    const json_t *saved = c->config;
+    c->config = v;
+    c->section = "vision_config.";
+    bool ok = read_u32(c, "num_hidden_layers", true, MAX_LAYERS, &vis->n_layer) &&
+              read_u32(c, "num_global_layers", true, MAX_LAYERS, &vis->n_global_layer) &&
+              read_u32(c, "hidden_size", true, MAX_WIDTH, &vis->n_embd) &&
+              read_u32(c, "intermediate_size", true, 1u << 24, &vis->n_ff) &&
+              read_u32(c, "attention_heads", true, 65536, &vis->n_head) &&
+              read_u32(c, "image_size", true, 65536, &vis->image_size) &&
+              read_u32(c, "patch_size", true, 65536, &vis->patch_size) &&
+              read_u32(c, "num_channels", false, 3, &vis->n_channels) &&
+              read_u32(c, "max_num_tiles", true, 64, &vis->max_tiles) &&
+              read_f32(c, v, "norm_eps", NULL, &vis->eps) &&
+              read_layer_list(c, v, "intermediate_layers_indices", vis->n_layer, vis->kept, 64,
+                              &vis->n_kept);
+    if (ok && (vis->n_embd % vis->n_head || (vis->n_embd / vis->n_head) % 2)) {
+        corral_error_set(c->err, "config.json: vision_config's %u heads do not split its "
+                         "hidden_size %u into heads of an even size", vis->n_head, vis->n_embd);
+        ok = false;
+    }
+    c->config = saved;
+    c->section = "";
+    return ok ? HF_OK : HF_INVALID;
 }
 
 /* Qwen3-VL's vision_config, with the defaults ollama's converter takes for what it leaves
@@ -964,9 +1022,9 @@ static hf_status read_qwen3vl_vision(family *c, const json_t *config)
               read_u32(c, "temporal_patch_size", false, 64, &vis->temporal_patch_size) &&
               read_f32(c, v, "layer_norm_epsilon", NULL, &vis->eps) &&
               read_f32(c, v, "rope_theta", NULL, &vis->rope_theta);
-    const json_t *deepstack = json_object_get(v, "deepstack_visual_indexes");
-    ok = ok && (!deepstack || read_block_list(c, deepstack, "deepstack_visual_indexes",
-                                              vis->deepstack, &vis->n_deepstack));
+    ok = ok && (!json_object_get(v, "deepstack_visual_indexes") ||
+                read_layer_list(c, v, "deepstack_visual_indexes", vis->n_layer, vis->deepstack,
+                                64, &vis->n_deepstack));
     if (ok && vis->n_embd % vis->n_head) {
         corral_error_set(c->err, "config.json: vision_config's %u heads do not divide its "
                          "hidden_size %u", vis->n_head, vis->n_embd);
@@ -1037,7 +1095,8 @@ hf_status hf_family_read_config(const json_t *config, hf_params *p, corral_error
     bool qwen3vl = name && (strcmp(name, "Qwen3VLForConditionalGeneration") == 0 ||
                             strcmp(name, "Qwen3VLMoeForConditionalGeneration") == 0);
     bool llama4 = name && strcmp(name, "Llama4ForConditionalGeneration") == 0;
-    bool vision = gemma3 || pixtral || qwen25vl || qwen3vl || llama4;
+    bool mllama = name && strcmp(name, "MllamaForConditionalGeneration") == 0;
+    bool vision = gemma3 || pixtral || qwen25vl || qwen3vl || llama4 || mllama;
     /* Qwen 3.5's text model, its vision tower left out */
     bool nested = vision || (name && (strcmp(name, "Qwen3_5ForConditionalGeneration") == 0 ||
                                       strcmp(name, "Qwen3_5MoeForConditionalGeneration") == 0 ||
@@ -1052,6 +1111,7 @@ hf_status hf_family_read_config(const json_t *config, hf_params *p, corral_error
     if (vision && status == HF_OK)
         status = qwen25vl  ? read_qwen25vl_vision(&c, config)
                  : qwen3vl ? read_qwen3vl_vision(&c, config)
+                 : mllama  ? read_mllama_vision(&c, config)
                            : read_vision_config(&c, config, pixtral, llama4);
     if (status == HF_OK) {
         c.config = nested ? c.p.text_config : config;
@@ -1088,6 +1148,10 @@ static const char *const *rename_at(const hf_arch *a, const char *s)
     for (size_t r = 0; a->family == FAMILY_GEMMA3N && r < n; r++)
         if (strncmp(s, gemma3n_renames[r][0], strlen(gemma3n_renames[r][0])) == 0)
             return gemma3n_renames[r];
+    n = sizeof mllama_renames / sizeof mllama_renames[0];
+    for (size_t r = 0; a->family == FAMILY_MLLAMA && r < n; r++)
+        if (strncmp(s, mllama_renames[r][0], strlen(mllama_renames[r][0])) == 0)
+            return mllama_renames[r];
     n = sizeof llama4_renames / sizeof llama4_renames[0];
     for (size_t r = 0; a->family == FAMILY_LLAMA4 && r < n; r++)
         if (strncmp(s, llama4_renames[r][0], strlen(llama4_renames[r][0])) == 0)
@@ -1152,6 +1216,29 @@ static const char *const qwen25vl_renames[][2] = {
     {"norm2", "ln2"},        {"patch_embed.proj", "patch_embd"},
 };
 
+/* Llama 3.2 Vision's tower as ollama's file names it (its blocks' attention and norms take the
+ * text model's names); its position gate is split in two later (hf_convert.c). */
+static const char *const mllama_tower_renames[][2] = {
+    {"gated_positional_embedding.tile_embedding.weight", "tile_position_embd.weight"},
+    {"gated_positional_embedding.embedding", "position_embd.weight"},
+    {"gated_positional_embedding.gate", "position_embd.gate"},
+    {"pre_tile_positional_embedding.embedding.weight", "pre_tile_position_embd.weight"},
+    {"pre_tile_positional_embedding.gate", "pre_tile_position_embd.gate"},
+    {"post_tile_positional_embedding.embedding.weight", "post_tile_position_embd.weight"},
+    {"post_tile_positional_embedding.gate", "post_tile_position_embd.gate"},
+    {"class_embedding", "class_embd"},
+    {"patch_embedding", "patch_embd"},
+    {"layernorm_pre", "pre_ln"},
+    {"layernorm_post", "post_ln"},
+    {"global_transformer.layers", "global.blk"},
+    {"transformer.layers", "blk"},
+    {"mlp.fc1", "ffn_up"},
+    {"mlp.fc2", "ffn_down"},
+    {"gate_attn", "attn_gate"},
+    {"gate_ffn", "ffn_gate"},
+    {"mm.", "mm.0."},
+};
+
 /* Llama 4's tower as ollama's file names it: Hugging Face's names, its blocks' as the text
  * model's but its MLP's, the patch projection without ".linear". */
 static const char *const llama4_tower_renames[][2] = {
@@ -1184,15 +1271,18 @@ void hf_family_rename(const hf_arch *a, const char *in, char *out, size_t cap)
     }
     bool tower = a->vision && (strncmp(in, "v.", 2) == 0 || strncmp(in, "mm.", 3) == 0);
     bool qwen = hf_family_is_qwen25vl(a), qwen3vl = hf_family_is_qwen3vl(a);
-    bool llama4 = a->family == FAMILY_LLAMA4;
+    bool llama4 = a->family == FAMILY_LLAMA4, mllama = a->family == FAMILY_MLLAMA;
     const char *const(*tower_renames)[2] = qwen      ? qwen25vl_renames
                                            : qwen3vl ? qwen3vl_renames
                                            : llama4  ? llama4_tower_renames
+                                           : mllama  ? mllama_tower_renames
                                                      : vision_renames;
     size_t n_tower_renames = qwen      ? sizeof qwen25vl_renames / sizeof qwen25vl_renames[0]
                              : qwen3vl ? sizeof qwen3vl_renames / sizeof qwen3vl_renames[0]
                              : llama4  ? sizeof llama4_tower_renames /
                                             sizeof llama4_tower_renames[0]
+                             : mllama  ? sizeof mllama_tower_renames /
+                                            sizeof mllama_tower_renames[0]
                                        : sizeof vision_renames / sizeof vision_renames[0];
     size_t o = 0;
     for (const char *s = in; *s && o + 1 < cap;) {
@@ -1248,6 +1338,40 @@ static bool known_qwen3vl_tensor(const hf_params *p, const char *name)
     return !strncmp(name, prefix, used) && is_part(name + used, in_block ? block : merger, true);
 }
 
+/* Llama 3.2 Vision's tower tensor under ollama's name (its position gate before hf_convert.c
+ * splits it). */
+static bool known_mllama_tower_tensor(const hf_params *p, const char *name)
+{
+    static const char *const whole[] = {
+        "v.patch_embd.weight",           "v.class_embd",
+        "v.position_embd.weight",        "v.position_embd.gate",
+        "v.tile_position_embd.weight",   "v.pre_tile_position_embd.weight",
+        "v.pre_tile_position_embd.gate", "v.post_tile_position_embd.weight",
+        "v.post_tile_position_embd.gate", NULL};
+    static const char *const biased[] = {"v.pre_ln", "v.post_ln", "mm.0", NULL};
+    static const char *const block[] = {"attn_norm", "ffn_norm", "ffn_up", "ffn_down", NULL};
+    static const char *const attention[] = {"attn_q", "attn_k", "attn_v", "attn_output", NULL};
+    for (const char *const *w = whole; *w; w++)
+        if (!strcmp(name, *w))
+            return true;
+    if (is_part(name, biased, true))
+        return true;
+    unsigned layer;
+    char prefix[40];
+    bool global = sscanf(name, "v.global.blk.%u.", &layer) == 1;
+    if (!global && sscanf(name, "v.blk.%u.", &layer) != 1)
+        return false;
+    if (layer >= (global ? p->vision.n_global_layer : p->vision.n_layer))
+        return false;
+    size_t used = (size_t)snprintf(prefix, sizeof prefix, global ? "v.global.blk.%u."
+                                                                 : "v.blk.%u.", layer);
+    if (strncmp(name, prefix, used) != 0)
+        return false;
+    const char *rest = name + used;
+    return is_part(rest, block, true) || is_part(rest, attention, false) ||
+           (global && (!strcmp(rest, "attn_gate") || !strcmp(rest, "ffn_gate")));
+}
+
 /* Llama 4's tower tensor under ollama's name. */
 static bool known_llama4_tower_tensor(const hf_params *p, const char *name)
 {
@@ -1276,6 +1400,8 @@ static bool known_vision_tensor(const hf_params *p, const char *name)
         return known_qwen3vl_tensor(p, name);
     if (p->arch->family == FAMILY_LLAMA4)
         return known_llama4_tower_tensor(p, name);
+    if (p->arch->family == FAMILY_MLLAMA)
+        return known_mllama_tower_tensor(p, name);
     static const char *const siglip_whole[] = {
         "v.patch_embedding.weight", "v.patch_embedding.bias", "v.position_embedding.weight",
         "v.post_layernorm.weight",  "v.post_layernorm.bias",  "mm.mm_input_projection.weight",
@@ -1604,6 +1730,17 @@ bool hf_family_known_tensor(const hf_params *p, const char *name)
         return true;
     if (f == FAMILY_PHI3) /* q/k/v in one matrix, gate and up in one */
         return !strcmp(suffix, "attn_qkv.weight");
+    if (f == FAMILY_MLLAMA) { /* a cross-attention layer's, in those layers */
+        static const char *const cross[] = {"cross_attn_q_proj", "cross_attn_k_proj",
+                                            "cross_attn_v_proj", "cross_attn_o_proj",
+                                            "cross_attn_q_norm", "cross_attn_k_norm", NULL};
+        bool in_cross = false;
+        for (uint32_t i = 0; i < p->n_cross; i++)
+            in_cross = in_cross || p->cross_layers[i] == (int32_t)layer;
+        if (in_cross && (is_part(suffix, cross, false) || !strcmp(suffix, "cross_attn_attn_gate") ||
+                         !strcmp(suffix, "cross_attn_mlp_gate")))
+            return true;
+    }
     if (f == FAMILY_LLAMA4 && (!strcmp(suffix, "ffn_gate_shexp.weight") ||
                                !strcmp(suffix, "ffn_up_shexp.weight") ||
                                !strcmp(suffix, "ffn_down_shexp.weight")))
@@ -1989,6 +2126,32 @@ static bool write_gemma3n_keys(family *c, gguf_writer *w, const char *a)
     return ok;
 }
 
+/* Llama 3.2 Vision's cross-attention layers and tower, as ollama's converter writes them. */
+static bool write_mllama_keys(family *c, gguf_writer *w, const char *a)
+{
+    const hf_params *p = &c->p;
+    const hf_vision *v = &p->vision;
+    char key[96];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
+    bool ok =
+        gguf_writer_add_array(w, KEY("attention.cross_attention_layers"), GGUF_TYPE_INT32,
+                              p->cross_layers, p->n_cross, c->err) &&
+        gguf_writer_add_u32(w, KEY("vision.block_count"), v->n_layer, c->err) &&
+        gguf_writer_add_u32(w, KEY("vision.global.block_count"), v->n_global_layer, c->err) &&
+        gguf_writer_add_array(w, KEY("vision.intermediate_layers_indices"), GGUF_TYPE_INT32,
+                              v->kept, v->n_kept, c->err) &&
+        gguf_writer_add_u32(w, KEY("vision.embedding_length"), v->n_embd, c->err) &&
+        gguf_writer_add_u32(w, KEY("vision.feed_forward_length"), v->n_ff, c->err) &&
+        gguf_writer_add_u32(w, KEY("vision.attention.head_count"), v->n_head, c->err) &&
+        gguf_writer_add_f32(w, KEY("vision.attention.layer_norm_epsilon"), v->eps, c->err) &&
+        gguf_writer_add_u32(w, KEY("vision.image_size"), v->image_size, c->err) &&
+        gguf_writer_add_u32(w, KEY("vision.patch_size"), v->patch_size, c->err) &&
+        gguf_writer_add_u32(w, KEY("vision.max_num_tiles"), v->max_tiles, c->err) &&
+        gguf_writer_add_u32(w, KEY("vision.num_channels"), v->n_channels, c->err);
+#undef KEY
+    return ok;
+}
+
 /* Llama 4's MoE interleave, QK norm, attention chunk and tower, as ollama's converter writes
  * them (the tower's epsilon as vision.layer_norm_epsilon). */
 static bool write_llama4_keys(family *c, gguf_writer *w, const char *a)
@@ -2078,7 +2241,8 @@ static bool write_keys(family *c, gguf_writer *w)
     arch_family f = p->arch->family;
     bool phi3 = f == FAMILY_PHI3;
     if (ok && (f == FAMILY_LLAMA || phi3 || f == FAMILY_OLMO2 || f == FAMILY_COHERE2 ||
-               f == FAMILY_STARCODER2 || f == FAMILY_LLAMA4 || hf_family_is_qwen3vl(p->arch)))
+               f == FAMILY_STARCODER2 || f == FAMILY_LLAMA4 || f == FAMILY_MLLAMA ||
+               hf_family_is_qwen3vl(p->arch)))
         ok = gguf_writer_add_u32(w, KEY("rope.dimension_count"), p->head_dim, err);
     if (ok && f == FAMILY_QWEN35)
         ok = gguf_writer_add_u32(w, KEY("rope.dimension_count"), p->rope_dims, err) &&
@@ -2127,6 +2291,8 @@ static bool write_keys(family *c, gguf_writer *w)
         ok = write_qwen3vl_keys(c, w, a);
     else if (ok && f == FAMILY_LLAMA4)
         ok = write_llama4_keys(c, w, a);
+    else if (ok && f == FAMILY_MLLAMA)
+        ok = write_mllama_keys(c, w, a);
     else if (ok && p->arch->vision)
         ok = write_vision_keys(c, w, a);
     return ok;

@@ -30,6 +30,7 @@ typedef enum arch_family {
     FAMILY_DEEPSEEK2, /* latent attention, leading dense layers, routed and shared experts */
     FAMILY_LLAMA4, /* Llama's layers (Q/K in GGUF's order already), every few an MoE layer */
     FAMILY_GEMMA3N, /* Gemma 3's blocks (norms as they are) with AltUp, LAuReL, per-layer inputs */
+    FAMILY_MLLAMA, /* Llama's layers and cross-attention layers to a gated, tiled tower */
 } arch_family;
 
 typedef struct hf_arch {
@@ -64,6 +65,10 @@ typedef struct hf_vision {
     uint32_t shortest_edge, longest_edge;
     /* Llama 4's: its pixel shuffle (config.json's pixel_shuffle_ratio, 0 when absent) */
     float pixel_shuffle_ratio;
+    /* Llama 3.2 Vision's: its global blocks, the blocks whose states it keeps (n_kept), the
+     * tiles of an image */
+    uint32_t n_global_layer, max_tiles, n_kept;
+    int32_t kept[64];
 } hf_vision;
 
 /* DeepSeek V3's latent attention and routing (config.json's names in the comments). */
@@ -127,6 +132,9 @@ typedef struct hf_params {
     uint32_t moe_step, attention_chunk;
     bool qk_norm;
     hf_gemma3n gemma3n;
+    /* Llama 3.2 Vision's cross-attention layers (n_cross of them) */
+    int32_t cross_layers[256];
+    uint32_t n_cross;
 } hf_params;
 
 /*
@@ -233,6 +241,9 @@ bool hf_family_is_pixtral(const hf_arch *a);
 
 /* Qwen2.5-VL: a Qwen2 text model with M-RoPE and its windowed tower. */
 bool hf_family_is_qwen25vl(const hf_arch *a);
+
+/* Llama 3.2 Vision: a Llama text model with cross-attention layers and a gated, tiled tower. */
+bool hf_family_is_mllama(const hf_arch *a);
 
 /* Whether the architecture's packed experts are stored [experts, in, out] (Qwen3-VL MoE's,
  * Llama 4's). */
