@@ -35,6 +35,13 @@ static const char *const block_names[][2] = {
     {"ffn_gate", "mlp.gate_proj"},        {"ffn_up", "mlp.up_proj"},
     {"ffn_down", "mlp.down_proj"}, {"attn_qkv", "self_attn.qkv_proj"},
     {"ffn_gate_inp", "mlp.gate"},
+    /* DeepSeek V3's latent attention and shared experts */
+    {"attn_q_a", "self_attn.q_a_proj"}, {"attn_q_a_norm", "self_attn.q_a_layernorm"},
+    {"attn_q_b", "self_attn.q_b_proj"}, {"attn_kv_a_mqa", "self_attn.kv_a_proj_with_mqa"},
+    {"attn_kv_a_norm", "self_attn.kv_a_layernorm"},
+    {"ffn_gate_shexp", "mlp.shared_experts.gate_proj"},
+    {"ffn_up_shexp", "mlp.shared_experts.up_proj"},
+    {"ffn_down_shexp", "mlp.shared_experts.down_proj"},
 };
 
 /* gpt-oss's names that differ from the others' (its sinks have no ".weight") */
@@ -77,6 +84,10 @@ static void hf_name(const char *gguf, bool sandwich, bool phi3, bool mixtral, bo
     char part[64], kind[16];
     if (sscanf(gguf, "blk.%u.%63[a-z_].%15s", &layer, part, kind) != 3)
         fail_msg("no Hugging Face name for %s", gguf);
+    if (strcmp(part, "exp_probs_b") == 0) { /* DeepSeek V3's selection bias */
+        snprintf(out, cap, "model.layers.%u.mlp.gate.e_score_correction_bias", layer);
+        return;
+    }
     if (mixtral && strcmp(part, "ffn_gate_inp") == 0) {
         snprintf(out, cap, "model.layers.%u.block_sparse_moe.gate.%s", layer, kind);
         return;
@@ -137,10 +148,19 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
     char a[32], key[96];
     snprintf(a, sizeof a, "%.*s", (int)arch.size, arch.data);
 #define K(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
-    json_t *c = json_pack("{s:[s],s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "architectures", hf_arch,
+    /* one width, or (Gemma 3n's) one per layer */
+    const gguf_kv *ff = gguf_find_kv(f, K("feed_forward_length"));
+    assert_non_null(ff);
+    json_t *widths = json_array();
+    for (uint64_t i = 0; ff->type == GGUF_TYPE_ARRAY && i < ff->n; i++)
+        json_array_append_new(widths, json_integer(gguf_kv_i64(ff, i)));
+    json_t *c = json_pack("{s:[s],s:I,s:I,s:o,s:I,s:I,s:I,s:I}", "architectures", hf_arch,
                           "num_hidden_layers", (json_int_t)get_u32(f, K("block_count")),
                           "hidden_size", (json_int_t)get_u32(f, K("embedding_length")),
-                          "intermediate_size", (json_int_t)get_u32(f, K("feed_forward_length")),
+                          "intermediate_size",
+                          ff->type == GGUF_TYPE_ARRAY
+                              ? widths
+                              : (json_decref(widths), json_integer(gguf_kv_i64(ff, 0))),
                           "num_attention_heads", (json_int_t)get_u32(f, K("attention.head_count")),
                           "num_key_value_heads",
                           (json_int_t)get_u32(f, K("attention.head_count_kv")),
@@ -175,6 +195,7 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
         {"residual_scale", "residual_multiplier"},
         {"attention.scale", "attention_multiplier"},
         {"logit_scale", strcmp(a, "granite") ? "logit_scale" : "logits_scaling"},
+        {"interleave_moe_layer_step", "interleave_moe_layer_step"}, /* Llama 4's */
     };
     for (size_t i = 0; i < sizeof gemma_keys / sizeof gemma_keys[0]; i++) {
         snprintf(key, sizeof key, "%s.%s", a, gemma_keys[i][0]);
@@ -186,7 +207,8 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
     }
     snprintf(key, sizeof key, "%s.expert_count", a);
     if (gguf_find_kv(f, key))
-        json_object_set_new(c, mixtral || gptoss ? "num_local_experts" : "num_experts",
+        json_object_set_new(c, mixtral || gptoss || !strcmp(a, "llama4") ? "num_local_experts"
+                                                                          : "num_experts",
                             json_integer(get_u32(f, key)));
     if (gptoss) /* its one intermediate_size is every expert's width */
         json_object_set_new(c, "intermediate_size",
@@ -207,13 +229,69 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
         json_object_set_new(c, "rope_scaling", scaling);
     }
     const gguf_kv *pattern = gguf_find_kv(f, K("attention.sliding_window_pattern"));
-    if (pattern && strcmp(a, "olmo2") == 0) { /* Olmo 3's sliding layers */
+    if (pattern && (strcmp(a, "olmo2") == 0 || strcmp(a, "gemma3n") == 0)) { /* sliding layers */
         json_t *types = json_array();
         for (uint64_t i = 0; i < pattern->n; i++)
             json_array_append_new(types, json_string(gguf_kv_bool(pattern, i)
                                                          ? "sliding_attention"
                                                          : "full_attention"));
         json_object_set_new(c, "layer_types", types);
+    }
+    if (strcmp(a, "deepseek2") == 0) { /* its latent attention and routing */
+        uint32_t rope = get_u32(f, K("rope.dimension_count"));
+        float scale, log_mul;
+        assert_true(gguf_get_f32(f, K("expert_weights_scale"), &scale, &err));
+        assert_true(gguf_get_f32(f, K("rope.scaling.yarn_log_multiplier"), &log_mul, &err));
+        assert_int_equal(get_u32(f, K("expert_gating_func")), 2);
+        const gguf_kv *norm = gguf_find_kv(f, K("expert_weights_norm"));
+        assert_non_null(norm);
+        json_object_del(c, "head_dim");
+        json_object_del(c, "num_experts");
+        json_t *more = json_pack(
+            "{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:b,s:s}", "q_lora_rank",
+            (json_int_t)get_u32(f, K("attention.q_lora_rank")), "kv_lora_rank",
+            (json_int_t)get_u32(f, K("attention.kv_lora_rank")), "qk_rope_head_dim",
+            (json_int_t)rope, "qk_nope_head_dim",
+            (json_int_t)(get_u32(f, K("attention.key_length_mla")) - rope), "v_head_dim",
+            (json_int_t)get_u32(f, K("attention.value_length_mla")), "n_routed_experts",
+            (json_int_t)get_u32(f, K("expert_count")), "n_shared_experts",
+            (json_int_t)get_u32(f, K("expert_shared_count")), "first_k_dense_replace",
+            (json_int_t)get_u32(f, K("leading_dense_block_count")), "n_group",
+            (json_int_t)get_u32(f, K("expert_group_count")), "topk_group",
+            (json_int_t)get_u32(f, K("expert_group_used_count")), "routed_scaling_factor",
+            (double)scale, "norm_topk_prob", gguf_kv_bool(norm, 0), "scoring_func", "sigmoid");
+        json_object_update(c, more);
+        json_decref(more);
+        json_t *scaling = json_object_get(c, "rope_scaling");
+        assert_non_null(scaling);
+        json_object_set_new(scaling, "mscale_all_dim", json_real(log_mul / 0.1f));
+        json_object_set_new(scaling, "mscale", json_real(log_mul / 0.1f));
+    }
+    if (strcmp(a, "gemma3n") == 0) { /* its AltUp, per-layer inputs, local base, sparsity */
+        const gguf_kv *scales = gguf_find_kv(f, K("activation_sparsity_scale"));
+        float local;
+        assert_non_null(scales);
+        assert_true(gguf_get_f32(f, K("rope.freq_base_swa"), &local, &err));
+        json_t *sparsity = json_array();
+        for (uint64_t i = 0; i < scales->n; i++) /* the normal CDF of each layer's scale */
+            json_array_append_new(sparsity,
+                                  json_real(0.5 * erfc(-(double)gguf_kv_f32(scales, i) /
+                                                       sqrt(2.0))));
+        json_t *more = json_pack(
+            "{s:I,s:I,s:I,s:I,s:f,s:f,s:b,s:f,s:o}", "altup_num_inputs",
+            (json_int_t)get_u32(f, K("altup.num_inputs")), "altup_active_idx",
+            (json_int_t)get_u32(f, K("altup.active_idx")), "hidden_size_per_layer_input",
+            (json_int_t)get_u32(f, K("embedding_length_per_layer_input")),
+            "num_kv_shared_layers", (json_int_t)get_u32(f, K("attention.shared_kv_layers")),
+            "rope_local_base_freq", (double)local, "altup_coef_clip", 120.0,
+            "altup_correct_scale", true, "altup_lr_multiplier", 1.0,
+            "activation_sparsity_pattern", sparsity);
+        json_object_update(c, more);
+        json_decref(more);
+        json_t *arches = json_incref(json_object_get(c, "architectures"));
+        json_object_del(c, "architectures");
+        c = json_pack("{s:o,s:o,s:{},s:{}}", "architectures", arches, "text_config", c,
+                      "vision_config", "audio_config");
     }
     if (strcmp(a, "qwen3next") == 0) /* plain NeoX RoPE on part of each head */
         json_object_set_new(c, "partial_rotary_factor",
@@ -842,6 +920,490 @@ static void put_qwen25vl_tower(shard *s, json_t *weight_map, const char *shard_n
     }
 }
 
+/* Qwen3-VL's config.json: the text model's keys under text_config with its M-RoPE sections
+ * as rope_scaling's, the qwen3vl_merger projector's as vision_config (its deepstack layers
+ * as their list); its preprocessor_config.json: the projector's normalisation and size
+ * bounds. */
+static void nest_qwen3vl_config(const gguf_file *text, const gguf_file *mm, const char *dir)
+{
+    json_error_t jerr;
+    json_t *flat = json_load_file(store_fixture_path(dir, "config.json"), 0, &jerr);
+    assert_non_null(flat);
+    gguf_str arch;
+    corral_error err;
+    assert_true(gguf_get_str(text, "general.architecture", &arch, &err));
+    char key[96];
+    snprintf(key, sizeof key, "%.*s.rope.dimension_sections", (int)arch.size, arch.data);
+    const gguf_kv *sections = gguf_find_kv(text, key);
+    assert_non_null(sections);
+    json_t *mrope = json_array(), *deepstack = json_array();
+    for (uint64_t i = 0; i < 3; i++)
+        json_array_append_new(mrope, json_integer(gguf_kv_i64(sections, i)));
+    json_object_set_new(flat, "rope_scaling",
+                        json_pack("{s:s,s:o,s:b}", "rope_type", "default", "mrope_section",
+                                  mrope, "mrope_interleaved", true));
+    const gguf_kv *layers = gguf_find_kv(mm, "clip.vision.is_deepstack_layers");
+    assert_non_null(layers);
+    for (uint64_t i = 0; i < layers->n; i++)
+        if (gguf_kv_bool(layers, i))
+            json_array_append_new(deepstack, json_integer((json_int_t)i));
+    json_t *c = json_pack("{s:O,s:o}", "architectures", json_object_get(flat, "architectures"),
+                          "text_config", flat);
+    json_object_del(flat, "architectures");
+    uint32_t patch = get_u32(mm, "clip.vision.patch_size");
+    const gguf_tensor *pos = gguf_find_tensor(mm, "v.position_embd.weight");
+    assert_non_null(pos);
+    json_object_set_new(
+        c, "vision_config",
+        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:s}", "depth",
+                  (json_int_t)get_u32(mm, "clip.vision.block_count"), "hidden_size",
+                  (json_int_t)get_u32(mm, "clip.vision.embedding_length"), "intermediate_size",
+                  (json_int_t)get_u32(mm, "clip.vision.feed_forward_length"), "num_heads",
+                  (json_int_t)get_u32(mm, "clip.vision.attention.head_count"), "in_channels",
+                  (json_int_t)3, "patch_size", (json_int_t)patch, "spatial_merge_size",
+                  (json_int_t)get_u32(mm, "clip.vision.spatial_merge_size"),
+                  "temporal_patch_size", (json_int_t)2, "out_hidden_size",
+                  (json_int_t)get_u32(mm, "clip.vision.projection_dim"),
+                  "num_position_embeddings", (json_int_t)pos->ne[1],
+                  "deepstack_visual_indexes", deepstack, "hidden_act", "gelu_pytorch_tanh"));
+    write_json(dir, "config.json", c);
+    const gguf_kv *mean = gguf_find_kv(mm, "clip.vision.image_mean");
+    const gguf_kv *std = gguf_find_kv(mm, "clip.vision.image_std");
+    assert_true(mean && std && mean->n == 3 && std->n == 3);
+    write_json(dir, "preprocessor_config.json",
+               json_pack("{s:[f,f,f],s:[f,f,f],s:{s:I,s:I},s:I,s:I}", "image_mean",
+                         (double)gguf_kv_f32(mean, 0), (double)gguf_kv_f32(mean, 1),
+                         (double)gguf_kv_f32(mean, 2), "image_std", (double)gguf_kv_f32(std, 0),
+                         (double)gguf_kv_f32(std, 1), (double)gguf_kv_f32(std, 2), "size",
+                         "shortest_edge", (json_int_t)(patch * patch * 4), "longest_edge",
+                         (json_int_t)(patch * patch * 4096), "patch_size", (json_int_t)patch,
+                         "merge_size", (json_int_t)2));
+}
+
+/* The qwen3vl_merger projector's tensors under Qwen3-VL's names (model.visual.*), fused as
+ * the checkpoint keeps them: the two temporal patch kernels into one [width, channels, 2,
+ * patch, patch]; each block's Q, K and V are fused in the projector already; the deepstack
+ * mergers numbered by their place in the list. */
+static void put_qwen3vl_tower(shard *s, json_t *weight_map, const char *shard_name,
+                              const gguf_file *mm, safetensors_dtype dtype)
+{
+    static const char *const whole[][2] = {
+        {"v.patch_embd.bias", "model.visual.patch_embed.proj.bias"},
+        {"v.position_embd.weight", "model.visual.pos_embed.weight"},
+        {"v.post_ln.weight", "model.visual.merger.norm.weight"},
+        {"v.post_ln.bias", "model.visual.merger.norm.bias"},
+        {"mm.0.weight", "model.visual.merger.linear_fc1.weight"},
+        {"mm.0.bias", "model.visual.merger.linear_fc1.bias"},
+        {"mm.2.weight", "model.visual.merger.linear_fc2.weight"},
+        {"mm.2.bias", "model.visual.merger.linear_fc2.bias"},
+    };
+    static const char *const parts[][2] = {
+        {"ln1", "norm1"},         {"ln2", "norm2"},         {"attn_qkv", "attn.qkv"},
+        {"attn_out", "attn.proj"}, {"ffn_up", "mlp.linear_fc1"}, {"ffn_down", "mlp.linear_fc2"},
+        {"norm", "norm"},         {"fc1", "linear_fc1"},    {"fc2", "linear_fc2"},
+    };
+    const gguf_kv *layers = gguf_find_kv(mm, "clip.vision.is_deepstack_layers");
+    assert_non_null(layers);
+    char name[256];
+    for (size_t i = 0; i < gguf_n_tensors(mm); i++) {
+        const gguf_tensor *t = gguf_tensor_at(mm, i);
+        assert_int_equal(t->type, TENSOR_TYPE_F32);
+        uint64_t rows = t->n_dims == 1 ? 0 : (uint64_t)t->ne[t->n_dims - 1];
+        uint64_t cols = gguf_tensor_n_elems(t) / (rows ? rows : 1);
+        unsigned layer;
+        char part[32], kind[16];
+        name[0] = '\0';
+        for (size_t w = 0; w < sizeof whole / sizeof whole[0]; w++)
+            if (!strcmp(t->name, whole[w][0]))
+                snprintf(name, sizeof name, "%s", whole[w][1]);
+        bool block = sscanf(t->name, "v.blk.%u.%31[a-z_0-9].%15s", &layer, part, kind) == 3;
+        bool merger = !block &&
+                      sscanf(t->name, "v.deepstack.%u.%31[a-z_0-9].%15s", &layer, part, kind) == 3;
+        unsigned place = 0; /* a merger's place in the list of deepstack layers */
+        for (unsigned l = 0; merger && l < layer; l++)
+            place += gguf_kv_bool(layers, l);
+        for (size_t p = 0; !name[0] && (block || merger) && p < sizeof parts / sizeof parts[0];
+             p++)
+            if (!strcmp(part, parts[p][0]))
+                snprintf(name, sizeof name, block ? "model.visual.blocks.%u.%s.%s"
+                                                  : "model.visual.deepstack_merger_list.%u.%s.%s",
+                         block ? layer : place, parts[p][1], kind);
+        if (name[0]) {
+            put_matrix(s, name, t->n_dims == 1 ? SAFETENSORS_F32 : dtype, t->data, rows, cols,
+                       0, false);
+            json_object_set_new(weight_map, name, json_string(shard_name));
+            continue;
+        }
+        if (strcmp(t->name, "v.patch_embd.weight") != 0)
+            continue; /* the second kernel goes with the first */
+        const gguf_tensor *second = gguf_find_tensor(mm, "v.patch_embd.weight.1");
+        assert_non_null(second);
+        uint64_t area = (uint64_t)t->ne[0] * (uint64_t)t->ne[1];
+        uint64_t slices = (uint64_t)t->ne[2] * (uint64_t)t->ne[3]; /* channels x outputs */
+        float *stacked = malloc(2 * area * slices * sizeof *stacked);
+        assert_non_null(stacked);
+        for (uint64_t k = 0; k < slices; k++)
+            for (int p = 0; p < 2; p++)
+                memcpy(stacked + (2 * k + (uint64_t)p) * area,
+                       (const float *)(p ? second : t)->data + k * area, area * sizeof *stacked);
+        snprintf(name, sizeof name, "model.visual.patch_embed.proj.weight");
+        put_matrix(s, name, dtype, stacked, (uint64_t)t->ne[3], 2 * area * (uint64_t)t->ne[2], 0,
+                   false);
+        json_object_set_new(json_object_get(s->header, name), "shape",
+                            json_pack("[I,I,I,I,I]", (json_int_t)t->ne[3], (json_int_t)t->ne[2],
+                                      (json_int_t)2, (json_int_t)t->ne[1],
+                                      (json_int_t)t->ne[0]));
+        json_object_set_new(weight_map, name, json_string(shard_name));
+        free(stacked);
+    }
+}
+
+/* Gemma 3n's Hugging Face name of a gemma3n GGUF tensor that other families lack, into out;
+ * false for the others. */
+static bool gemma3n_hf_name(const char *gguf, char *out, size_t cap)
+{
+    static const char *const whole[][2] = {
+        {"per_layer_token_embd.weight", "model.language_model.embed_tokens_per_layer.weight"},
+        {"per_layer_model_proj.weight", "model.language_model.per_layer_model_projection.weight"},
+        {"per_layer_proj_norm.weight", "model.language_model.per_layer_projection_norm.weight"},
+    };
+    static const char *const parts[][2] = {
+        {"inp_gate", "per_layer_input_gate.weight"},
+        {"proj", "per_layer_projection.weight"},
+        {"post_norm", "post_per_layer_input_norm.weight"},
+        {"altup_correct_coef", "altup.correction_coefs.weight"},
+        {"altup_predict_coef", "altup.prediction_coefs.weight"},
+        {"altup_router", "altup.modality_router.weight"},
+        {"altup_router_norm", "altup.router_norm.weight"},
+        {"altup_correct_scale", "altup.correct_output_scale"},
+        {"laurel_l", "laurel.linear_left.weight"},
+        {"laurel_r", "laurel.linear_right.weight"},
+        {"laurel_post_norm", "laurel.post_laurel_norm.weight"},
+    };
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
+        if (!strcmp(gguf, whole[i][0])) {
+            snprintf(out, cap, "%s", whole[i][1]);
+            return true;
+        }
+    unsigned layer;
+    char part[64];
+    if (sscanf(gguf, "blk.%u.%63[a-z_].weight", &layer, part) != 2)
+        return false;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        if (!strcmp(part, parts[i][0])) {
+            snprintf(out, cap, "model.language_model.layers.%u.%s", layer, parts[i][1]);
+            return true;
+        }
+    return false;
+}
+
+/* Llama 3.2 Vision's config.json: the text model's keys under text_config with its
+ * cross-attention layers, the tower's mllama.vision.* keys as vision_config. */
+static void nest_mllama_config(const gguf_file *f, const char *dir)
+{
+    json_error_t jerr;
+    json_t *flat = json_load_file(store_fixture_path(dir, "config.json"), 0, &jerr);
+    assert_non_null(flat);
+    const gguf_kv *cross = gguf_find_kv(f, "mllama.attention.cross_attention_layers");
+    const gguf_kv *kept = gguf_find_kv(f, "mllama.vision.intermediate_layers_indices");
+    assert_true(cross && kept);
+    json_t *cross_list = json_array(), *kept_list = json_array();
+    for (uint64_t i = 0; i < cross->n; i++)
+        json_array_append_new(cross_list, json_integer(gguf_kv_i64(cross, i)));
+    for (uint64_t i = 0; i < kept->n; i++)
+        json_array_append_new(kept_list, json_integer(gguf_kv_i64(kept, i)));
+    json_object_set_new(flat, "cross_attention_layers", cross_list);
+    json_t *c = json_pack("{s:O,s:o}", "architectures", json_object_get(flat, "architectures"),
+                          "text_config", flat);
+    json_object_del(flat, "architectures");
+    float eps;
+    corral_error err;
+    assert_true(gguf_get_f32(f, "mllama.vision.attention.layer_norm_epsilon", &eps, &err));
+    json_object_set_new(
+        c, "vision_config",
+        json_pack("{s:I,s:I,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f}", "num_hidden_layers",
+                  (json_int_t)get_u32(f, "mllama.vision.block_count"), "num_global_layers",
+                  (json_int_t)get_u32(f, "mllama.vision.global.block_count"),
+                  "intermediate_layers_indices", kept_list, "hidden_size",
+                  (json_int_t)get_u32(f, "mllama.vision.embedding_length"), "intermediate_size",
+                  (json_int_t)get_u32(f, "mllama.vision.feed_forward_length"), "attention_heads",
+                  (json_int_t)get_u32(f, "mllama.vision.attention.head_count"), "image_size",
+                  (json_int_t)get_u32(f, "mllama.vision.image_size"), "patch_size",
+                  (json_int_t)get_u32(f, "mllama.vision.patch_size"), "num_channels",
+                  (json_int_t)get_u32(f, "mllama.vision.num_channels"), "max_num_tiles",
+                  (json_int_t)get_u32(f, "mllama.vision.max_num_tiles"), "norm_eps",
+                  (double)eps));
+    write_json(dir, "config.json", c);
+}
+
+/* An mllama text tensor's Hugging Face name when it is a cross-attention layer's, into out;
+ * false for the others. */
+static bool mllama_cross_name(const char *gguf, char *out, size_t cap)
+{
+    unsigned layer;
+    char part[64];
+    if (sscanf(gguf, "blk.%u.cross_attn_%63[a-z_]", &layer, part) != 2)
+        return false;
+    if (!strcmp(part, "attn_gate") || !strcmp(part, "mlp_gate")) /* parameters, no .weight */
+        snprintf(out, cap, "language_model.model.layers.%u.cross_attn_%s", layer, part);
+    else
+        snprintf(out, cap, "language_model.model.layers.%u.cross_attn.%s.weight", layer, part);
+    return true;
+}
+
+/* ollama's mllama tower (v.*, mm.0.*) under Llama 3.2 Vision's names: the gates as their
+ * atanh (ollama's file holds them tanh'd, the position gate as 1 - tanh and again as tanh
+ * under v.tile_position_embd.gate, which is the one read), each block's Q and K transposed
+ * back and in Hugging Face's row order. */
+static void put_mllama_tower(shard *s, json_t *weight_map, const char *shard_name,
+                             const gguf_file *f, safetensors_dtype dtype)
+{
+    static const char *const whole[][2] = {
+        {"v.patch_embd.weight", "vision_model.patch_embedding.weight"},
+        {"v.class_embd", "vision_model.class_embedding"},
+        {"v.position_embd.weight", "vision_model.gated_positional_embedding.embedding"},
+        {"v.tile_position_embd.gate", "vision_model.gated_positional_embedding.gate"},
+        {"v.tile_position_embd.weight",
+         "vision_model.gated_positional_embedding.tile_embedding.weight"},
+        {"v.pre_tile_position_embd.weight",
+         "vision_model.pre_tile_positional_embedding.embedding.weight"},
+        {"v.pre_tile_position_embd.gate", "vision_model.pre_tile_positional_embedding.gate"},
+        {"v.post_tile_position_embd.weight",
+         "vision_model.post_tile_positional_embedding.embedding.weight"},
+        {"v.post_tile_position_embd.gate", "vision_model.post_tile_positional_embedding.gate"},
+        {"v.pre_ln.weight", "vision_model.layernorm_pre.weight"},
+        {"v.pre_ln.bias", "vision_model.layernorm_pre.bias"},
+        {"v.post_ln.weight", "vision_model.layernorm_post.weight"},
+        {"v.post_ln.bias", "vision_model.layernorm_post.bias"},
+        {"mm.0.weight", "multi_modal_projector.weight"},
+        {"mm.0.bias", "multi_modal_projector.bias"},
+    };
+    static const char *const parts[][2] = {
+        {"attn_norm", "input_layernorm"}, {"ffn_norm", "post_attention_layernorm"},
+        {"attn_q", "self_attn.q_proj"},   {"attn_k", "self_attn.k_proj"},
+        {"attn_v", "self_attn.v_proj"},   {"attn_output", "self_attn.o_proj"},
+        {"ffn_up", "mlp.fc1"},            {"ffn_down", "mlp.fc2"},
+        {"attn_gate", "gate_attn"},       {"ffn_gate", "gate_ffn"},
+    };
+    uint32_t heads = get_u32(f, "mllama.vision.attention.head_count");
+    for (size_t i = 0; i < gguf_n_tensors(f); i++) {
+        const gguf_tensor *t = gguf_tensor_at(f, i);
+        if (strncmp(t->name, "v.", 2) != 0 && strncmp(t->name, "mm.", 3) != 0)
+            continue;
+        if (!strcmp(t->name, "v.position_embd.gate")) /* 1 - the tile gate */
+            continue;
+        assert_int_equal(t->type, TENSOR_TYPE_F32);
+        char name[256] = "";
+        for (size_t w = 0; w < sizeof whole / sizeof whole[0]; w++)
+            if (!strcmp(t->name, whole[w][0]))
+                snprintf(name, sizeof name, "%s", whole[w][1]);
+        unsigned layer;
+        char part[32], rest[16] = "";
+        bool global = sscanf(t->name, "v.global.blk.%u.%31[a-z_]%15s", &layer, part, rest) >= 2;
+        if (!name[0] && (global || sscanf(t->name, "v.blk.%u.%31[a-z_]%15s", &layer, part,
+                                          rest) >= 2))
+            for (size_t p = 0; p < sizeof parts / sizeof parts[0]; p++)
+                if (!strcmp(part, parts[p][0]))
+                    snprintf(name, sizeof name, "vision_model.%stransformer.layers.%u.%s%s",
+                             global ? "global_" : "", layer, parts[p][1], rest);
+        if (!name[0])
+            fail_msg("no Hugging Face name for %s", t->name);
+        uint64_t n = gguf_tensor_n_elems(t), cols = (uint64_t)t->ne[0];
+        uint64_t rows = t->n_dims == 1 ? 0 : n / cols;
+        float *data = malloc(n * sizeof *data);
+        assert_non_null(data);
+        memcpy(data, t->data, n * sizeof *data);
+        bool gate = strstr(t->name, "gate") != NULL;
+        bool qk = strstr(t->name, ".attn_q.") || strstr(t->name, ".attn_k.");
+        for (uint64_t e = 0; gate && e < n; e++)
+            data[e] = (float)atanh((double)data[e]);
+        for (uint64_t r = 0; qk && r < rows; r++) /* transposed back (square) */
+            for (uint64_t k = 0; k < cols; k++)
+                data[r * cols + k] = ((const float *)t->data)[k * cols + r];
+        put_matrix(s, name, t->n_dims == 1 || gate ? SAFETENSORS_F32 : dtype, data, rows, cols,
+                   qk ? heads : 0, false);
+        if (t->n_dims > 2) { /* the patch kernel: [out, channels, height, width] */
+            json_t *shape = json_array();
+            for (uint32_t d = t->n_dims; d-- > 0;)
+                json_array_append_new(shape, json_integer(t->ne[d]));
+            json_object_set_new(json_object_get(s->header, name), "shape", shape);
+        }
+        json_object_set_new(weight_map, name, json_string(shard_name));
+        free(data);
+    }
+}
+
+/* A deepseek2 layer's attn_k_b ([latent, nope] per head, heads outermost) and attn_v_b
+ * ([v, latent] per head) as DeepSeek's kv_b_proj: [heads x (nope + v), latent], each head's
+ * key rows then its value rows. */
+static void put_deepseek_kv_b(shard *s, json_t *weight_map, const char *shard_name,
+                              const gguf_file *f, const gguf_tensor *k_b, safetensors_dtype dtype)
+{
+    unsigned layer;
+    char name[256], other[96];
+    assert_int_equal(sscanf(k_b->name, "blk.%u.attn_k_b.weight", &layer), 1);
+    snprintf(other, sizeof other, "blk.%u.attn_v_b.weight", layer);
+    const gguf_tensor *v_b = gguf_find_tensor(f, other);
+    assert_non_null(v_b);
+    uint64_t nope = (uint64_t)k_b->ne[0], latent = (uint64_t)k_b->ne[1];
+    uint64_t heads = (uint64_t)k_b->ne[2], v = (uint64_t)v_b->ne[1];
+    assert_int_equal(v_b->ne[0], latent);
+    float *kv_b = malloc(heads * (nope + v) * latent * sizeof *kv_b);
+    assert_non_null(kv_b);
+    const float *k = k_b->data, *vv = v_b->data;
+    for (uint64_t h = 0; h < heads; h++)
+        for (uint64_t j = 0; j < nope + v; j++)
+            for (uint64_t l = 0; l < latent; l++)
+                kv_b[(h * (nope + v) + j) * latent + l] =
+                    j < nope ? k[(h * latent + l) * nope + j] : vv[(h * v + j - nope) * latent + l];
+    snprintf(name, sizeof name, "model.layers.%u.self_attn.kv_b_proj.weight", layer);
+    put_matrix(s, name, dtype, kv_b, heads * (nope + v), latent, 0, false);
+    json_object_set_new(weight_map, name, json_string(shard_name));
+    free(kv_b);
+}
+
+/* A qwen3vlmoe (llama4) layer's experts as Qwen3-VL MoE's (Llama 4's) checkpoint packs them
+ * (found at gate's or down's stack, up's going with gate's): each expert's matrices
+ * transposed, gate's and up's side by side in gate_up_proj ([experts, n_embd, 2 n_ff]),
+ * down_proj [experts, n_ff, n_embd]. */
+static void put_packed_experts(shard *s, json_t *weight_map, const char *shard_name,
+                               const gguf_file *f, const gguf_tensor *t, safetensors_dtype dtype,
+                               bool llama4)
+{
+    unsigned layer;
+    char kind[8], name[256], other[96];
+    assert_int_equal(sscanf(t->name, "blk.%u.ffn_%7[a-z]_exps.weight", &layer, kind), 2);
+    if (strcmp(kind, "up") == 0)
+        return;
+    bool gate = strcmp(kind, "gate") == 0;
+    snprintf(other, sizeof other, "blk.%u.ffn_up_exps.weight", layer);
+    const gguf_tensor *parts[2] = {t, gate ? gguf_find_tensor(f, other) : NULL};
+    assert_true(!gate || parts[1]);
+    uint64_t in = (uint64_t)t->ne[0], out = (uint64_t)t->ne[1], n_exp = (uint64_t)t->ne[2];
+    uint64_t width = gate ? 2 * out : out; /* the checkpoint's last dimension */
+    float *packed = malloc(n_exp * in * width * sizeof *packed);
+    assert_non_null(packed);
+    for (uint64_t e = 0; e < n_exp; e++)
+        for (uint64_t i = 0; i < in; i++)
+            for (uint64_t o = 0; o < width; o++)
+                packed[(e * in + i) * width + o] =
+                    ((const float *)parts[o / out]->data)[(e * out + o % out) * in + i];
+    snprintf(name, sizeof name,
+             llama4 ? "language_model.model.layers.%u.feed_forward.experts.%s"
+                    : "model.language_model.layers.%u.mlp.experts.%s",
+             layer, gate ? "gate_up_proj" : "down_proj");
+    put_tensor3(s, name, dtype, packed, (const uint64_t[3]){n_exp, in, width});
+    json_object_set_new(weight_map, name, json_string(shard_name));
+    free(packed);
+}
+
+/* Llama 4's config.json: the text model's keys under text_config (its experts'
+ * intermediate_size, its dense layers' intermediate_size_mlp), the llama4 projector's as
+ * vision_config (a pixel shuffle ratio of 1 / its scale factor). */
+static void nest_llama4_config(const gguf_file *mm, const char *dir)
+{
+    json_error_t jerr;
+    json_t *flat = json_load_file(store_fixture_path(dir, "config.json"), 0, &jerr);
+    assert_non_null(flat);
+    json_t *dense = json_incref(json_object_get(flat, "intermediate_size"));
+    json_object_set(flat, "intermediate_size", json_object_get(flat, "moe_intermediate_size"));
+    json_object_set_new(flat, "intermediate_size_mlp", dense);
+    json_object_del(flat, "moe_intermediate_size");
+    json_object_set_new(flat, "use_qk_norm", json_true());
+    json_object_set_new(flat, "attention_chunk_size", json_integer(8192));
+    json_t *c = json_pack("{s:O,s:o}", "architectures", json_object_get(flat, "architectures"),
+                          "text_config", flat);
+    json_object_del(flat, "architectures");
+    float eps;
+    corral_error err;
+    assert_true(gguf_get_f32(mm, "clip.vision.attention.layer_norm_epsilon", &eps, &err));
+    json_object_set_new(
+        c, "vision_config",
+        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:s}", "num_hidden_layers",
+                  (json_int_t)get_u32(mm, "clip.vision.block_count"), "hidden_size",
+                  (json_int_t)get_u32(mm, "clip.vision.embedding_length"), "intermediate_size",
+                  (json_int_t)get_u32(mm, "clip.vision.feed_forward_length"),
+                  "num_attention_heads",
+                  (json_int_t)get_u32(mm, "clip.vision.attention.head_count"), "image_size",
+                  (json_int_t)get_u32(mm, "clip.vision.image_size"), "patch_size",
+                  (json_int_t)get_u32(mm, "clip.vision.patch_size"), "norm_eps", (double)eps,
+                  "pixel_shuffle_ratio",
+                  1.0 / get_u32(mm, "clip.vision.projector.scale_factor"), "rope_theta",
+                  10000.0, "model_type", "llama4_vision_model"));
+    write_json(dir, "config.json", c);
+}
+
+/* A Llama text model's Hugging Face name (name, cap bytes) with Llama 4's FFN names: its
+ * router, shared expert and dense layers under feed_forward. */
+static void llama4_hf_name(char *name, size_t cap)
+{
+    static const char *const pieces[][2] = {
+        {"mlp.gate.", "feed_forward.router."},
+        {"mlp.gate_proj", "feed_forward.gate_proj"},
+        {"mlp.up_proj", "feed_forward.up_proj"},
+        {"mlp.down_proj", "feed_forward.down_proj"},
+        {"mlp.shared_experts.", "feed_forward.shared_expert."},
+    };
+    char out[256];
+    for (size_t i = 0; i < sizeof pieces / sizeof pieces[0]; i++) {
+        char *at = strstr(name, pieces[i][0]);
+        if (!at)
+            continue;
+        snprintf(out, sizeof out, "%.*s%s%s", (int)(at - name), name, pieces[i][1],
+                 at + strlen(pieces[i][0]));
+        snprintf(name, cap, "%s", out);
+        return;
+    }
+}
+
+/* The llama4 projector's tensors under Llama 4's names (vision_model.*, the adapter MLP
+ * inside the tower, the projection as multi_modal_projector.linear_1). */
+static void put_llama4_tower(shard *s, json_t *weight_map, const char *shard_name,
+                             const gguf_file *mm, safetensors_dtype dtype)
+{
+    static const char *const whole[][2] = {
+        {"v.patch_embd.weight", "vision_model.patch_embedding.linear.weight"},
+        {"v.class_embd", "vision_model.class_embedding"},
+        {"v.position_embd.weight", "vision_model.positional_embedding_vlm"},
+        {"v.pre_ln.weight", "vision_model.layernorm_pre.weight"},
+        {"v.pre_ln.bias", "vision_model.layernorm_pre.bias"},
+        {"v.post_ln.weight", "vision_model.layernorm_post.weight"},
+        {"v.post_ln.bias", "vision_model.layernorm_post.bias"},
+        {"mm.model.mlp.1.weight", "vision_model.vision_adapter.mlp.fc1.weight"},
+        {"mm.model.mlp.2.weight", "vision_model.vision_adapter.mlp.fc2.weight"},
+        {"mm.model.fc.weight", "multi_modal_projector.linear_1.weight"},
+    };
+    static const char *const parts[][2] = {
+        {"ln1", "input_layernorm"},    {"ln2", "post_attention_layernorm"},
+        {"attn_q", "self_attn.q_proj"}, {"attn_k", "self_attn.k_proj"},
+        {"attn_v", "self_attn.v_proj"}, {"attn_out", "self_attn.o_proj"},
+        {"ffn_up", "mlp.fc1"},         {"ffn_down", "mlp.fc2"},
+    };
+    char name[256];
+    for (size_t i = 0; i < gguf_n_tensors(mm); i++) {
+        const gguf_tensor *t = gguf_tensor_at(mm, i);
+        assert_int_equal(t->type, TENSOR_TYPE_F32);
+        uint64_t rows = t->n_dims == 1 ? 0 : (uint64_t)t->ne[t->n_dims - 1];
+        uint64_t cols = gguf_tensor_n_elems(t) / (rows ? rows : 1);
+        unsigned layer;
+        char part[32], kind[16];
+        name[0] = '\0';
+        for (size_t w = 0; w < sizeof whole / sizeof whole[0]; w++)
+            if (!strcmp(t->name, whole[w][0]))
+                snprintf(name, sizeof name, "%s", whole[w][1]);
+        if (!name[0] && sscanf(t->name, "v.blk.%u.%31[a-z_0-9].%15s", &layer, part, kind) == 3)
+            for (size_t p = 0; p < sizeof parts / sizeof parts[0]; p++)
+                if (!strcmp(part, parts[p][0]))
+                    snprintf(name, sizeof name, "vision_model.model.layers.%u.%s.%s", layer,
+                             parts[p][1], kind);
+        if (!name[0])
+            fail_msg("no Hugging Face name for %s", t->name);
+        put_matrix(s, name, t->n_dims == 1 ? SAFETENSORS_F32 : dtype, t->data, rows, cols, 0,
+                   false);
+        json_object_set_new(weight_map, name, json_string(shard_name));
+    }
+}
+
 /* config.json's keys but the architecture's moved under text_config, the projector's
  * clip.vision.* keys as vision_config, its tokens per image beside them. */
 static void nest_vision_config(const gguf_file *mm, const char *dir, uint32_t tokens_per_image)
@@ -1069,17 +1631,29 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     write_config(f, dir, hf_arch);
     bool pixtral = mm && strcmp(hf_arch, "Mistral3ForConditionalGeneration") == 0;
     bool qwen25vl = mm && strcmp(hf_arch, "Qwen2_5_VLForConditionalGeneration") == 0;
+    bool qwen3vl = mm && strncmp(hf_arch, "Qwen3VL", 7) == 0;
+    bool llama4 = mm && strcmp(hf_arch, "Llama4ForConditionalGeneration") == 0;
+    /* Llama 3.2 Vision: text and tower in f, as ollama's file holds them */
+    bool mllama = strcmp(hf_arch, "MllamaForConditionalGeneration") == 0;
     if (pixtral)
         nest_pixtral_config(f, mm, dir);
     else if (qwen25vl)
         nest_qwen25vl_config(f, mm, dir);
+    else if (qwen3vl)
+        nest_qwen3vl_config(f, mm, dir);
+    else if (llama4)
+        nest_llama4_config(mm, dir);
+    else if (mllama)
+        nest_mllama_config(f, dir);
     else if (mm)
         nest_vision_config(mm, dir, tokens_per_image);
     write_tokenizer(f, dir, pre_regex);
     gguf_str arch;
     assert_true(gguf_get_str(f, "general.architecture", &arch, &err));
     bool llama = arch.size == 5 && memcmp(arch.data, "llama", 5) == 0;
-    bool gemma = arch.size >= 5 && memcmp(arch.data, "gemma", 5) == 0;
+    bool gemma3n = arch.size == 7 && memcmp(arch.data, "gemma3n", 7) == 0;
+    /* Gemma's norms but Gemma 3n's, which scale by w */
+    bool gemma = arch.size >= 5 && memcmp(arch.data, "gemma", 5) == 0 && !gemma3n;
     bool sandwich = gemma && arch.size == 6; /* gemma2, gemma3 */
     bool phi3 = arch.size == 4 && memcmp(arch.data, "phi3", 4) == 0;
     bool gptoss = arch.size == 7 && memcmp(arch.data, "gpt-oss", 7) == 0;
@@ -1087,11 +1661,13 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     bool olmo2 = arch.size == 5 && memcmp(arch.data, "olmo2", 5) == 0;
     bool qwen35 = arch.size >= 6 && memcmp(arch.data, "qwen35", 6) == 0; /* and qwen35moe */
     bool next = arch.size == 9 && memcmp(arch.data, "qwen3next", 9) == 0;
+    bool deepseek = arch.size == 9 && memcmp(arch.data, "deepseek2", 9) == 0;
     bool qwen35_flat = qwen35 && strstr(hf_arch, "ForCausalLM"); /* no language_model. */
     /* Llama's derivatives keep Hugging Face's rotated halves too */
     bool permuted = llama || (arch.size == 7 && memcmp(arch.data, "granite", 7) == 0) ||
-                    (arch.size == 7 && memcmp(arch.data, "smollm3", 7) == 0) || pixtral;
-    sandwich = sandwich || olmo2;
+                    (arch.size == 7 && memcmp(arch.data, "smollm3", 7) == 0) || pixtral ||
+                    (arch.size == 6 && memcmp(arch.data, "mllama", 6) == 0);
+    sandwich = sandwich || olmo2 || gemma3n;
     char key[96];
     snprintf(key, sizeof key, "%.*s.attention.head_count", (int)arch.size, arch.data);
     uint32_t heads = get_u32(f, key);
@@ -1113,12 +1689,29 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
         char name[256];
         if (strncmp(t->name, "rope_factors_", 13) == 0)
             continue; /* config.json's rope_scaling holds them */
+        /* mllama's tower goes apart (put_mllama_tower); its rope_freqs are not made from a
+         * rope_scaling */
+        if (mllama && (!strncmp(t->name, "v.", 2) || !strncmp(t->name, "mm.", 3) ||
+                       !strcmp(t->name, "rope_freqs.weight")))
+            continue;
         if (gptoss && strstr(t->name, "_exps.")) {
             const gguf_tensor *e = experts ? gguf_find_tensor(experts, t->name) : t;
             assert_non_null(e);
             put_gptoss_experts(&shards[i < n / 2 ? 0 : 1], weight_map,
                                shard_names[i < n / 2 ? 0 : 1], experts ? experts : f, e,
                                matrix_dtype);
+            continue;
+        }
+        if (deepseek && strstr(t->name, ".attn_v_b.")) /* in kv_b_proj, with attn_k_b */
+            continue;
+        if (deepseek && strstr(t->name, ".attn_k_b.")) {
+            put_deepseek_kv_b(&shards[i < n / 2 ? 0 : 1], weight_map,
+                              shard_names[i < n / 2 ? 0 : 1], f, t, matrix_dtype);
+            continue;
+        }
+        if ((qwen3vl || llama4) && t->n_dims == 3) {
+            put_packed_experts(&shards[i < n / 2 ? 0 : 1], weight_map,
+                               shard_names[i < n / 2 ? 0 : 1], f, t, matrix_dtype, llama4);
             continue;
         }
         if (qwen35 && t->n_dims == 3) {
@@ -1142,47 +1735,107 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
             json_object_set_new(weight_map, name, json_string(shard_names[i < n / 2 ? 0 : 1]));
             continue;
         }
+        if (gemma3n && t->n_dims == 3) { /* the AltUp projections: one matrix each */
+            uint64_t side = (uint64_t)t->ne[0];
+            for (int64_t k = 0; k < t->ne[2]; k++) {
+                snprintf(name, sizeof name, "model.language_model.%s.%lld.weight",
+                         strncmp(t->name, "altup_proj.", 11) == 0 ? "altup_projections"
+                                                                  : "altup_unembed_projections",
+                         (long long)k);
+                put_matrix(&shards[i < n / 2 ? 0 : 1], name, matrix_dtype,
+                           (const float *)t->data + (uint64_t)k * side * side, side, side, 0,
+                           false);
+                json_object_set_new(weight_map, name, json_string(shard_names[i < n / 2 ? 0 : 1]));
+            }
+            continue;
+        }
         if (t->n_dims == 3) { /* experts: one matrix each */
             put_experts(&shards[i < n / 2 ? 0 : 1], weight_map, shard_names[i < n / 2 ? 0 : 1],
                         t, llama, matrix_dtype);
             continue;
         }
-        hf_name(t->name, sandwich, phi3, llama, gptoss, starcoder2, name, sizeof name);
-        if (mm) { /* the text model under language_model, as older transformers saved it */
+        bool cross = mllama && mllama_cross_name(t->name, name, sizeof name);
+        if (!cross && (!gemma3n || !gemma3n_hf_name(t->name, name, sizeof name)))
+            hf_name(t->name, sandwich, phi3, llama, gptoss, starcoder2, name, sizeof name);
+        if (llama4) /* its FFN as feed_forward.* */
+            llama4_hf_name(name, sizeof name);
+        if (gemma3n && strncmp(name, "model.language_model.", 21) != 0) {
+            memmove(name + strlen("model.language_model."), name + strlen("model."),
+                    strlen(name + strlen("model.")) + 1);
+            memcpy(name, "model.language_model.", strlen("model.language_model."));
+        }
+        if (qwen3vl && strncmp(name, "model.", 6) == 0) { /* newer transformers' layout */
+            memmove(name + strlen("model.language_model."), name + strlen("model."),
+                    strlen(name + strlen("model.")) + 1);
+            memcpy(name, "model.language_model.", strlen("model.language_model."));
+        } else if ((mm && !qwen3vl) || (mllama && !cross)) { /* under language_model, as older
+                                                              * transformers saved it */
             memmove(name + strlen("language_model."), name, strlen(name) + 1);
             memcpy(name, "language_model.", strlen("language_model."));
         }
         uint32_t permute = 0;
-        if (permuted && strstr(t->name, ".attn_q.weight"))
+        if (permuted && (strstr(t->name, ".attn_q.weight") ||
+                         strstr(t->name, ".cross_attn_q_proj.weight")))
             permute = heads;
-        if (permuted && strstr(t->name, ".attn_k.weight"))
+        if (permuted && (strstr(t->name, ".attn_k.weight") ||
+                         strstr(t->name, ".cross_attn_k_proj.weight")))
             permute = kv_heads;
         shard *s = &shards[i < n / 2 ? 0 : 1];
-        assert_int_equal(t->type, TENSOR_TYPE_F32);
         uint64_t cols = (uint64_t)t->ne[0];
         const float *data = t->data;
-        float *with_break = NULL;
+        float *owned = NULL;
+        if (t->type == TENSOR_TYPE_F16) { /* (gemma3n's per-layer embeddings) */
+            assert_non_null(owned = malloc(gguf_tensor_n_elems(t) * sizeof *owned));
+            for (uint64_t e = 0; e < gguf_tensor_n_elems(t); e++)
+                owned[e] = quant_f16_to_f32(((const uint16_t *)t->data)[e]);
+            data = owned;
+        } else {
+            assert_int_equal(t->type, TENSOR_TYPE_F32);
+        }
         if (pixtral && strcmp(t->name, "token_embd.weight") == 0) {
             /* Mistral 3 keeps [IMG_BREAK]'s vector as that token's embedding */
             const gguf_tensor *brk = gguf_find_tensor(mm, "v.token_embd.img_break");
             assert_non_null(brk);
             assert_int_equal(brk->ne[0], cols);
-            assert_non_null(with_break = malloc(t->size_bytes));
-            memcpy(with_break, t->data, t->size_bytes);
-            memcpy(with_break + token_id(f, "[IMG_BREAK]") * cols, brk->data, brk->size_bytes);
-            data = with_break;
+            assert_non_null(owned = malloc(t->size_bytes));
+            memcpy(owned, t->data, t->size_bytes);
+            memcpy(owned + token_id(f, "[IMG_BREAK]") * cols, brk->data, brk->size_bytes);
+            data = owned;
         }
         /* Gemma's checkpoints keep norms as w - 1 */
         put_matrix(s, name, t->n_dims == 1 ? SAFETENSORS_F32 : matrix_dtype, data,
                    t->n_dims == 1 ? 0 : gguf_tensor_n_elems(t) / cols, cols, permute,
                    gemma && strstr(t->name, "_norm.weight") != NULL);
-        free(with_break);
+        free(owned);
         json_object_set_new(weight_map, name, json_string(shard_names[i < n / 2 ? 0 : 1]));
     }
     if (qwen25vl)
         put_qwen25vl_tower(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
+    else if (qwen3vl)
+        put_qwen3vl_tower(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
+    else if (llama4)
+        put_llama4_tower(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
+    else if (mllama)
+        put_mllama_tower(&shards[1], weight_map, shard_names[1], f, matrix_dtype);
     else if (mm)
         put_vision(&shards[1], weight_map, shard_names[1], mm, matrix_dtype, pixtral);
+    if (gemma3n) { /* its towers: left out */
+        static const float dummy[4] = {1, 2, 3, 4};
+        static const char *const towers[] = {"model.vision_tower.timm_model.stem.conv.weight",
+                                             "model.audio_tower.conformer.0.norm.weight"};
+        for (size_t i = 0; i < 2; i++) {
+            put_matrix(&shards[1], towers[i], matrix_dtype, dummy, 2, 2, 0, false);
+            json_object_set_new(weight_map, towers[i], json_string(shard_names[1]));
+        }
+    }
+    if (deepseek) { /* a multi-token prediction layer past the model's: left out */
+        static const float dummy[4] = {1, 2, 3, 4};
+        char mtp[96];
+        snprintf(mtp, sizeof mtp, "model.layers.%u.eh_proj.weight",
+                 get_u32(f, "deepseek2.block_count"));
+        put_matrix(&shards[1], mtp, matrix_dtype, dummy, 2, 2, 0, false);
+        json_object_set_new(weight_map, mtp, json_string(shard_names[1]));
+    }
     if (qwen35 || next) { /* a vision tower's and a multi-token prediction layer's: left out */
         static const float dummy[4] = {1, 2, 3, 4};
         static const char *const skipped[] = {"model.visual.blocks.0.attn.qkv.weight",
@@ -1266,6 +1919,34 @@ void hf_fixture_write_qwen25vl(const char *text_path, const char *mmproj_path, c
 {
     write_checkpoint(text_path, dir, "Qwen2_5_VLForConditionalGeneration", matrix_dtype,
                      hf_fixture_qwen2_regex, mmproj_path, 0, NULL);
+}
+
+void hf_fixture_write_qwen3vl(const char *text_path, const char *mmproj_path, const char *dir,
+                              safetensors_dtype matrix_dtype)
+{
+    corral_error err;
+    gguf_file *f = gguf_open(text_path, &err);
+    if (!f)
+        fail_msg("%s", err.message);
+    bool moe = gguf_find_kv(f, "qwen3vlmoe.expert_count") != NULL;
+    gguf_close(f);
+    write_checkpoint(text_path, dir,
+                     moe ? "Qwen3VLMoeForConditionalGeneration" : "Qwen3VLForConditionalGeneration",
+                     matrix_dtype, hf_fixture_qwen2_regex, mmproj_path, 0, NULL);
+}
+
+void hf_fixture_write_llama4(const char *text_path, const char *mmproj_path, const char *dir,
+                             safetensors_dtype matrix_dtype)
+{
+    write_checkpoint(text_path, dir, "Llama4ForConditionalGeneration", matrix_dtype,
+                     hf_fixture_qwen2_regex, mmproj_path, 0, NULL);
+}
+
+void hf_fixture_write_mllama(const char *gguf_path, const char *dir,
+                             safetensors_dtype matrix_dtype)
+{
+    write_checkpoint(gguf_path, dir, "MllamaForConditionalGeneration", matrix_dtype,
+                     hf_fixture_qwen2_regex, NULL, 0, NULL);
 }
 
 void hf_fixture_write_adapter(const char *adapter_path, const char *base_path, const char *dir)

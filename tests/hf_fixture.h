@@ -67,6 +67,39 @@ void hf_fixture_write_qwen25vl(const char *text_path, const char *mmproj_path, c
                                safetensors_dtype matrix_dtype);
 
 /*
+ * hf_fixture_write_vision for the qwen3vl (or qwen3vlmoe) text model at text_path and its
+ * llama.cpp qwen3vl_merger projector: a Qwen3VLForConditionalGeneration checkpoint
+ * (Qwen3VLMoeForConditionalGeneration, its experts packed per layer; newer transformers'
+ * layout: model.language_model.*, model.visual.*), its M-RoPE sections as rope_scaling's, its
+ * deepstack layers listed, the two temporal patch kernels stacked, the deepstack mergers
+ * numbered by place, a preprocessor_config.json with the projector's normalisation, the
+ * tokenizer splitting text as Qwen2's.
+ */
+void hf_fixture_write_qwen3vl(const char *text_path, const char *mmproj_path, const char *dir,
+                              safetensors_dtype matrix_dtype);
+
+/*
+ * hf_fixture_write_vision for the llama4 text model at text_path and its llama.cpp llama4
+ * projector: a Llama4ForConditionalGeneration checkpoint (older transformers' layout:
+ * language_model.*, vision_model.*), its FFN under feed_forward (the experts packed per layer,
+ * a router, a shared expert), Q/K in GGUF's order as Llama 4's checkpoints keep them, the
+ * tokenizer splitting text as Qwen2's.
+ */
+void hf_fixture_write_llama4(const char *text_path, const char *mmproj_path, const char *dir,
+                             safetensors_dtype matrix_dtype);
+
+/*
+ * Write the MllamaForConditionalGeneration checkpoint of the mllama file at gguf_path (ollama's
+ * layout: its text model and tower in one GGUF) into dir: the text model under
+ * language_model. (Q/K in Hugging Face's order, the cross-attention layers under
+ * cross_attn.), the tower under vision_model.* and multi_modal_projector.* with its gates as
+ * their atanh and each block's Q and K transposed back into Hugging Face's order; no
+ * rope_scaling (the file's rope_freqs are left out), the tokenizer splitting text as Qwen2's.
+ */
+void hf_fixture_write_mllama(const char *gguf_path, const char *dir,
+                             safetensors_dtype matrix_dtype);
+
+/*
  * Write the PEFT directory (adapter_config.json, adapter_model.safetensors) of the GGUF LoRA
  * adapter at adapter_path for the llama model at base_path into dir: lora_A and lora_B under
  * Hugging Face's names, in the adapter's types (F32 or F16), B's Q/K rows in Hugging Face's order.

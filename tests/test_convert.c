@@ -31,6 +31,7 @@
 #include "file_fixture.h"
 #include "gguf_write_fixture.h"
 #include "onefile_fixture.h"
+#include "qwen3vl_single_fixture.h"
 #include "reference_fixture.h"
 #include "store_fixture.h"
 #include "tensor_type.h"
@@ -149,6 +150,7 @@ static void test_safetensors_refuses_malformed_headers(void **state)
 /* ---- conversion ---- */
 
 static void rewrite(const char *name, const char *from, const char *to);
+static void expect_convert_refusal(const char *why);
 
 static char *g_root;
 
@@ -183,7 +185,8 @@ static void list_checkpoint(checkpoint *cp)
                                         "model-00001-of-00002.safetensors",
                                         "model-00002-of-00002.safetensors",
                                         "chat_template.jinja", "tokenizer.model",
-                                        "consolidated.safetensors", "added_tokens.json"};
+                                        "consolidated.safetensors", "added_tokens.json",
+                                        "preprocessor_config.json"};
     cp->n = 0;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         if (!store_fixture_exists(g_root, names[i]))
@@ -292,13 +295,15 @@ static void check_round_trip(const char *want_path, const char *experts_name,
         /* a Gemma or Qwen 3.5 norm: the checkpoint's w - 1, plus one; a router (a shared
          * expert's too) or a convolution: F32 from the checkpoint's matrix type */
         bool qwen35 = strncmp(hf_arch, "Qwen3_5", 7) == 0 || strncmp(hf_arch, "Qwen3Next", 9) == 0;
-        bool plus_one_norm = (strncmp(hf_arch, "Gemma", 5) == 0 || qwen35) &&
+        bool gemma = strncmp(hf_arch, "Gemma", 5) == 0 && strncmp(hf_arch, "Gemma3n", 7) != 0;
+        bool plus_one_norm = (gemma || qwen35) &&
                              strstr(w->name, "_norm.weight") && !strstr(w->name, "ssm_norm");
         bool a_log = qwen35 && len > 6 && !strcmp(w->name + len - 6, ".ssm_a"); /* -exp(A_log) */
         bool router = strstr(w->name, "ffn_gate_inp.weight") ||
                       strstr(w->name, "ffn_gate_inp_shexp.weight") || strstr(w->name, "ssm_conv1d");
         for (uint64_t e = 0; e < gguf_tensor_n_elems(w); e++) {
-            float x = ((const float *)w->data)[e];
+            float x = w->type == TENSOR_TYPE_F16 ? quant_f16_to_f32(((const uint16_t *)w->data)[e])
+                                                 : ((const float *)w->data)[e];
             if (plus_one_norm)
                 x = (x - 1.0f) + 1.0f;
             if (a_log)
@@ -723,6 +728,180 @@ static void test_convert_gptoss_mxfp4_round_trip(void **state)
                      SAFETENSORS_BF16, TENSOR_TYPE_BF16, gptoss_skipped);
 }
 
+/* The Gemma3nForConditionalGeneration checkpoint of arch/gemma3n (its text model; its towers
+ * left out) converts back to the fixture: its per-layer inputs, AltUp (the projections
+ * stacked), LAuReL and norms as they are, a width per layer, the fixture's keys but two that
+ * ollama's converter writes otherwise: the local RoPE base as rope.freq_base_local, and the
+ * activation sparsity as the normal quantile of the pattern's float, within float rounding of
+ * the fixture's. A small altup_coef_clip clamps the AltUp coefficients. */
+static void test_convert_gemma3n_round_trip(void **state)
+{
+    (void)state;
+    static const char *const gemma3n_skipped[] = {"general.name", "general.file_type",
+                                                  "gemma3n.rope.freq_base_swa",
+                                                  "gemma3n.activation_sparsity_scale", NULL};
+    round_trip("arch/gemma3n.gguf", "Gemma3nForConditionalGeneration", SAFETENSORS_F16,
+               hf_fixture_qwen2_regex, TENSOR_TYPE_F16, gemma3n_skipped);
+    corral_error err = {{0}};
+    gguf_file *want = gguf_open(fixture("arch/gemma3n.gguf"), &err);
+    gguf_file *got = want ? gguf_open(store_fixture_path(g_root, "out.gguf"), &err) : NULL;
+    if (!got)
+        fail_msg("%s", err.message);
+    float local_want, local_got;
+    assert_true(gguf_get_f32(want, "gemma3n.rope.freq_base_swa", &local_want, &err));
+    assert_true(gguf_get_f32(got, "gemma3n.rope.freq_base_local", &local_got, &err));
+    assert_true(local_got == local_want);
+    const gguf_kv *a = gguf_find_kv(want, "gemma3n.activation_sparsity_scale");
+    const gguf_kv *b = gguf_find_kv(got, "gemma3n.activation_sparsity_scale");
+    assert_true(a && b && a->n == b->n && b->elem_type == GGUF_TYPE_FLOAT32);
+    for (uint64_t i = 0; i < a->n; i++) {
+        float x = gguf_kv_f32(a, i), y = gguf_kv_f32(b, i);
+        if (isinf(x) ? x != y : fabsf(x - y) > 1e-6f * fabsf(x))
+            fail_msg("activation_sparsity_scale[%llu]: %g, expected %g", (unsigned long long)i,
+                     (double)y, (double)x);
+    }
+    gguf_close(want);
+    gguf_close(got);
+    assert_int_equal(unlink(store_fixture_path(g_root, "out.gguf")), 0);
+
+    rewrite("config.json", "\"altup_coef_clip\": 120.0", "\"altup_coef_clip\": 0.0009765625");
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    got = gguf_open(store_fixture_path(g_root, "out.gguf"), &err);
+    if (!got)
+        fail_msg("%s", err.message);
+    const gguf_tensor *coef = gguf_find_tensor(got, "blk.0.altup_predict_coef.weight");
+    assert_non_null(coef);
+    assert_int_equal(coef->type, TENSOR_TYPE_F16);
+    size_t at_bound = 0;
+    for (uint64_t e = 0; e < gguf_tensor_n_elems(coef); e++) {
+        float x = quant_f16_to_f32(((const uint16_t *)coef->data)[e]);
+        assert_true(fabsf(x) <= 0x1p-10f);
+        at_bound += fabsf(x) == 0x1p-10f;
+    }
+    assert_true(at_bound > 0);
+    gguf_close(got);
+}
+
+/* the converted file's matrices are F16, the fixture's F32 (logits of a std of about 3) */
+#define DEEPSEEK2_F16_LOGIT_TOLERANCE 0.05f
+
+/* The DeepseekV3ForCausalLM checkpoint of arch/deepseek2 (its kv_b_proj fused, a
+ * multi-token prediction layer past the model's) converts to ollama's deepseek2 file: the
+ * fixture's tensors, F16, but attn_k_b and attn_v_b, which ollama's file keeps together as
+ * the checkpoint's attn_kv_b; the fixture's keys but each head's widths, which ollama's
+ * gives as key_length (nope + rope) and value_length without the _mla pair, and the
+ * pre-tokenizer, which ollama's names deepseek-v3; its logits are
+ * the fixture's but for F16's rounding. */
+static void test_convert_deepseek2_round_trip(void **state)
+{
+    (void)state;
+    hf_fixture_write(fixture("arch/deepseek2.gguf"), g_root, "DeepseekV3ForCausalLM",
+                     SAFETENSORS_F16, hf_fixture_qwen2_regex);
+    corral_error err = {{0}};
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    char got_path[512];
+    snprintf(got_path, sizeof got_path, "%s", store_fixture_path(g_root, "out.gguf"));
+    gguf_file *want = gguf_open(fixture("arch/deepseek2.gguf"), &err);
+    gguf_file *got = want ? gguf_open(got_path, &err) : NULL;
+    if (!got)
+        fail_msg("%s", err.message);
+    size_t split = 0;
+    for (size_t i = 0; i < gguf_n_tensors(want); i++) {
+        const gguf_tensor *w = gguf_tensor_at(want, i);
+        unsigned layer;
+        if (strstr(w->name, ".attn_v_b.")) /* with attn_k_b */
+            continue;
+        if (strstr(w->name, ".attn_k_b.") && sscanf(w->name, "blk.%u.", &layer) == 1) {
+            char name[64], v_name[64];
+            snprintf(name, sizeof name, "blk.%u.attn_kv_b.weight", layer);
+            snprintf(v_name, sizeof v_name, "blk.%u.attn_v_b.weight", layer);
+            const gguf_tensor *g = gguf_find_tensor(got, name), *v_b = gguf_find_tensor(want,
+                                                                                       v_name);
+            if (!g || !v_b)
+                fail_msg("no %s", name);
+            /* [latent, heads x (nope + v)]: each head's nope key rows, then its v value rows */
+            uint64_t nope = (uint64_t)w->ne[0], latent = (uint64_t)w->ne[1];
+            uint64_t heads = (uint64_t)w->ne[2], v = (uint64_t)v_b->ne[1];
+            assert_int_equal(g->type, TENSOR_TYPE_F16);
+            assert_int_equal(g->ne[0], latent);
+            assert_int_equal(g->ne[1], heads * (nope + v));
+            const float *k = w->data, *vv = v_b->data;
+            for (uint64_t h = 0; h < heads; h++)
+                for (uint64_t j = 0; j < nope + v; j++)
+                    for (uint64_t l = 0; l < latent; l++)
+                        expect_element(j < nope ? k[(h * latent + l) * nope + j]
+                                                : vv[(h * v + j - nope) * latent + l],
+                                       TENSOR_TYPE_F16, g->data,
+                                       (h * (nope + v) + j) * latent + l, name);
+            split++;
+            continue;
+        }
+        const gguf_tensor *g = gguf_find_tensor(got, w->name);
+        if (!g)
+            fail_msg("no %s", w->name);
+        assert_memory_equal(g->ne, w->ne, sizeof w->ne);
+        bool router = strstr(w->name, "ffn_gate_inp") != NULL;
+        bool vector = w->n_dims == 1 || router;
+        if (g->type != (vector ? TENSOR_TYPE_F32 : TENSOR_TYPE_F16))
+            fail_msg("%s is %s", w->name, tensor_type_name(g->type));
+        for (uint64_t e = 0; e < gguf_tensor_n_elems(w); e++) {
+            float x = ((const float *)w->data)[e];
+            expect_element(router ? quant_f16_to_f32(quant_f32_to_f16(x)) : x, g->type, g->data,
+                           e, w->name);
+        }
+    }
+    assert_int_equal(split, 3);
+    assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want) - split);
+    static const char *const widths[] = {"deepseek2.attention.key_length",
+                                         "deepseek2.attention.value_length",
+                                         "deepseek2.attention.key_length_mla",
+                                         "deepseek2.attention.value_length_mla"};
+    for (size_t i = 0; i < gguf_n_kv(want); i++) {
+        const gguf_kv *w = gguf_kv_at(want, i);
+        bool skip = !strcmp(w->key, "general.name") || !strcmp(w->key, "general.file_type") ||
+                    !strcmp(w->key, "tokenizer.ggml.pre");
+        for (size_t k = 0; k < 4; k++)
+            skip = skip || !strcmp(w->key, widths[k]);
+        const gguf_kv *g = gguf_find_kv(got, w->key);
+        if (!skip && (!g || !kv_equal(w, g)))
+            fail_msg("%s %s", w->key, g ? "differs" : "is missing");
+    }
+    for (size_t k = 2; k < 4; k++)
+        assert_null(gguf_find_kv(got, widths[k]));
+    uint32_t key_length = 0, value_length = 0;
+    assert_true(gguf_get_u32(got, widths[0], &key_length, &err));
+    assert_true(gguf_get_u32(got, widths[1], &value_length, &err));
+    assert_int_equal(key_length, 24 + 16);
+    assert_int_equal(value_length, 32);
+    gguf_str pre; /* ollama's converter names DeepSeek V3's pre-tokenizer whatever its patterns */
+    assert_true(gguf_get_str(got, "tokenizer.ggml.pre", &pre, &err));
+    assert_int_equal(pre.size, strlen("deepseek-v3"));
+    assert_memory_equal(pre.data, "deepseek-v3", pre.size);
+    gguf_close(want);
+    gguf_close(got);
+    /* the same model: its keys and combined attn_kv_b run as the fixture's split one */
+    uint32_t n_want, n_got;
+    float *want_logits = last_logits(fixture("arch/deepseek2.gguf"), &n_want);
+    float *got_logits = last_logits(got_path, &n_got);
+    assert_int_equal(n_got, n_want);
+    for (uint32_t i = 0; i < n_want; i++)
+        if (fabsf(got_logits[i] - want_logits[i]) > DEEPSEEK2_F16_LOGIT_TOLERANCE)
+            fail_msg("logit %u: %g, expected %g", i, (double)got_logits[i],
+                     (double)want_logits[i]);
+    free(want_logits);
+    free(got_logits);
+    assert_int_equal(unlink(got_path), 0);
+
+    rewrite("config.json", "\"topk_group\": 2", "\"topk_group\": 5");
+    expect_convert_refusal("config.json: 8 routed experts of width 32 in 4 groups (5 used)");
+    rewrite("config.json", "\"topk_group\": 5", "\"topk_group\": 2");
+    rewrite("config.json", "\"first_k_dense_replace\": 1", "\"first_k_dense_replace\": 2");
+    expect_convert_refusal("'model.layers.1.mlp.gate.e_score_correction_bias' is not one of a "
+                           "DeepseekV3ForCausalLM's");
+}
+
 static void test_convert_mixtral_round_trip(void **state)
 {
     (void)state;
@@ -732,12 +911,14 @@ static void test_convert_mixtral_round_trip(void **state)
 
 /* ---- Gemma 3 with its vision tower ---- */
 
-static void expect_convert_refusal(const char *why);
 static void set_json(const char *name, const char *path, const char *key, const char *value);
 
 /* src's keys and tensors as the converter writes an F16 checkpoint's values: matrices F16,
- * vectors F32, Gemma norms (kept as w - 1, when gemma) plus one; into dst. */
-static void write_as_converted(const char *src, const char *dst, bool gemma)
+ * vectors F32, Gemma norms (kept as w - 1, when gemma) plus one; into dst. Tensors whose name
+ * holds one of keep_f32 (a NULL-terminated list, or NULL) stay F32 with the values F16 rounds
+ * them to. */
+static void write_as_converted_but(const char *src, const char *dst, bool gemma,
+                                   const char *const *keep_f32)
 {
     corral_error err = {{0}};
     gguf_file *in = gguf_open(src, &err);
@@ -750,7 +931,10 @@ static void write_as_converted(const char *src, const char *dst, bool gemma)
     for (int pass = 0; ok && pass < 2; pass++) {
         for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
             const gguf_tensor *t = gguf_tensor_at(in, i);
-            uint32_t type = t->n_dims == 1 ? TENSOR_TYPE_F32 : TENSOR_TYPE_F16;
+            bool keep = false;
+            for (const char *const *k = keep_f32; k && *k; k++)
+                keep = keep || strstr(t->name, *k);
+            uint32_t type = t->n_dims == 1 || keep ? TENSOR_TYPE_F32 : TENSOR_TYPE_F16;
             if (pass == 0) {
                 ok = gguf_writer_add_tensor(w, t->name, type, t->n_dims, t->ne, &err);
                 continue;
@@ -765,6 +949,8 @@ static void write_as_converted(const char *src, const char *dst, bool gemma)
                 if (gemma_norm)
                     x = (x - 1.0f) + 1.0f;
                 uint16_t h = quant_f32_to_f16(x);
+                if (keep)
+                    x = quant_f16_to_f32(h);
                 memcpy(bytes + e * (type == TENSOR_TYPE_F32 ? 4 : 2),
                        type == TENSOR_TYPE_F32 ? (void *)&x : (void *)&h,
                        type == TENSOR_TYPE_F32 ? 4 : 2);
@@ -777,6 +963,11 @@ static void write_as_converted(const char *src, const char *dst, bool gemma)
     }
     gguf_write_fixture_finish(w, ok, dst, &err);
     gguf_close(in);
+}
+
+static void write_as_converted(const char *src, const char *dst, bool gemma)
+{
+    write_as_converted_but(src, dst, gemma, NULL);
 }
 
 /* The image embeddings of a side x side reference image (its pixels fixture) with the file
@@ -960,6 +1151,381 @@ static void test_convert_qwen25vl_to_one_file(void **state)
             "\"hidden_size\": 32,\n  \"intermediate_size\": 96");
     expect_convert_refusal("'visual.blocks.0.attn.qkv.bias' is not [3 hidden_size] "
                            "(config.json's vision_config)");
+}
+
+/* ---- Qwen3-VL with its tower ---- */
+
+/* The Qwen3VLForConditionalGeneration checkpoint of the qwen3vl vision fixtures converts to
+ * the one file ollama's converter writes (the fixtures laid out as ollama's file, at the
+ * checkpoint's F16): the same tensors byte for byte (each block's Q/K/V split back out, the
+ * patch kernels in one Conv3D tensor, the deepstack mergers by place), ollama's keys and
+ * preprocessor_config.json's normalisation, a model its tower fits. */
+static void test_convert_qwen3vl_to_one_file(void **state)
+{
+    (void)state;
+    char text[4096], mmproj[4096];
+    snprintf(text, sizeof text, "%s", fixture("vision/qwen3vl-text.gguf"));
+    snprintf(mmproj, sizeof mmproj, "%s", fixture("vision/qwen3vl-mmproj.gguf"));
+    hf_fixture_write_qwen3vl(text, mmproj, g_root, SAFETENSORS_F16);
+    corral_error err = {{0}};
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    char text_f16[512], mmproj_f16[512], want_path[512], got_path[512];
+    snprintf(text_f16, sizeof text_f16, "%s", store_fixture_path(g_root, "text-f16.gguf"));
+    snprintf(mmproj_f16, sizeof mmproj_f16, "%s", store_fixture_path(g_root, "mmproj-f16.gguf"));
+    snprintf(want_path, sizeof want_path, "%s", store_fixture_path(g_root, "want.gguf"));
+    snprintf(got_path, sizeof got_path, "%s", store_fixture_path(g_root, "out.gguf"));
+    write_as_converted(text, text_f16, false);
+    /* the single file's writer makes its F16 Conv3D kernel from F32 kernels */
+    static const char *const kernels[] = {"v.patch_embd.weight", NULL};
+    write_as_converted_but(mmproj, mmproj_f16, false, kernels);
+    static const int32_t deepstack[2] = {0, 2};
+    qwen3vl_single_fixture_write(text_f16, mmproj_f16, want_path, NULL, deepstack, 2);
+
+    gguf_file *want = gguf_open(want_path, &err), *got = gguf_open(got_path, &err);
+    if (!want || !got)
+        fail_msg("%s", err.message);
+    assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want));
+    for (size_t i = 0; i < gguf_n_tensors(want); i++) {
+        const gguf_tensor *w = gguf_tensor_at(want, i), *g = gguf_find_tensor(got, w->name);
+        if (!g)
+            fail_msg("no %s", w->name);
+        if (g->type != w->type || memcmp(g->ne, w->ne, sizeof w->ne) != 0 ||
+            g->size_bytes != w->size_bytes || memcmp(g->data, w->data, w->size_bytes) != 0)
+            fail_msg("%s differs (%s, expected %s)", w->name, tensor_type_name(g->type),
+                     tensor_type_name(w->type));
+    }
+    for (size_t i = 0; i < gguf_n_kv(want); i++) {
+        const gguf_kv *w = gguf_kv_at(want, i);
+        if (!strcmp(w->key, "general.name") || !strcmp(w->key, "general.file_type"))
+            continue;
+        const gguf_kv *g = gguf_find_kv(got, w->key);
+        if (!g || !kv_equal(w, g))
+            fail_msg("%s %s", w->key, g ? "differs" : "is missing");
+    }
+    uint32_t edge = 0;
+    assert_true(gguf_get_u32(got, "qwen3vl.vision.longest_edge", &edge, &err));
+    assert_int_equal(edge, 4 * 4 * 4096);
+    gguf_close(want);
+    gguf_close(got);
+    corral_model *model = corral_model_load(got_path, &err);
+    corral_mmproj *mm = model ? corral_mmproj_load(got_path, &err) : NULL;
+    if (!mm || !corral_mmproj_fits(mm, model, &err))
+        fail_msg("%s", err.message);
+    corral_mmproj_free(mm);
+    corral_model_free(model);
+    assert_int_equal(unlink(got_path), 0);
+
+    rewrite("config.json", "\"deepstack_visual_indexes\": [\n   0,\n   2\n  ]",
+            "\"deepstack_visual_indexes\": [\n   2,\n   0\n  ]");
+    expect_convert_refusal("config.json: vision_config.deepstack_visual_indexes must list at "
+                           "most 64 of the 3 layers, in ascending order");
+    rewrite("config.json", "\"deepstack_visual_indexes\": [\n   2,\n   0\n  ]",
+            "\"deepstack_visual_indexes\": [\n   0\n  ]");
+    expect_convert_refusal("'model.visual.deepstack_merger_list.1.");
+    rewrite("config.json", "\"deepstack_visual_indexes\": [\n   0\n  ]",
+            "\"deepstack_visual_indexes\": [\n   0,\n   2\n  ]");
+    rewrite("config.json", "\"temporal_patch_size\": 2", "\"temporal_patch_size\": 3");
+    expect_convert_refusal("'model.visual.patch_embed.proj.weight' is not [hidden_size, "
+                           "in_channels, temporal_patch_size, patch_size, patch_size]");
+    rewrite("config.json", "\"temporal_patch_size\": 3", "\"temporal_patch_size\": 2");
+    rewrite("preprocessor_config.json", "\"image_std\"", "\"image_sd\"");
+    expect_convert_refusal("preprocessor_config.json gives image_mean without image_std");
+}
+
+/* The Qwen3VLMoeForConditionalGeneration checkpoint of the qwen3vlmoe fixture (with the
+ * qwen3vl tower) converts to ollama's qwen3vlmoe file: the text model's tensors as the
+ * fixture's, BF16 (each layer's packed, transposed experts as gate's, up's and down's
+ * stacks), its keys but those ollama's file lists otherwise (the M-RoPE sections as three
+ * rope.mrope_section, no n_deepstack_layers), the tower's keys under qwen3vlmoe.; the engine
+ * loads it. */
+static void test_convert_qwen3vlmoe_experts(void **state)
+{
+    (void)state;
+    char text[4096], mmproj[4096];
+    snprintf(text, sizeof text, "%s", fixture("arch/qwen3vlmoe.gguf"));
+    snprintf(mmproj, sizeof mmproj, "%s", fixture("vision/qwen3vl-mmproj.gguf"));
+    hf_fixture_write_qwen3vl(text, mmproj, g_root, SAFETENSORS_BF16);
+    corral_error err = {{0}};
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    char got_path[512];
+    snprintf(got_path, sizeof got_path, "%s", store_fixture_path(g_root, "out.gguf"));
+    gguf_file *want = gguf_open(text, &err), *got = gguf_open(got_path, &err);
+    if (!want || !got)
+        fail_msg("%s", err.message);
+    for (size_t i = 0; i < gguf_n_tensors(want); i++) {
+        const gguf_tensor *w = gguf_tensor_at(want, i), *g = gguf_find_tensor(got, w->name);
+        if (!g)
+            fail_msg("no %s", w->name);
+        assert_int_equal(g->n_dims, w->n_dims);
+        assert_memory_equal(g->ne, w->ne, sizeof w->ne);
+        bool router = strstr(w->name, "ffn_gate_inp") != NULL;
+        uint32_t type = w->n_dims == 1 || router ? TENSOR_TYPE_F32 : TENSOR_TYPE_BF16;
+        if (g->type != type)
+            fail_msg("%s is %s", w->name, tensor_type_name(g->type));
+        for (uint64_t e = 0; e < gguf_tensor_n_elems(w); e++) {
+            float x = ((const float *)w->data)[e];
+            if (router) /* F32 from the checkpoint's BF16 */
+                x = quant_bf16_to_f32(quant_f32_to_bf16(x));
+            expect_element(x, type, g->data, e, w->name);
+        }
+    }
+    for (size_t i = 0; i < gguf_n_kv(want); i++) {
+        const gguf_kv *w = gguf_kv_at(want, i);
+        if (!strcmp(w->key, "general.name") || !strcmp(w->key, "general.file_type") ||
+            !strcmp(w->key, "qwen3vlmoe.rope.dimension_sections") ||
+            !strcmp(w->key, "qwen3vlmoe.n_deepstack_layers"))
+            continue;
+        const gguf_kv *g = gguf_find_kv(got, w->key);
+        if (!g || !kv_equal(w, g))
+            fail_msg("%s %s", w->key, g ? "differs" : "is missing");
+    }
+    const gguf_kv *sections = gguf_find_kv(got, "qwen3vlmoe.rope.mrope_section");
+    assert_non_null(sections);
+    assert_int_equal(sections->n, 3);
+    for (uint64_t i = 0; i < 3; i++)
+        assert_int_equal(gguf_kv_i64(sections, i), i == 0 ? 6 : 5);
+    const gguf_kv *deepstack = gguf_find_kv(got, "qwen3vlmoe.vision.deepstack_visual_indexes");
+    assert_non_null(deepstack);
+    assert_int_equal(deepstack->n, 2);
+    uint32_t file_type = 0;
+    assert_true(gguf_get_u32(got, "general.file_type", &file_type, &err));
+    assert_int_equal(file_type, 32);
+    gguf_close(want);
+    gguf_close(got);
+    corral_model *model = corral_model_load(got_path, &err);
+    if (!model)
+        fail_msg("%s", err.message);
+    corral_model_free(model);
+    assert_int_equal(unlink(got_path), 0);
+
+    /* the experts' width, which the packed tensors must have */
+    rewrite("config.json", "\"moe_intermediate_size\": 32", "\"moe_intermediate_size\": 16");
+    expect_convert_refusal("'model.language_model.layers.0.mlp.experts.");
+}
+
+/* ---- Llama 4 with its tower ---- */
+
+/* The name ollama's converter gives a llama.cpp llama4 projector's tensor: Hugging Face's
+ * under "v." and "mm.", the blocks' as the text model's but the MLP's. */
+static const char *llama4_ollama_name(const char *name, char *buf, size_t size)
+{
+    static const char *const whole[][2] = {
+        {"v.patch_embd.weight", "v.patch_embedding.weight"},
+        {"v.class_embd", "v.class_embedding"},
+        {"v.position_embd.weight", "v.positional_embedding_vlm"},
+        {"v.pre_ln.weight", "v.layernorm_pre.weight"}, {"v.pre_ln.bias", "v.layernorm_pre.bias"},
+        {"v.post_ln.weight", "v.layernorm_post.weight"},
+        {"v.post_ln.bias", "v.layernorm_post.bias"},
+        {"mm.model.mlp.1.weight", "v.vision_adapter.mlp.fc1.weight"},
+        {"mm.model.mlp.2.weight", "v.vision_adapter.mlp.fc2.weight"},
+        {"mm.model.fc.weight", "mm.linear_1.weight"},
+    };
+    static const char *const part[][2] = {{".ln1.", ".attn_norm."}, {".ln2.", ".ffn_norm."},
+                                          {".attn_out.", ".attn_output."},
+                                          {".ffn_up.", ".mlp.fc1."}, {".ffn_down.", ".mlp.fc2."}};
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
+        if (strcmp(name, whole[i][0]) == 0)
+            return whole[i][1];
+    snprintf(buf, size, "%s", name);
+    for (size_t i = 0; i < sizeof part / sizeof part[0]; i++) {
+        const char *at = strstr(name, part[i][0]);
+        if (at)
+            snprintf(buf, size, "%.*s%s%s", (int)(at - name), name, part[i][1],
+                     at + strlen(part[i][0]));
+    }
+    return buf;
+}
+
+/* Every tensor of from is in got under the name rename gives (NULL: its own), byte for byte. */
+static void expect_same_tensors(const gguf_file *from, const gguf_file *got,
+                                const char *(*rename)(const char *, char *, size_t))
+{
+    for (size_t i = 0; i < gguf_n_tensors(from); i++) {
+        const gguf_tensor *w = gguf_tensor_at(from, i);
+        char buf[128];
+        const char *name = rename ? rename(w->name, buf, sizeof buf) : w->name;
+        const gguf_tensor *g = gguf_find_tensor(got, name);
+        if (!g)
+            fail_msg("no %s", name);
+        if (g->type != w->type || memcmp(g->ne, w->ne, sizeof w->ne) != 0 ||
+            g->size_bytes != w->size_bytes || memcmp(g->data, w->data, w->size_bytes) != 0)
+            fail_msg("%s differs (%s, expected %s)", name, tensor_type_name(g->type),
+                     tensor_type_name(w->type));
+    }
+}
+
+/* The Llama4ForConditionalGeneration checkpoint of the llama4 vision fixtures converts to the
+ * one file ollama's converter writes: the text model's tensors (Q/K as the checkpoint keeps
+ * them, each layer's packed experts split and transposed) and the tower's under ollama's
+ * names byte for byte at the checkpoint's F16 (the position table F32), the text model's keys
+ * with the tower's under llama4.vision.*, a model its tower fits. */
+static void test_convert_llama4_to_one_file(void **state)
+{
+    (void)state;
+    char text[4096], mmproj[4096];
+    snprintf(text, sizeof text, "%s", fixture("vision/llama4-text.gguf"));
+    snprintf(mmproj, sizeof mmproj, "%s", fixture("vision/llama4-mmproj.gguf"));
+    hf_fixture_write_llama4(text, mmproj, g_root, SAFETENSORS_F16);
+    corral_error err = {{0}};
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    char text_f16[512], mmproj_f16[512], got_path[512];
+    snprintf(text_f16, sizeof text_f16, "%s", store_fixture_path(g_root, "text-f16.gguf"));
+    snprintf(mmproj_f16, sizeof mmproj_f16, "%s", store_fixture_path(g_root, "mmproj-f16.gguf"));
+    snprintf(got_path, sizeof got_path, "%s", store_fixture_path(g_root, "out.gguf"));
+    /* the router and the position table are F32 in ollama's file */
+    static const char *const routers[] = {".ffn_gate_inp.", NULL};
+    static const char *const table[] = {"v.position_embd.weight", NULL};
+    write_as_converted_but(text, text_f16, false, routers);
+    write_as_converted_but(mmproj, mmproj_f16, false, table);
+    gguf_file *want_text = gguf_open(text_f16, &err), *want_mm = gguf_open(mmproj_f16, &err);
+    gguf_file *got = gguf_open(got_path, &err);
+    if (!want_text || !want_mm || !got)
+        fail_msg("%s", err.message);
+    assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want_text) + gguf_n_tensors(want_mm));
+    expect_same_tensors(want_text, got, NULL);
+    expect_same_tensors(want_mm, got, llama4_ollama_name);
+    for (size_t i = 0; i < gguf_n_kv(want_text); i++) {
+        const gguf_kv *w = gguf_kv_at(want_text, i);
+        if (!strcmp(w->key, "general.name") || !strcmp(w->key, "general.file_type"))
+            continue;
+        const gguf_kv *g = gguf_find_kv(got, w->key);
+        if (!g || !kv_equal(w, g))
+            fail_msg("%s %s", w->key, g ? "differs" : "is missing");
+    }
+    static const struct {
+        const char *key;
+        uint32_t value;
+    } u32s[] = {{"llama4.vision.block_count", 2},       {"llama4.vision.embedding_length", 32},
+                {"llama4.vision.feed_forward_length", 64},
+                {"llama4.vision.attention.head_count", 2}, {"llama4.vision.image_size", 16},
+                {"llama4.vision.patch_size", 4},        {"llama4.attention.chunk_size", 8192}};
+    for (size_t i = 0; i < sizeof u32s / sizeof u32s[0]; i++) {
+        uint32_t v = 0;
+        assert_true(gguf_get_u32(got, u32s[i].key, &v, &err));
+        assert_int_equal(v, u32s[i].value);
+    }
+    static const struct {
+        const char *key;
+        float value;
+    } f32s[] = {{"llama4.vision.layer_norm_epsilon", 1e-5f},
+                {"llama4.vision.pixel_shuffle_ratio", 0.5f},
+                {"llama4.vision.rope.freq_base", 10000.0f}};
+    for (size_t i = 0; i < sizeof f32s / sizeof f32s[0]; i++) {
+        float v = 0;
+        assert_true(gguf_get_f32(got, f32s[i].key, &v, &err));
+        assert_true(v == f32s[i].value);
+    }
+    const gguf_kv *qk_norm = gguf_find_kv(got, "llama4.use_qk_norm");
+    assert_true(qk_norm && gguf_kv_bool(qk_norm, 0));
+    gguf_close(want_text);
+    gguf_close(want_mm);
+    gguf_close(got);
+    corral_model *model = corral_model_load(got_path, &err);
+    corral_mmproj *mm = model ? corral_mmproj_load(got_path, &err) : NULL;
+    if (!mm || !corral_mmproj_fits(mm, model, &err))
+        fail_msg("%s", err.message);
+    corral_mmproj_free(mm);
+    corral_model_free(model);
+    assert_int_equal(unlink(got_path), 0);
+
+    rewrite("config.json", "\"intermediate_size_mlp\"", "\"intermediate_size_dense\"");
+    expect_convert_refusal("config.json has no intermediate_size_mlp");
+    rewrite("config.json", "\"intermediate_size_dense\"", "\"intermediate_size_mlp\"");
+
+    /* Llama 4 Scout's llama3 scaling has no band between its low and high frequencies */
+    rewrite("config.json", "\"use_qk_norm\": true",
+            "\"use_qk_norm\": true, \"rope_scaling\": {\"rope_type\": \"llama3\", "
+            "\"factor\": 16.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 1.0, "
+            "\"original_max_position_embeddings\": 8192}");
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    got = gguf_open(got_path, &err);
+    if (!got)
+        fail_msg("%s", err.message);
+    const gguf_tensor *freqs = gguf_find_tensor(got, "rope_freqs.weight");
+    assert_non_null(freqs);
+    assert_int_equal(gguf_tensor_n_elems(freqs), 8);
+    /* theta 5e5 over 16 dimensions: pair 4 turns in 4443 positions, pair 5 in 22935 */
+    for (int i = 0; i < 8; i++)
+        assert_true(((const float *)freqs->data)[i] == (i < 5 ? 1.0f : 16.0f));
+    gguf_close(got);
+}
+
+/* ---- Llama 3.2 Vision ---- */
+
+/* The MllamaForConditionalGeneration checkpoint of the mllama fixture (ollama's one file)
+ * converts back to that file: every tensor byte for byte at the checkpoint's F16 (the
+ * position tables F32; each tower block's Q and K permuted and transposed, the text model's
+ * and the cross-attention layers' Q and K permuted, as ollama's converter writes them) but
+ * the gates, which come back through tanh within float rounding (the position gate as
+ * 1 - tanh and tanh), and rope_freqs, which the checkpoint's config does not make; the
+ * fixture's keys; a model its tower fits. */
+static void test_convert_mllama_to_one_file(void **state)
+{
+    (void)state;
+    char src[4096];
+    snprintf(src, sizeof src, "%s", fixture("vision/mllama.gguf"));
+    hf_fixture_write_mllama(src, g_root, SAFETENSORS_F16);
+    corral_error err = {{0}};
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    char want_path[512], got_path[512];
+    snprintf(want_path, sizeof want_path, "%s", store_fixture_path(g_root, "want.gguf"));
+    snprintf(got_path, sizeof got_path, "%s", store_fixture_path(g_root, "out.gguf"));
+    static const char *const tables[] = {"position_embd.weight", NULL};
+    write_as_converted_but(src, want_path, false, tables);
+    gguf_file *want = gguf_open(want_path, &err), *got = gguf_open(got_path, &err);
+    if (!want || !got)
+        fail_msg("%s", err.message);
+    assert_null(gguf_find_tensor(got, "rope_freqs.weight"));
+    assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want) - 1);
+    for (size_t i = 0; i < gguf_n_tensors(want); i++) {
+        const gguf_tensor *w = gguf_tensor_at(want, i), *g = gguf_find_tensor(got, w->name);
+        if (!strcmp(w->name, "rope_freqs.weight"))
+            continue;
+        if (!g)
+            fail_msg("no %s", w->name);
+        size_t len = strlen(w->name);
+        bool gate = len > 5 && (!strcmp(w->name + len - 5, ".gate") ||
+                                !strcmp(w->name + len - 5, "_gate"));
+        bool tower = strncmp(w->name, "v.", 2) == 0;
+        if (gate && tower) { /* through atanh and back */
+            assert_int_equal(g->type, TENSOR_TYPE_F32);
+            float x = ((const float *)w->data)[0], y = ((const float *)g->data)[0];
+            if (fabsf(x - y) > 1e-6f)
+                fail_msg("%s: %g, expected %g", w->name, (double)y, (double)x);
+            continue;
+        }
+        if (g->type != w->type || memcmp(g->ne, w->ne, sizeof w->ne) != 0 ||
+            g->size_bytes != w->size_bytes || memcmp(g->data, w->data, w->size_bytes) != 0)
+            fail_msg("%s differs (%s, expected %s)", w->name, tensor_type_name(g->type),
+                     tensor_type_name(w->type));
+    }
+    for (size_t i = 0; i < gguf_n_kv(want); i++) {
+        const gguf_kv *w = gguf_kv_at(want, i);
+        if (!strcmp(w->key, "general.name") || !strcmp(w->key, "general.file_type"))
+            continue;
+        const gguf_kv *g = gguf_find_kv(got, w->key);
+        if (!g || !kv_equal(w, g))
+            fail_msg("%s %s", w->key, g ? "differs" : "is missing");
+    }
+    gguf_close(want);
+    gguf_close(got);
+    corral_model *model = corral_model_load(got_path, &err);
+    corral_mmproj *mm = model ? corral_mmproj_load(got_path, &err) : NULL;
+    if (!mm || !corral_mmproj_fits(mm, model, &err))
+        fail_msg("%s", err.message);
+    corral_mmproj_free(mm);
+    corral_model_free(model);
+    assert_int_equal(unlink(got_path), 0);
+
+    rewrite("config.json", "\"cross_attention_layers\": [\n   1,\n   3\n  ]",
+            "\"cross_attention_layers\": [\n   3,\n   1\n  ]");
+    expect_convert_refusal("config.json: cross_attention_layers must list at most 256 of the 5 "
+                           "layers, in ascending order");
 }
 
 /* ---- Mistral 3 with its pixtral tower ---- */
@@ -1603,6 +2169,12 @@ int main(int argc, char **argv)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_convert_gemma3_vision_to_one_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_qwen25vl_to_one_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_qwen3vl_to_one_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_deepseek2_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_gemma3n_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_qwen3vlmoe_experts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_llama4_to_one_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_mllama_to_one_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_mistral3_vision_to_one_file, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_convert_adapter_f32_round_trip, setup, teardown),

@@ -1010,8 +1010,9 @@ static void test_create_refuses_checkpoints_it_cannot_convert(void **state)
                  "unsupported architecture 'GPTNeoXForCausalLM': Corral converts "
                  "Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3Moe, Qwen3Next, Gemma, Gemma2, "
                  "Gemma3, Phi3, GptOss, Olmo2, Olmo3, Granite, Cohere2, SmolLM3, Starcoder2, "
-                 "Qwen3_5 and Qwen3_5Moe (each ...ForCausalLM); Gemma3, Mistral3, Qwen2_5_VL, "
-                 "Qwen3_5 and Qwen3_5Moe (...ForConditionalGeneration)");
+                 "DeepseekV3, Qwen3_5 and Qwen3_5Moe (each ...ForCausalLM); Gemma3, Gemma3n, "
+                 "Mistral3, Mllama, Llama4, Qwen2_5_VL, Qwen3VL, Qwen3VLMoe, Qwen3_5 and "
+                 "Qwen3_5Moe (...ForConditionalGeneration)");
     free(body);
 
     /* an adapter is checked against the converted weights, once they exist: without

@@ -30,6 +30,9 @@ typedef enum elem_op {
     ELEM_AS_IS,
     ELEM_ADD_ONE, /* a Gemma or Qwen 3.5 norm: 1 + the stored value */
     ELEM_NEG_EXP, /* Qwen 3.5's A_log: -exp of the stored value, the decay's a */
+    ELEM_CLAMP,   /* Gemma 3n's AltUp coefficients: within [-clamp, clamp] */
+    ELEM_TANH,    /* Llama 3.2 Vision's tower gates, stored before their tanh */
+    ELEM_ONE_MINUS_TANH, /* its position embedding's gate: 1 - tanh */
 } elem_op;
 
 typedef struct out_tensor {
@@ -39,7 +42,9 @@ typedef struct out_tensor {
     uint32_t n_dims;
     int64_t ne[4];
     uint32_t permute_heads; /* > 0: Llama's Q/K row order, with this many heads */
+    bool transposed; /* a square matrix written transposed (after the permutation) */
     elem_op op;
+    float clamp; /* ELEM_CLAMP's bound */
     bool v_reordered;       /* Qwen 3.5's value heads tiled (v_order; key_heads, per_key) */
     hf_v_order v_order;
     uint32_t key_heads, per_key;
@@ -108,7 +113,8 @@ bool hf_is_checkpoint_file(const char *name)
     static const char *const names[] = {"config.json", "tokenizer.json", "tokenizer_config.json",
                                         "generation_config.json", "tokenizer.model",
                                         "special_tokens_map.json", "added_tokens.json",
-                                        "model.safetensors.index.json", "chat_template.jinja"};
+                                        "model.safetensors.index.json", "chat_template.jinja",
+                                        "preprocessor_config.json"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(name, names[i]) == 0)
             return true;
@@ -187,12 +193,21 @@ static hf_status read_text(converter *c, const char *name, char **out, size_t *o
 
 /* ---- config.json ---- */
 
+/* config.json, and Qwen3-VL's preprocessor_config.json where there is one (its image
+ * normalisation and size bounds, which ollama's file carries). */
 static hf_status read_config(converter *c)
 {
     hf_status status;
     if (!(c->config = load_json(c, "config.json", true, &status)))
         return status;
-    return hf_family_read_config(c->config, &c->p, c->err);
+    status = hf_family_read_config(c->config, &c->p, c->err);
+    if (status != HF_OK || !hf_family_is_qwen3vl(c->p.arch))
+        return status;
+    json_t *preprocessor = load_json(c, "preprocessor_config.json", false, &status);
+    if (preprocessor)
+        status = hf_family_read_preprocessor(preprocessor, &c->p, c->err);
+    json_decref(preprocessor);
+    return status;
 }
 
 /* ---- the tokenizer ---- */
@@ -218,6 +233,8 @@ static hf_status read_tokenizer(converter *c)
     c->vocab = spm ? hf_vocab_load_spm(c->spm_model, spm_len, j[0], j[3], j[4], j[1], j[2],
                                        c->chat_template, c->p.vocab_size, c->err)
                    : hf_vocab_load(j[0], j[1], j[2], c->chat_template, c->p.vocab_size, c->err);
+    if (c->vocab && hf_family_pre_tokenizer(c->p.arch))
+        hf_vocab_set_pre(c->vocab, hf_family_pre_tokenizer(c->p.arch));
     return c->vocab ? HF_OK : HF_INVALID;
 }
 
@@ -232,6 +249,45 @@ static hf_status append_tensor(converter *c, const out_tensor *t)
     }
     c->tensors = grown;
     c->tensors[c->n_tensors++] = *t;
+    return HF_OK;
+}
+
+/* A 2-D matrix as the index-th of count in the 3-D stack name (the stack outermost). */
+static hf_status add_to_stack(converter *c, const safetensors_tensor *src, const char *name,
+                              uint32_t index, uint32_t count)
+{
+    out_tensor *t = NULL;
+    for (size_t i = 0; i < c->n_tensors && !t; i++)
+        if (strcmp(c->tensors[i].name, name) == 0)
+            t = &c->tensors[i];
+    if (!t) {
+        out_tensor stack = {.src = src, .n_dims = 3, .n_experts = count,
+                            .ne = {(int64_t)src->shape[1], (int64_t)src->shape[0],
+                                   (int64_t)count, 1},
+                            .type = src->dtype == SAFETENSORS_BF16 ? TENSOR_TYPE_BF16
+                                                                   : TENSOR_TYPE_F16};
+        snprintf(stack.name, sizeof stack.name, "%s", name);
+        if (!(stack.experts = calloc(count, sizeof *stack.experts))) {
+            corral_error_set(c->err, "out of memory");
+            return HF_IO;
+        }
+        hf_status status = append_tensor(c, &stack);
+        if (status != HF_OK) {
+            free(stack.experts);
+            return status;
+        }
+        t = &c->tensors[c->n_tensors - 1];
+        c->any_bf16 = c->any_bf16 || t->type == TENSOR_TYPE_BF16;
+    }
+    if (t->experts[index] || src->dtype != t->src->dtype ||
+        src->shape[0] != t->src->shape[0] || src->shape[1] != t->src->shape[1]) {
+        corral_error_set(c->err, "tensor '%.200s' %s", src->name,
+                         t->experts[index] ? "is in the checkpoint twice"
+                                           : "differs in shape or dtype from the others of its "
+                                             "stack");
+        return HF_INVALID;
+    }
+    t->experts[index] = src;
     return HF_OK;
 }
 
@@ -250,39 +306,7 @@ static hf_status add_expert(converter *c, const safetensors_tensor *src, unsigne
     }
     char name[GGUF_MAX_NAME_BYTES + 1];
     snprintf(name, sizeof name, "blk.%u.ffn_%s_exps.weight", layer, kind);
-    out_tensor *t = NULL;
-    for (size_t i = 0; i < c->n_tensors && !t; i++)
-        if (strcmp(c->tensors[i].name, name) == 0)
-            t = &c->tensors[i];
-    if (!t) {
-        out_tensor stack = {.src = src, .n_dims = 3, .n_experts = p->n_expert,
-                            .ne = {(int64_t)src->shape[1], (int64_t)src->shape[0],
-                                   (int64_t)p->n_expert, 1},
-                            .type = src->dtype == SAFETENSORS_BF16 ? TENSOR_TYPE_BF16
-                                                                   : TENSOR_TYPE_F16};
-        snprintf(stack.name, sizeof stack.name, "%s", name);
-        if (!(stack.experts = calloc(p->n_expert, sizeof *stack.experts))) {
-            corral_error_set(c->err, "out of memory");
-            return HF_IO;
-        }
-        hf_status status = append_tensor(c, &stack);
-        if (status != HF_OK) {
-            free(stack.experts);
-            return status;
-        }
-        t = &c->tensors[c->n_tensors - 1];
-        c->any_bf16 = c->any_bf16 || t->type == TENSOR_TYPE_BF16;
-    }
-    if (t->experts[expert] || src->dtype != t->src->dtype ||
-        src->shape[0] != t->src->shape[0] || src->shape[1] != t->src->shape[1]) {
-        corral_error_set(c->err, "tensor '%.200s' %s", src->name,
-                         t->experts[expert] ? "is in the checkpoint twice"
-                                            : "differs in shape or dtype from its layer's other "
-                                              "experts");
-        return HF_INVALID;
-    }
-    t->experts[expert] = src;
-    return HF_OK;
+    return add_to_stack(c, src, name, expert, p->n_expert);
 }
 
 /* The output tensor named name, or NULL. */
@@ -399,20 +423,23 @@ static hf_status add_gptoss_experts(converter *c, const safetensors_tensor *src,
 /*
  * One of a Qwen 3.5 MoE layer's expert tensors, its shape checked against config.json's:
  * down's as it is, gate_up's as two strided views, gate's rows and up's of each expert.
+ * Qwen3-VL MoE's and Llama 4's are stored transposed (each expert's [in, out]): every part
+ * is a strided view reading the checkpoint's columns as rows.
  */
 static hf_status add_packed_experts(converter *c, const safetensors_tensor *src, unsigned layer,
                                     bool down)
 {
     const hf_params *p = &c->p;
     uint64_t n_exp = p->n_expert, ff = p->n_ff_expert, embd = p->n_embd;
+    bool transposed = hf_family_experts_transposed(p->arch);
+    uint64_t rows = down ? embd : 2 * ff, cols = down ? ff : embd; /* per expert, as GGUF's */
+    uint64_t dim1 = transposed ? cols : rows, dim2 = transposed ? rows : cols;
     bool fits = src->n_dims == 3 && layer < p->n_layer && ff && src->shape[0] == n_exp &&
-                src->shape[1] == (down ? embd : 2 * ff) && src->shape[2] == (down ? ff : embd) &&
-                src->dtype != SAFETENSORS_U8;
+                src->shape[1] == dim1 && src->shape[2] == dim2 && src->dtype != SAFETENSORS_U8;
     if (!fits) {
         corral_error_set(c->err, "tensor '%.200s' is not [%llu, %llu, %llu] (config.json's "
                          "experts, widths and layers)", src->name, (unsigned long long)n_exp,
-                         (unsigned long long)(down ? embd : 2 * ff),
-                         (unsigned long long)(down ? ff : embd));
+                         (unsigned long long)dim1, (unsigned long long)dim2);
         return HF_INVALID;
     }
     uint32_t type = src->dtype == SAFETENSORS_BF16 ? TENSOR_TYPE_BF16 : TENSOR_TYPE_F16;
@@ -427,7 +454,17 @@ static hf_status add_packed_experts(converter *c, const safetensors_tensor *src,
             corral_error_set(c->err, "tensor '%.200s' is in the checkpoint twice", src->name);
             return HF_INVALID;
         }
-        if (!down) { /* expert e's output row i of gate (up) is its row i (ff + i) */
+        if (transposed) { /* expert e's output row i is its column i (ff + i for up's) */
+            uint64_t out_rows = down ? embd : ff, width = down ? embd : 2 * ff;
+            t.strided = true;
+            t.n_rows = n_exp * out_rows;
+            t.row_elems = cols;
+            t.group_rows = out_rows;
+            t.group_stride = cols * width;
+            t.row_stride = 1;
+            t.offset = k == 1 ? ff : 0;
+            t.col_stride = width;
+        } else if (!down) { /* expert e's output row i of gate (up) is its row i (ff + i) */
             t.strided = true;
             t.n_rows = n_exp * ff;
             t.row_elems = embd;
@@ -458,7 +495,8 @@ static hf_status check_experts(converter *c)
     for (size_t i = 0; i < c->n_tensors; i++)
         for (uint32_t e = 0; e < c->tensors[i].n_experts; e++)
             if (!c->tensors[i].experts[e]) {
-                corral_error_set(c->err, "the checkpoint has no expert %u for '%s'", e,
+                corral_error_set(c->err, "the checkpoint has no %s %u for '%s'",
+                                 strstr(c->tensors[i].name, "_exps.") ? "expert" : "matrix", e,
                                  c->tensors[i].name);
                 return HF_INVALID;
             }
@@ -508,7 +546,7 @@ static hf_status add_qkvz(converter *c, const safetensors_tensor *src, const cha
  * Qwen2.5-VL's fused tower tensors split as ollama's converter splits them, each part a
  * strided view of src: the patch kernel ([width, channels, 2, patch, patch], its two
  * temporal slices) as patch_embd_0 and patch_embd_1, and a block's attn_qkv (weight
- * [3 width, width] or bias [3 width]) as attn_q, attn_k and attn_v.
+ * [3 width, width] or bias [3 width]) as attn_q, attn_k and attn_v (Qwen3-VL's too).
  */
 static hf_status add_qwen25vl_split(converter *c, const safetensors_tensor *src,
                                     const char *name)
@@ -568,10 +606,58 @@ static hf_status add_qwen25vl_split(converter *c, const safetensors_tensor *src,
     return HF_OK;
 }
 
+/*
+ * Qwen3-VL's patch kernel ([width, channels, frames, patch, patch]) as ollama's file keeps
+ * it: one Conv3D tensor, its outputs and channels in one dimension (ne [patch, patch,
+ * frames, width x channels]), the checkpoint's bytes in their order.
+ */
+static hf_status add_conv3d_kernel(converter *c, const safetensors_tensor *src, out_tensor *t)
+{
+    const hf_vision *v = &c->p.vision;
+    if (src->n_dims != 5 || src->shape[0] != v->n_embd || src->shape[1] != v->n_channels ||
+        src->shape[2] != v->temporal_patch_size || src->shape[3] != v->patch_size ||
+        src->shape[4] != v->patch_size) {
+        corral_error_set(c->err, "tensor '%.200s' is not [hidden_size, in_channels, "
+                         "temporal_patch_size, patch_size, patch_size] (config.json's "
+                         "vision_config)", src->name);
+        return HF_INVALID;
+    }
+    if (find_tensor(c, t->name)) {
+        corral_error_set(c->err, "tensor '%.200s' is in the checkpoint twice", src->name);
+        return HF_INVALID;
+    }
+    t->n_dims = 4;
+    t->ne[0] = t->ne[1] = (int64_t)v->patch_size;
+    t->ne[2] = (int64_t)v->temporal_patch_size;
+    t->ne[3] = (int64_t)v->n_embd * v->n_channels;
+    t->type = TENSOR_TYPE_F16; /* ollama keeps a vision tower F16 */
+    return append_tensor(c, t);
+}
+
+/* Llama 3.2 Vision's one position gate g as ollama's file holds it: 1 - tanh(g) as
+ * v.position_embd.gate, tanh(g) as v.tile_position_embd.gate. */
+static hf_status add_mllama_position_gates(converter *c, out_tensor *t)
+{
+    if (t->src->n_elems != 1) {
+        corral_error_set(c->err, "tensor '%.200s' is not one number", t->src->name);
+        return HF_INVALID;
+    }
+    out_tensor tile = *t;
+    t->op = ELEM_ONE_MINUS_TANH;
+    snprintf(tile.name, sizeof tile.name, "v.tile_position_embd.gate");
+    tile.op = ELEM_TANH;
+    if (find_tensor(c, t->name) || find_tensor(c, tile.name)) {
+        corral_error_set(c->err, "tensor '%.200s' is in the checkpoint twice", t->src->name);
+        return HF_INVALID;
+    }
+    hf_status status = append_tensor(c, t);
+    return status == HF_OK ? append_tensor(c, &tile) : status;
+}
+
 static hf_status add_tensor(converter *c, const safetensors_tensor *src)
 {
     if (ends_with(src->name, ".rotary_emb.inv_freq") ||
-        hf_family_skipped_tensor(c->p.arch, src->name))
+        hf_family_skipped_tensor(&c->p, src->name))
         return HF_OK; /* recomputed from rope_theta, or a part the GGUF leaves out */
     unsigned layer, expert;
     const char *kind;
@@ -589,6 +675,17 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
     }
     if (hf_family_parse_expert(src->name, &layer, &expert, &kind))
         return add_expert(c, src, layer, expert, kind);
+    char stack[GGUF_MAX_NAME_BYTES + 1];
+    uint32_t index, count;
+    if (hf_family_parse_stacked(&c->p, src->name, stack, sizeof stack, &index, &count)) {
+        if (index >= count || src->n_dims != 2 || src->shape[0] != c->p.n_embd ||
+            src->shape[1] != c->p.n_embd) {
+            corral_error_set(c->err, "tensor '%.200s' is not one of %u [hidden_size, "
+                             "hidden_size] matrices (config.json's)", src->name, count);
+            return HF_INVALID;
+        }
+        return add_to_stack(c, src, stack, index, count);
+    }
     out_tensor t = {.src = src};
     hf_family_rename(c->p.arch, src->name, t.name, sizeof t.name);
     if (!hf_family_known_tensor(&c->p, t.name)) {
@@ -596,10 +693,14 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
                          src->name, c->p.arch->hf_name);
         return HF_INVALID;
     }
-    if (hf_family_is_qwen25vl(c->p.arch) &&
-        (!strcmp(t.name, "v.patch_embd.weight") ||
-         (!strncmp(t.name, "v.", 2) && strstr(t.name, ".attn_qkv."))))
+    bool qwen3vl = hf_family_is_qwen3vl(c->p.arch);
+    if ((hf_family_is_qwen25vl(c->p.arch) &&
+         (!strcmp(t.name, "v.patch_embd.weight") ||
+          (!strncmp(t.name, "v.", 2) && strstr(t.name, ".attn_qkv.")))) ||
+        (qwen3vl && !strncmp(t.name, "v.", 2) && strstr(t.name, ".attn_qkv.")))
         return add_qwen25vl_split(c, src, t.name);
+    if (qwen3vl && !strcmp(t.name, "v.patch_embed.weight"))
+        return add_conv3d_kernel(c, src, &t);
     if (src->n_dims > 4) {
         corral_error_set(c->err, "tensor '%.200s' has %u dimensions", src->name, src->n_dims);
         return HF_INVALID;
@@ -654,28 +755,54 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
         t.per_key = c->p.value_heads / c->p.key_heads;
     }
     bool tower = strncmp(t.name, "v.", 2) == 0; /* ollama keeps a vision tower F16 */
+    /* the position tables ollama's converter keeps F32 (Llama 4's, Llama 3.2 Vision's) */
+    static const char *const f32_tables[] = {
+        "v.positional_embedding_vlm",     "v.position_embd.weight",
+        "v.tile_position_embd.weight",    "v.pre_tile_position_embd.weight",
+        "v.post_tile_position_embd.weight"};
+    bool f32_table = false;
+    for (size_t i = 0; i < sizeof f32_tables / sizeof f32_tables[0]; i++)
+        f32_table = f32_table || !strcmp(t.name, f32_tables[i]);
     if (t.n_dims == 1 || ends_with(t.name, ".bias") || ends_with(t.name, ".ffn_gate_inp.weight") ||
-        conv)
+        conv || f32_table)
         t.type = TENSOR_TYPE_F32; /* a router's few columns decide which experts run; llama.cpp
                                    * keeps a convolution's few taps F32 */
     else
         t.type = src->dtype == SAFETENSORS_BF16 && !tower ? TENSOR_TYPE_BF16 : TENSOR_TYPE_F16;
     c->any_bf16 = c->any_bf16 || t.type == TENSOR_TYPE_BF16;
-    bool q = ends_with(t.name, ".attn_q.weight"), k = ends_with(t.name, ".attn_k.weight");
+    bool mllama = hf_family_is_mllama(c->p.arch);
+    bool q = ends_with(t.name, ".attn_q.weight") ||
+             (mllama && ends_with(t.name, ".cross_attn_q_proj.weight"));
+    bool k = ends_with(t.name, ".attn_k.weight") ||
+             (mllama && ends_with(t.name, ".cross_attn_k_proj.weight"));
+    if (mllama && tower && (ends_with(t.name, "_gate") || ends_with(t.name, ".gate")))
+        t.op = ELEM_TANH; /* ollama's file holds the gates tanh'd */
+    if (mllama && !strcmp(t.name, "v.position_embd.gate"))
+        return add_mllama_position_gates(c, &t);
     if (hf_family_adds_one(c->p.arch, t.name))
         t.op = ELEM_ADD_ONE;
     if (c->p.arch->family == FAMILY_QWEN35 && ends_with(t.name, ".ssm_a"))
         t.op = ELEM_NEG_EXP;
-    /* a pixtral tower's Q and K keep Hugging Face's order, as in ollama's file */
-    if (c->p.arch->family == FAMILY_LLAMA && !tower && (q || k)) {
-        uint32_t heads = q ? c->p.n_head : c->p.n_head_kv;
+    if ((t.clamp = hf_family_clamp(&c->p, t.name)) > 0)
+        t.op = ELEM_CLAMP;
+    /* a pixtral tower's Q and K keep Hugging Face's order, as in ollama's file; Llama 3.2
+     * Vision's tower's are permuted as Llama's and then transposed, as ollama's converter
+     * writes them */
+    bool mllama_tower = mllama && tower;
+    if ((c->p.arch->family == FAMILY_LLAMA || mllama) && (!tower || mllama_tower) && (q || k)) {
+        uint32_t heads = mllama_tower ? c->p.vision.n_head : q ? c->p.n_head : c->p.n_head_kv;
         uint64_t rows = src->n_dims == 2 ? src->shape[0] : 0;
         if (rows == 0 || rows % heads || (rows / heads) % 2) {
             corral_error_set(c->err, "tensor '%.200s': %llu rows do not split into %u heads of "
                              "an even size", src->name, (unsigned long long)rows, heads);
             return HF_INVALID;
         }
+        if (mllama_tower && src->shape[1] != rows) {
+            corral_error_set(c->err, "tensor '%.200s' is not square", src->name);
+            return HF_INVALID;
+        }
         t.permute_heads = heads;
+        t.transposed = mllama_tower;
     }
     return append_tensor(c, &t);
 }
@@ -775,9 +902,9 @@ static float element_f32(const uint8_t *src, safetensors_dtype dtype, size_t i)
     return 0;
 }
 
-/* n elements of src into dst in the output type, op applied. */
+/* n elements of src into dst in the output type, op applied (clamp: ELEM_CLAMP's bound). */
 static void convert_elements(const uint8_t *src, safetensors_dtype dtype, uint32_t type,
-                             elem_op op, uint8_t *dst, size_t n)
+                             elem_op op, float clamp, uint8_t *dst, size_t n)
 {
     bool same = (dtype == SAFETENSORS_F32 && type == TENSOR_TYPE_F32) ||
                 (dtype == SAFETENSORS_F16 && type == TENSOR_TYPE_F16) ||
@@ -792,6 +919,12 @@ static void convert_elements(const uint8_t *src, safetensors_dtype dtype, uint32
             f += 1.0f;
         else if (op == ELEM_NEG_EXP)
             f = -(float)exp((double)f);
+        else if (op == ELEM_CLAMP)
+            f = f > clamp ? clamp : f < -clamp ? -clamp : f;
+        else if (op == ELEM_TANH)
+            f = (float)tanh((double)f);
+        else if (op == ELEM_ONE_MINUS_TANH)
+            f = (float)(1.0 - tanh((double)f));
         if (type == TENSOR_TYPE_F32) {
             memcpy(dst + 4 * i, &f, 4);
         } else {
@@ -909,7 +1042,7 @@ static bool write_strided_rows(converter *c, const out_tensor *t, uint64_t from,
                     mxfp4_to_ggml_order(t->src->data + 16 * i, dst + 1);
                 } else {
                     convert_elements(t->src->data + i * in_size, t->src->dtype, t->type,
-                                     ELEM_AS_IS, dst, 1);
+                                     ELEM_AS_IS, 0, dst, 1);
                 }
             }
             if (!gguf_writer_write_tensor(c->writer, c->buf, n * out_size, c->err))
@@ -940,9 +1073,15 @@ static bool write_rows(converter *c, const out_tensor *t, uint64_t from, uint64_
             if (t->v_reordered && t->v_order.columns)
                 for (size_t k = 0; k < n; k++)
                     convert_elements(row + v_source(t, at + k) * in_size, s->dtype, t->type,
-                                     t->op, c->buf + k * out_size, 1);
+                                     t->op, t->clamp, c->buf + k * out_size, 1);
+            else if (t->transposed) /* element k: column r of the permuted source's row k */
+                for (size_t k = 0; k < n; k++)
+                    convert_elements(s->data + (source_row(t, rows, at + k) * row_elems + r) *
+                                                   in_size,
+                                     s->dtype, t->type, t->op, t->clamp, c->buf + k * out_size, 1);
             else
-                convert_elements(row + at * in_size, s->dtype, t->type, t->op, c->buf, n);
+                convert_elements(row + at * in_size, s->dtype, t->type, t->op, t->clamp, c->buf,
+                                 n);
             if (!gguf_writer_write_tensor(c->writer, c->buf, n * out_size, c->err))
                 return false;
         }

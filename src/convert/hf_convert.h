@@ -13,9 +13,19 @@
  * "gemma3.vision.", its tensors under ollama's "v." and "mm." names, F16 and F32),
  * Mistral3ForConditionalGeneration ("mistral3": its text model as Llama's, its pixtral tower
  * in the same file as ollama's converter writes it, the tower's Q/K rows in Hugging Face's
- * order), Qwen2_5_VLForConditionalGeneration ("qwen25vl": its text model as Qwen2's with its
+ * order), Llama4ForConditionalGeneration ("llama4": its text model's Q/K in the checkpoint's
+ * order, dense and MoE layers, the packed experts transposed, its tower in the same file
+ * under ollama's names, its position table F32), MllamaForConditionalGeneration ("mllama":
+ * its text model and cross-attention layers as Llama's, its tower in the same file as
+ * ollama's converter writes it: gates tanh'd, the blocks' Q and K permuted and transposed),
+ * Qwen2_5_VLForConditionalGeneration
+ * ("qwen25vl": its text model as Qwen2's with its
  * M-RoPE sections, its tower in the same file as ollama's converter writes it, the patch
  * kernel split into its two temporal slices and each block's attn.qkv into Q, K and V),
+ * Qwen3VLForConditionalGeneration and Qwen3VLMoeForConditionalGeneration ("qwen3vl",
+ * "qwen3vlmoe": the text model as Qwen3's or Qwen3 MoE's, its packed experts transposed, its
+ * tower in the same file as ollama's converter writes it, with preprocessor_config.json's
+ * normalisation: the Conv3D patch kernel whole, each block's attn.qkv split into Q, K and V),
  * Phi3ForCausalLM ("phi3": fused q/k/v and gate/up kept
  * fused, LongRoPE's factors as rope_factors_long/short tensors), GptOssForCausalLM,
  * Olmo2ForCausalLM and Olmo3ForCausalLM ("olmo2"), GraniteForCausalLM, Cohere2ForCausalLM,
@@ -25,7 +35,12 @@
  * same, with each layer's packed experts split into gate's and up's stacks and a shared
  * expert), Qwen3_5ForCausalLM and Qwen3_5MoeForCausalLM (the same text models saved alone,
  * under model.), Qwen3NextForCausalLM ("qwen3next": the same layers, value heads in the
- * checkpoint's order, in_proj_qkvz split into attn_qkv and attn_gate). A mixture of
+ * checkpoint's order, in_proj_qkvz split into attn_qkv and attn_gate), DeepseekV3ForCausalLM
+ * ("deepseek2" as ollama's converter writes it: kv_b_proj kept whole as attn_kv_b, the
+ * routing's keys, the layers past num_hidden_layers, its multi-token prediction, left out),
+ * Gemma3nForConditionalGeneration ("gemma3n": the text model as ollama's converter writes
+ * it, its towers left out, its AltUp projections stacked, its coefficients clamped).
+ * A mixture of
  * experts' matrices are stacked per layer into ffn_{gate,up,down}_exps (experts outermost),
  * its router (ffn_gate_inp) kept F32. The tokenizer is
  * a SentencePiece tokenizer.model when there is one, else tokenizer.json's BPE (see
@@ -45,9 +60,9 @@
 #define HF_MAX_JSON_BYTES ((size_t)64 << 20) /* the largest vocabularies' tokenizer.json fit */
 #define HF_SUPPORTED_ARCHITECTURES                                                           \
     "Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3Moe, Qwen3Next, Gemma, Gemma2, Gemma3, "      \
-    "Phi3, GptOss, Olmo2, Olmo3, Granite, Cohere2, SmolLM3, Starcoder2, Qwen3_5 and "         \
-    "Qwen3_5Moe (each ...ForCausalLM); Gemma3, Mistral3, Qwen2_5_VL, Qwen3_5 and Qwen3_5Moe "  \
-    "(...ForConditionalGeneration)"
+    "Phi3, GptOss, Olmo2, Olmo3, Granite, Cohere2, SmolLM3, Starcoder2, DeepseekV3, Qwen3_5 "  \
+    "and Qwen3_5Moe (each ...ForCausalLM); Gemma3, Gemma3n, Mistral3, Mllama, Llama4, "        \
+    "Qwen2_5_VL, Qwen3VL, Qwen3VLMoe, Qwen3_5 and Qwen3_5Moe (...ForConditionalGeneration)"
 
 /* One file of the checkpoint: its name relative to the directory, and where it is. */
 typedef struct hf_file {

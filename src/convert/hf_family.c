@@ -38,8 +38,13 @@ static const hf_arch archs[] = {
     {"Gemma2ForCausalLM", "gemma2", FAMILY_GEMMA2, false},
     {"Gemma3ForCausalLM", "gemma3", FAMILY_GEMMA3, false},
     {"Gemma3ForConditionalGeneration", "gemma3", FAMILY_GEMMA3, true},
+    {"Gemma3nForConditionalGeneration", "gemma3n", FAMILY_GEMMA3N, false}, /* the text model */
     {"Mistral3ForConditionalGeneration", "mistral3", FAMILY_LLAMA, true},
+    {"Llama4ForConditionalGeneration", "llama4", FAMILY_LLAMA4, true},
+    {"MllamaForConditionalGeneration", "mllama", FAMILY_MLLAMA, true},
     {"Qwen2_5_VLForConditionalGeneration", "qwen25vl", FAMILY_QWEN2, true},
+    {"Qwen3VLForConditionalGeneration", "qwen3vl", FAMILY_QWEN3, true},
+    {"Qwen3VLMoeForConditionalGeneration", "qwen3vlmoe", FAMILY_QWEN3, true},
     {"Phi3ForCausalLM", "phi3", FAMILY_PHI3, false},
     {"GptOssForCausalLM", "gpt-oss", FAMILY_GPTOSS, false},
     {"Olmo2ForCausalLM", "olmo2", FAMILY_OLMO2, false},
@@ -53,6 +58,7 @@ static const hf_arch archs[] = {
     {"Qwen3_5ForCausalLM", "qwen35", FAMILY_QWEN35, false}, /* the text model alone */
     {"Qwen3_5MoeForCausalLM", "qwen35moe", FAMILY_QWEN35, false},
     {"Qwen3NextForCausalLM", "qwen3next", FAMILY_QWEN35, false},
+    {"DeepseekV3ForCausalLM", "deepseek2", FAMILY_DEEPSEEK2, false},
 };
 
 const hf_arch *hf_family_by_gguf_name(const char *gguf_name)
@@ -78,6 +84,26 @@ bool hf_family_is_qwen25vl(const hf_arch *a)
     return a->vision && a->family == FAMILY_QWEN2;
 }
 
+bool hf_family_is_mllama(const hf_arch *a)
+{
+    return a->family == FAMILY_MLLAMA;
+}
+
+bool hf_family_experts_transposed(const hf_arch *a)
+{
+    return a->family == FAMILY_LLAMA4 || hf_family_is_qwen3vl(a);
+}
+
+bool hf_family_is_qwen3vl(const hf_arch *a)
+{
+    return a->vision && a->family == FAMILY_QWEN3;
+}
+
+const char *hf_family_pre_tokenizer(const hf_arch *a)
+{
+    return a->family == FAMILY_DEEPSEEK2 ? "deepseek-v3" : NULL;
+}
+
 bool hf_family_is_gemma(const hf_arch *a)
 {
     return a->family == FAMILY_GEMMA || a->family == FAMILY_GEMMA2 || a->family == FAMILY_GEMMA3;
@@ -86,7 +112,8 @@ bool hf_family_is_gemma(const hf_arch *a)
 /* gemma2's and gemma3's norms around attention and the FFN, OLMo 2's after them */
 static bool has_sandwich_norms(const hf_arch *a)
 {
-    return a->family == FAMILY_GEMMA2 || a->family == FAMILY_GEMMA3 || a->family == FAMILY_OLMO2;
+    return a->family == FAMILY_GEMMA2 || a->family == FAMILY_GEMMA3 || a->family == FAMILY_OLMO2 ||
+           a->family == FAMILY_GEMMA3N;
 }
 
 /* The names of those norms, tried before the others where they exist. */
@@ -116,6 +143,55 @@ static const char *const qwen35_renames[][2] = {
     {"mlp.shared_expert.gate_proj", "ffn_gate_shexp"},
     {"mlp.shared_expert.up_proj", "ffn_up_shexp"},
     {"mlp.shared_expert.down_proj", "ffn_down_shexp"},
+};
+
+/* DeepSeek V3's latent attention, shared experts and routing bias, tried first for it. */
+static const char *const deepseek2_renames[][2] = {
+    {"self_attn.kv_a_proj_with_mqa", "attn_kv_a_mqa"},
+    {"self_attn.kv_a_layernorm", "attn_kv_a_norm"},
+    {"self_attn.kv_b_proj", "attn_kv_b"},
+    {"self_attn.q_a_proj", "attn_q_a"},
+    {"self_attn.q_a_layernorm", "attn_q_a_norm"},
+    {"self_attn.q_b_proj", "attn_q_b"},
+    {"mlp.shared_experts.gate_proj", "ffn_gate_shexp"},
+    {"mlp.shared_experts.up_proj", "ffn_up_shexp"},
+    {"mlp.shared_experts.down_proj", "ffn_down_shexp"},
+    {"mlp.gate.e_score_correction_bias", "exp_probs_b.bias"},
+};
+
+/* Gemma 3n's per-layer inputs, AltUp and LAuReL, tried first for it (its AltUp projections
+ * are stacked apart, hf_family_parse_stacked). */
+static const char *const gemma3n_renames[][2] = {
+    {"model.embed_tokens_per_layer", "per_layer_token_embd"},
+    {"model.per_layer_model_projection", "per_layer_model_proj"},
+    {"model.per_layer_projection_norm", "per_layer_proj_norm"},
+    {"per_layer_input_gate", "inp_gate"},
+    {"per_layer_projection", "proj"},
+    {"post_per_layer_input_norm", "post_norm"},
+    {"altup.modality_router", "altup_router"},
+    {"altup.router_norm", "altup_router_norm"},
+    {"altup.prediction_coefs", "altup_predict_coef"},
+    {"altup.correction_coefs", "altup_correct_coef"},
+    {"altup.correct_output_scale", "altup_correct_scale.weight"},
+    {"laurel.linear_left", "laurel_l"},
+    {"laurel.linear_right", "laurel_r"},
+    {"laurel.post_laurel_norm", "laurel_post_norm"},
+};
+
+/* Llama 3.2 Vision's cross-attention (cross_attn.q_proj as cross_attn_q_proj), first for it. */
+static const char *const mllama_renames[][2] = {
+    {"cross_attn.", "cross_attn_"},
+};
+
+/* Llama 4's FFN names (its router, shared expert, dense layers), tried first for it. */
+static const char *const llama4_renames[][2] = {
+    {"feed_forward.router", "ffn_gate_inp"},
+    {"feed_forward.shared_expert.gate_proj", "ffn_gate_shexp"},
+    {"feed_forward.shared_expert.up_proj", "ffn_up_shexp"},
+    {"feed_forward.shared_expert.down_proj", "ffn_down_shexp"},
+    {"feed_forward.gate_proj", "ffn_gate"},
+    {"feed_forward.up_proj", "ffn_up"},
+    {"feed_forward.down_proj", "ffn_down"},
 };
 
 /* Hugging Face name pieces and their GGUF names, tried in this order at each position. */
@@ -190,10 +266,13 @@ static bool read_rope_scaling(family *c)
         corral_error_set(c->err, "config.json: rope_scaling needs a rope_type");
         return false;
     }
-    bool llama = p->arch->family == FAMILY_LLAMA, phi3 = p->arch->family == FAMILY_PHI3;
-    /* Qwen2.5-VL's M-RoPE: its sections are read_rope_sections' */
+    bool llama = p->arch->family == FAMILY_LLAMA || p->arch->family == FAMILY_LLAMA4 ||
+                 p->arch->family == FAMILY_MLLAMA;
+    bool phi3 = p->arch->family == FAMILY_PHI3;
+    /* Qwen2.5-VL's and Qwen3-VL's M-RoPE: its sections are read_rope_sections' */
     if (strcmp(type, "default") == 0 ||
-        (hf_family_is_qwen25vl(p->arch) && strcmp(type, "mrope") == 0))
+        ((hf_family_is_qwen25vl(p->arch) || hf_family_is_qwen3vl(p->arch)) &&
+         strcmp(type, "mrope") == 0))
         return true;
     if (!(strcmp(type, "linear") == 0 || strcmp(type, "yarn") == 0 ||
           (llama && strcmp(type, "llama3") == 0) ||
@@ -217,6 +296,8 @@ static bool read_rope_scaling(family *c)
 }
 
 static hf_status read_sliding_layers(family *c, uint32_t every);
+static bool read_layer_list(family *c, const json_t *obj, const char *key, uint32_t n,
+                            int32_t *out, size_t cap, uint32_t *n_out);
 
 /* A number of Qwen 3.5's and Mistral 3's rope_parameters (where newer configs keep it) unless
  * config.json gives it at the top. */
@@ -272,6 +353,7 @@ static bool read_rope_sections(family *c)
         }
         c->p.rope_sections[i] = (int32_t)json_integer_value(v);
     }
+    c->p.n_rope_sections = (uint32_t)json_array_size(list);
     return true;
 }
 
@@ -310,6 +392,200 @@ static hf_status read_qwen35_config(family *c)
                          p->head_dim);
         return HF_INVALID;
     }
+    return HF_OK;
+}
+
+/* DeepSeek V3's latent attention widths, its routing and YaRN's log multiplier; a RoPE base of
+ * 10000 where config.json gives none, as ollama's converter writes. */
+static hf_status read_deepseek2_config(family *c)
+{
+    hf_params *p = &c->p;
+    hf_deepseek *d = &p->deepseek;
+    const json_t *scaling = json_object_get(c->config, "rope_scaling");
+    const char *scoring = json_string_value(json_object_get(c->config, "scoring_func"));
+    const json_t *norm = json_object_get(c->config, "norm_topk_prob");
+    float mscale_all_dim = 0;
+    if (!p->has_theta) {
+        p->has_theta = true;
+        p->rope_theta = 10000.0f;
+    }
+    if (!read_u32(c, "q_lora_rank", false, MAX_WIDTH, &d->q_lora) ||
+        !read_u32(c, "kv_lora_rank", true, MAX_WIDTH, &d->kv_lora) ||
+        !read_u32(c, "qk_nope_head_dim", true, 65536, &d->nope) ||
+        !read_u32(c, "qk_rope_head_dim", true, 65536, &d->rope) ||
+        !read_u32(c, "v_head_dim", true, 65536, &d->v) ||
+        !read_u32(c, "n_shared_experts", false, MAX_EXPERTS, &d->n_shared) ||
+        !read_u32(c, "first_k_dense_replace", false, p->n_layer, &d->n_dense_lead) ||
+        !read_u32(c, "n_group", false, MAX_EXPERTS, &d->n_groups) ||
+        !read_u32(c, "topk_group", false, MAX_EXPERTS, &d->n_groups_used) ||
+        !read_f32(c, c->config, "routed_scaling_factor", NULL, &d->weights_scale) ||
+        (json_number_value(json_object_get(scaling, "mscale_all_dim")) != 0 &&
+         !read_f32(c, scaling, "mscale_all_dim", NULL, &mscale_all_dim)))
+        return HF_INVALID;
+    if (!p->n_expert || !p->n_ff_expert || d->rope % 2 || d->n_groups_used > d->n_groups ||
+        (d->n_groups && p->n_expert % d->n_groups)) {
+        corral_error_set(c->err, "config.json: %u routed experts of width %u in %u groups (%u "
+                         "used), %u rotated dimensions do not make a DeepSeek V3 model",
+                         p->n_expert, p->n_ff_expert, d->n_groups, d->n_groups_used, d->rope);
+        return HF_INVALID;
+    }
+    if (scoring && strcmp(scoring, "softmax") != 0 && strcmp(scoring, "sigmoid") != 0) {
+        corral_error_set(c->err, "config.json: scoring_func '%.40s' is not softmax or sigmoid",
+                         scoring);
+        return HF_INVALID;
+    }
+    d->gating = !scoring ? 0 : !strcmp(scoring, "softmax") ? 1 : 2;
+    if (norm && !json_is_boolean(norm)) {
+        corral_error_set(c->err, "config.json: norm_topk_prob must be true or false");
+        return HF_INVALID;
+    }
+    d->weights_norm = json_is_true(norm);
+    d->yarn_log_multiplier = 0.1f * mscale_all_dim;
+    return HF_OK;
+}
+
+/* A count of config.json that may be 0 (absent: *out left). */
+static bool read_count(family *c, const char *key, uint32_t max, uint32_t *out)
+{
+    const json_t *v = json_object_get(c->config, key);
+    if (v && (!json_is_integer(v) || json_integer_value(v) < 0 ||
+              json_integer_value(v) > max)) {
+        corral_error_set(c->err, "config.json: %s%s must be an integer from 0 to %u", c->section,
+                         key, max);
+        return false;
+    }
+    if (v)
+        *out = (uint32_t)json_integer_value(v);
+    return true;
+}
+
+/* The standard normal distribution's quantile of p (Acklam's rational approximation, then a
+ * Halley step on the CDF for double precision); -inf at 0. */
+static double normal_quantile(double p)
+{
+    static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,
+                               -2.759285104469687e+02, 1.383577518672690e+02,
+                               -3.066479806614716e+01, 2.506628277459239e+00};
+    static const double b[] = {-5.447609879822406e+01, 1.615858368580409e+02,
+                               -1.556989798598866e+02, 6.680131188771972e+01,
+                               -1.328068155288572e+01};
+    static const double t[] = {-7.784894002430293e-03, -3.223964580411365e-01,
+                               -2.400758277161838e+00, -2.549732539343734e+00,
+                               4.374664141464968e+00,  2.938163982698783e+00};
+    static const double d[] = {7.784695709041462e-03, 3.224671290700398e-01,
+                               2.445134137142996e+00, 3.754408661907416e+00};
+    if (p <= 0)
+        return -INFINITY;
+    double x;
+    if (p < 0.02425 || p > 1 - 0.02425) { /* the tails */
+        double q = sqrt(-2 * log(p < 0.5 ? p : 1 - p));
+        x = (((((t[0] * q + t[1]) * q + t[2]) * q + t[3]) * q + t[4]) * q + t[5]) /
+            ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
+        x = p < 0.5 ? x : -x;
+    } else {
+        double q = p - 0.5, r = q * q;
+        x = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
+            (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
+    }
+    double e = 0.5 * erfc(-x / sqrt(2.0)) - p, u = e * sqrt(2 * M_PI) * exp(x * x / 2);
+    return x - u / (1 + x * u / 2);
+}
+
+/* Gemma 3n's text model: its per-layer inputs, AltUp and shared KV layers, its widths (one, or
+ * one per layer), sliding layers (layer_types) and local RoPE base, and the activation
+ * sparsity as the normal quantile of each layer's pattern (0: none, -inf). */
+static hf_status read_gemma3n_config(family *c)
+{
+    hf_params *p = &c->p;
+    hf_gemma3n *g = &p->gemma3n;
+    const json_t *ff = json_object_get(c->config, "intermediate_size");
+    const json_t *pattern = json_object_get(c->config, "activation_sparsity_pattern");
+    const json_t *scale = json_object_get(c->config, "altup_correct_scale");
+    g->altup_inputs = 4;
+    g->lr_multiplier = 1.0f;
+    if (!read_u32(c, "hidden_size_per_layer_input", true, MAX_WIDTH, &g->n_embd_per_layer) ||
+        !read_u32(c, "altup_num_inputs", false, 64, &g->altup_inputs) ||
+        !read_count(c, "altup_active_idx", 63, &g->altup_active) ||
+        !read_count(c, "num_kv_shared_layers", p->n_layer, &g->n_kv_shared) ||
+        !read_f32(c, c->config, "altup_coef_clip", NULL, &g->coef_clip) ||
+        !read_f32(c, c->config, "altup_lr_multiplier", NULL, &g->lr_multiplier) ||
+        !read_u32(c, "sliding_window", true, UINT32_MAX, &p->sliding_window) ||
+        !read_f32(c, c->config, "rope_local_base_freq", NULL, &p->rope_local_theta) ||
+        !read_f32(c, c->config, "final_logit_softcapping", NULL, &p->final_softcap))
+        return HF_INVALID;
+    if (g->altup_active >= g->altup_inputs || g->altup_inputs < 2) {
+        corral_error_set(c->err, "config.json: altup_active_idx %u of %u AltUp inputs",
+                         g->altup_active, g->altup_inputs);
+        return HF_INVALID;
+    }
+    if (scale && !json_is_boolean(scale)) {
+        corral_error_set(c->err, "config.json: altup_correct_scale must be true or false");
+        return HF_INVALID;
+    }
+    g->correct_scale = json_is_true(scale);
+    if (json_is_array(ff) && json_array_size(ff) != p->n_layer) {
+        corral_error_set(c->err, "config.json: intermediate_size lists %zu widths for %u layers",
+                         json_array_size(ff), p->n_layer);
+        return HF_INVALID;
+    }
+    if (pattern && (!json_is_array(pattern) || json_array_size(pattern) != p->n_layer)) {
+        corral_error_set(c->err, "config.json: activation_sparsity_pattern must list a number "
+                         "for each of the %u layers", p->n_layer);
+        return HF_INVALID;
+    }
+    if ((json_is_array(ff) && !(g->ff_per_layer = calloc(p->n_layer, sizeof *g->ff_per_layer))) ||
+        (pattern && !(g->sparsity_scale = calloc(p->n_layer, sizeof *g->sparsity_scale)))) {
+        corral_error_set(c->err, "out of memory");
+        return HF_IO;
+    }
+    for (uint32_t i = 0; json_is_array(ff) && i < p->n_layer; i++) {
+        const json_t *w = json_array_get(ff, i);
+        if (!json_is_integer(w) || json_integer_value(w) < 1 ||
+            json_integer_value(w) > (1 << 24)) {
+            corral_error_set(c->err, "config.json: intermediate_size[%u] must be an integer "
+                             "from 1 to %u", i, 1u << 24);
+            return HF_INVALID;
+        }
+        g->ff_per_layer[i] = (uint32_t)json_integer_value(w);
+    }
+    if (g->ff_per_layer)
+        p->n_ff = g->ff_per_layer[0];
+    for (uint32_t i = 0; pattern && i < p->n_layer; i++) {
+        const json_t *v = json_array_get(pattern, i);
+        double share = json_number_value(v);
+        if (!json_is_number(v) || !(share >= 0 && share < 1)) {
+            corral_error_set(c->err, "config.json: activation_sparsity_pattern[%u] must be a "
+                             "number from 0 to below 1", i);
+            return HF_INVALID;
+        }
+        /* of the share as the checkpoint's float holds it, as ollama's converter takes it */
+        g->sparsity_scale[i] = (float)normal_quantile((double)(float)share);
+    }
+    return read_sliding_layers(c, 0);
+}
+
+/* Llama 4's: its experts are intermediate_size wide and its dense layers
+ * intermediate_size_mlp, an MoE layer every interleave_moe_layer_step, its attention chunk
+ * and QK norm. */
+static hf_status read_llama4_config(family *c)
+{
+    hf_params *p = &c->p;
+    const json_t *qk_norm = json_object_get(c->config, "use_qk_norm");
+    p->n_ff_expert = p->n_ff;
+    p->moe_step = 1;
+    if (!read_u32(c, "intermediate_size_mlp", true, 1u << 24, &p->n_ff) ||
+        !read_u32(c, "interleave_moe_layer_step", false, p->n_layer, &p->moe_step) ||
+        !read_u32(c, "attention_chunk_size", false, UINT32_MAX, &p->attention_chunk))
+        return HF_INVALID;
+    if (!p->n_expert) {
+        corral_error_set(c->err, "config.json has no num_local_experts");
+        return HF_INVALID;
+    }
+    if (qk_norm && !json_is_boolean(qk_norm)) {
+        corral_error_set(c->err, "config.json: use_qk_norm must be true or false");
+        return HF_INVALID;
+    }
+    p->qk_norm = json_is_true(qk_norm);
     return HF_OK;
 }
 
@@ -371,9 +647,12 @@ static hf_status read_config(family *c)
     }
     hf_params *p = &c->p;
     uint32_t vocab = 0;
+    /* Gemma 3n's may list a width per layer (read_gemma3n_config's) */
+    bool ff_list = p->arch->family == FAMILY_GEMMA3N &&
+                   json_is_array(json_object_get(c->config, "intermediate_size"));
     if (!read_u32(c, "num_hidden_layers", true, MAX_LAYERS, &p->n_layer) ||
         !read_u32(c, "hidden_size", true, MAX_WIDTH, &p->n_embd) ||
-        !read_u32(c, "intermediate_size", true, 1u << 24, &p->n_ff) ||
+        (!ff_list && !read_u32(c, "intermediate_size", true, 1u << 24, &p->n_ff)) ||
         !read_u32(c, "num_attention_heads", true, 65536, &p->n_head) ||
         !read_u32(c, "max_position_embeddings", false, UINT32_MAX, &p->n_ctx) ||
         !read_u32(c, "vocab_size", false, HF_MAX_VOCAB, &vocab))
@@ -406,9 +685,11 @@ static hf_status read_config(family *c)
         p->rope_theta = 1000000.0f;
     }
     bool gptoss = p->arch->family == FAMILY_GPTOSS;
-    bool local = gptoss || !strcmp(p->arch->gguf_name, "llama");
-    if (!read_u32(c, local ? "num_local_experts" : "num_experts", gptoss, MAX_EXPERTS,
-                  &p->n_expert) ||
+    bool deepseek = p->arch->family == FAMILY_DEEPSEEK2;
+    bool local = gptoss || !strcmp(p->arch->gguf_name, "llama") ||
+                 p->arch->family == FAMILY_LLAMA4;
+    if (!read_u32(c, local ? "num_local_experts" : deepseek ? "n_routed_experts" : "num_experts",
+                  gptoss, MAX_EXPERTS, &p->n_expert) ||
         !read_u32(c, "num_experts_per_tok", p->n_expert > 0, p->n_expert ? p->n_expert : 1,
                   &p->n_expert_used) ||
         !read_u32(c, "moe_intermediate_size", false, 1u << 24, &p->n_ff_expert))
@@ -439,6 +720,17 @@ static hf_status read_config(family *c)
     }
     if (f == FAMILY_QWEN35)
         return read_qwen35_config(c);
+    if (f == FAMILY_DEEPSEEK2)
+        return read_deepseek2_config(c);
+    if (f == FAMILY_LLAMA4)
+        return read_llama4_config(c);
+    if (f == FAMILY_GEMMA3N)
+        return read_gemma3n_config(c);
+    if (f == FAMILY_MLLAMA)
+        return read_layer_list(c, c->config, "cross_attention_layers", p->n_layer,
+                               p->cross_layers, 256, &p->n_cross)
+                   ? HF_OK
+                   : HF_INVALID;
     if (p->arch->family == FAMILY_PHI3) {
         uint32_t original = 0;
         if (!read_u32(c, "sliding_window", false, UINT32_MAX, &p->sliding_window) ||
@@ -449,6 +741,12 @@ static hf_status read_config(family *c)
     }
     if (hf_family_is_qwen25vl(p->arch))
         return read_rope_sections(c) ? HF_OK : HF_INVALID;
+    if (hf_family_is_qwen3vl(p->arch)) /* its base in rope_parameters in newer configs */
+        return (p->has_theta || read_rope_parameter(c, "rope_theta", &p->has_theta,
+                                                    &p->rope_theta)) &&
+                       read_rope_sections(c)
+                   ? HF_OK
+                   : HF_INVALID;
     return has_sandwich_norms(p->arch) ? read_gemma_config(c) : HF_OK;
 }
 
@@ -537,8 +835,9 @@ static bool read_pixtral_config(family *c, const json_t *config, const json_t *v
     return ok;
 }
 
-/* vision_config: the tower's sizes (required), its epsilon and channels (SigLIP's defaults). */
-static hf_status read_vision_config(family *c, const json_t *config, bool pixtral)
+/* vision_config: the tower's sizes (required), its epsilon and channels (SigLIP's defaults);
+ * Llama 4's epsilon (norm_eps), RoPE base and pixel shuffle. */
+static hf_status read_vision_config(family *c, const json_t *config, bool pixtral, bool llama4)
 {
     const json_t *v = json_object_get(config, "vision_config");
     if (!json_is_object(v)) {
@@ -558,7 +857,12 @@ static hf_status read_vision_config(family *c, const json_t *config, bool pixtra
               read_u32(c, "image_size", true, 65536, &vis->image_size) &&
               read_u32(c, "patch_size", true, 65536, &vis->patch_size) &&
               read_u32(c, "num_channels", false, 3, &vis->n_channels) &&
-              read_f32(c, v, "layer_norm_eps", NULL, &vis->eps);
+              read_f32(c, v, llama4 ? "norm_eps" : "layer_norm_eps", NULL, &vis->eps);
+    if (ok && llama4) {
+        vis->rope_theta = 10000.0f;
+        ok = read_f32(c, v, "rope_theta", NULL, &vis->rope_theta) &&
+             read_f32(c, v, "pixel_shuffle_ratio", NULL, &vis->pixel_shuffle_ratio);
+    }
     c->config = config;
     c->section = "";
     ok = ok && read_u32(c, "mm_tokens_per_image", false, 1u << 20, &vis->tokens_per_image);
@@ -632,6 +936,154 @@ static hf_status read_qwen25vl_vision(family *c, const json_t *config)
     return ok ? HF_OK : HF_INVALID;
 }
 
+/* config.json's list key of at most cap layers below n, ascending (Llama 3.2 Vision's
+ * cross-attention layers and the blocks its tower keeps, Qwen3-VL's deepstack blocks): into
+ * out, *n_out. */
+static bool read_layer_list(family *c, const json_t *obj, const char *key, uint32_t n,
+                            int32_t *out, size_t cap, uint32_t *n_out)
+{
+    const json_t *list = json_object_get(obj, key);
+    size_t count = json_array_size(list);
+    bool ok = json_is_array(list) && count <= cap;
+    for (size_t i = 0; ok && i < count; i++) {
+        const json_t *v = json_array_get(list, i);
+        ok = json_is_integer(v) && json_integer_value(v) >= (i ? out[i - 1] + 1 : 0) &&
+             json_integer_value(v) < n;
+        if (ok)
+            out[i] = (int32_t)json_integer_value(v);
+    }
+    if (!ok) {
+        corral_error_set(c->err, "config.json: %s%s must list at most %zu of the %u layers, in "
+                         "ascending order", c->section, key, cap, n);
+        return false;
+    }
+    *n_out = (uint32_t)count;
+    return true;
+}
+
+/* Llama 3.2 Vision's vision_config: its local and global blocks, the blocks whose states it
+ * keeps, its sizes (attention_heads), tiles and epsilon (norm_eps). */
+static hf_status read_mllama_vision(family *c, const json_t *config)
+{
+    const json_t *v = json_object_get(config, "vision_config");
+    if (!json_is_object(v)) {
+        corral_error_set(c->err, "config.json has no vision_config object");
+        return HF_INVALID;
+    }
+    hf_vision *vis = &c->p.vision;
+    *vis = (hf_vision){.n_channels = 3, .eps = 1e-5f};
+    const json_t *saved = c->config;
+    c->config = v;
+    c->section = "vision_config.";
+    bool ok = read_u32(c, "num_hidden_layers", true, MAX_LAYERS, &vis->n_layer) &&
+              read_u32(c, "num_global_layers", true, MAX_LAYERS, &vis->n_global_layer) &&
+              read_u32(c, "hidden_size", true, MAX_WIDTH, &vis->n_embd) &&
+              read_u32(c, "intermediate_size", true, 1u << 24, &vis->n_ff) &&
+              read_u32(c, "attention_heads", true, 65536, &vis->n_head) &&
+              read_u32(c, "image_size", true, 65536, &vis->image_size) &&
+              read_u32(c, "patch_size", true, 65536, &vis->patch_size) &&
+              read_u32(c, "num_channels", false, 3, &vis->n_channels) &&
+              read_u32(c, "max_num_tiles", true, 64, &vis->max_tiles) &&
+              read_f32(c, v, "norm_eps", NULL, &vis->eps) &&
+              read_layer_list(c, v, "intermediate_layers_indices", vis->n_layer, vis->kept, 64,
+                              &vis->n_kept);
+    if (ok && (vis->n_embd % vis->n_head || (vis->n_embd / vis->n_head) % 2)) {
+        corral_error_set(c->err, "config.json: vision_config's %u heads do not split its "
+                         "hidden_size %u into heads of an even size", vis->n_head, vis->n_embd);
+        ok = false;
+    }
+    c->config = saved;
+    c->section = "";
+    return ok ? HF_OK : HF_INVALID;
+}
+
+/* Qwen3-VL's vision_config, with the defaults ollama's converter takes for what it leaves
+ * out. */
+static hf_status read_qwen3vl_vision(family *c, const json_t *config)
+{
+    const json_t *v = json_object_get(config, "vision_config");
+    if (!json_is_object(v)) {
+        corral_error_set(c->err, "config.json has no vision_config object");
+        return HF_INVALID;
+    }
+    hf_vision *vis = &c->p.vision;
+    *vis = (hf_vision){.n_layer = 32, .n_head = 16, .n_channels = 3, .patch_size = 14,
+                       .merge_size = 2, .eps = 1e-6f, .rope_theta = 10000.0f,
+                       .temporal_patch_size = 2};
+    const json_t *saved = c->config;
+    c->config = v;
+    c->section = "vision_config.";
+    bool ok = read_u32(c, "depth", false, MAX_LAYERS, &vis->n_layer) &&
+              read_u32(c, "hidden_size", true, MAX_WIDTH, &vis->n_embd) &&
+              read_u32(c, "num_heads", false, 65536, &vis->n_head) &&
+              read_u32(c, "in_channels", false, 3, &vis->n_channels) &&
+              read_u32(c, "patch_size", false, 65536, &vis->patch_size) &&
+              read_u32(c, "spatial_merge_size", false, 64, &vis->merge_size) &&
+              read_u32(c, "temporal_patch_size", false, 64, &vis->temporal_patch_size) &&
+              read_f32(c, v, "layer_norm_epsilon", NULL, &vis->eps) &&
+              read_f32(c, v, "rope_theta", NULL, &vis->rope_theta);
+    ok = ok && (!json_object_get(v, "deepstack_visual_indexes") ||
+                read_layer_list(c, v, "deepstack_visual_indexes", vis->n_layer, vis->deepstack,
+                                64, &vis->n_deepstack));
+    if (ok && vis->n_embd % vis->n_head) {
+        corral_error_set(c->err, "config.json: vision_config's %u heads do not divide its "
+                         "hidden_size %u", vis->n_head, vis->n_embd);
+        ok = false;
+    }
+    c->config = saved;
+    c->section = "";
+    return ok ? HF_OK : HF_INVALID;
+}
+
+/* preprocessor_config.json's key (three positive numbers) into out, *present set; an absent
+ * key leaves both. */
+static bool read_triple(family *c, const char *key, float out[3], bool *present)
+{
+    const json_t *list = json_object_get(c->config, key);
+    if (!list || json_is_null(list))
+        return true;
+    bool ok = json_is_array(list) && json_array_size(list) == 3;
+    for (size_t i = 0; ok && i < 3; i++) {
+        double d = json_number_value(json_array_get(list, i));
+        ok = json_is_number(json_array_get(list, i)) && d > 0 && d < 1e6;
+        out[i] = (float)d;
+    }
+    if (!ok)
+        corral_error_set(c->err, "preprocessor_config.json: %s must be three positive numbers",
+                         key);
+    *present = ok;
+    return ok;
+}
+
+hf_status hf_family_read_preprocessor(const json_t *preprocessor, hf_params *p,
+                                      corral_error *err)
+{
+    family c = {.config = preprocessor, .section = "", .p = *p, .err = err};
+    hf_vision *vis = &c.p.vision;
+    bool mean = false, std = false;
+    const json_t *size = json_object_get(preprocessor, "size");
+    bool ok = read_triple(&c, "image_mean", vis->image_mean, &mean) &&
+              read_triple(&c, "image_std", vis->image_std, &std);
+    if (ok && mean != std) {
+        corral_error_set(err, "preprocessor_config.json gives image_%s without image_%s",
+                         mean ? "mean" : "std", mean ? "std" : "mean");
+        ok = false;
+    }
+    vis->has_normalisation = mean;
+    if (ok && size && !json_is_object(size)) {
+        corral_error_set(err, "preprocessor_config.json: size must be an object");
+        ok = false;
+    }
+    if (ok && size) {
+        c.config = size;
+        c.section = "size.";
+        ok = read_u32(&c, "shortest_edge", false, UINT32_MAX, &vis->shortest_edge) &&
+             read_u32(&c, "longest_edge", false, UINT32_MAX, &vis->longest_edge);
+    }
+    *p = c.p;
+    return ok ? HF_OK : HF_INVALID;
+}
+
 hf_status hf_family_read_config(const json_t *config, hf_params *p, corral_error *err)
 {
     family c = {.config = config, .section = "", .err = err};
@@ -640,10 +1092,15 @@ hf_status hf_family_read_config(const json_t *config, hf_params *p, corral_error
     bool gemma3 = name && strcmp(name, "Gemma3ForConditionalGeneration") == 0;
     bool pixtral = name && strcmp(name, "Mistral3ForConditionalGeneration") == 0;
     bool qwen25vl = name && strcmp(name, "Qwen2_5_VLForConditionalGeneration") == 0;
-    bool vision = gemma3 || pixtral || qwen25vl;
+    bool qwen3vl = name && (strcmp(name, "Qwen3VLForConditionalGeneration") == 0 ||
+                            strcmp(name, "Qwen3VLMoeForConditionalGeneration") == 0);
+    bool llama4 = name && strcmp(name, "Llama4ForConditionalGeneration") == 0;
+    bool mllama = name && strcmp(name, "MllamaForConditionalGeneration") == 0;
+    bool vision = gemma3 || pixtral || qwen25vl || qwen3vl || llama4 || mllama;
     /* Qwen 3.5's text model, its vision tower left out */
     bool nested = vision || (name && (strcmp(name, "Qwen3_5ForConditionalGeneration") == 0 ||
-                                      strcmp(name, "Qwen3_5MoeForConditionalGeneration") == 0));
+                                      strcmp(name, "Qwen3_5MoeForConditionalGeneration") == 0 ||
+                                      strcmp(name, "Gemma3nForConditionalGeneration") == 0));
     hf_status status = HF_OK;
     if (nested) {
         c.p.text_config = gemma3 ? gemma3_text_config(&c, config) : text_config(&c, config);
@@ -652,8 +1109,10 @@ hf_status hf_family_read_config(const json_t *config, hf_params *p, corral_error
             status = text && !json_is_object(text) ? HF_INVALID : HF_IO;
     }
     if (vision && status == HF_OK)
-        status = qwen25vl ? read_qwen25vl_vision(&c, config)
-                          : read_vision_config(&c, config, pixtral);
+        status = qwen25vl  ? read_qwen25vl_vision(&c, config)
+                 : qwen3vl ? read_qwen3vl_vision(&c, config)
+                 : mllama  ? read_mllama_vision(&c, config)
+                           : read_vision_config(&c, config, pixtral, llama4);
     if (status == HF_OK) {
         c.config = nested ? c.p.text_config : config;
         status = read_config(&c);
@@ -666,6 +1125,10 @@ void hf_family_params_free(hf_params *p)
 {
     free(p->sliding_pattern);
     p->sliding_pattern = NULL;
+    free(p->gemma3n.sparsity_scale);
+    p->gemma3n.sparsity_scale = NULL;
+    free(p->gemma3n.ff_per_layer);
+    p->gemma3n.ff_per_layer = NULL;
     json_decref(p->text_config);
     p->text_config = NULL;
 }
@@ -681,6 +1144,22 @@ static const char *const *rename_at(const hf_arch *a, const char *s)
     for (size_t r = 0; a->family == FAMILY_QWEN35 && r < n; r++)
         if (strncmp(s, qwen35_renames[r][0], strlen(qwen35_renames[r][0])) == 0)
             return qwen35_renames[r];
+    n = sizeof gemma3n_renames / sizeof gemma3n_renames[0];
+    for (size_t r = 0; a->family == FAMILY_GEMMA3N && r < n; r++)
+        if (strncmp(s, gemma3n_renames[r][0], strlen(gemma3n_renames[r][0])) == 0)
+            return gemma3n_renames[r];
+    n = sizeof mllama_renames / sizeof mllama_renames[0];
+    for (size_t r = 0; a->family == FAMILY_MLLAMA && r < n; r++)
+        if (strncmp(s, mllama_renames[r][0], strlen(mllama_renames[r][0])) == 0)
+            return mllama_renames[r];
+    n = sizeof llama4_renames / sizeof llama4_renames[0];
+    for (size_t r = 0; a->family == FAMILY_LLAMA4 && r < n; r++)
+        if (strncmp(s, llama4_renames[r][0], strlen(llama4_renames[r][0])) == 0)
+            return llama4_renames[r];
+    n = sizeof deepseek2_renames / sizeof deepseek2_renames[0];
+    for (size_t r = 0; a->family == FAMILY_DEEPSEEK2 && r < n; r++)
+        if (strncmp(s, deepseek2_renames[r][0], strlen(deepseek2_renames[r][0])) == 0)
+            return deepseek2_renames[r];
     n = sizeof gptoss_renames / sizeof gptoss_renames[0];
     for (size_t r = 0; a->family == FAMILY_GPTOSS && r < n; r++)
         if (strncmp(s, gptoss_renames[r][0], strlen(gptoss_renames[r][0])) == 0)
@@ -708,6 +1187,7 @@ static const char *const vision_prefixes[][2] = {
     {"vision_tower.", "v."},
     {"model.visual.", "v."}, /* Qwen2.5-VL's */
     {"visual.", "v."},
+    {"vision_model.", "v."}, /* Llama 4's */
 };
 
 /* A tower's and projector's name pieces that differ from the text model's. */
@@ -736,11 +1216,49 @@ static const char *const qwen25vl_renames[][2] = {
     {"norm2", "ln2"},        {"patch_embed.proj", "patch_embd"},
 };
 
+/* Llama 3.2 Vision's tower as ollama's file names it (its blocks' attention and norms take the
+ * text model's names); its position gate is split in two later (hf_convert.c). */
+static const char *const mllama_tower_renames[][2] = {
+    {"gated_positional_embedding.tile_embedding.weight", "tile_position_embd.weight"},
+    {"gated_positional_embedding.embedding", "position_embd.weight"},
+    {"gated_positional_embedding.gate", "position_embd.gate"},
+    {"pre_tile_positional_embedding.embedding.weight", "pre_tile_position_embd.weight"},
+    {"pre_tile_positional_embedding.gate", "pre_tile_position_embd.gate"},
+    {"post_tile_positional_embedding.embedding.weight", "post_tile_position_embd.weight"},
+    {"post_tile_positional_embedding.gate", "post_tile_position_embd.gate"},
+    {"class_embedding", "class_embd"},
+    {"patch_embedding", "patch_embd"},
+    {"layernorm_pre", "pre_ln"},
+    {"layernorm_post", "post_ln"},
+    {"global_transformer.layers", "global.blk"},
+    {"transformer.layers", "blk"},
+    {"mlp.fc1", "ffn_up"},
+    {"mlp.fc2", "ffn_down"},
+    {"gate_attn", "attn_gate"},
+    {"gate_ffn", "ffn_gate"},
+    {"mm.", "mm.0."},
+};
+
+/* Llama 4's tower as ollama's file names it: Hugging Face's names, its blocks' as the text
+ * model's but its MLP's, the patch projection without ".linear". */
+static const char *const llama4_tower_renames[][2] = {
+    {"patch_embedding.linear", "patch_embedding"},
+};
+
+/* Qwen3-VL's tower as ollama's file names it: Hugging Face's names but these; its Q/K/V are
+ * split by name later (hf_convert.c), its Conv3D patch kernel kept whole. */
+static const char *const qwen3vl_renames[][2] = {
+    {"patch_embed.proj", "patch_embed"}, {"blocks", "blk"},
+    {"attn.qkv", "attn_qkv"},            {"attn.proj", "attn_out"},
+    {"deepstack_merger_list", "deepstack_merger"},
+};
+
 void hf_family_rename(const hf_arch *a, const char *in, char *out, size_t cap)
 {
     char stripped[2048];
-    /* a text model under a multimodal checkpoint's prefixes (Gemma 3's, Mistral 3's, Qwen 3.5's) */
-    size_t n_prefixes = a->vision || a->family == FAMILY_QWEN35
+    /* a text model under a multimodal checkpoint's prefixes (Gemma 3's, Mistral 3's, Qwen 3.5's,
+     * Gemma 3n's) */
+    size_t n_prefixes = a->vision || a->family == FAMILY_QWEN35 || a->family == FAMILY_GEMMA3N
                             ? sizeof vision_prefixes / sizeof vision_prefixes[0]
                             : 0;
     for (size_t i = 0; i < n_prefixes; i++) {
@@ -752,10 +1270,20 @@ void hf_family_rename(const hf_arch *a, const char *in, char *out, size_t cap)
         }
     }
     bool tower = a->vision && (strncmp(in, "v.", 2) == 0 || strncmp(in, "mm.", 3) == 0);
-    bool qwen = hf_family_is_qwen25vl(a);
-    const char *const(*tower_renames)[2] = qwen ? qwen25vl_renames : vision_renames;
-    size_t n_tower_renames = qwen ? sizeof qwen25vl_renames / sizeof qwen25vl_renames[0]
-                                  : sizeof vision_renames / sizeof vision_renames[0];
+    bool qwen = hf_family_is_qwen25vl(a), qwen3vl = hf_family_is_qwen3vl(a);
+    bool llama4 = a->family == FAMILY_LLAMA4, mllama = a->family == FAMILY_MLLAMA;
+    const char *const(*tower_renames)[2] = qwen      ? qwen25vl_renames
+                                           : qwen3vl ? qwen3vl_renames
+                                           : llama4  ? llama4_tower_renames
+                                           : mllama  ? mllama_tower_renames
+                                                     : vision_renames;
+    size_t n_tower_renames = qwen      ? sizeof qwen25vl_renames / sizeof qwen25vl_renames[0]
+                             : qwen3vl ? sizeof qwen3vl_renames / sizeof qwen3vl_renames[0]
+                             : llama4  ? sizeof llama4_tower_renames /
+                                            sizeof llama4_tower_renames[0]
+                             : mllama  ? sizeof mllama_tower_renames /
+                                            sizeof mllama_tower_renames[0]
+                                       : sizeof vision_renames / sizeof vision_renames[0];
     size_t o = 0;
     for (const char *s = in; *s && o + 1 < cap;) {
         const char *const *pair = NULL;
@@ -773,9 +1301,107 @@ void hf_family_rename(const hf_arch *a, const char *in, char *out, size_t cap)
     out[o] = '\0';
 }
 
+/* Whether rest is one of parts followed by ".weight" or (with biases) ".bias". */
+static bool is_part(const char *rest, const char *const *parts, bool biases)
+{
+    for (; *parts; parts++) {
+        size_t n = strlen(*parts);
+        if (!strncmp(rest, *parts, n) &&
+            (!strcmp(rest + n, ".weight") || (biases && !strcmp(rest + n, ".bias"))))
+            return true;
+    }
+    return false;
+}
+
+/* Qwen3-VL's tower tensor under ollama's name (its Q/K/V before hf_convert.c splits them). */
+static bool known_qwen3vl_tensor(const hf_params *p, const char *name)
+{
+    static const char *const whole[] = {"v.patch_embed", "v.pos_embed", "v.merger.norm",
+                                        "v.merger.linear_fc1", "v.merger.linear_fc2", NULL};
+    static const char *const block[] = {"norm1",          "norm2",          "attn_qkv",
+                                        "attn_out",       "mlp.linear_fc1", "mlp.linear_fc2",
+                                        NULL};
+    static const char *const merger[] = {"norm", "linear_fc1", "linear_fc2", NULL};
+    if (is_part(name, whole, true))
+        return strcmp(name, "v.pos_embed.bias") != 0;
+    unsigned index;
+    char prefix[48];
+    bool in_block = sscanf(name, "v.blk.%u.", &index) == 1 && index < p->vision.n_layer;
+    if (in_block)
+        snprintf(prefix, sizeof prefix, "v.blk.%u.", index);
+    else if (sscanf(name, "v.deepstack_merger.%u.", &index) == 1 &&
+             index < p->vision.n_deepstack)
+        snprintf(prefix, sizeof prefix, "v.deepstack_merger.%u.", index);
+    else
+        return false;
+    size_t used = strlen(prefix); /* exactly that spelling: no "+1" or "01" */
+    return !strncmp(name, prefix, used) && is_part(name + used, in_block ? block : merger, true);
+}
+
+/* Llama 3.2 Vision's tower tensor under ollama's name (its position gate before hf_convert.c
+ * splits it). */
+static bool known_mllama_tower_tensor(const hf_params *p, const char *name)
+{
+    static const char *const whole[] = {
+        "v.patch_embd.weight",           "v.class_embd",
+        "v.position_embd.weight",        "v.position_embd.gate",
+        "v.tile_position_embd.weight",   "v.pre_tile_position_embd.weight",
+        "v.pre_tile_position_embd.gate", "v.post_tile_position_embd.weight",
+        "v.post_tile_position_embd.gate", NULL};
+    static const char *const biased[] = {"v.pre_ln", "v.post_ln", "mm.0", NULL};
+    static const char *const block[] = {"attn_norm", "ffn_norm", "ffn_up", "ffn_down", NULL};
+    static const char *const attention[] = {"attn_q", "attn_k", "attn_v", "attn_output", NULL};
+    for (const char *const *w = whole; *w; w++)
+        if (!strcmp(name, *w))
+            return true;
+    if (is_part(name, biased, true))
+        return true;
+    unsigned layer;
+    char prefix[40];
+    bool global = sscanf(name, "v.global.blk.%u.", &layer) == 1;
+    if (!global && sscanf(name, "v.blk.%u.", &layer) != 1)
+        return false;
+    if (layer >= (global ? p->vision.n_global_layer : p->vision.n_layer))
+        return false;
+    size_t used = (size_t)snprintf(prefix, sizeof prefix, global ? "v.global.blk.%u."
+                                                                 : "v.blk.%u.", layer);
+    if (strncmp(name, prefix, used) != 0)
+        return false;
+    const char *rest = name + used;
+    return is_part(rest, block, true) || is_part(rest, attention, false) ||
+           (global && (!strcmp(rest, "attn_gate") || !strcmp(rest, "ffn_gate")));
+}
+
+/* Llama 4's tower tensor under ollama's name. */
+static bool known_llama4_tower_tensor(const hf_params *p, const char *name)
+{
+    static const char *const whole[] = {"v.patch_embedding", "v.layernorm_pre",
+                                        "v.layernorm_post", "v.vision_adapter.mlp.fc1",
+                                        "v.vision_adapter.mlp.fc2", "mm.linear_1", NULL};
+    static const char *const block[] = {"attn_q", "attn_k",   "attn_v",  "attn_output",
+                                        "attn_norm", "ffn_norm", "mlp.fc1", "mlp.fc2", NULL};
+    if (!strcmp(name, "v.class_embedding") || !strcmp(name, "v.positional_embedding_vlm"))
+        return true;
+    bool biased = strncmp(name, "v.layernorm_", 12) == 0; /* the adapter and mm: no biases */
+    if (is_part(name, whole, biased))
+        return true;
+    unsigned layer;
+    char prefix[32];
+    if (sscanf(name, "v.blk.%u.", &layer) != 1 || layer >= p->vision.n_layer)
+        return false;
+    size_t used = (size_t)snprintf(prefix, sizeof prefix, "v.blk.%u.", layer);
+    return !strncmp(name, prefix, used) && is_part(name + used, block, true);
+}
+
 /* A tower's or projector's tensor under ollama's name. */
 static bool known_vision_tensor(const hf_params *p, const char *name)
 {
+    if (hf_family_is_qwen3vl(p->arch))
+        return known_qwen3vl_tensor(p, name);
+    if (p->arch->family == FAMILY_LLAMA4)
+        return known_llama4_tower_tensor(p, name);
+    if (p->arch->family == FAMILY_MLLAMA)
+        return known_mllama_tower_tensor(p, name);
     static const char *const siglip_whole[] = {
         "v.patch_embedding.weight", "v.patch_embedding.bias", "v.position_embedding.weight",
         "v.post_layernorm.weight",  "v.post_layernorm.bias",  "mm.mm_input_projection.weight",
@@ -868,6 +1494,39 @@ static bool known_block_tensor(arch_family f, const char *suffix)
     return false;
 }
 
+/* A DeepSeek V3 block's tensor (the part of its name after "blk.L."): its latent attention
+ * (attn_q without a q_lora_rank), a dense FFN in the leading layers, else a router, its
+ * selection bias and the shared experts (the routed ones are stacked apart). */
+static bool known_deepseek2_tensor(const hf_params *p, unsigned layer, const char *suffix)
+{
+    static const char *const attention[] = {"attn_norm", "attn_kv_a_mqa", "attn_kv_a_norm",
+                                            "attn_kv_b", "attn_output", "ffn_norm", NULL};
+    static const char *const q_lora[] = {"attn_q_a", "attn_q_a_norm", "attn_q_b", NULL};
+    static const char *const q_plain[] = {"attn_q", NULL};
+    static const char *const dense[] = {"ffn_gate", "ffn_up", "ffn_down", NULL};
+    static const char *const moe[] = {"ffn_gate_inp", "ffn_gate_shexp", "ffn_up_shexp",
+                                      "ffn_down_shexp", NULL};
+    if (is_part(suffix, attention, false) ||
+        is_part(suffix, p->deepseek.q_lora ? q_lora : q_plain, false))
+        return true;
+    if (layer < p->deepseek.n_dense_lead)
+        return is_part(suffix, dense, false);
+    return is_part(suffix, moe, false) || !strcmp(suffix, "exp_probs_b.bias");
+}
+
+/* A Gemma 3n block's tensor (the part of its name after "blk.L."). */
+static bool known_gemma3n_tensor(const char *suffix)
+{
+    static const char *const names[] = {
+        "attn_norm",     "attn_q",        "attn_k",          "attn_v",
+        "attn_output",   "attn_q_norm",   "attn_k_norm",     "post_attention_norm",
+        "ffn_norm",      "ffn_gate",      "ffn_up",          "ffn_down",
+        "post_ffw_norm", "inp_gate",      "proj",            "post_norm",
+        "altup_correct_coef", "altup_correct_scale", "altup_predict_coef", "altup_router",
+        "altup_router_norm",  "laurel_l",  "laurel_r",        "laurel_post_norm", NULL};
+    return is_part(suffix, names, false);
+}
+
 /* Whether a Qwen 3.5 layer is attention (every full_attention_interval-th), else Gated
  * DeltaNet. */
 static bool qwen35_attention_layer(const hf_params *p, unsigned layer)
@@ -949,26 +1608,75 @@ bool hf_family_v_order(const hf_params *p, const char *name, hf_v_order *order)
 bool hf_family_parse_packed_experts(const hf_arch *a, const char *name, unsigned *layer,
                                     bool *down)
 {
+    static const char *const spellings[][2] = {
+        {"model.language_model.layers.%u.mlp.experts.%15[a-z_]",
+         "model.language_model.layers.%u.mlp.experts.%s"},
+        {"model.layers.%u.mlp.experts.%15[a-z_]", "model.layers.%u.mlp.experts.%s"},
+        {"language_model.model.layers.%u.feed_forward.experts.%15[a-z_]", /* Llama 4's */
+         "language_model.model.layers.%u.feed_forward.experts.%s"},
+    };
     char part[16], again[256];
-    if (a->family != FAMILY_QWEN35 ||
-        (sscanf(name, "model.language_model.layers.%u.mlp.experts.%15[a-z_]", layer, part) != 2 &&
-         sscanf(name, "model.layers.%u.mlp.experts.%15[a-z_]", layer, part) != 2))
+    if (a->family != FAMILY_QWEN35 && !hf_family_experts_transposed(a))
         return false;
-    *down = !strcmp(part, "down_proj");
-    if (!*down && strcmp(part, "gate_up_proj") != 0)
-        return false;
-    for (int nested = 0; nested < 2; nested++) { /* exactly that spelling: no "+1" or "01" */
-        snprintf(again, sizeof again, "model.%slayers.%u.mlp.experts.%s",
-                 nested ? "language_model." : "", *layer, part);
-        if (!strcmp(again, name))
-            return true;
+    for (size_t i = 0; i < sizeof spellings / sizeof spellings[0]; i++) {
+        if (sscanf(name, spellings[i][0], layer, part) != 2)
+            continue;
+        *down = !strcmp(part, "down_proj");
+        snprintf(again, sizeof again, spellings[i][1], *layer, part);
+        /* exactly that spelling: no "+1" or "01" */
+        return (*down || !strcmp(part, "gate_up_proj")) && !strcmp(again, name);
     }
     return false;
 }
 
-bool hf_family_skipped_tensor(const hf_arch *a, const char *name)
+bool hf_family_parse_stacked(const hf_params *p, const char *name, char *stack, size_t cap,
+                             uint32_t *index, uint32_t *count)
 {
-    return a->family == FAMILY_QWEN35 &&
+    static const char *const stacks[][2] = {
+        {"model.language_model.altup_projections.", "altup_proj.weight"},
+        {"model.language_model.altup_unembed_projections.", "altup_unembd_proj.weight"},
+    };
+    if (p->arch->family != FAMILY_GEMMA3N)
+        return false;
+    for (size_t i = 0; i < sizeof stacks / sizeof stacks[0]; i++) {
+        size_t n = strlen(stacks[i][0]);
+        unsigned k;
+        char again[128];
+        if (strncmp(name, stacks[i][0], n) != 0 || sscanf(name + n, "%u", &k) != 1)
+            continue;
+        snprintf(again, sizeof again, "%s%u.weight", stacks[i][0], k);
+        if (strcmp(again, name) != 0) /* exactly that spelling: no "+1" or "01" */
+            return false;
+        snprintf(stack, cap, "%s", stacks[i][1]);
+        *index = k;
+        *count = p->gemma3n.altup_inputs - 1; /* one per input but the active one */
+        return true;
+    }
+    return false;
+}
+
+float hf_family_clamp(const hf_params *p, const char *gguf_name)
+{
+    static const char *const coefs[] = {".altup_predict_coef.weight",
+                                        ".altup_correct_coef.weight"};
+    size_t len = strlen(gguf_name);
+    for (size_t i = 0; p->arch->family == FAMILY_GEMMA3N && i < 2; i++)
+        if (len > strlen(coefs[i]) && !strcmp(gguf_name + len - strlen(coefs[i]), coefs[i]))
+            return p->gemma3n.coef_clip;
+    return 0.0f;
+}
+
+bool hf_family_skipped_tensor(const hf_params *p, const char *name)
+{
+    static const char *const gemma3n_towers[] = {"model.vision_tower.", "model.audio_tower.",
+                                                 "model.embed_vision.", "model.embed_audio."};
+    unsigned layer;
+    for (size_t i = 0; p->arch->family == FAMILY_GEMMA3N && i < 4; i++)
+        if (!strncmp(name, gemma3n_towers[i], strlen(gemma3n_towers[i])))
+            return true; /* the text model only, as ollama's converter writes it */
+    if (p->arch->family == FAMILY_DEEPSEEK2) /* its multi-token prediction layers */
+        return sscanf(name, "model.layers.%u.", &layer) == 1 && layer >= p->n_layer;
+    return p->arch->family == FAMILY_QWEN35 &&
            (!strncmp(name, "model.visual.", 13) || !strncmp(name, "mtp.", 4));
 }
 
@@ -987,6 +1695,10 @@ bool hf_family_known_tensor(const hf_params *p, const char *name)
     if (p->arch->vision && (!strncmp(name, "v.", 2) || !strncmp(name, "mm.", 3)))
         return known_vision_tensor(p, name);
     arch_family f = p->arch->family;
+    if (f == FAMILY_GEMMA3N && (!strcmp(name, "per_layer_token_embd.weight") ||
+                                !strcmp(name, "per_layer_model_proj.weight") ||
+                                !strcmp(name, "per_layer_proj_norm.weight")))
+        return true;
     if (!strcmp(name, "token_embd.weight") || !strcmp(name, "output_norm.weight") ||
         !strcmp(name, "output.weight") ||
         (f == FAMILY_STARCODER2 && !strcmp(name, "output_norm.bias")))
@@ -1003,6 +1715,10 @@ bool hf_family_known_tensor(const hf_params *p, const char *name)
         return known_gptoss_tensor(suffix);
     if (f == FAMILY_QWEN35)
         return known_qwen35_tensor(p, layer, suffix);
+    if (f == FAMILY_DEEPSEEK2)
+        return known_deepseek2_tensor(p, layer, suffix);
+    if (f == FAMILY_GEMMA3N)
+        return known_gemma3n_tensor(suffix);
     if (f == FAMILY_OLMO2 || f == FAMILY_COHERE2 || f == FAMILY_STARCODER2)
         return known_block_tensor(f, suffix);
     static const char *const block[] = {"attn_norm.weight", "attn_output.weight",
@@ -1014,6 +1730,21 @@ bool hf_family_known_tensor(const hf_params *p, const char *name)
         return true;
     if (f == FAMILY_PHI3) /* q/k/v in one matrix, gate and up in one */
         return !strcmp(suffix, "attn_qkv.weight");
+    if (f == FAMILY_MLLAMA) { /* a cross-attention layer's, in those layers */
+        static const char *const cross[] = {"cross_attn_q_proj", "cross_attn_k_proj",
+                                            "cross_attn_v_proj", "cross_attn_o_proj",
+                                            "cross_attn_q_norm", "cross_attn_k_norm", NULL};
+        bool in_cross = false;
+        for (uint32_t i = 0; i < p->n_cross; i++)
+            in_cross = in_cross || p->cross_layers[i] == (int32_t)layer;
+        if (in_cross && (is_part(suffix, cross, false) || !strcmp(suffix, "cross_attn_attn_gate") ||
+                         !strcmp(suffix, "cross_attn_mlp_gate")))
+            return true;
+    }
+    if (f == FAMILY_LLAMA4 && (!strcmp(suffix, "ffn_gate_shexp.weight") ||
+                               !strcmp(suffix, "ffn_up_shexp.weight") ||
+                               !strcmp(suffix, "ffn_down_shexp.weight")))
+        return true;
     if (!strcmp(suffix, "attn_q.weight") || !strcmp(suffix, "attn_k.weight") ||
         !strcmp(suffix, "attn_v.weight") || !strcmp(suffix, "ffn_gate.weight"))
         return true;
@@ -1133,9 +1864,9 @@ static hf_status make_rope_freqs(family *c)
     float high = p->high_freq_factor > 0 ? p->high_freq_factor : 4.0f;
     float original = p->rope_original_ctx ? (float)p->rope_original_ctx : 8192.0f;
     float theta = p->has_theta ? p->rope_theta : 10000.0f;
-    if (!(high > low)) {
-        corral_error_set(c->err, "config.json: rope_scaling's high_freq_factor must be above "
-                         "its low_freq_factor");
+    if (!(high >= low)) { /* equal (Llama 4 Scout's): a step with no band between */
+        corral_error_set(c->err, "config.json: rope_scaling's high_freq_factor must not be "
+                         "below its low_freq_factor");
         return HF_INVALID;
     }
     float *freqs = add_extra(c, "rope_freqs.weight", p->head_dim / 2);
@@ -1146,7 +1877,7 @@ static hf_status make_rope_freqs(family *c)
         double wavelen = 2 * M_PI * pow(theta, (double)(2 * i) / p->head_dim);
         if (wavelen < high_wavelen) {
             freqs[i] = 1.0f;
-        } else if (wavelen > low_wavelen) {
+        } else if (wavelen > low_wavelen || high == low) {
             freqs[i] = factor;
         } else {
             float smooth = (original / (float)wavelen - low) / (high - low);
@@ -1327,6 +2058,157 @@ static bool write_qwen25vl_keys(family *c, gguf_writer *w, const char *a)
     return ok;
 }
 
+/* Qwen3-VL's M-RoPE sections (where config.json lists them: ollama's engine otherwise takes
+ * 24, 20, 20) and tower, as ollama's converter writes them. */
+static bool write_qwen3vl_keys(family *c, gguf_writer *w, const char *a)
+{
+    const hf_vision *v = &c->p.vision;
+    char key[96];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
+    bool ok = !c->p.n_rope_sections ||
+              gguf_writer_add_array(w, KEY("rope.mrope_section"), GGUF_TYPE_INT32,
+                                    c->p.rope_sections, c->p.n_rope_sections, c->err);
+    ok = ok &&
+         gguf_writer_add_u32(w, KEY("vision.block_count"), v->n_layer, c->err) &&
+         gguf_writer_add_u32(w, KEY("vision.embedding_length"), v->n_embd, c->err) &&
+         gguf_writer_add_u32(w, KEY("vision.attention.head_count"), v->n_head, c->err) &&
+         gguf_writer_add_u32(w, KEY("vision.num_channels"), v->n_channels, c->err) &&
+         gguf_writer_add_u32(w, KEY("vision.patch_size"), v->patch_size, c->err) &&
+         gguf_writer_add_u32(w, KEY("vision.spatial_merge_size"), v->merge_size, c->err) &&
+         gguf_writer_add_f32(w, KEY("vision.attention.layer_norm_epsilon"), v->eps, c->err) &&
+         gguf_writer_add_f32(w, KEY("vision.rope.freq_base"), v->rope_theta, c->err) &&
+         gguf_writer_add_u32(w, KEY("vision.temporal_patch_size"), v->temporal_patch_size,
+                             c->err) &&
+         gguf_writer_add_array(w, KEY("vision.deepstack_visual_indexes"), GGUF_TYPE_INT32,
+                               v->deepstack, v->n_deepstack, c->err);
+    if (ok && v->shortest_edge)
+        ok = gguf_writer_add_u32(w, KEY("vision.shortest_edge"), v->shortest_edge, c->err);
+    if (ok && v->longest_edge)
+        ok = gguf_writer_add_u32(w, KEY("vision.longest_edge"), v->longest_edge, c->err);
+    if (ok && v->has_normalisation)
+        ok = gguf_writer_add_array(w, KEY("vision.image_mean"), GGUF_TYPE_FLOAT32, v->image_mean,
+                                   3, c->err) &&
+             gguf_writer_add_array(w, KEY("vision.image_std"), GGUF_TYPE_FLOAT32, v->image_std,
+                                   3, c->err);
+#undef KEY
+    return ok;
+}
+
+/* Gemma 3n's keys as ollama's converter writes them (its head size as head_dim, its local
+ * RoPE base as rope.freq_base_local) and the final softcap ollama's engine fixes in code. */
+static bool write_gemma3n_keys(family *c, gguf_writer *w, const char *a)
+{
+    const hf_params *p = &c->p;
+    const hf_gemma3n *g = &p->gemma3n;
+    char key[96];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
+    bool ok =
+        gguf_writer_add_u32(w, KEY("altup.active_idx"), g->altup_active, c->err) &&
+        gguf_writer_add_bool(w, KEY("altup.correct_scale"), g->correct_scale, c->err) &&
+        gguf_writer_add_f32(w, KEY("altup.lr_multiplier"), g->lr_multiplier, c->err) &&
+        gguf_writer_add_u32(w, KEY("altup.num_inputs"), g->altup_inputs, c->err) &&
+        gguf_writer_add_u32(w, KEY("attention.sliding_window"), p->sliding_window, c->err) &&
+        gguf_writer_add_u32(w, KEY("attention.shared_kv_layers"), g->n_kv_shared, c->err) &&
+        gguf_writer_add_u32(w, KEY("embedding_length_per_layer_input"), g->n_embd_per_layer,
+                            c->err) &&
+        gguf_writer_add_u32(w, KEY("head_dim"), p->head_dim, c->err) &&
+        gguf_writer_add_f32(w, KEY("rope.freq_base_local"),
+                            p->rope_local_theta > 0 ? p->rope_local_theta : 10000.0f, c->err);
+    if (ok && p->n_sliding_pattern)
+        ok = gguf_writer_add_array(w, KEY("attention.sliding_window_pattern"), GGUF_TYPE_BOOL,
+                                   p->sliding_pattern, p->n_sliding_pattern, c->err);
+    if (ok && g->sparsity_scale)
+        ok = gguf_writer_add_array(w, KEY("activation_sparsity_scale"), GGUF_TYPE_FLOAT32,
+                                   g->sparsity_scale, p->n_layer, c->err);
+    if (ok && p->final_softcap > 0)
+        ok = gguf_writer_add_f32(w, KEY("final_logit_softcapping"), p->final_softcap, c->err);
+#undef KEY
+    return ok;
+}
+
+/* Llama 3.2 Vision's cross-attention layers and tower, as ollama's converter writes them. */
+static bool write_mllama_keys(family *c, gguf_writer *w, const char *a)
+{
+    const hf_params *p = &c->p;
+    const hf_vision *v = &p->vision;
+    char key[96];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
+    bool ok =
+        gguf_writer_add_array(w, KEY("attention.cross_attention_layers"), GGUF_TYPE_INT32,
+                              p->cross_layers, p->n_cross, c->err) &&
+        gguf_writer_add_u32(w, KEY("vision.block_count"), v->n_layer, c->err) &&
+        gguf_writer_add_u32(w, KEY("vision.global.block_count"), v->n_global_layer, c->err) &&
+        gguf_writer_add_array(w, KEY("vision.intermediate_layers_indices"), GGUF_TYPE_INT32,
+                              v->kept, v->n_kept, c->err) &&
+        gguf_writer_add_u32(w, KEY("vision.embedding_length"), v->n_embd, c->err) &&
+        gguf_writer_add_u32(w, KEY("vision.feed_forward_length"), v->n_ff, c->err) &&
+        gguf_writer_add_u32(w, KEY("vision.attention.head_count"), v->n_head, c->err) &&
+        gguf_writer_add_f32(w, KEY("vision.attention.layer_norm_epsilon"), v->eps, c->err) &&
+        gguf_writer_add_u32(w, KEY("vision.image_size"), v->image_size, c->err) &&
+        gguf_writer_add_u32(w, KEY("vision.patch_size"), v->patch_size, c->err) &&
+        gguf_writer_add_u32(w, KEY("vision.max_num_tiles"), v->max_tiles, c->err) &&
+        gguf_writer_add_u32(w, KEY("vision.num_channels"), v->n_channels, c->err);
+#undef KEY
+    return ok;
+}
+
+/* Llama 4's MoE interleave, QK norm, attention chunk and tower, as ollama's converter writes
+ * them (the tower's epsilon as vision.layer_norm_epsilon). */
+static bool write_llama4_keys(family *c, gguf_writer *w, const char *a)
+{
+    const hf_params *p = &c->p;
+    const hf_vision *v = &p->vision;
+    char key[96];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
+    bool ok = gguf_writer_add_u32(w, KEY("interleave_moe_layer_step"), p->moe_step, c->err) &&
+              gguf_writer_add_bool(w, KEY("use_qk_norm"), p->qk_norm, c->err) &&
+              gguf_writer_add_u32(w, KEY("vision.block_count"), v->n_layer, c->err) &&
+              gguf_writer_add_u32(w, KEY("vision.embedding_length"), v->n_embd, c->err) &&
+              gguf_writer_add_u32(w, KEY("vision.feed_forward_length"), v->n_ff, c->err) &&
+              gguf_writer_add_u32(w, KEY("vision.attention.head_count"), v->n_head, c->err) &&
+              gguf_writer_add_u32(w, KEY("vision.image_size"), v->image_size, c->err) &&
+              gguf_writer_add_u32(w, KEY("vision.patch_size"), v->patch_size, c->err) &&
+              gguf_writer_add_f32(w, KEY("vision.rope.freq_base"), v->rope_theta, c->err) &&
+              gguf_writer_add_f32(w, KEY("vision.layer_norm_epsilon"), v->eps, c->err);
+    if (ok && p->attention_chunk)
+        ok = gguf_writer_add_u32(w, KEY("attention.chunk_size"), p->attention_chunk, c->err);
+    if (ok && p->has_head_dim)
+        ok = gguf_writer_add_u32(w, KEY("attention.head_dim"), p->head_dim, c->err);
+    if (ok && v->pixel_shuffle_ratio > 0)
+        ok = gguf_writer_add_f32(w, KEY("vision.pixel_shuffle_ratio"), v->pixel_shuffle_ratio,
+                                 c->err);
+#undef KEY
+    return ok;
+}
+
+/* DeepSeek V3's keys as ollama's converter writes them (each head's key and value widths, the
+ * latent ranks, the routing, YaRN's log multiplier) and llama.cpp's expert groups. */
+static bool write_deepseek2_keys(family *c, gguf_writer *w, const char *a)
+{
+    const hf_deepseek *d = &c->p.deepseek;
+    char key[96];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
+    bool ok = gguf_writer_add_u32(w, KEY("attention.key_length"), d->nope + d->rope, c->err) &&
+              gguf_writer_add_u32(w, KEY("attention.value_length"), d->v, c->err) &&
+              gguf_writer_add_u32(w, KEY("attention.kv_lora_rank"), d->kv_lora, c->err) &&
+              gguf_writer_add_u32(w, KEY("rope.dimension_count"), d->rope, c->err) &&
+              gguf_writer_add_u32(w, KEY("expert_shared_count"), d->n_shared, c->err) &&
+              gguf_writer_add_u32(w, KEY("expert_gating_func"), d->gating, c->err) &&
+              gguf_writer_add_bool(w, KEY("expert_weights_norm"), d->weights_norm, c->err) &&
+              gguf_writer_add_f32(w, KEY("expert_weights_scale"), d->weights_scale, c->err) &&
+              gguf_writer_add_u32(w, KEY("leading_dense_block_count"), d->n_dense_lead, c->err);
+    if (ok && d->q_lora)
+        ok = gguf_writer_add_u32(w, KEY("attention.q_lora_rank"), d->q_lora, c->err);
+    if (ok && d->yarn_log_multiplier > 0)
+        ok = gguf_writer_add_f32(w, KEY("rope.scaling.yarn_log_multiplier"),
+                                 d->yarn_log_multiplier, c->err);
+    if (ok && d->n_groups)
+        ok = gguf_writer_add_u32(w, KEY("expert_group_count"), d->n_groups, c->err) &&
+             gguf_writer_add_u32(w, KEY("expert_group_used_count"), d->n_groups_used, c->err);
+#undef KEY
+    return ok;
+}
+
 static bool write_keys(family *c, gguf_writer *w)
 {
     const hf_params *p = &c->p;
@@ -1340,7 +2222,10 @@ static bool write_keys(family *c, gguf_writer *w)
               gguf_writer_add_u32(w, KEY("vocab_size"), c->n_vocab, err) &&
               gguf_writer_add_u32(w, KEY("block_count"), p->n_layer, err) &&
               gguf_writer_add_u32(w, KEY("embedding_length"), p->n_embd, err) &&
-              gguf_writer_add_u32(w, KEY("feed_forward_length"), p->n_ff, err) &&
+              (p->gemma3n.ff_per_layer
+                   ? gguf_writer_add_array(w, KEY("feed_forward_length"), GGUF_TYPE_UINT32,
+                                           p->gemma3n.ff_per_layer, p->n_layer, err)
+                   : gguf_writer_add_u32(w, KEY("feed_forward_length"), p->n_ff, err)) &&
               gguf_writer_add_u32(w, KEY("attention.head_count"), p->n_head, err) &&
               gguf_writer_add_u32(w, KEY("attention.head_count_kv"), p->n_head_kv, err);
     if (ok && p->n_ctx)
@@ -1356,13 +2241,16 @@ static bool write_keys(family *c, gguf_writer *w)
     arch_family f = p->arch->family;
     bool phi3 = f == FAMILY_PHI3;
     if (ok && (f == FAMILY_LLAMA || phi3 || f == FAMILY_OLMO2 || f == FAMILY_COHERE2 ||
-               f == FAMILY_STARCODER2))
+               f == FAMILY_STARCODER2 || f == FAMILY_LLAMA4 || f == FAMILY_MLLAMA ||
+               hf_family_is_qwen3vl(p->arch)))
         ok = gguf_writer_add_u32(w, KEY("rope.dimension_count"), p->head_dim, err);
     if (ok && f == FAMILY_QWEN35)
         ok = gguf_writer_add_u32(w, KEY("rope.dimension_count"), p->rope_dims, err) &&
              write_qwen35_keys(c, w, a);
-    if (ok && (p->has_head_dim || f == FAMILY_QWEN3 || f == FAMILY_QWEN35 ||
-               hf_family_is_gemma(p->arch)))
+    if (ok && f == FAMILY_DEEPSEEK2)
+        ok = write_deepseek2_keys(c, w, a);
+    else if (ok && (p->has_head_dim || f == FAMILY_QWEN3 || f == FAMILY_QWEN35 ||
+                    f == FAMILY_GEMMA3N || hf_family_is_gemma(p->arch)))
         ok = gguf_writer_add_u32(w, KEY("attention.key_length"), p->head_dim, err) &&
              gguf_writer_add_u32(w, KEY("attention.value_length"), p->head_dim, err);
     if (ok && p->has_theta)
@@ -1395,8 +2283,16 @@ static bool write_keys(family *c, gguf_writer *w)
 #undef KEY
     if (ok && (hf_family_is_gemma(p->arch) || f == FAMILY_OLMO2 || f == FAMILY_COHERE2))
         ok = write_window_keys(c, w, a);
+    if (ok && f == FAMILY_GEMMA3N)
+        ok = write_gemma3n_keys(c, w, a);
     if (ok && hf_family_is_qwen25vl(p->arch))
         ok = write_qwen25vl_keys(c, w, a);
+    else if (ok && hf_family_is_qwen3vl(p->arch))
+        ok = write_qwen3vl_keys(c, w, a);
+    else if (ok && f == FAMILY_LLAMA4)
+        ok = write_llama4_keys(c, w, a);
+    else if (ok && f == FAMILY_MLLAMA)
+        ok = write_mllama_keys(c, w, a);
     else if (ok && p->arch->vision)
         ok = write_vision_keys(c, w, a);
     return ok;

@@ -27,6 +27,10 @@ typedef enum arch_family {
     FAMILY_COHERE2, /* one LayerNorm (weight only) before attention and FFN; logit scale */
     FAMILY_STARCODER2, /* LayerNorms with biases, biases everywhere, a plain two-layer FFN */
     FAMILY_QWEN35, /* Qwen 3.5 and Qwen3-Next: Gated DeltaNet layers and gated attention */
+    FAMILY_DEEPSEEK2, /* latent attention, leading dense layers, routed and shared experts */
+    FAMILY_LLAMA4, /* Llama's layers (Q/K in GGUF's order already), every few an MoE layer */
+    FAMILY_GEMMA3N, /* Gemma 3's blocks (norms as they are) with AltUp, LAuReL, per-layer inputs */
+    FAMILY_MLLAMA, /* Llama's layers and cross-attention layers to a gated, tiled tower */
 } arch_family;
 
 typedef struct hf_arch {
@@ -52,7 +56,43 @@ typedef struct hf_vision {
     uint32_t spatial_patch_size, window_size, temporal_patch_size;
     int32_t full_blocks[64];
     uint32_t n_full;
+    /* Qwen3-VL's: the blocks whose states its deepstack mergers take (n_deepstack of them),
+     * and preprocessor_config.json's normalisation and image size bounds (when given) */
+    int32_t deepstack[64];
+    uint32_t n_deepstack;
+    float image_mean[3], image_std[3];
+    bool has_normalisation;
+    uint32_t shortest_edge, longest_edge;
+    /* Llama 4's: its pixel shuffle (config.json's pixel_shuffle_ratio, 0 when absent) */
+    float pixel_shuffle_ratio;
+    /* Llama 3.2 Vision's: its global blocks, the blocks whose states it keeps (n_kept), the
+     * tiles of an image */
+    uint32_t n_global_layer, max_tiles, n_kept;
+    int32_t kept[64];
 } hf_vision;
+
+/* DeepSeek V3's latent attention and routing (config.json's names in the comments). */
+typedef struct hf_deepseek {
+    uint32_t q_lora, kv_lora;       /* q_lora_rank, kv_lora_rank */
+    uint32_t nope, rope, v;         /* qk_nope_head_dim, qk_rope_head_dim, v_head_dim */
+    uint32_t n_shared, n_dense_lead; /* n_shared_experts, first_k_dense_replace */
+    uint32_t n_groups, n_groups_used; /* n_group, topk_group */
+    uint32_t gating;                 /* scoring_func: 1 softmax, 2 sigmoid (0 absent) */
+    bool weights_norm;               /* norm_topk_prob */
+    float weights_scale;             /* routed_scaling_factor */
+    float yarn_log_multiplier;       /* 0.1 rope_scaling.mscale_all_dim */
+} hf_deepseek;
+
+/* Gemma 3n's (config.json's names in the comments) */
+typedef struct hf_gemma3n {
+    uint32_t n_embd_per_layer;      /* hidden_size_per_layer_input */
+    uint32_t altup_inputs, altup_active; /* altup_num_inputs, altup_active_idx */
+    uint32_t n_kv_shared;           /* num_kv_shared_layers */
+    float coef_clip, lr_multiplier; /* altup_coef_clip (0: none), altup_lr_multiplier */
+    bool correct_scale;             /* altup_correct_scale */
+    float *sparsity_scale;          /* activation_sparsity_pattern's normal quantiles, per layer */
+    uint32_t *ff_per_layer;         /* intermediate_size as a list (NULL: one width) */
+} hf_gemma3n;
 
 /* config.json's hyperparameters, as the GGUF keys need them */
 typedef struct hf_params {
@@ -85,6 +125,16 @@ typedef struct hf_params {
     uint32_t conv_kernel, key_heads, key_head_dim, value_heads, value_head_dim;
     uint32_t full_attention_interval, rope_dims;
     int32_t rope_sections[4];
+    uint32_t n_rope_sections; /* how many config.json lists (0: none, the defaults above) */
+    /* DeepSeek V3's latent attention (q_lora_rank 0: none) and its experts' routing */
+    hf_deepseek deepseek;
+    /* Llama 4's: an MoE layer every moe_step, its attention chunk (0 absent), QK norm */
+    uint32_t moe_step, attention_chunk;
+    bool qk_norm;
+    hf_gemma3n gemma3n;
+    /* Llama 3.2 Vision's cross-attention layers (n_cross of them) */
+    int32_t cross_layers[256];
+    uint32_t n_cross;
 } hf_params;
 
 /*
@@ -103,16 +153,27 @@ typedef struct hf_v_order {
 /* How the tensor (its GGUF name) is reordered; false when it is not. */
 bool hf_family_v_order(const hf_params *p, const char *name, hf_v_order *order);
 
-/* Qwen 3.5 MoE's experts, one tensor per layer and part ("model.language_model.layers.L.
- * mlp.experts.gate_up_proj", [experts, 2 n_ff, n_embd], gate's rows then up's, and
- * ".down_proj", [experts, n_embd, n_ff]): which layer, and whether it is down's. False for any
- * other name. */
+/* Qwen 3.5 MoE's, Qwen3-VL MoE's and Llama 4's experts, one tensor per layer and part
+ * ("model.language_model.layers.L.mlp.experts.gate_up_proj", Llama 4's
+ * "language_model.model.layers.L.feed_forward.experts.gate_up_proj": Qwen 3.5's [experts,
+ * 2 n_ff, n_embd], gate's rows then up's, the others' [experts, n_embd, 2 n_ff], gate's
+ * columns then up's; ".down_proj": Qwen 3.5's [experts, n_embd, n_ff], the others' [experts,
+ * n_ff, n_embd]): which layer, and whether it is down's. False for any other name. */
 bool hf_family_parse_packed_experts(const hf_arch *a, const char *name, unsigned *layer,
                                     bool *down);
 
+/* Gemma 3n's numbered AltUp projections ("model.language_model.altup_projections.I.weight",
+ * "...altup_unembed_projections.I.weight"), each stacked (I outermost) into one GGUF tensor:
+ * its name into stack (cap bytes), I and the stack's size. False for any other name. */
+bool hf_family_parse_stacked(const hf_params *p, const char *name, char *stack, size_t cap,
+                             uint32_t *index, uint32_t *count);
+
+/* The bound Gemma 3n's AltUp coefficients are clamped to (0: none) for a tensor (GGUF name). */
+float hf_family_clamp(const hf_params *p, const char *gguf_name);
+
 /* Whether a checkpoint's tensor is left out (Qwen 3.5's vision tower and its multi-token
- * prediction layers). */
-bool hf_family_skipped_tensor(const hf_arch *a, const char *name);
+ * prediction layers, DeepSeek V3's past num_hidden_layers, Gemma 3n's towers). */
+bool hf_family_skipped_tensor(const hf_params *p, const char *name);
 
 /* Whether a tensor is stored as w - 1 and converted to 1 + w (Gemma's and Qwen 3.5's norms). */
 bool hf_family_adds_one(const hf_arch *a, const char *gguf_name);
@@ -180,6 +241,25 @@ bool hf_family_is_pixtral(const hf_arch *a);
 
 /* Qwen2.5-VL: a Qwen2 text model with M-RoPE and its windowed tower. */
 bool hf_family_is_qwen25vl(const hf_arch *a);
+
+/* Llama 3.2 Vision: a Llama text model with cross-attention layers and a gated, tiled tower. */
+bool hf_family_is_mllama(const hf_arch *a);
+
+/* Whether the architecture's packed experts are stored [experts, in, out] (Qwen3-VL MoE's,
+ * Llama 4's). */
+bool hf_family_experts_transposed(const hf_arch *a);
+
+/* Qwen3-VL: a Qwen3 (or Qwen3 MoE) text model with interleaved M-RoPE and a deepstack tower. */
+bool hf_family_is_qwen3vl(const hf_arch *a);
+
+/* Qwen3-VL's preprocessor_config.json (an object): its normalisation and image size bounds,
+ * into p's tower. */
+hf_status hf_family_read_preprocessor(const json_t *preprocessor, hf_params *p,
+                                      corral_error *err);
+
+/* The pre-tokenizer the architecture's converter names whatever tokenizer.json's patterns
+ * (DeepSeek V3's "deepseek-v3", as ollama's writes it), or NULL. */
+const char *hf_family_pre_tokenizer(const hf_arch *a);
 
 /* Gemma's families store RMSNorm weights as w - 1. */
 bool hf_family_is_gemma(const hf_arch *a);

@@ -63,6 +63,11 @@ struct hf_vocab {
     special_token special[N_SPECIAL];
 };
 
+void hf_vocab_set_pre(hf_vocab *v, const char *pre)
+{
+    v->pre = pre;
+}
+
 void hf_vocab_free(hf_vocab *v)
 {
     if (!v)

@@ -48,6 +48,10 @@ void hf_vocab_free(hf_vocab *vocab);
 
 uint32_t hf_vocab_count(const hf_vocab *vocab);
 
+/* Name the pre-tokenizer pre (a static string) over the one its patterns give, for an
+ * architecture whose converter fixes it. */
+void hf_vocab_set_pre(hf_vocab *vocab, const char *pre);
+
 /* The tokenizer.* keys. */
 bool hf_vocab_write(const hf_vocab *vocab, gguf_writer *w, corral_error *err);
 
