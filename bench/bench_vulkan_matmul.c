@@ -1,6 +1,7 @@
 /*
  * Micro-benchmark of the Vulkan backend's matrix products (not a test): y = W x for a
- * 2048 x 2048 W at 1, 8 and 64 tokens (generation, a batch, a prompt), the activations'
+ * 2048 x 2048 W at 1, 8, 64 and 512 tokens (generation, a batch, a short and a long prompt:
+ * the last two past the threshold of the tiled product), the activations'
  * quantization included, on the device vk_device_open chooses (lavapipe with
  * CORRAL_VULKAN_ALLOW_CPU=1 where there is no GPU).
  * Each pass records PRODUCTS products into one submission and waits for it; the least and
@@ -102,7 +103,7 @@ static void time_product(uint32_t type, uint32_t n_tokens, int passes)
     }
     qsort(wall, (size_t)passes, sizeof *wall, by_value);
     qsort(cpu, (size_t)passes, sizeof *cpu, by_value);
-    printf("%-6s %2u tokens  wall ms least %8.3f median %8.3f   cpu ms least %8.3f median %8.3f\n",
+    printf("%-6s %3u tokens  wall ms least %8.3f median %8.3f   cpu ms least %8.3f median %8.3f\n",
            tensor_type_name(type), n_tokens, wall[0], wall[passes / 2], cpu[0], cpu[passes / 2]);
     vk_commands_free(&c);
     vk_buffer *bufs[] = {&bw, &bx, &bq, &bs, &by};
@@ -137,6 +138,7 @@ int main(int argc, char **argv)
         time_product((uint32_t)type, 1, passes);
         time_product((uint32_t)type, 8, passes);
         time_product((uint32_t)type, 64, passes);
+        time_product((uint32_t)type, 512, passes);
     }
     vk_device_close();
     return 0;

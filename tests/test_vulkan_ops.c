@@ -437,6 +437,54 @@ static void test_matmul_rows_beyond_one_dimension(void **state)
     dev->max_groups[0] = limit;
 }
 
+/* Prompts past vk_ops.c's threshold take the tiled product (matmul_tiled.glsl), for every
+ * weight type: ragged tiles (67 rows: a tile and 3; 70 tokens: a tile and 6) and, for the
+ * float types, an inner dimension that is no multiple of the tile's chunk of 16. */
+static void test_matmul_tiled(void **state)
+{
+    (void)state;
+    assert_true(vk_device_fits_tiled(dev)); /* lavapipe takes the tile */
+    const uint32_t floats[] = {TENSOR_TYPE_F32, TENSOR_TYPE_F16, TENSOR_TYPE_BF16};
+    for (size_t i = 0; i < 3; i++)
+        check_matmul(floats[i], 100, 67, 70);
+    const uint32_t types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q4_1, TENSOR_TYPE_Q5_0,
+                              TENSOR_TYPE_Q5_1, TENSOR_TYPE_Q8_0, TENSOR_TYPE_MXFP4};
+    for (size_t i = 0; i < 6; i++)
+        check_matmul(types[i], 96, 67, 70);
+    const uint32_t k_types[] = {TENSOR_TYPE_Q2_K, TENSOR_TYPE_Q3_K, TENSOR_TYPE_Q4_K,
+                                TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K};
+    for (size_t i = 0; i < 5; i++)
+        check_matmul(k_types[i], 512, 67, 70);
+}
+
+/* More row tiles than one dispatch dimension has groups (the limit held to one group): the
+ * rest go to further z layers. */
+static void test_matmul_tiled_rows_beyond_one_dimension(void **state)
+{
+    (void)state;
+    uint32_t limit = dev->max_groups[0];
+    dev->max_groups[0] = 1;
+    check_matmul(TENSOR_TYPE_Q8_0, 64, 130, 33);
+    check_matmul(TENSOR_TYPE_F16, 48, 130, 33);
+    dev->max_groups[0] = limit;
+}
+
+/* A device whose limits do not take the tile (too few invocations a workgroup, or too
+ * little shared memory) has the per-row kernel make a prompt's product. */
+static void test_matmul_tiled_needs_the_limits(void **state)
+{
+    (void)state;
+    uint32_t invocations = dev->max_invocations, shared = dev->max_shared_bytes;
+    dev->max_invocations = VK_TILED_INVOCATIONS / 2;
+    assert_false(vk_device_fits_tiled(dev));
+    check_matmul(TENSOR_TYPE_Q4_K, 256, 9, 40);
+    dev->max_invocations = invocations;
+    dev->max_shared_bytes = VK_TILED_SHARED_BYTES - 4;
+    assert_false(vk_device_fits_tiled(dev));
+    dev->max_shared_bytes = shared;
+    assert_true(vk_device_fits_tiled(dev));
+}
+
 /* ---- elementwise and row operations ---- */
 
 static void test_rmsnorm(void **state)
@@ -1641,6 +1689,9 @@ int main(void)
         cmocka_unit_test(test_matmul_more_types),
         cmocka_unit_test(test_matmul_rows_beyond_one_dimension),
         cmocka_unit_test(test_matmul_split_across_buffers),
+        cmocka_unit_test(test_matmul_tiled),
+        cmocka_unit_test(test_matmul_tiled_rows_beyond_one_dimension),
+        cmocka_unit_test(test_matmul_tiled_needs_the_limits),
         cmocka_unit_test(test_quantize_q8_0_is_the_cpus),
         cmocka_unit_test(test_quantize_q8_1_is_the_cpus),
         cmocka_unit_test(test_quantize_q8_k_is_the_cpus),

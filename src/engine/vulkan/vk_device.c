@@ -228,6 +228,20 @@ static const char *const pipeline_shader[VK_PIPE_COUNT] = {
     [VK_PIPE_DELTA_RULE] = "delta_rule.spv",
     [VK_PIPE_L2NORM] = "l2norm.spv",
     [VK_PIPE_MAMBA2_SCAN] = "mamba2_scan.spv",
+    [VK_PIPE_MATMUL_TILED_F32] = "matmul_tiled_f32.spv",
+    [VK_PIPE_MATMUL_TILED_F16] = "matmul_tiled_f16.spv",
+    [VK_PIPE_MATMUL_TILED_Q4_0] = "matmul_tiled_q4_0.spv",
+    [VK_PIPE_MATMUL_TILED_Q8_0] = "matmul_tiled_q8_0.spv",
+    [VK_PIPE_MATMUL_TILED_Q4_K] = "matmul_tiled_q4_k.spv",
+    [VK_PIPE_MATMUL_TILED_Q6_K] = "matmul_tiled_q6_k.spv",
+    [VK_PIPE_MATMUL_TILED_BF16] = "matmul_tiled_bf16.spv",
+    [VK_PIPE_MATMUL_TILED_Q5_0] = "matmul_tiled_q5_0.spv",
+    [VK_PIPE_MATMUL_TILED_Q5_K] = "matmul_tiled_q5_k.spv",
+    [VK_PIPE_MATMUL_TILED_Q4_1] = "matmul_tiled_q4_1.spv",
+    [VK_PIPE_MATMUL_TILED_Q5_1] = "matmul_tiled_q5_1.spv",
+    [VK_PIPE_MATMUL_TILED_Q2_K] = "matmul_tiled_q2_k.spv",
+    [VK_PIPE_MATMUL_TILED_Q3_K] = "matmul_tiled_q3_k.spv",
+    [VK_PIPE_MATMUL_TILED_MXFP4] = "matmul_tiled_mxfp4.spv",
 };
 
 static const vk_shader_code *shader_named(const char *name)
@@ -247,15 +261,32 @@ static bool has_dot_variant(int p)
     case VK_PIPE_MATMUL_Q5_1: case VK_PIPE_MATMUL_Q8_0: case VK_PIPE_MATMUL_Q2_K:
     case VK_PIPE_MATMUL_Q3_K: case VK_PIPE_MATMUL_Q4_K: case VK_PIPE_MATMUL_Q5_K:
     case VK_PIPE_MATMUL_Q6_K: case VK_PIPE_MATMUL_MXFP4:
+    case VK_PIPE_MATMUL_TILED_Q4_0: case VK_PIPE_MATMUL_TILED_Q4_1:
+    case VK_PIPE_MATMUL_TILED_Q5_0: case VK_PIPE_MATMUL_TILED_Q5_1:
+    case VK_PIPE_MATMUL_TILED_Q8_0: case VK_PIPE_MATMUL_TILED_Q2_K:
+    case VK_PIPE_MATMUL_TILED_Q3_K: case VK_PIPE_MATMUL_TILED_Q4_K:
+    case VK_PIPE_MATMUL_TILED_Q5_K: case VK_PIPE_MATMUL_TILED_Q6_K:
+    case VK_PIPE_MATMUL_TILED_MXFP4:
         return true;
     default:
         return false;
     }
 }
 
-/* Pipeline p from its shader, the integer dot product variant where int_dot and it has one. */
+bool vk_device_fits_tiled(const vk_device *d)
+{
+    return d->max_invocations >= VK_TILED_INVOCATIONS &&
+           d->max_shared_bytes >= VK_TILED_SHARED_BYTES;
+}
+
+/* Pipeline p from its shader, the integer dot product variant where int_dot and it has one;
+ * none (VK_NULL_HANDLE) for a tiled product the device's limits do not take. */
 static bool build_pipeline(vk_device *d, int p, bool int_dot, VkPipeline *out, corral_error *err)
 {
+    *out = VK_NULL_HANDLE;
+    if (p >= VK_PIPE_MATMUL_TILED_F32 && p <= VK_PIPE_MATMUL_TILED_MXFP4 &&
+        !vk_device_fits_tiled(d))
+        return true;
     char dot_name[64];
     const char *name = pipeline_shader[p];
     if (int_dot && has_dot_variant(p)) {
@@ -347,6 +378,10 @@ static bool open_device(vk_device *d, VkPhysicalDevice pd, corral_error *err)
     d->max_range = props.limits.maxStorageBufferRange;
     d->align = props.limits.minStorageBufferOffsetAlignment;
     memcpy(d->max_groups, props.limits.maxComputeWorkGroupCount, sizeof d->max_groups);
+    d->max_invocations = props.limits.maxComputeWorkGroupInvocations;
+    if (props.limits.maxComputeWorkGroupSize[0] < d->max_invocations)
+        d->max_invocations = props.limits.maxComputeWorkGroupSize[0];
+    d->max_shared_bytes = props.limits.maxComputeSharedMemorySize;
     vk.vkGetPhysicalDeviceMemoryProperties(pd, &d->memory);
 
     VkQueueFamilyProperties families[16];

@@ -85,8 +85,27 @@ enum vk_pipeline {
     VK_PIPE_DELTA_RULE,
     VK_PIPE_L2NORM,
     VK_PIPE_MAMBA2_SCAN,
+    /* the tiled products of prompts (matmul_tiled.glsl) */
+    VK_PIPE_MATMUL_TILED_F32,
+    VK_PIPE_MATMUL_TILED_F16,
+    VK_PIPE_MATMUL_TILED_Q4_0,
+    VK_PIPE_MATMUL_TILED_Q8_0,
+    VK_PIPE_MATMUL_TILED_Q4_K,
+    VK_PIPE_MATMUL_TILED_Q6_K,
+    VK_PIPE_MATMUL_TILED_BF16,
+    VK_PIPE_MATMUL_TILED_Q5_0,
+    VK_PIPE_MATMUL_TILED_Q5_K,
+    VK_PIPE_MATMUL_TILED_Q4_1,
+    VK_PIPE_MATMUL_TILED_Q5_1,
+    VK_PIPE_MATMUL_TILED_Q2_K,
+    VK_PIPE_MATMUL_TILED_Q3_K,
+    VK_PIPE_MATMUL_TILED_MXFP4,
     VK_PIPE_COUNT
 };
+
+/* The tiled products' workgroup (matmul_tiled.glsl): its invocations, and the most shared
+ * memory a variant declares (the float types' two 16 x 65 tiles of floats). */
+enum { VK_TILED_INVOCATIONS = 256, VK_TILED_SHARED_BYTES = 2 * 16 * 65 * 4 };
 
 /* Every pipeline has one layout: VK_BINDINGS storage buffers (pushed per dispatch, unused
  * ones bound to a small dummy) and VK_PUSH_BYTES of push constants. */
@@ -111,6 +130,10 @@ typedef struct vk_device {
     VkDeviceSize max_range;    /* maxStorageBufferRange: the most one binding may span */
     VkDeviceSize align;        /* minStorageBufferOffsetAlignment */
     uint32_t max_groups[3];    /* maxComputeWorkGroupCount */
+    /* the most invocations a workgroup of local_size_x may have (the lower of
+     * maxComputeWorkGroupInvocations and maxComputeWorkGroupSize[0]), and
+     * maxComputeSharedMemorySize: what decides whether the tiled products fit */
+    uint32_t max_invocations, max_shared_bytes;
     VkDescriptorSetLayout set_layout;
     VkPipelineLayout layout;
     VkPipeline pipelines[VK_PIPE_COUNT];
@@ -139,6 +162,11 @@ vk_device *vk_device_open(int index, corral_error *err);
  * feature, or a pipeline cannot be built. No work may be recorded or in flight (a test's
  * way to run both). */
 bool vk_device_use_int_dot(vk_device *dev, bool on, corral_error *err);
+
+/* Whether the device's limits take the tiled products' workgroup (VK_TILED_INVOCATIONS
+ * invocations, VK_TILED_SHARED_BYTES of shared memory); where they do not, their pipelines
+ * are not built and every product takes the per-row kernel. */
+bool vk_device_fits_tiled(const vk_device *dev);
 
 /* Close the process's device, for a clean exit: nothing may use it any more (every context
  * with GPU layers freed). A later vk_device_open opens it again. The instance stays until

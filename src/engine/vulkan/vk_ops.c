@@ -120,6 +120,12 @@ void vk_op_quantize_q8_k(vk_commands *c, vk_span x, vk_span quants, vk_span scal
  * in matmul.glsl). */
 enum { MATMUL_TOKENS = 8 };
 
+/* The tiled product's tile (TILE_ROWS, TILE_TOKENS in matmul_tiled.glsl), and the tokens
+ * from which it takes over: below them most of a tile's tokens would be padding, and the
+ * per-row kernel, whose groups of 8 tokens waste little, spreads fewer tokens over more
+ * groups. */
+enum { TILED_ROWS = 64, TILED_TOKENS = 64, TILED_FROM_TOKENS = 32 };
+
 static enum vk_pipeline matmul_pipeline(uint32_t type)
 {
     switch (type) {
@@ -137,6 +143,27 @@ static enum vk_pipeline matmul_pipeline(uint32_t type)
     case TENSOR_TYPE_Q3_K: return VK_PIPE_MATMUL_Q3_K;
     case TENSOR_TYPE_MXFP4: return VK_PIPE_MATMUL_MXFP4;
     default: return VK_PIPE_MATMUL_Q8_0;
+    }
+}
+
+/* The tiled product's pipeline for `type` weights (matmul_tiled.glsl). */
+static enum vk_pipeline matmul_tiled_pipeline(uint32_t type)
+{
+    switch (type) {
+    case TENSOR_TYPE_F32: return VK_PIPE_MATMUL_TILED_F32;
+    case TENSOR_TYPE_F16: return VK_PIPE_MATMUL_TILED_F16;
+    case TENSOR_TYPE_Q4_0: return VK_PIPE_MATMUL_TILED_Q4_0;
+    case TENSOR_TYPE_BF16: return VK_PIPE_MATMUL_TILED_BF16;
+    case TENSOR_TYPE_Q5_0: return VK_PIPE_MATMUL_TILED_Q5_0;
+    case TENSOR_TYPE_Q4_K: return VK_PIPE_MATMUL_TILED_Q4_K;
+    case TENSOR_TYPE_Q5_K: return VK_PIPE_MATMUL_TILED_Q5_K;
+    case TENSOR_TYPE_Q6_K: return VK_PIPE_MATMUL_TILED_Q6_K;
+    case TENSOR_TYPE_Q4_1: return VK_PIPE_MATMUL_TILED_Q4_1;
+    case TENSOR_TYPE_Q5_1: return VK_PIPE_MATMUL_TILED_Q5_1;
+    case TENSOR_TYPE_Q2_K: return VK_PIPE_MATMUL_TILED_Q2_K;
+    case TENSOR_TYPE_Q3_K: return VK_PIPE_MATMUL_TILED_Q3_K;
+    case TENSOR_TYPE_MXFP4: return VK_PIPE_MATMUL_TILED_MXFP4;
+    default: return VK_PIPE_MATMUL_TILED_Q8_0;
     }
 }
 
@@ -186,15 +213,27 @@ void vk_op_matmul_rows(vk_commands *c, uint32_t type, vk_span w, size_t row_byte
                        uint32_t n_tokens, uint32_t row0, uint32_t ldy)
 {
     bool quantized = quantize_input(c, type, x, quants, scales, n_in * n_tokens);
-    /* rows beyond the device's group count go to further z layers */
-    uint32_t rows_per_z = n_out < c->dev->max_groups[0] ? n_out : c->dev->max_groups[0];
-    struct { uint32_t n_in, n_out, n_tokens, row_bytes, rows_per_z, row0, ldy; } p = {
-        n_in, n_out, n_tokens, (uint32_t)row_bytes, rows_per_z, row0, ldy};
     vk_span spans[VK_BINDINGS] = {[0] = w, [1] = x, [4] = y};
     if (quantized) {
         spans[2] = quants;
         spans[3] = scales;
     }
+    const vk_device *d = c->dev;
+    if (n_tokens >= TILED_FROM_TOKENS && vk_device_fits_tiled(d)) {
+        /* tiles of rows beyond the device's group count go to further z layers */
+        uint32_t row_tiles = (n_out + TILED_ROWS - 1) / TILED_ROWS;
+        uint32_t tiles_per_z = row_tiles < d->max_groups[0] ? row_tiles : d->max_groups[0];
+        struct { uint32_t n_in, n_out, n_tokens, row_bytes, tiles_per_z, row0, ldy; } p = {
+            n_in, n_out, n_tokens, (uint32_t)row_bytes, tiles_per_z, row0, ldy};
+        record(c, matmul_tiled_pipeline(type), spans, &p, sizeof p, tiles_per_z,
+               (n_tokens + TILED_TOKENS - 1) / TILED_TOKENS,
+               (row_tiles + tiles_per_z - 1) / tiles_per_z);
+        return;
+    }
+    /* rows beyond the device's group count go to further z layers */
+    uint32_t rows_per_z = n_out < d->max_groups[0] ? n_out : d->max_groups[0];
+    struct { uint32_t n_in, n_out, n_tokens, row_bytes, rows_per_z, row0, ldy; } p = {
+        n_in, n_out, n_tokens, (uint32_t)row_bytes, rows_per_z, row0, ldy};
     record(c, matmul_pipeline(type), spans, &p, sizeof p, rows_per_z,
            (n_tokens + MATMUL_TOKENS - 1) / MATMUL_TOKENS, (n_out + rows_per_z - 1) / rows_per_z);
 }

@@ -1,0 +1,4 @@
+#version 450
+// The tiled matrix product of matmul_tiled.glsl for Q4_1 weights.
+#define WEIGHT_Q4_1
+#include "matmul_tiled.glsl"

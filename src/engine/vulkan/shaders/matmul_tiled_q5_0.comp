@@ -1,0 +1,4 @@
+#version 450
+// The tiled matrix product of matmul_tiled.glsl for Q5_0 weights.
+#define WEIGHT_Q5_0
+#include "matmul_tiled.glsl"
