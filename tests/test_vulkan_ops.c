@@ -23,6 +23,7 @@
 #include "moe.h"
 #include "quant.h"
 #include "vk_ops.h"
+#include "vk_spirv.h"
 
 static vk_device *dev;
 static uint32_t rng = 12345;
@@ -252,6 +253,107 @@ static void test_matmul(void **state)
         check_matmul(k_types[i], 1280, 9, 7);
         check_matmul(k_types[i], 256 * 65, 3, 2);
     }
+}
+
+/* What each shader writes, as its SPIR-V declares it: the bindings the recording orders
+ * dispatches by (vk_spirv.h). */
+static void test_written_bindings_are_the_shaders(void **state)
+{
+    (void)state;
+    assert_int_equal(dev->written[VK_PIPE_RMSNORM], 1u << 4);
+    assert_int_equal(dev->written[VK_PIPE_BINARY], 1u << 0);
+    assert_int_equal(dev->written[VK_PIPE_ROPE], 1u << 1);
+    assert_int_equal(dev->written[VK_PIPE_QUANTIZE_Q8_0], 1u << 1 | 1u << 2);
+    assert_int_equal(dev->written[VK_PIPE_MATMUL_Q4_K], 1u << 4);
+    assert_int_equal(dev->written[VK_PIPE_MOE_ROUTE], 1u << 0 | 1u << 2 | 1u << 3);
+    assert_int_equal(dev->written[VK_PIPE_DELTA_RULE], 1u << 4 | 1u << 5);
+    assert_int_equal(dev->written[VK_PIPE_ATTENTION], 1u << 4);
+    unsigned char junk[24] = {1, 2, 3};
+    uint32_t written;
+    assert_false(vk_spirv_written_bindings(junk, sizeof junk, &written));
+}
+
+/* Three products of one input (q, k and v): one quantization and no barrier between them;
+ * a product of one's output waits behind a barrier; a product of another input into the
+ * shared quants waits for the three to have read them. Each output is the bits of the same
+ * product recorded alone. */
+static void test_products_of_one_input_run_together(void **state)
+{
+    (void)state;
+    uint32_t type = TENSOR_TYPE_Q4_0, n = 64;
+    const quant_ops *ops = quant_ops_get(type, CPU_LEVEL_SCALAR);
+    size_t row_bytes;
+    assert_true(tensor_type_row_bytes(type, n, &row_bytes));
+    float *wf = random_floats(n * n), *x = random_floats(n);
+    uint8_t *w = malloc(row_bytes * n);
+    for (size_t r = 0; r < n; r++)
+        ops->quantize(wf + r * n, w + r * row_bytes, n);
+    vk_buffer bw = device_buffer(w, row_bytes * n), bx = device_buffer(x, n * 4);
+    vk_buffer bq = device_buffer(NULL, vk_matmul_quants_bytes(n));
+    vk_buffer bs = device_buffer(NULL, vk_matmul_scales_bytes(n));
+    vk_buffer by[4];
+    for (int i = 0; i < 4; i++)
+        by[i] = device_buffer(NULL, n * 4);
+    vk_commands c = begin();
+    for (int i = 0; i < 3; i++)
+        vk_op_matmul(&c, type, vk_whole(&bw), row_bytes, vk_whole(&bx), vk_whole(&bq),
+                     vk_whole(&bs), vk_whole(&by[i]), n, n, 1);
+    assert_int_equal(c.rec.dispatches, 4);
+    assert_int_equal(c.rec.barriers, 1); /* the products wait for the quantization */
+    vk_op_matmul(&c, type, vk_whole(&bw), row_bytes, vk_whole(&by[0]), vk_whole(&bq),
+                 vk_whole(&bs), vk_whole(&by[3]), n, n, 1);
+    /* its quantization reads by[0] and overwrites what the three read; its product reads
+     * the quantization */
+    assert_int_equal(c.rec.dispatches, 6);
+    assert_int_equal(c.rec.barriers, 3);
+    submit(&c);
+    float got[4][64], alone[64];
+    for (int i = 0; i < 4; i++)
+        read_back(&by[i], got[i], n * 4);
+    assert_memory_equal(got[0], got[1], n * 4);
+    assert_memory_equal(got[0], got[2], n * 4);
+    c = begin();
+    vk_op_matmul(&c, type, vk_whole(&bw), row_bytes, vk_whole(&by[0]), vk_whole(&bq),
+                 vk_whole(&bs), vk_whole(&by[1]), n, n, 1);
+    submit(&c);
+    read_back(&by[1], alone, n * 4);
+    assert_memory_equal(got[3], alone, n * 4);
+    vk_buffer *bufs[] = {&bw, &bx, &bq, &bs, &by[0], &by[1], &by[2], &by[3]};
+    for (size_t i = 0; i < 8; i++)
+        vk_buffer_free(dev, bufs[i]);
+    free(wf), free(x), free(w);
+}
+
+/* A recording ends with a barrier after its last dispatches, and none where no dispatch came
+ * since the last. */
+static void test_recording_ends_with_a_barrier(void **state)
+{
+    (void)state;
+    float ones[32];
+    for (int i = 0; i < 32; i++)
+        ones[i] = 1.0f;
+    vk_buffer bx = device_buffer(ones, sizeof ones), by = device_buffer(ones, sizeof ones);
+    vk_buffer bz = device_buffer(ones, sizeof ones);
+    vk_commands c = begin();
+    vk_op_binary(&c, VK_ADD, vk_whole(&bx), vk_whole(&by), 32, 32, 0.0f);
+    vk_op_binary(&c, VK_ADD, vk_whole(&bz), vk_whole(&by), 32, 32, 0.0f); /* both read y */
+    assert_int_equal(c.rec.barriers, 0);
+    vk_op_binary(&c, VK_ADD, vk_whole(&bx), vk_whole(&bz), 32, 32, 0.0f); /* reads z */
+    assert_int_equal(c.rec.barriers, 1);
+    corral_error err = {0};
+    if (!vk_commands_end(&c, &err))
+        fail_msg("%s", err.message);
+    assert_int_equal(c.rec.barriers, 2);
+    if (!vk_commands_submit_recorded(&c, &c.cmd, 1, &err))
+        fail_msg("%s", err.message);
+    vk_commands_free(&c);
+    float got[32];
+    read_back(&bx, got, sizeof got);
+    for (int i = 0; i < 32; i++)
+        assert_true(got[i] == 4.0f); /* 1 + 1, then + (1 + 1) */
+    vk_buffer_free(dev, &bx);
+    vk_buffer_free(dev, &by);
+    vk_buffer_free(dev, &bz);
 }
 
 /* The same shapes for the types of Q8_1 activations (Q4_1, Q5_1) and of 17-byte blocks
@@ -1637,6 +1739,9 @@ int main(void)
         cmocka_unit_test(test_choice_ranks_device_types),
         cmocka_unit_test(test_discovery_follows_the_environment),
         cmocka_unit_test(test_int_dot_follows_the_environment),
+        cmocka_unit_test(test_written_bindings_are_the_shaders),
+        cmocka_unit_test(test_products_of_one_input_run_together),
+        cmocka_unit_test(test_recording_ends_with_a_barrier),
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_matmul_more_types),
         cmocka_unit_test(test_matmul_rows_beyond_one_dimension),

@@ -997,7 +997,11 @@ uint64_t gpu_layers_estimate(const gpu_layers *g)
 
 gpu_layers_stats gpu_layers_get_stats(const gpu_layers *g)
 {
-    return (gpu_layers_stats){.recordings = g->graphs.recordings, .passes = g->passes};
+    const vk_graph *last = g->graphs.last;
+    return (gpu_layers_stats){.recordings = g->graphs.recordings, .passes = g->passes,
+                              .dispatches = last ? last->dispatches : 0,
+                              .barriers = last ? last->barriers : 0,
+                              .submits = __atomic_load_n(&g->dev->submits, __ATOMIC_RELAXED)};
 }
 
 /* ---- the forward pass ---- */
@@ -1551,6 +1555,7 @@ static void move_window_cells(gpu_layers *g, const corral_context *ctx, uint32_t
 {
     const corral_model *m = ctx->model;
     uint32_t run = src > dst ? src - dst : n;
+    begin_call_work(g);
     for (uint32_t il = g->first; il < g->n_layer; il++) {
         if (!compact_layer(g, ctx, il) || m->layers[il].kv_shared)
             continue; /* a shared KV layer's cells are its source's, moved there */
@@ -1573,22 +1578,18 @@ static void move_window_cells(gpu_layers *g, const corral_context *ctx, uint32_t
 /* The compact sliding layers follow the CPU's windows (context.c's slide_windows): where a
  * sequence's swa_base moved up, its cells move down by as much (those beyond what the
  * layers hold are stale, and moved along unread); where it moved down (a truncation past
- * it), the cells from there on are rewritten before any is read. Whether it recorded a move.
+ * it), the cells from there on are rewritten before any is read.
  * The moves are work of this call only, never of a recorded pass, which would repeat them. */
-static bool sync_windows(gpu_layers *g, const corral_context *ctx)
+static void sync_windows(gpu_layers *g, const corral_context *ctx)
 {
-    bool moved = false;
     if (!g->compact)
-        return false;
+        return;
     for (uint32_t s = 0; s < ctx->n_seq; s++) {
         uint32_t from = ctx->swa_base[s] - g->swa_base[s], cells = ctx->swa_cells;
-        if (ctx->swa_base[s] > g->swa_base[s] && from < cells) {
+        if (ctx->swa_base[s] > g->swa_base[s] && from < cells)
             move_window_cells(g, ctx, s, from, 0, cells - from, false);
-            moved = true;
-        }
         g->swa_base[s] = ctx->swa_base[s];
     }
-    return moved;
 }
 
 /* A copy between buffers with the barriers around it that the compute work needs. */
@@ -1720,19 +1721,17 @@ bool gpu_forward(gpu_layers *g, corral_context *ctx, size_t begin, bool *logits_
     *logits_done = g->has_output && n_out <= g->output_rows;
     size_t logits_bytes = (size_t)n_out * hp->n_vocab * sizeof(float);
 
-    /* this call's windows' moves, then the pass, in one submission */
+    /* this call's work (the recurrent states' since the last pass, the windows' moves),
+     * then the pass, in one submission */
     VkCommandBuffer cmds[2];
     uint32_t n_cmds = 0;
-    bool call_work = g->call_work; /* recurrent states' work since the last pass */
-    begin_call_work(g);
-    g->call_work = false;
-    bool moved = sync_windows(g, ctx);
-    if (vk.vkEndCommandBuffer(g->cmd.cmd) != VK_SUCCESS) {
-        corral_error_set(err, "cannot record Vulkan commands on %s", g->dev->info.name);
-        return false;
-    }
-    if (moved || call_work)
+    sync_windows(g, ctx);
+    if (g->call_work) {
+        g->call_work = false;
+        if (!vk_commands_end(&g->cmd, err))
+            return false;
         cmds[n_cmds++] = g->cmd.cmd;
+    }
     vk_graph_key key = {n, *logits_done ? n_out : 0};
     VkCommandBuffer pass = vk_graphs_find(&g->graphs, &key);
     if (!pass) {
@@ -1771,7 +1770,6 @@ bool gpu_seq_shift(gpu_layers *g, const corral_context *ctx, uint32_t seq, uint3
     for (uint32_t r = 0; r < m->n_rope_variants; r++)
         upload_cos_sin(g, ctx, r, 1);
     begin_call_work(g);
-    g->call_work = false;
     sync_windows(g, ctx);
     if (g->compact) {
         /* as corral_seq_shift moves the CPU's sliding layers: the positions from `start` on
@@ -1803,6 +1801,7 @@ bool gpu_seq_shift(gpu_layers *g, const corral_context *ctx, uint32_t seq, uint3
             vk_op_kv_shift(&g->cmd, cs, vk_whole(&gl->v_cache), &vs, &value);
         }
     }
+    g->call_work = false;
     return vk_commands_submit(&g->cmd, err);
 }
 

@@ -1,7 +1,9 @@
 /*
  * The operations the Vulkan backend records into a command buffer: each binds its
- * pipeline, pushes its buffers and constants, dispatches, and ends with a barrier so the
- * next operation sees its writes. Nothing runs until vk_commands_submit. Buffers are spans
+ * pipeline, pushes its buffers and constants and dispatches, after a barrier where it reads
+ * or writes what an operation since the last barrier wrote, or writes what one read
+ * (vk_recording), so that independent operations may run together. Nothing runs until
+ * vk_commands_submit or vk_commands_end. Buffers are spans
  * (a buffer and a byte range) so one allocation can hold several tensors.
  */
 #ifndef CORRAL_ENGINE_VK_OPS_H
