@@ -559,6 +559,46 @@ static void test_rmsnorm(void **state)
     free(x), free(w);
 }
 
+/* The residual and the norm after it in one dispatch (d also the output, as the layers use
+ * it): x + d and its norm within the CPU's tolerance, and the very bits of the add and the
+ * norm recorded apart. */
+static void test_add_rmsnorm(void **state)
+{
+    (void)state;
+    enum { N = 4099, ROWS = 3 };
+    size_t bytes = N * ROWS * sizeof(float);
+    float *x = random_floats(N * ROWS), *d = random_floats(N * ROWS), *w = random_floats(N);
+    float *sum = malloc(bytes), *want = malloc(bytes), *got_x = malloc(bytes);
+    float *got = malloc(bytes), *apart_x = malloc(bytes), *apart = malloc(bytes);
+    for (size_t i = 0; i < N * ROWS; i++)
+        sum[i] = x[i] + d[i];
+    for (size_t r = 0; r < ROWS; r++)
+        block_rmsnorm(sum + r * N, w, N, 1e-5f, want + r * N);
+    vk_buffer bw = device_buffer(w, N * 4);
+    for (int fused = 0; fused < 2; fused++) {
+        vk_buffer bx = device_buffer(x, bytes), bd = device_buffer(d, bytes);
+        vk_commands c = begin();
+        if (fused) {
+            vk_op_add_rmsnorm(&c, vk_whole(&bw), vk_whole(&bx), vk_whole(&bd), vk_whole(&bd),
+                              N, ROWS, 1e-5f);
+        } else {
+            vk_op_binary(&c, VK_ADD, vk_whole(&bx), vk_whole(&bd), N * ROWS, N * ROWS, 0.0f);
+            vk_op_rmsnorm(&c, vk_whole(&bw), vk_whole(&bx), vk_whole(&bd), N, ROWS, 1e-5f);
+        }
+        submit(&c);
+        read_back(&bx, fused ? got_x : apart_x, bytes);
+        read_back(&bd, fused ? got : apart, bytes);
+        vk_buffer_free(dev, &bx), vk_buffer_free(dev, &bd);
+    }
+    assert_memory_equal(got_x, sum, bytes);
+    assert_close("add_rmsnorm", got, want, N * ROWS, 1e-5);
+    assert_memory_equal(got_x, apart_x, bytes);
+    assert_memory_equal(got, apart, bytes);
+    vk_buffer_free(dev, &bw);
+    free(x), free(d), free(w), free(sum), free(want), free(got_x), free(got), free(apart_x);
+    free(apart);
+}
+
 static void check_rope(enum rope_mode mode)
 {
     enum { TOKENS = 5, HEADS = 3, DIM = 80, ROT = 48 }; /* a rotated span shorter than the head */
@@ -587,6 +627,48 @@ static void test_rope(void **state)
     (void)state;
     check_rope(ROPE_NORMAL);
     check_rope(ROPE_NEOX);
+}
+
+/* Keys turned as they are stored (the first n_rot of each head's 80 values, both forms, F16
+ * and F32 caches): the very bits of vk_op_rope and then vk_op_kv_store, the input left as it
+ * was. */
+static void test_kv_store_rope(void **state)
+{
+    (void)state;
+    enum { T = 3, KV = 2, D = 80, ROT = 32, CELLS = 8 };
+    float *x = random_floats(T * KV * D), *cs = random_floats(T * ROT);
+    uint32_t tokens[3 * T] = {0};
+    for (uint32_t t = 0; t < T; t++)
+        tokens[2 * t + 1] = 2 * t + 1;
+    vk_buffer bt = device_buffer(tokens, sizeof tokens), bcs = device_buffer(cs, T * ROT * 4);
+    for (int f16 = 0; f16 < 2; f16++) {
+        for (int neox = 0; neox < 2; neox++) {
+            vk_cache_shape shape = {KV, D, CELLS, f16};
+            size_t bytes = vk_cache_bytes(&shape, 1);
+            vk_buffer fused = device_buffer(NULL, bytes), apart = device_buffer(NULL, bytes);
+            vk_buffer bx = device_buffer(x, T * KV * D * 4), turned = device_buffer(x, T * KV * D * 4);
+            vk_rope rope = {vk_whole(&bcs), ROT, neox};
+            vk_commands c = begin();
+            vk_op_kv_store_rope(&c, vk_whole(&bt), vk_whole(&bx), vk_whole(&fused), &shape, T,
+                                &rope);
+            vk_op_rope(&c, vk_whole(&bcs), vk_whole(&turned), T, KV, D, ROT, neox);
+            vk_op_kv_store(&c, vk_whole(&bt), vk_whole(&turned), vk_whole(&apart), &shape, T);
+            submit(&c);
+            uint8_t *got = malloc(bytes), *want = malloc(bytes);
+            float *x_after = malloc(T * KV * D * 4);
+            read_back(&fused, got, bytes);
+            read_back(&apart, want, bytes);
+            read_back(&bx, x_after, T * KV * D * 4);
+            assert_memory_equal(got, want, bytes);
+            assert_memory_equal(x_after, x, T * KV * D * 4);
+            free(got), free(want), free(x_after);
+            vk_buffer *bufs[] = {&fused, &apart, &bx, &turned};
+            for (size_t i = 0; i < 4; i++)
+                vk_buffer_free(dev, bufs[i]);
+        }
+    }
+    vk_buffer_free(dev, &bt), vk_buffer_free(dev, &bcs);
+    free(x), free(cs);
 }
 
 static void test_swiglu_and_binary(void **state)
@@ -1750,7 +1832,9 @@ int main(void)
         cmocka_unit_test(test_quantize_q8_1_is_the_cpus),
         cmocka_unit_test(test_quantize_q8_k_is_the_cpus),
         cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_add_rmsnorm),
         cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_kv_store_rope),
         cmocka_unit_test(test_swiglu_and_binary),
         cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_get_rows),

@@ -229,6 +229,7 @@ static const char *const pipeline_shader[VK_PIPE_COUNT] = {
     [VK_PIPE_DELTA_RULE] = "delta_rule.spv",
     [VK_PIPE_L2NORM] = "l2norm.spv",
     [VK_PIPE_MAMBA2_SCAN] = "mamba2_scan.spv",
+    [VK_PIPE_ADD_RMSNORM] = "add_rmsnorm.spv",
 };
 
 static const vk_shader_code *shader_named(const char *name)

@@ -1073,6 +1073,22 @@ static void block_norm(gpu_layers *g, const corral_model *m, const gpu_weight *w
                       hp->norm_eps);
 }
 
+/* The residual, then the family's norm of x into xn (the FFN's input): one dispatch
+ * (add_rmsnorm) where the norm is an RMSNorm and the residual unscaled, which saves the norm
+ * a barrier behind the add. */
+static void residual_and_norm(gpu_layers *g, const corral_model *m, const gpu_weight *w,
+                              const gpu_weight *b, uint32_t n)
+{
+    const hparams *hp = &m->hp;
+    if ((m->arch->tensors & ARCH_LAYER_NORM) || hp->residual_scale != 1.0f) {
+        residual(g, hp, n);
+        block_norm(g, m, w, b, &g->x, &g->xn, n);
+        return;
+    }
+    vk_op_add_rmsnorm(&g->cmd, vk_whole(&w->buf), vk_whole(&g->x), vk_whole(&g->xn),
+                      vk_whole(&g->xn), hp->n_embd, n, hp->norm_eps);
+}
+
 /* rows rows of width floats between strided rows (vk_op_copy_rows). */
 static void copy_rows(gpu_layers *g, vk_buffer *src, vk_buffer *dst, uint32_t rows,
                       uint32_t width, uint32_t src_offset, uint32_t src_stride,
@@ -1082,7 +1098,8 @@ static void copy_rows(gpu_layers *g, vk_buffer *src, vk_buffer *dst, uint32_t ro
     vk_op_copy_rows(&g->cmd, vk_whole(src), vk_whole(dst), &r);
 }
 
-static void store_and_attend(gpu_layers *g, const corral_context *ctx, uint32_t il, uint32_t n);
+static void store_and_attend(gpu_layers *g, const corral_context *ctx, uint32_t il, uint32_t n,
+                             const vk_rope *k_rope);
 
 /* g->xn becomes layer il's self-attention over `in` (forward_attention). */
 static void record_attention(gpu_layers *g, const corral_context *ctx, uint32_t il,
@@ -1117,28 +1134,29 @@ static void record_attention(gpu_layers *g, const corral_context *ctx, uint32_t 
     if (own_kv && m->arch == &arch_gemma4) /* gemma4_attention's unweighted value norms */
         vk_op_rmsnorm(c, vk_whole(&g->ones), vk_whole(&g->v), vk_whole(&g->v), l->head_dim_v,
                       n * l->n_head_kv, hp->norm_eps);
-    if (!l->no_rope) {
-        vk_span cs = vk_whole(&g->io_cos_sin[l->rope_variant]);
-        bool neox = m->arch->rope == ROPE_NEOX;
-        uint32_t rot = ctx->rope[l->rope_variant].n_rot;
-        vk_op_rope(c, cs, vk_whole(&g->q), n, hp->n_head, dk, rot, neox);
-        if (own_kv)
-            vk_op_rope(c, cs, vk_whole(&g->k), n, l->n_head_kv, dk, rot, neox);
-    }
+    /* the keys are turned as they are stored */
+    vk_rope k_rope = {vk_whole(&g->io_cos_sin[l->rope_variant]),
+                      l->no_rope ? 0 : ctx->rope[l->rope_variant].n_rot,
+                      m->arch->rope == ROPE_NEOX};
+    if (!l->no_rope)
+        vk_op_rope(c, k_rope.cos_sin, vk_whole(&g->q), n, hp->n_head, dk, k_rope.n_rot,
+                   k_rope.neox);
     if (hp->q_scale != 1.0f)
         vk_op_binary(c, VK_SCALE, vk_whole(&g->q), (vk_span){0}, n * q_width, 0, hp->q_scale);
     if (hp->attn_temp_scale != 0.0f)
         vk_op_binary(c, VK_MUL_ROWS, vk_whole(&g->q), vk_whole(&g->io_q_temp), n * q_width,
                      q_width, 0.0f);
-    store_and_attend(g, ctx, il, n);
+    store_and_attend(g, ctx, il, n, &k_rope);
     matmul(g, &gl->wo, &g->attn, &g->xn, n);
     add_bias(g, &gl->bo, &g->xn, n);
 }
 
-/* The layer's attention from here on: the micro-batch's keys and values (g->k, g->v) into its
- * cache, and each query head's (g->q) attention over it into g->attn. A shared KV layer
- * stores nothing and attends over its source's cache, which has its own shape. */
-static void store_and_attend(gpu_layers *g, const corral_context *ctx, uint32_t il, uint32_t n)
+/* The layer's attention from here on: the micro-batch's keys (g->k, turned by k_rope on the
+ * way, vk_op_kv_store_rope) and values (g->v) into its cache, and each query head's (g->q)
+ * attention over it into g->attn. A shared KV layer stores nothing and attends over its
+ * source's cache, which has its own shape. */
+static void store_and_attend(gpu_layers *g, const corral_context *ctx, uint32_t il, uint32_t n,
+                             const vk_rope *k_rope)
 {
     const hparams *hp = &ctx->model->hp;
     const layer_weights *l = &ctx->model->layers[il];
@@ -1149,7 +1167,8 @@ static void store_and_attend(gpu_layers *g, const corral_context *ctx, uint32_t 
     vk_span tokens = vk_whole(compact ? &g->io_swa_tokens : &g->io_tokens);
     vk_cache_shape ks = cache_shape(g, ctx, il, false), vs = cache_shape(g, ctx, il, true);
     if (!l->kv_shared) {
-        vk_op_kv_store(c, tokens, vk_whole(&g->k), vk_whole(&gl->k_cache), &ks, n);
+        vk_op_kv_store_rope(c, tokens, vk_whole(&g->k), vk_whole(&gl->k_cache), &ks, n,
+                            k_rope);
         vk_op_kv_store(c, tokens, vk_whole(&g->v), vk_whole(&gl->v_cache), &vs, n);
     }
     vk_attention_shape shape = {n, hp->n_head, l->n_head_kv, l->head_dim_k, l->head_dim_v,
@@ -1260,11 +1279,10 @@ static void record_gated_attention(gpu_layers *g, const corral_context *ctx, uin
     matmul(g, &gl->wv, in, &g->v, n);
     norm_spans(g, &gl->q_norm, &g->q, q_width, n, hp->norm_eps);
     norm_spans(g, &gl->k_norm, &g->k, l->n_head_kv * D, n, hp->norm_eps);
-    vk_span cs = vk_whole(&g->io_cos_sin[l->rope_variant]);
-    uint32_t rot = ctx->rope[l->rope_variant].n_rot;
-    vk_op_rope(c, cs, vk_whole(&g->q), n, H, D, rot, true);
-    vk_op_rope(c, cs, vk_whole(&g->k), n, l->n_head_kv, D, rot, true);
-    store_and_attend(g, ctx, il, n);
+    vk_rope rope = {vk_whole(&g->io_cos_sin[l->rope_variant]), ctx->rope[l->rope_variant].n_rot,
+                    true};
+    vk_op_rope(c, rope.cos_sin, vk_whole(&g->q), n, H, D, rope.n_rot, true);
+    store_and_attend(g, ctx, il, n, &rope); /* the keys turned as they are stored */
     vk_op_binary(c, VK_MUL_SIGMOID, vk_whole(&g->attn), vk_whole(&g->attn_gate), n * q_width,
                  n * q_width, 0.0f);
     matmul(g, &gl->wo, &g->attn, &g->xn, n);
@@ -1307,16 +1325,15 @@ static void record_mla_attention(gpu_layers *g, const corral_context *ctx, uint3
     copy_rows(g, &g->v, &g->k, n, latent, 0, latent, rot, dk);
     copy_rows(g, &g->mla_kv, &g->k, n, rot, latent, latent + rot, 0, dk);
     copy_rows(g, &g->mla_q, &g->q, n * H, rot, nope, qk, 0, dk);
-    if (!l->no_rope) {
-        vk_span cs = vk_whole(&g->io_cos_sin[l->rope_variant]);
-        bool neox = m->arch->rope == ROPE_NEOX;
-        vk_op_rope(&g->cmd, cs, vk_whole(&g->q), n, H, dk, rot, neox);
-        vk_op_rope(&g->cmd, cs, vk_whole(&g->k), n, 1, dk, rot, neox);
-    }
+    /* the keys' rotated part is turned as they are stored */
+    vk_rope k_rope = {vk_whole(&g->io_cos_sin[l->rope_variant]), l->no_rope ? 0 : rot,
+                      m->arch->rope == ROPE_NEOX};
+    if (!l->no_rope)
+        vk_op_rope(&g->cmd, k_rope.cos_sin, vk_whole(&g->q), n, H, dk, rot, k_rope.neox);
     copy_rows(g, &g->mla_q, &g->mla_gather, n * H, nope, 0, qk, 0, nope);
     head_product(g, &gl->wk_b, &g->mla_gather, &g->mla_absorbed, latent, n * H, H);
     copy_rows(g, &g->mla_absorbed, &g->q, n * H, latent, 0, latent, rot, dk);
-    store_and_attend(g, ctx, il, n);
+    store_and_attend(g, ctx, il, n, &k_rope);
     head_product(g, &gl->wv_b, &g->attn, &g->mla_out, hp->mla_v, n * H, H);
     matmul(g, &gl->wo, &g->mla_out, &g->xn, n);
 }
@@ -1478,14 +1495,16 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
     else
         record_attention(g, ctx, il, in, n);
     post_norm(g, hp, &gl->post_attn_norm, n);
-    residual(g, hp, n);
     in = &g->x;
     if ((m->arch->tensors & ARCH_DENSE_AND_EXPERTS) && vk_moe_layer(g->moe, il)) {
+        residual(g, hp, n);
         record_dense_and_experts(g, ctx, il, n);
     } else {
         if (gl->ffn_norm.buf.buffer) {
-            block_norm(g, m, &gl->ffn_norm, &gl->ffn_norm_b, &g->x, &g->xn, n);
+            residual_and_norm(g, m, &gl->ffn_norm, &gl->ffn_norm_b, n);
             in = &g->xn;
+        } else {
+            residual(g, hp, n);
         }
         record_ffn(g, ctx, il, in, n);
     }

@@ -108,6 +108,14 @@ void vk_op_rmsnorm(vk_commands *c, vk_span w, vk_span x, vk_span out, uint32_t n
     record(c, VK_PIPE_RMSNORM, spans, &p, sizeof p, rows, 1, 1);
 }
 
+void vk_op_add_rmsnorm(vk_commands *c, vk_span w, vk_span x, vk_span d, vk_span out, uint32_t n,
+                       uint32_t rows, float eps)
+{
+    struct { uint32_t n; float eps; } p = {n, eps};
+    vk_span spans[VK_BINDINGS] = {[0] = w, [1] = x, [2] = d, [4] = out};
+    record(c, VK_PIPE_ADD_RMSNORM, spans, &p, sizeof p, rows, 1, 1);
+}
+
 void vk_op_layernorm(vk_commands *c, vk_span w, vk_span b, vk_span x, vk_span out, uint32_t n,
                      uint32_t rows, float eps)
 {
@@ -331,9 +339,17 @@ void vk_op_rope(vk_commands *c, vk_span cos_sin, vk_span x, uint32_t n_tokens, u
 void vk_op_kv_store(vk_commands *c, vk_span tokens, vk_span x, vk_span cache,
                     const vk_cache_shape *shape, uint32_t n_tokens)
 {
-    struct { uint32_t n_head_kv, head_dim, n_cells, f16; } p = {
-        shape->n_head_kv, shape->head_dim, shape->n_cells, shape->f16};
-    vk_span spans[VK_BINDINGS] = {[0] = tokens, [1] = x, [4] = cache};
+    vk_rope none = {0}; /* n_rot 0: nothing turned */
+    vk_op_kv_store_rope(c, tokens, x, cache, shape, n_tokens, &none);
+}
+
+void vk_op_kv_store_rope(vk_commands *c, vk_span tokens, vk_span x, vk_span cache,
+                         const vk_cache_shape *shape, uint32_t n_tokens, const vk_rope *rope)
+{
+    struct { uint32_t n_head_kv, head_dim, n_cells, f16, n_rot, mode; } p = {
+        shape->n_head_kv, shape->head_dim, shape->n_cells, shape->f16, rope->n_rot,
+        rope->neox};
+    vk_span spans[VK_BINDINGS] = {[0] = tokens, [1] = x, [2] = rope->cos_sin, [4] = cache};
     record(c, VK_PIPE_KV_STORE, spans, &p, sizeof p, n_tokens, shape->n_head_kv, 1);
 }
 

@@ -31,6 +31,11 @@ bool vk_type_supported(uint32_t type);
 void vk_op_rmsnorm(vk_commands *c, vk_span w, vk_span x, vk_span out, uint32_t n, uint32_t rows,
                    float eps);
 
+/* x[r] += d[r], then out[r] = rmsnorm(x[r]) * w: vk_op_binary's VK_ADD and vk_op_rmsnorm in
+ * one dispatch, with their bits. */
+void vk_op_add_rmsnorm(vk_commands *c, vk_span w, vk_span x, vk_span d, vk_span out, uint32_t n,
+                       uint32_t rows, float eps);
+
 /* out[r] = layernorm(x[r]) * w + b for rows of n floats (no bias: b's buffer is NULL). */
 void vk_op_layernorm(vk_commands *c, vk_span w, vk_span b, vk_span x, vk_span out, uint32_t n,
                      uint32_t rows, float eps);
@@ -87,6 +92,18 @@ static inline VkDeviceSize vk_cache_bytes(const vk_cache_shape *s, uint32_t n_se
  * (sequence, cell) of tokens (two uint32 per token). */
 void vk_op_kv_store(vk_commands *c, vk_span tokens, vk_span x, vk_span cache,
                     const vk_cache_shape *shape, uint32_t n_tokens);
+
+/* A RoPE's angles and form, as vk_op_rope takes them. */
+typedef struct vk_rope {
+    vk_span cos_sin;
+    uint32_t n_rot;
+    bool neox;
+} vk_rope;
+
+/* vk_op_kv_store of x as vk_op_rope would turn it (each head's values computed alike), in one
+ * dispatch; x itself stays as it is. */
+void vk_op_kv_store_rope(vk_commands *c, vk_span tokens, vk_span x, vk_span cache,
+                         const vk_cache_shape *shape, uint32_t n_tokens, const vk_rope *rope);
 
 /* Cells [src, src + n) of a sequence's cache rows to [dst, dst + n), the two ranges apart
  * or the same (turned in place); keys turned on their first n_rot components by the angles
