@@ -140,6 +140,10 @@ struct gpu_layers {
     /* work of one call begun in cmd (recurrent states cleared, checkpointed or restored),
      * which the next submission takes ahead of its pass */
     bool call_work;
+    /* while a pass is recorded: a branch's output in xn still to be added into x, by the
+     * next norm of x with it (residual_and_norm) or before anything else reads x
+     * (settle_residual) */
+    bool residual_pending;
     uint64_t bytes;
     uint64_t estimate; /* the memory the fitting counted on (gpu_layers_estimate) */
     /* the most bytes one weight buffer holds: the binding range, or less when
@@ -1073,20 +1077,30 @@ static void block_norm(gpu_layers *g, const corral_model *m, const gpu_weight *w
                       hp->norm_eps);
 }
 
-/* The residual, then the family's norm of x into xn (the FFN's input): one dispatch
- * (add_rmsnorm) where the norm is an RMSNorm and the residual unscaled, which saves the norm
- * a barrier behind the add. */
+/* The pending residual (if any) added into x. */
+static void settle_residual(gpu_layers *g, const hparams *hp, uint32_t n)
+{
+    if (g->residual_pending)
+        residual(g, hp, n);
+    g->residual_pending = false;
+}
+
+/* The pending residual (if any) added into x, then the family's norm of x into out: one
+ * dispatch (add_rmsnorm) where the norm is an RMSNorm and the residual unscaled, which saves
+ * the norm a barrier behind the add. */
 static void residual_and_norm(gpu_layers *g, const corral_model *m, const gpu_weight *w,
-                              const gpu_weight *b, uint32_t n)
+                              const gpu_weight *b, vk_buffer *out, uint32_t n)
 {
     const hparams *hp = &m->hp;
-    if ((m->arch->tensors & ARCH_LAYER_NORM) || hp->residual_scale != 1.0f) {
-        residual(g, hp, n);
-        block_norm(g, m, w, b, &g->x, &g->xn, n);
+    if (!g->residual_pending || (m->arch->tensors & ARCH_LAYER_NORM) ||
+        hp->residual_scale != 1.0f) {
+        settle_residual(g, hp, n);
+        block_norm(g, m, w, b, &g->x, out, n);
         return;
     }
+    g->residual_pending = false;
     vk_op_add_rmsnorm(&g->cmd, vk_whole(&w->buf), vk_whole(&g->x), vk_whole(&g->xn),
-                      vk_whole(&g->xn), hp->n_embd, n, hp->norm_eps);
+                      vk_whole(out), hp->n_embd, n, hp->norm_eps);
 }
 
 /* rows rows of width floats between strided rows (vk_op_copy_rows). */
@@ -1430,6 +1444,7 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
     const hparams *hp = &m->hp;
     gpu_layer *gl = &g->layers[il - g->first];
     if (m->arch->layer == layer_post_norm) {
+        settle_residual(g, hp, n);
         record_attention(g, ctx, il, &g->x, n);
         residual(g, hp, n);
         layernorm_x(g, hp, &gl->attn_out_norm, &gl->attn_out_norm_b, n);
@@ -1439,7 +1454,7 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
         return;
     }
     if (nemotron_h(m)) { /* arch_nemotron_h.c's layer: one mixer on the normed input */
-        block_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->x, &g->xn, n);
+        residual_and_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->xn, n);
         if (m->layers[il].recurrent)
             record_mamba2(g, ctx, il, &g->xn, n);
         else if (gl->wq.buf.buffer)
@@ -1452,7 +1467,7 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
     if (gl->attn_norm_2.buf.buffer) {
         /* falcon-40b: the attention reads a norm of x of its own, in xn, which the FFN's
          * output would overwrite: here the attention's residual comes first */
-        block_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->x, &g->branch, n);
+        residual_and_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->branch, n);
         block_norm(g, m, &gl->attn_norm_2, &gl->attn_norm_2_b, &g->x, &g->xn, n);
         record_attention(g, ctx, il, &g->xn, n);
         residual(g, hp, n);
@@ -1461,7 +1476,7 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
         return;
     }
     if (m->arch->tensors & ARCH_PARALLEL) { /* the FFN's residual first, as layer_parallel */
-        block_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->x, &g->branch, n);
+        residual_and_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->branch, n);
         record_ffn(g, ctx, il, &g->branch, n);
         residual(g, hp, n);
         record_attention(g, ctx, il, &g->branch, n);
@@ -1470,7 +1485,7 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
     }
     if (m->arch->layer == layer_pre_norm_or_parallel && !gl->ffn_norm.buf.buffer) {
         /* both branches on one norm, the attention's residual first (stablelm 2 12B) */
-        block_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->x, &g->branch, n);
+        residual_and_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->branch, n);
         record_attention(g, ctx, il, &g->branch, n);
         residual(g, hp, n);
         record_ffn(g, ctx, il, &g->branch, n);
@@ -1479,8 +1494,10 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
     }
     vk_buffer *in = &g->x;
     if (gl->attn_norm.buf.buffer) {
-        block_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->x, &g->xn, n);
+        residual_and_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->xn, n);
         in = &g->xn;
+    } else {
+        settle_residual(g, hp, n);
     }
     if (m->layers[il].recurrent && hp->ssm_mamba2)
         record_mamba2(g, ctx, il, in, n);
@@ -1495,22 +1512,24 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
     else
         record_attention(g, ctx, il, in, n);
     post_norm(g, hp, &gl->post_attn_norm, n);
+    g->residual_pending = true;
     in = &g->x;
     if ((m->arch->tensors & ARCH_DENSE_AND_EXPERTS) && vk_moe_layer(g->moe, il)) {
-        residual(g, hp, n);
+        settle_residual(g, hp, n);
         record_dense_and_experts(g, ctx, il, n);
     } else {
         if (gl->ffn_norm.buf.buffer) {
-            residual_and_norm(g, m, &gl->ffn_norm, &gl->ffn_norm_b, n);
+            residual_and_norm(g, m, &gl->ffn_norm, &gl->ffn_norm_b, &g->xn, n);
             in = &g->xn;
         } else {
-            residual(g, hp, n);
+            settle_residual(g, hp, n);
         }
         record_ffn(g, ctx, il, in, n);
     }
     post_norm(g, hp, &gl->post_ffn_norm, n);
-    residual(g, hp, n);
+    g->residual_pending = true; /* the next layer's norm may take it */
     if (gl->inp_gate.buf.buffer) { /* gemma4_per_layer_branch, then its residual */
+        settle_residual(g, hp, n);
         uint32_t P = hp->n_embd_per_layer, all = P * hp->n_layer;
         matmul(g, &gl->inp_gate, &g->x, &g->per_layer_gate, n);
         copy_rows(g, &g->io_per_layer, &g->per_layer_in, n, P, il * P, all, 0, P);
@@ -1518,12 +1537,14 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
                    vk_whole(&g->per_layer_in), n * P);
         matmul(g, &gl->per_layer_proj, &g->per_layer_gate, &g->xn, n);
         post_norm(g, hp, &gl->per_layer_post_norm, n);
-        residual(g, hp, n);
+        g->residual_pending = true;
     }
     const weight *out_scale = &m->layers[il].out_scale; /* gemma4's, one F32 value */
-    if (out_scale->data)
+    if (out_scale->data) {
+        settle_residual(g, hp, n);
         vk_op_binary(&g->cmd, VK_SCALE, vk_whole(&g->x), (vk_span){0}, n * hp->n_embd, 0,
                      *(const float *)out_scale->data);
+    }
 }
 
 /* x += tanh(gate) * xn on the tokens that see their sequence's image (io_cross_mask's 1s);
@@ -1551,7 +1572,7 @@ static void record_cross_layer(gpu_layers *g, const corral_context *ctx, uint32_
     const layer_weights *l = &m->layers[il];
     gpu_layer *gl = &g->layers[il - g->first];
     uint32_t D = l->head_dim_k;
-    block_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->x, &g->xn, n);
+    residual_and_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->xn, n);
     matmul(g, &gl->wq, &g->xn, &g->q, n);
     norm_spans(g, &gl->q_norm, &g->q, hp->n_head * D, n, hp->norm_eps);
     vk_attention_shape shape = {n, hp->n_head, l->n_head_kv, D, D, g->cross_cells, false,
@@ -1652,11 +1673,13 @@ static void record_pass(gpu_layers *g, const corral_context *ctx, const vk_graph
     uint32_t n = key->n_tokens;
     size_t x_bytes = (size_t)n * hp->n_embd * sizeof(float);
     copy(&g->cmd, &g->io_x, &g->x, x_bytes);
+    g->residual_pending = false;
     for (uint32_t il = g->first; il < g->n_layer; il++)
         if (!ctx->model->layers[il].cross_attn)
             record_layer(g, ctx, il, n);
         else if (g->cross_cells) /* else no image yet: nothing to attend to */
             record_cross_layer(g, ctx, il, n);
+    settle_residual(g, hp, n);
     if (key->n_logits > 0) {
         record_output(g, ctx, key->n_logits);
         copy(&g->cmd, &g->logits, &g->io_logits,
