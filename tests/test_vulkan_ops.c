@@ -629,6 +629,79 @@ static void test_rope(void **state)
     check_rope(ROPE_NEOX);
 }
 
+/* How check_rmsnorm_quantize's norm is used: into another buffer, after a residual into
+ * the residual's buffer (as the layers use it), or in place (the output layer). */
+enum norm_use { NORM_INTO, NORM_ADDED, NORM_IN_PLACE };
+
+/* A norm and its products' quantization in one dispatch, for each activation type (Q8_0,
+ * Q8_1, Q8_K): the norm, x, the quants and the scales are the bits of the operations
+ * recorded apart, and a product of the output then takes the quantization as it is (no
+ * dispatch of its own) and gives the same bits. */
+static void check_rmsnorm_quantize(uint32_t type, enum norm_use use)
+{
+    bool add = use == NORM_ADDED;
+    enum { N = 512, ROWS = 3 };
+    size_t bytes = N * ROWS * sizeof(float), q_bytes = vk_matmul_quants_bytes(N * ROWS);
+    size_t s_bytes = vk_matmul_scales_bytes(N * ROWS), row_bytes;
+    assert_true(tensor_type_row_bytes(type, N, &row_bytes));
+    const quant_ops *ops = quant_ops_get(type, CPU_LEVEL_SCALAR);
+    float *x = random_floats(N * ROWS), *d = random_floats(N * ROWS), *w = random_floats(N);
+    float *wf = random_floats(N * 16);
+    uint8_t *wq = malloc(row_bytes * 16);
+    for (size_t r = 0; r < 16; r++)
+        ops->quantize(wf + r * N, wq + r * row_bytes, N);
+    vk_buffer bw = device_buffer(w, N * 4), bm = device_buffer(wq, row_bytes * 16);
+    void *got[2][5];
+    for (int fused = 0; fused < 2; fused++) {
+        vk_buffer bx = device_buffer(x, bytes), bd = device_buffer(d, bytes);
+        vk_buffer bq = device_buffer(NULL, q_bytes), bs = device_buffer(NULL, s_bytes);
+        vk_buffer by = device_buffer(NULL, 16 * ROWS * 4);
+        vk_span none = {0}, dspan = add ? vk_whole(&bd) : none;
+        vk_buffer *out = use == NORM_IN_PLACE ? &bx : &bd;
+        vk_commands c = begin();
+        if (fused) {
+            vk_op_rmsnorm_quantize(&c, vk_whole(&bw), vk_whole(&bx), dspan, vk_whole(out), N,
+                                   ROWS, 1e-5f, type, vk_whole(&bq), vk_whole(&bs));
+            assert_int_equal(c.rec.dispatches, 1);
+        } else if (add) {
+            vk_op_add_rmsnorm(&c, vk_whole(&bw), vk_whole(&bx), vk_whole(&bd), vk_whole(&bd), N,
+                              ROWS, 1e-5f);
+        } else {
+            vk_op_rmsnorm(&c, vk_whole(&bw), vk_whole(&bx), vk_whole(out), N, ROWS, 1e-5f);
+        }
+        vk_op_matmul(&c, type, vk_whole(&bm), row_bytes, vk_whole(out), vk_whole(&bq),
+                     vk_whole(&bs), vk_whole(&by), N, 16, ROWS);
+        assert_int_equal(c.rec.dispatches, fused ? 2 : 3);
+        submit(&c);
+        vk_buffer *bufs[] = {&bx, &bd, &bq, &bs, &by};
+        size_t sizes[] = {bytes, bytes, q_bytes, s_bytes, 16 * ROWS * 4};
+        for (int i = 0; i < 5; i++) {
+            got[fused][i] = malloc(sizes[i]);
+            read_back(bufs[i], got[fused][i], sizes[i]);
+            vk_buffer_free(dev, bufs[i]);
+        }
+    }
+    const char *names[] = {"x", "the norm", "the quants", "the scales", "the product"};
+    size_t sizes[] = {bytes, bytes, q_bytes, s_bytes, 16 * ROWS * 4};
+    for (int i = 0; i < 5; i++) {
+        if (memcmp(got[0][i], got[1][i], sizes[i]) != 0)
+            fail_msg("rmsnorm_quantize %s (use %d): %s differ", tensor_type_name(type),
+                     (int)use, names[i]);
+        free(got[0][i]), free(got[1][i]);
+    }
+    vk_buffer_free(dev, &bw), vk_buffer_free(dev, &bm);
+    free(x), free(d), free(w), free(wf), free(wq);
+}
+
+static void test_rmsnorm_quantize(void **state)
+{
+    (void)state;
+    const uint32_t types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q4_1, TENSOR_TYPE_Q4_K};
+    for (size_t i = 0; i < 3; i++)
+        for (int use = NORM_INTO; use <= NORM_IN_PLACE; use++)
+            check_rmsnorm_quantize(types[i], (enum norm_use)use);
+}
+
 /* Keys turned as they are stored (the first n_rot of each head's 80 values, both forms, F16
  * and F32 caches): the very bits of vk_op_rope and then vk_op_kv_store, the input left as it
  * was. */
@@ -1833,6 +1906,7 @@ int main(void)
         cmocka_unit_test(test_quantize_q8_k_is_the_cpus),
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_add_rmsnorm),
+        cmocka_unit_test(test_rmsnorm_quantize),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_kv_store_rope),
         cmocka_unit_test(test_swiglu_and_binary),

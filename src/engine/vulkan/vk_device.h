@@ -86,6 +86,7 @@ enum vk_pipeline {
     VK_PIPE_L2NORM,
     VK_PIPE_MAMBA2_SCAN,
     VK_PIPE_ADD_RMSNORM,
+    VK_PIPE_RMSNORM_QUANTIZE,
     VK_PIPE_COUNT
 };
 

@@ -1086,21 +1086,45 @@ static void settle_residual(gpu_layers *g, const hparams *hp, uint32_t n)
 }
 
 /* The pending residual (if any) added into x, then the family's norm of x into out: one
- * dispatch (add_rmsnorm) where the norm is an RMSNorm and the residual unscaled, which saves
- * the norm a barrier behind the add. */
+ * dispatch where the norm is an RMSNorm and the residual unscaled (which saves the norm a
+ * barrier behind the add), which also quantizes out for the products of next_type weights
+ * that read it next (TENSOR_TYPE_F32: none, or none known), saving them a dispatch and a
+ * barrier of their own (vk_op_rmsnorm_quantize). */
 static void residual_and_norm(gpu_layers *g, const corral_model *m, const gpu_weight *w,
-                              const gpu_weight *b, vk_buffer *out, uint32_t n)
+                              const gpu_weight *b, vk_buffer *out, uint32_t n,
+                              uint32_t next_type)
 {
     const hparams *hp = &m->hp;
-    if (!g->residual_pending || (m->arch->tensors & ARCH_LAYER_NORM) ||
-        hp->residual_scale != 1.0f) {
+    if (m->arch->tensors & ARCH_LAYER_NORM || hp->residual_scale != 1.0f)
         settle_residual(g, hp, n);
+    if (m->arch->tensors & ARCH_LAYER_NORM) {
         block_norm(g, m, w, b, &g->x, out, n);
         return;
     }
+    vk_span residual = g->residual_pending ? vk_whole(&g->xn) : (vk_span){0};
     g->residual_pending = false;
-    vk_op_add_rmsnorm(&g->cmd, vk_whole(&w->buf), vk_whole(&g->x), vk_whole(&g->xn),
-                      vk_whole(out), hp->n_embd, n, hp->norm_eps);
+    vk_op_rmsnorm_quantize(&g->cmd, vk_whole(&w->buf), vk_whole(&g->x), residual, vk_whole(out),
+                           hp->n_embd, n, hp->norm_eps, next_type, vk_whole(&g->quants),
+                           vk_whole(&g->scales));
+}
+
+/* The type of the weights whose products read layer il's normed input first, when its mixer
+ * is an attention (TENSOR_TYPE_F32 for the recurrent mixers: none known). */
+static uint32_t mixer_input_type(const corral_context *ctx, uint32_t il, const gpu_layer *gl)
+{
+    if (ctx->model->layers[il].recurrent)
+        return TENSOR_TYPE_F32;
+    return gl->wq_a.buf.buffer ? gl->wq_a.type : gl->wq.type; /* latent attention: wq_a */
+}
+
+/* The type of the weights whose products read layer il's FFN input first: the dense FFN's
+ * gate (or up); TENSOR_TYPE_F32 for experts, whose router comes first. */
+static uint32_t ffn_input_type(const gpu_layers *g, const corral_context *ctx, uint32_t il,
+                               const gpu_layer *gl)
+{
+    if (vk_moe_layer(g->moe, il))
+        return TENSOR_TYPE_F32;
+    return ffn_ungated(ctx->model->arch->ffn) ? gl->up.type : gl->gate.type;
 }
 
 /* rows rows of width floats between strided rows (vk_op_copy_rows). */
@@ -1454,7 +1478,7 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
         return;
     }
     if (nemotron_h(m)) { /* arch_nemotron_h.c's layer: one mixer on the normed input */
-        residual_and_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->xn, n);
+        residual_and_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->xn, n, TENSOR_TYPE_F32);
         if (m->layers[il].recurrent)
             record_mamba2(g, ctx, il, &g->xn, n);
         else if (gl->wq.buf.buffer)
@@ -1467,7 +1491,8 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
     if (gl->attn_norm_2.buf.buffer) {
         /* falcon-40b: the attention reads a norm of x of its own, in xn, which the FFN's
          * output would overwrite: here the attention's residual comes first */
-        residual_and_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->branch, n);
+        residual_and_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->branch, n,
+                          TENSOR_TYPE_F32);
         block_norm(g, m, &gl->attn_norm_2, &gl->attn_norm_2_b, &g->x, &g->xn, n);
         record_attention(g, ctx, il, &g->xn, n);
         residual(g, hp, n);
@@ -1476,7 +1501,8 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
         return;
     }
     if (m->arch->tensors & ARCH_PARALLEL) { /* the FFN's residual first, as layer_parallel */
-        residual_and_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->branch, n);
+        residual_and_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->branch, n,
+                          TENSOR_TYPE_F32);
         record_ffn(g, ctx, il, &g->branch, n);
         residual(g, hp, n);
         record_attention(g, ctx, il, &g->branch, n);
@@ -1485,7 +1511,8 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
     }
     if (m->arch->layer == layer_pre_norm_or_parallel && !gl->ffn_norm.buf.buffer) {
         /* both branches on one norm, the attention's residual first (stablelm 2 12B) */
-        residual_and_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->branch, n);
+        residual_and_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->branch, n,
+                          TENSOR_TYPE_F32);
         record_attention(g, ctx, il, &g->branch, n);
         residual(g, hp, n);
         record_ffn(g, ctx, il, &g->branch, n);
@@ -1494,7 +1521,8 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
     }
     vk_buffer *in = &g->x;
     if (gl->attn_norm.buf.buffer) {
-        residual_and_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->xn, n);
+        residual_and_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->xn, n,
+                          mixer_input_type(ctx, il, gl));
         in = &g->xn;
     } else {
         settle_residual(g, hp, n);
@@ -1519,7 +1547,8 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
         record_dense_and_experts(g, ctx, il, n);
     } else {
         if (gl->ffn_norm.buf.buffer) {
-            residual_and_norm(g, m, &gl->ffn_norm, &gl->ffn_norm_b, &g->xn, n);
+            residual_and_norm(g, m, &gl->ffn_norm, &gl->ffn_norm_b, &g->xn, n,
+                              ffn_input_type(g, ctx, il, gl));
             in = &g->xn;
         } else {
             settle_residual(g, hp, n);
@@ -1572,7 +1601,7 @@ static void record_cross_layer(gpu_layers *g, const corral_context *ctx, uint32_
     const layer_weights *l = &m->layers[il];
     gpu_layer *gl = &g->layers[il - g->first];
     uint32_t D = l->head_dim_k;
-    residual_and_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->xn, n);
+    residual_and_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->xn, n, gl->wq.type);
     matmul(g, &gl->wq, &g->xn, &g->q, n);
     norm_spans(g, &gl->q_norm, &g->q, hp->n_head * D, n, hp->norm_eps);
     vk_attention_shape shape = {n, hp->n_head, l->n_head_kv, D, D, g->cross_cells, false,
@@ -1657,7 +1686,12 @@ static void record_output(gpu_layers *g, const corral_context *ctx, uint32_t n_o
     vk_commands *c = &g->cmd;
     vk_op_get_rows(c, TENSOR_TYPE_F32, vk_whole(&g->x), (size_t)hp->n_embd * sizeof(float),
                    vk_whole(&g->out_ids), vk_whole(&g->xn), hp->n_embd, n_out);
-    block_norm(g, ctx->model, &g->output_norm, &g->output_norm_b, &g->xn, &g->xn, n_out);
+    if (ctx->model->arch->tensors & ARCH_LAYER_NORM)
+        block_norm(g, ctx->model, &g->output_norm, &g->output_norm_b, &g->xn, &g->xn, n_out);
+    else /* quantized for the output matrix on the way */
+        vk_op_rmsnorm_quantize(c, vk_whole(&g->output_norm.buf), vk_whole(&g->xn), (vk_span){0},
+                               vk_whole(&g->xn), hp->n_embd, n_out, hp->norm_eps,
+                               g->output.type, vk_whole(&g->quants), vk_whole(&g->scales));
     matmul(g, &g->output, &g->xn, &g->logits, n_out);
     add_bias(g, &g->output_b, &g->logits, n_out); /* phi2's */
 }

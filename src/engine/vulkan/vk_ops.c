@@ -214,6 +214,20 @@ void vk_op_matmul(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes, vk
                       n_out);
 }
 
+/* The buffers' quantization of `from` (n_values floats) as `kind`, for the products after
+ * it (quantize_input). */
+static void remember_quantized(vk_recording *r, vk_access from, vk_span quants, vk_span scales,
+                               uint32_t n_values, enum activations kind)
+{
+    r->quantized_x = from;
+    r->quants = quants.buffer;
+    r->scales = scales.buffer;
+    r->quants_offset = quants.offset;
+    r->scales_offset = scales.offset;
+    r->quantized_values = n_values;
+    r->quantized_kind = kind;
+}
+
 /* x quantized for a product with `type` weights (nothing for the float types); whether it
  * was. Products of one input in a row (the q, k and v projections, the gate and up ones, the
  * parts of a split matrix) quantize it once: the same floats give the same quants. */
@@ -237,14 +251,30 @@ static bool quantize_input(vk_commands *c, uint32_t type, vk_span x, vk_span qua
         vk_op_quantize_q8_1(c, x, quants, scales, n_values);
     else
         vk_op_quantize_q8_0(c, x, quants, scales, n_values);
-    r->quantized_x = from;
-    r->quants = quants.buffer;
-    r->scales = scales.buffer;
-    r->quants_offset = quants.offset;
-    r->scales_offset = scales.offset;
-    r->quantized_values = n_values;
-    r->quantized_kind = partner;
+    remember_quantized(r, from, quants, scales, n_values, partner);
     return true;
+}
+
+void vk_op_rmsnorm_quantize(vk_commands *c, vk_span w, vk_span x, vk_span d, vk_span out,
+                            uint32_t n, uint32_t rows, float eps, uint32_t type,
+                            vk_span quants, vk_span scales)
+{
+    enum activations partner = matmul_activations(type);
+    uint32_t block = partner == ACT_Q8_K ? 256 : 32;
+    if (partner == ACT_F32 || n % block != 0) {
+        if (d.buffer)
+            vk_op_add_rmsnorm(c, w, x, d, out, n, rows, eps);
+        else
+            vk_op_rmsnorm(c, w, x, out, n, rows, eps);
+        return;
+    }
+    /* rmsnorm_quantize.comp's kinds */
+    uint32_t kind = partner == ACT_Q8_K ? 2 : partner == ACT_Q8_1 ? 1 : 0;
+    struct { uint32_t n; float eps; uint32_t add, kind; } p = {n, eps, d.buffer != VK_NULL_HANDLE,
+                                                               kind};
+    vk_span spans[VK_BINDINGS] = {w, x, d, quants, out, scales};
+    record(c, VK_PIPE_RMSNORM_QUANTIZE, spans, &p, sizeof p, rows, 1, 1);
+    remember_quantized(&c->rec, access_of(out, false), quants, scales, n * rows, partner);
 }
 
 void vk_op_matmul_rows(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes, vk_span x,

@@ -36,6 +36,15 @@ void vk_op_rmsnorm(vk_commands *c, vk_span w, vk_span x, vk_span out, uint32_t n
 void vk_op_add_rmsnorm(vk_commands *c, vk_span w, vk_span x, vk_span d, vk_span out, uint32_t n,
                        uint32_t rows, float eps);
 
+/* vk_op_rmsnorm of rows of n floats (after vk_op_add_rmsnorm's x += d where d has a
+ * buffer), then out quantized for products of `type` weights into quants and scales as
+ * vk_op_matmul would quantize it, in one dispatch: the products of out that follow read
+ * that quantization as it is. Where `type`'s products take floats, or n is not a whole
+ * number of its blocks, the norm alone. */
+void vk_op_rmsnorm_quantize(vk_commands *c, vk_span w, vk_span x, vk_span d, vk_span out,
+                            uint32_t n, uint32_t rows, float eps, uint32_t type,
+                            vk_span quants, vk_span scales);
+
 /* out[r] = layernorm(x[r]) * w + b for rows of n floats (no bias: b's buffer is NULL). */
 void vk_op_layernorm(vk_commands *c, vk_span w, vk_span b, vk_span x, vk_span out, uint32_t n,
                      uint32_t rows, float eps);
