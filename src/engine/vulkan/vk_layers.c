@@ -1679,19 +1679,28 @@ static void copy(vk_commands *c, vk_buffer *from, vk_buffer *to, VkDeviceSize by
                             1, &after, 0, NULL, 0, NULL);
 }
 
-/* The output layer on the n_out rows of x that out_ids names, into the logits buffer. */
-static void record_output(gpu_layers *g, const corral_context *ctx, uint32_t n_out)
+/* The output layer on the n_out rows of x (of n) that out_ids names, into the logits buffer.
+ * When every row asks (a generation step's), out_ids names them in order (gpu_forward):
+ * the norm then reads x itself, the pending residual added on the way. */
+static void record_output(gpu_layers *g, const corral_context *ctx, uint32_t n, uint32_t n_out)
 {
-    const hparams *hp = &ctx->model->hp;
+    const corral_model *m = ctx->model;
+    const hparams *hp = &m->hp;
     vk_commands *c = &g->cmd;
-    vk_op_get_rows(c, TENSOR_TYPE_F32, vk_whole(&g->x), (size_t)hp->n_embd * sizeof(float),
-                   vk_whole(&g->out_ids), vk_whole(&g->xn), hp->n_embd, n_out);
-    if (ctx->model->arch->tensors & ARCH_LAYER_NORM)
-        block_norm(g, ctx->model, &g->output_norm, &g->output_norm_b, &g->xn, &g->xn, n_out);
-    else /* quantized for the output matrix on the way */
-        vk_op_rmsnorm_quantize(c, vk_whole(&g->output_norm.buf), vk_whole(&g->xn), (vk_span){0},
-                               vk_whole(&g->xn), hp->n_embd, n_out, hp->norm_eps,
-                               g->output.type, vk_whole(&g->quants), vk_whole(&g->scales));
+    if (n_out == n) {
+        residual_and_norm(g, m, &g->output_norm, &g->output_norm_b, &g->xn, n, g->output.type);
+    } else {
+        settle_residual(g, hp, n);
+        vk_op_get_rows(c, TENSOR_TYPE_F32, vk_whole(&g->x), (size_t)hp->n_embd * sizeof(float),
+                       vk_whole(&g->out_ids), vk_whole(&g->xn), hp->n_embd, n_out);
+        if (m->arch->tensors & ARCH_LAYER_NORM)
+            block_norm(g, m, &g->output_norm, &g->output_norm_b, &g->xn, &g->xn, n_out);
+        else /* quantized for the output matrix on the way */
+            vk_op_rmsnorm_quantize(c, vk_whole(&g->output_norm.buf), vk_whole(&g->xn),
+                                   (vk_span){0}, vk_whole(&g->xn), hp->n_embd, n_out,
+                                   hp->norm_eps, g->output.type, vk_whole(&g->quants),
+                                   vk_whole(&g->scales));
+    }
     matmul(g, &g->output, &g->xn, &g->logits, n_out);
     add_bias(g, &g->output_b, &g->logits, n_out); /* phi2's */
 }
@@ -1713,12 +1722,12 @@ static void record_pass(gpu_layers *g, const corral_context *ctx, const vk_graph
             record_layer(g, ctx, il, n);
         else if (g->cross_cells) /* else no image yet: nothing to attend to */
             record_cross_layer(g, ctx, il, n);
-    settle_residual(g, hp, n);
     if (key->n_logits > 0) {
-        record_output(g, ctx, key->n_logits);
+        record_output(g, ctx, n, key->n_logits);
         copy(&g->cmd, &g->logits, &g->io_logits,
              (size_t)key->n_logits * hp->n_vocab * sizeof(float));
     } else {
+        settle_residual(g, hp, n);
         copy(&g->cmd, &g->x, &g->io_x, x_bytes);
     }
 }
