@@ -685,8 +685,8 @@ static void check_rmsnorm_quantize(uint32_t type, enum norm_use use)
     size_t sizes[] = {bytes, bytes, q_bytes, s_bytes, 16 * ROWS * 4};
     for (int i = 0; i < 5; i++) {
         if (memcmp(got[0][i], got[1][i], sizes[i]) != 0)
-            fail_msg("rmsnorm_quantize %s (use %d): %s differ", tensor_type_name(type),
-                     (int)use, names[i]);
+            fail_msg("rmsnorm_quantize %s (use %d): %s: not the bits of the operations apart",
+                     tensor_type_name(type), (int)use, names[i]);
         free(got[0][i]), free(got[1][i]);
     }
     vk_buffer_free(dev, &bw), vk_buffer_free(dev, &bm);
@@ -700,6 +700,63 @@ static void test_rmsnorm_quantize(void **state)
     for (size_t i = 0; i < 3; i++)
         for (int use = NORM_INTO; use <= NORM_IN_PLACE; use++)
             check_rmsnorm_quantize(types[i], (enum norm_use)use);
+}
+
+/* SwiGLU and the down product's quantization in one dispatch, for each activation type:
+ * the gate, the quants and the scales are the bits of vk_op_swiglu and the quantization
+ * apart, and a product of the gate then takes the quantization as it is and gives the same
+ * bits. */
+static void test_swiglu_quantize(void **state)
+{
+    (void)state;
+    enum { N = 768, T = 3 };
+    const uint32_t types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q4_1, TENSOR_TYPE_Q4_K};
+    size_t bytes = N * T * sizeof(float), q_bytes = vk_matmul_quants_bytes(N * T);
+    size_t s_bytes = vk_matmul_scales_bytes(N * T);
+    float *gate = random_floats(N * T), *up = random_floats(N * T), *wf = random_floats(N * 8);
+    for (size_t t = 0; t < 3; t++) {
+        uint32_t type = types[t];
+        size_t row_bytes;
+        assert_true(tensor_type_row_bytes(type, N, &row_bytes));
+        const quant_ops *ops = quant_ops_get(type, CPU_LEVEL_SCALAR);
+        uint8_t *wq = malloc(row_bytes * 8);
+        for (size_t r = 0; r < 8; r++)
+            ops->quantize(wf + r * N, wq + r * row_bytes, N);
+        vk_buffer bm = device_buffer(wq, row_bytes * 8), bu = device_buffer(up, bytes);
+        void *got[2][4];
+        for (int fused = 0; fused < 2; fused++) {
+            vk_buffer bg = device_buffer(gate, bytes), bq = device_buffer(NULL, q_bytes);
+            vk_buffer bs = device_buffer(NULL, s_bytes), by = device_buffer(NULL, 8 * T * 4);
+            vk_commands c = begin();
+            if (fused)
+                vk_op_swiglu_quantize(&c, vk_whole(&bg), vk_whole(&bu), N * T, type,
+                                      vk_whole(&bq), vk_whole(&bs));
+            else
+                vk_op_swiglu(&c, vk_whole(&bg), vk_whole(&bu), N * T);
+            vk_op_matmul(&c, type, vk_whole(&bm), row_bytes, vk_whole(&bg), vk_whole(&bq),
+                         vk_whole(&bs), vk_whole(&by), N, 8, T);
+            assert_int_equal(c.rec.dispatches, fused ? 2 : 3);
+            submit(&c);
+            vk_buffer *bufs[] = {&bg, &bq, &bs, &by};
+            size_t sizes[] = {bytes, q_bytes, s_bytes, 8 * T * 4};
+            for (int i = 0; i < 4; i++) {
+                got[fused][i] = malloc(sizes[i]);
+                read_back(bufs[i], got[fused][i], sizes[i]);
+                vk_buffer_free(dev, bufs[i]);
+            }
+        }
+        const char *names[] = {"the gate", "the quants", "the scales", "the product"};
+        size_t sizes[] = {bytes, q_bytes, s_bytes, 8 * T * 4};
+        for (int i = 0; i < 4; i++) {
+            if (memcmp(got[0][i], got[1][i], sizes[i]) != 0)
+                fail_msg("swiglu_quantize %s: %s: not the bits of the operations apart",
+                         tensor_type_name(type), names[i]);
+            free(got[0][i]), free(got[1][i]);
+        }
+        vk_buffer_free(dev, &bm), vk_buffer_free(dev, &bu);
+        free(wq);
+    }
+    free(gate), free(up), free(wf);
 }
 
 /* Keys turned as they are stored (the first n_rot of each head's 80 values, both forms, F16
@@ -1907,6 +1964,7 @@ int main(void)
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_add_rmsnorm),
         cmocka_unit_test(test_rmsnorm_quantize),
+        cmocka_unit_test(test_swiglu_quantize),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_kv_store_rope),
         cmocka_unit_test(test_swiglu_and_binary),

@@ -231,6 +231,7 @@ static const char *const pipeline_shader[VK_PIPE_COUNT] = {
     [VK_PIPE_MAMBA2_SCAN] = "mamba2_scan.spv",
     [VK_PIPE_ADD_RMSNORM] = "add_rmsnorm.spv",
     [VK_PIPE_RMSNORM_QUANTIZE] = "rmsnorm_quantize.spv",
+    [VK_PIPE_SWIGLU_QUANTIZE] = "swiglu_quantize.spv",
 };
 
 static const vk_shader_code *shader_named(const char *name)

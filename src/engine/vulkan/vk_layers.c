@@ -1401,8 +1401,9 @@ static void record_dense_ffn(gpu_layers *g, const corral_context *ctx, uint32_t 
     if (m->arch->ffn == FFN_GEGLU)
         vk_op_gelu(&g->cmd, vk_whole(&g->gelu_table), vk_whole(&g->gate), vk_whole(&g->up),
                    count);
-    else
-        vk_op_swiglu(&g->cmd, vk_whole(&g->gate), vk_whole(&g->up), count);
+    else /* quantized for the down product on the way */
+        vk_op_swiglu_quantize(&g->cmd, vk_whole(&g->gate), vk_whole(&g->up), count,
+                              gl->down.type, vk_whole(&g->quants), vk_whole(&g->scales));
     matmul(g, &gl->down, &g->gate, &g->xn, n);
 }
 

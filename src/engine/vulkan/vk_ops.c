@@ -277,6 +277,22 @@ void vk_op_rmsnorm_quantize(vk_commands *c, vk_span w, vk_span x, vk_span d, vk_
     remember_quantized(&c->rec, access_of(out, false), quants, scales, n * rows, partner);
 }
 
+void vk_op_swiglu_quantize(vk_commands *c, vk_span gate, vk_span up, uint32_t n, uint32_t type,
+                           vk_span quants, vk_span scales)
+{
+    enum activations partner = matmul_activations(type);
+    uint32_t block = partner == ACT_Q8_K ? 256 : 32;
+    if (partner == ACT_F32 || n % block != 0) {
+        vk_op_swiglu(c, gate, up, n);
+        return;
+    }
+    /* swiglu_quantize.comp's kinds, one thread a block */
+    struct { uint32_t n, kind; } p = {n, partner == ACT_Q8_K ? 2 : partner == ACT_Q8_1 ? 1 : 0};
+    vk_span spans[VK_BINDINGS] = {gate, up, quants, scales};
+    record(c, VK_PIPE_SWIGLU_QUANTIZE, spans, &p, sizeof p, stride_groups(n / block, 64), 1, 1);
+    remember_quantized(&c->rec, access_of(gate, false), quants, scales, n, partner);
+}
+
 void vk_op_matmul_rows(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes, vk_span x,
                        vk_span quants, vk_span scales, vk_span y, uint32_t n_in, uint32_t n_out,
                        uint32_t n_tokens, uint32_t row0, uint32_t ldy)

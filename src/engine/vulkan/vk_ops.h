@@ -155,6 +155,13 @@ void vk_op_copy_rows(vk_commands *c, vk_span src, vk_span dst, const vk_rows *r)
 /* In place: gate = silu(gate) * up over n floats. */
 void vk_op_swiglu(vk_commands *c, vk_span gate, vk_span up, uint32_t n);
 
+/* vk_op_swiglu, then gate quantized for products of `type` weights into quants and scales
+ * as vk_op_matmul would quantize it, in one dispatch: the products of gate that follow read
+ * that quantization as it is. Where `type`'s products take floats, or n is not a whole
+ * number of its blocks, the swiglu alone. */
+void vk_op_swiglu_quantize(vk_commands *c, vk_span gate, vk_span up, uint32_t n, uint32_t type,
+                           vk_span quants, vk_span scales);
+
 /* In place, gpt-oss's clamped form: g = min(gate, limit), u = clamp(up, -limit, limit),
  * gate = g * sigmoid(alpha * g) * (u + 1). */
 void vk_op_swiglu_oai(vk_commands *c, vk_span gate, vk_span up, uint32_t n, float alpha,

@@ -1,7 +1,7 @@
 // One block of activations quantized as the CPU quantizes them for a product (quantize_q8_0,
-// quantize_q8_k, and the norms that quantize their output: rmsnorm_quantize). The includer
-// defines QUANTIZE_INPUT(i), the float at index i, and declares q[] (quants, four to a word)
-// and d[] (scales), and includes half.glsl first.
+// quantize_q8_k, and the operations that quantize their output: rmsnorm_quantize,
+// swiglu_quantize). The includer defines QUANTIZE_INPUT(i), the float at index i, declares
+// q[] (quants, four to a word) and d[] (scales), and includes half.glsl first.
 
 // Q8_0 block b: the scale amax / 127 (kept as the f16 it is stored as) and each value times
 // 127 / amax rounded to nearest even. With sums (Q8_1, the partner of Q4_1 and Q5_1), scales
