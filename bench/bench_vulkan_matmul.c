@@ -76,7 +76,10 @@ static void time_product(uint32_t type, uint32_t n_tokens, int passes)
     for (size_t r = 0; r < N; r++)
         ops->quantize(wf + r * N, w + r * row_bytes, N);
 
+    /* two copies of x, taken in turn: products of one input share its quantization
+     * (vk_ops.c), and each product here quantizes its own */
     vk_buffer bw = buffer_with(w, row_bytes * N), bx = buffer_with(x, (size_t)N * n_tokens * 4);
+    vk_buffer bx2 = buffer_with(x, (size_t)N * n_tokens * 4);
     vk_buffer bq = buffer_with(NULL, vk_matmul_quants_bytes((uint64_t)N * n_tokens));
     vk_buffer bs = buffer_with(NULL, vk_matmul_scales_bytes((uint64_t)N * n_tokens));
     vk_buffer by = buffer_with(NULL, (size_t)N * n_tokens * 4);
@@ -90,8 +93,8 @@ static void time_product(uint32_t type, uint32_t n_tokens, int passes)
         double w0 = seconds(CLOCK_MONOTONIC), c0 = seconds(CLOCK_PROCESS_CPUTIME_ID);
         vk_commands_begin(&c);
         for (int k = 0; k < PRODUCTS; k++)
-            vk_op_matmul(&c, type, vk_whole(&bw), row_bytes, vk_whole(&bx), vk_whole(&bq),
-                         vk_whole(&bs), vk_whole(&by), N, N, n_tokens);
+            vk_op_matmul(&c, type, vk_whole(&bw), row_bytes, vk_whole(k % 2 ? &bx2 : &bx),
+                         vk_whole(&bq), vk_whole(&bs), vk_whole(&by), N, N, n_tokens);
         if (!vk_commands_submit(&c, &err)) {
             fprintf(stderr, "bench_vulkan_matmul: %s\n", err.message);
             exit(1);
@@ -106,8 +109,8 @@ static void time_product(uint32_t type, uint32_t n_tokens, int passes)
     printf("%-6s %3u tokens  wall ms least %8.3f median %8.3f   cpu ms least %8.3f median %8.3f\n",
            tensor_type_name(type), n_tokens, wall[0], wall[passes / 2], cpu[0], cpu[passes / 2]);
     vk_commands_free(&c);
-    vk_buffer *bufs[] = {&bw, &bx, &bq, &bs, &by};
-    for (size_t i = 0; i < 5; i++)
+    vk_buffer *bufs[] = {&bw, &bx, &bx2, &bq, &bs, &by};
+    for (size_t i = 0; i < 6; i++)
         vk_buffer_free(dev, bufs[i]);
     free(wf), free(x), free(w), free(wall), free(cpu);
 }

@@ -11,6 +11,7 @@
  * an image whose tokens see each other between text of the same size) agree with the CPU. Runs under lavapipe (CORRAL_VULKAN_ALLOW_CPU=1); exits 77 without any
  * Vulkan device.
  */
+#include <inttypes.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -174,6 +175,47 @@ static void test_generation_records_once(void **state)
     check_generation("arch/qwen35.gguf", 1e-3f, 64); /* the recurrent states move on */
 }
 
+/* n tokens of seq 0 through ctx alone (test_vulkan_forward compares the logits). */
+static void decode_device(corral_context *ctx, const char *name, size_t n, uint32_t salt)
+{
+    corral_token ids[16];
+    assert_true(n <= 16);
+    for (size_t i = 0; i < n; i++)
+        ids[i] = (corral_token)((i * 37 + salt) % 200);
+    corral_batch batch = {.n_tokens = n, .tokens = ids};
+    corral_error err = {{0}};
+    if (!corral_decode(ctx, &batch, &err))
+        fail_msg("%s: decode: %s", name, err.message);
+}
+
+/* A generation step of a llama-shaped model of each weight type: one submission; its
+ * dispatches and barriers, printed (docs/GPU.md quotes them). The q, k and v products share
+ * one quantization of their input and one barrier, as do the gate and up products, so a
+ * step has fewer barriers than dispatches. */
+static void test_step_counts(void **state)
+{
+    (void)state;
+    const char *files[] = {"quant/rand-e256-Q4_0.gguf", "quant/rand-e256-Q8_0.gguf",
+                           "quant/rand-e256-Q4_K_M.gguf"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        corral_model *m = load(files[i]);
+        corral_context *ctx = context(m, -1, 1, 64, 64, CORRAL_KV_F16);
+        decode_device(ctx, files[i], 7, 3);
+        decode_device(ctx, files[i], 1, 5); /* the step's recording */
+        gpu_layers_stats before = stats(ctx);
+        decode_device(ctx, files[i], 1, 6);
+        gpu_layers_stats after = stats(ctx);
+        print_message("%s: a step: %u dispatches, %u barriers, %" PRIu64 " submission(s); "
+                      "%u layers\n", files[i], after.dispatches, after.barriers,
+                      after.submits - before.submits, corral_model_n_layer(m));
+        assert_int_equal(after.recordings, before.recordings);
+        assert_int_equal(after.submits - before.submits, 1);
+        assert_true(after.barriers < after.dispatches);
+        corral_context_free(ctx);
+        corral_model_free(m);
+    }
+}
+
 /* Every new shape (tokens, rows of logits) records; a shape seen before does not, until more
  * shapes than are kept have come since it was last used. */
 static void test_new_shapes_record_again(void **state)
@@ -320,6 +362,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_generation_records_once),
         cmocka_unit_test(test_new_shapes_record_again),
+        cmocka_unit_test(test_step_counts),
         cmocka_unit_test(test_sequences_alternate),
         cmocka_unit_test(test_shift_between_steps),
         cmocka_unit_test(test_truncate_and_prompt_again),

@@ -23,6 +23,7 @@
 #include "moe.h"
 #include "quant.h"
 #include "vk_ops.h"
+#include "vk_spirv.h"
 
 static vk_device *dev;
 static uint32_t rng = 12345;
@@ -252,6 +253,107 @@ static void test_matmul(void **state)
         check_matmul(k_types[i], 1280, 9, 7);
         check_matmul(k_types[i], 256 * 65, 3, 2);
     }
+}
+
+/* What each shader writes, as its SPIR-V declares it: the bindings the recording orders
+ * dispatches by (vk_spirv.h). */
+static void test_written_bindings_are_the_shaders(void **state)
+{
+    (void)state;
+    assert_int_equal(dev->written[VK_PIPE_RMSNORM], 1u << 4);
+    assert_int_equal(dev->written[VK_PIPE_BINARY], 1u << 0);
+    assert_int_equal(dev->written[VK_PIPE_ROPE], 1u << 1);
+    assert_int_equal(dev->written[VK_PIPE_QUANTIZE_Q8_0], 1u << 1 | 1u << 2);
+    assert_int_equal(dev->written[VK_PIPE_MATMUL_Q4_K], 1u << 4);
+    assert_int_equal(dev->written[VK_PIPE_MOE_ROUTE], 1u << 0 | 1u << 2 | 1u << 3);
+    assert_int_equal(dev->written[VK_PIPE_DELTA_RULE], 1u << 4 | 1u << 5);
+    assert_int_equal(dev->written[VK_PIPE_ATTENTION], 1u << 4);
+    unsigned char junk[24] = {1, 2, 3};
+    uint32_t written;
+    assert_false(vk_spirv_written_bindings(junk, sizeof junk, &written));
+}
+
+/* Three products of one input (q, k and v): one quantization and no barrier between them;
+ * a product of one's output waits behind a barrier; a product of another input into the
+ * shared quants waits for the three to have read them. Each output is the bits of the same
+ * product recorded alone. */
+static void test_products_of_one_input_run_together(void **state)
+{
+    (void)state;
+    uint32_t type = TENSOR_TYPE_Q4_0, n = 64;
+    const quant_ops *ops = quant_ops_get(type, CPU_LEVEL_SCALAR);
+    size_t row_bytes;
+    assert_true(tensor_type_row_bytes(type, n, &row_bytes));
+    float *wf = random_floats(n * n), *x = random_floats(n);
+    uint8_t *w = malloc(row_bytes * n);
+    for (size_t r = 0; r < n; r++)
+        ops->quantize(wf + r * n, w + r * row_bytes, n);
+    vk_buffer bw = device_buffer(w, row_bytes * n), bx = device_buffer(x, n * 4);
+    vk_buffer bq = device_buffer(NULL, vk_matmul_quants_bytes(n));
+    vk_buffer bs = device_buffer(NULL, vk_matmul_scales_bytes(n));
+    vk_buffer by[4];
+    for (int i = 0; i < 4; i++)
+        by[i] = device_buffer(NULL, n * 4);
+    vk_commands c = begin();
+    for (int i = 0; i < 3; i++)
+        vk_op_matmul(&c, type, vk_whole(&bw), row_bytes, vk_whole(&bx), vk_whole(&bq),
+                     vk_whole(&bs), vk_whole(&by[i]), n, n, 1);
+    assert_int_equal(c.rec.dispatches, 4);
+    assert_int_equal(c.rec.barriers, 1); /* the products wait for the quantization */
+    vk_op_matmul(&c, type, vk_whole(&bw), row_bytes, vk_whole(&by[0]), vk_whole(&bq),
+                 vk_whole(&bs), vk_whole(&by[3]), n, n, 1);
+    /* its quantization reads by[0] and overwrites what the three read; its product reads
+     * the quantization */
+    assert_int_equal(c.rec.dispatches, 6);
+    assert_int_equal(c.rec.barriers, 3);
+    submit(&c);
+    float got[4][64], alone[64];
+    for (int i = 0; i < 4; i++)
+        read_back(&by[i], got[i], n * 4);
+    assert_memory_equal(got[0], got[1], n * 4);
+    assert_memory_equal(got[0], got[2], n * 4);
+    c = begin();
+    vk_op_matmul(&c, type, vk_whole(&bw), row_bytes, vk_whole(&by[0]), vk_whole(&bq),
+                 vk_whole(&bs), vk_whole(&by[1]), n, n, 1);
+    submit(&c);
+    read_back(&by[1], alone, n * 4);
+    assert_memory_equal(got[3], alone, n * 4);
+    vk_buffer *bufs[] = {&bw, &bx, &bq, &bs, &by[0], &by[1], &by[2], &by[3]};
+    for (size_t i = 0; i < 8; i++)
+        vk_buffer_free(dev, bufs[i]);
+    free(wf), free(x), free(w);
+}
+
+/* A recording ends with a barrier after its last dispatches, and none where no dispatch came
+ * since the last. */
+static void test_recording_ends_with_a_barrier(void **state)
+{
+    (void)state;
+    float ones[32];
+    for (int i = 0; i < 32; i++)
+        ones[i] = 1.0f;
+    vk_buffer bx = device_buffer(ones, sizeof ones), by = device_buffer(ones, sizeof ones);
+    vk_buffer bz = device_buffer(ones, sizeof ones);
+    vk_commands c = begin();
+    vk_op_binary(&c, VK_ADD, vk_whole(&bx), vk_whole(&by), 32, 32, 0.0f);
+    vk_op_binary(&c, VK_ADD, vk_whole(&bz), vk_whole(&by), 32, 32, 0.0f); /* both read y */
+    assert_int_equal(c.rec.barriers, 0);
+    vk_op_binary(&c, VK_ADD, vk_whole(&bx), vk_whole(&bz), 32, 32, 0.0f); /* reads z */
+    assert_int_equal(c.rec.barriers, 1);
+    corral_error err = {0};
+    if (!vk_commands_end(&c, &err))
+        fail_msg("%s", err.message);
+    assert_int_equal(c.rec.barriers, 2);
+    if (!vk_commands_submit_recorded(&c, &c.cmd, 1, &err))
+        fail_msg("%s", err.message);
+    vk_commands_free(&c);
+    float got[32];
+    read_back(&bx, got, sizeof got);
+    for (int i = 0; i < 32; i++)
+        assert_true(got[i] == 4.0f); /* 1 + 1, then + (1 + 1) */
+    vk_buffer_free(dev, &bx);
+    vk_buffer_free(dev, &by);
+    vk_buffer_free(dev, &bz);
 }
 
 /* The same shapes for the types of Q8_1 activations (Q4_1, Q5_1) and of 17-byte blocks
@@ -505,6 +607,46 @@ static void test_rmsnorm(void **state)
     free(x), free(w);
 }
 
+/* The residual and the norm after it in one dispatch (d also the output, as the layers use
+ * it): x + d and its norm within the CPU's tolerance, and the very bits of the add and the
+ * norm recorded apart. */
+static void test_add_rmsnorm(void **state)
+{
+    (void)state;
+    enum { N = 4099, ROWS = 3 };
+    size_t bytes = N * ROWS * sizeof(float);
+    float *x = random_floats(N * ROWS), *d = random_floats(N * ROWS), *w = random_floats(N);
+    float *sum = malloc(bytes), *want = malloc(bytes), *got_x = malloc(bytes);
+    float *got = malloc(bytes), *apart_x = malloc(bytes), *apart = malloc(bytes);
+    for (size_t i = 0; i < N * ROWS; i++)
+        sum[i] = x[i] + d[i];
+    for (size_t r = 0; r < ROWS; r++)
+        block_rmsnorm(sum + r * N, w, N, 1e-5f, want + r * N);
+    vk_buffer bw = device_buffer(w, N * 4);
+    for (int fused = 0; fused < 2; fused++) {
+        vk_buffer bx = device_buffer(x, bytes), bd = device_buffer(d, bytes);
+        vk_commands c = begin();
+        if (fused) {
+            vk_op_add_rmsnorm(&c, vk_whole(&bw), vk_whole(&bx), vk_whole(&bd), vk_whole(&bd),
+                              N, ROWS, 1e-5f);
+        } else {
+            vk_op_binary(&c, VK_ADD, vk_whole(&bx), vk_whole(&bd), N * ROWS, N * ROWS, 0.0f);
+            vk_op_rmsnorm(&c, vk_whole(&bw), vk_whole(&bx), vk_whole(&bd), N, ROWS, 1e-5f);
+        }
+        submit(&c);
+        read_back(&bx, fused ? got_x : apart_x, bytes);
+        read_back(&bd, fused ? got : apart, bytes);
+        vk_buffer_free(dev, &bx), vk_buffer_free(dev, &bd);
+    }
+    assert_memory_equal(got_x, sum, bytes);
+    assert_close("add_rmsnorm", got, want, N * ROWS, 1e-5);
+    assert_memory_equal(got_x, apart_x, bytes);
+    assert_memory_equal(got, apart, bytes);
+    vk_buffer_free(dev, &bw);
+    free(x), free(d), free(w), free(sum), free(want), free(got_x), free(got), free(apart_x);
+    free(apart);
+}
+
 static void check_rope(enum rope_mode mode)
 {
     enum { TOKENS = 5, HEADS = 3, DIM = 80, ROT = 48 }; /* a rotated span shorter than the head */
@@ -533,6 +675,178 @@ static void test_rope(void **state)
     (void)state;
     check_rope(ROPE_NORMAL);
     check_rope(ROPE_NEOX);
+}
+
+/* How check_rmsnorm_quantize's norm is used: into another buffer, after a residual into
+ * the residual's buffer (as the layers use it), or in place (the output layer). */
+enum norm_use { NORM_INTO, NORM_ADDED, NORM_IN_PLACE };
+
+/* A norm and its products' quantization in one dispatch, for each activation type (Q8_0,
+ * Q8_1, Q8_K): the norm, x, the quants and the scales are the bits of the operations
+ * recorded apart, and a product of the output then takes the quantization as it is (no
+ * dispatch of its own) and gives the same bits. */
+static void check_rmsnorm_quantize(uint32_t type, enum norm_use use)
+{
+    bool add = use == NORM_ADDED;
+    enum { N = 512, ROWS = 3 };
+    size_t bytes = N * ROWS * sizeof(float), q_bytes = vk_matmul_quants_bytes(N * ROWS);
+    size_t s_bytes = vk_matmul_scales_bytes(N * ROWS), row_bytes;
+    assert_true(tensor_type_row_bytes(type, N, &row_bytes));
+    const quant_ops *ops = quant_ops_get(type, CPU_LEVEL_SCALAR);
+    float *x = random_floats(N * ROWS), *d = random_floats(N * ROWS), *w = random_floats(N);
+    float *wf = random_floats(N * 16);
+    uint8_t *wq = malloc(row_bytes * 16);
+    for (size_t r = 0; r < 16; r++)
+        ops->quantize(wf + r * N, wq + r * row_bytes, N);
+    vk_buffer bw = device_buffer(w, N * 4), bm = device_buffer(wq, row_bytes * 16);
+    void *got[2][5];
+    for (int fused = 0; fused < 2; fused++) {
+        vk_buffer bx = device_buffer(x, bytes), bd = device_buffer(d, bytes);
+        vk_buffer bq = device_buffer(NULL, q_bytes), bs = device_buffer(NULL, s_bytes);
+        vk_buffer by = device_buffer(NULL, 16 * ROWS * 4);
+        vk_span none = {0}, dspan = add ? vk_whole(&bd) : none;
+        vk_buffer *out = use == NORM_IN_PLACE ? &bx : &bd;
+        vk_commands c = begin();
+        if (fused) {
+            vk_op_rmsnorm_quantize(&c, vk_whole(&bw), vk_whole(&bx), dspan, vk_whole(out), N,
+                                   ROWS, 1e-5f, type, vk_whole(&bq), vk_whole(&bs));
+            assert_int_equal(c.rec.dispatches, 1);
+        } else if (add) {
+            vk_op_add_rmsnorm(&c, vk_whole(&bw), vk_whole(&bx), vk_whole(&bd), vk_whole(&bd), N,
+                              ROWS, 1e-5f);
+        } else {
+            vk_op_rmsnorm(&c, vk_whole(&bw), vk_whole(&bx), vk_whole(out), N, ROWS, 1e-5f);
+        }
+        vk_op_matmul(&c, type, vk_whole(&bm), row_bytes, vk_whole(out), vk_whole(&bq),
+                     vk_whole(&bs), vk_whole(&by), N, 16, ROWS);
+        assert_int_equal(c.rec.dispatches, fused ? 2 : 3);
+        submit(&c);
+        vk_buffer *bufs[] = {&bx, &bd, &bq, &bs, &by};
+        size_t sizes[] = {bytes, bytes, q_bytes, s_bytes, 16 * ROWS * 4};
+        for (int i = 0; i < 5; i++) {
+            got[fused][i] = malloc(sizes[i]);
+            read_back(bufs[i], got[fused][i], sizes[i]);
+            vk_buffer_free(dev, bufs[i]);
+        }
+    }
+    const char *names[] = {"x", "the norm", "the quants", "the scales", "the product"};
+    size_t sizes[] = {bytes, bytes, q_bytes, s_bytes, 16 * ROWS * 4};
+    for (int i = 0; i < 5; i++) {
+        if (memcmp(got[0][i], got[1][i], sizes[i]) != 0)
+            fail_msg("rmsnorm_quantize %s (use %d): %s: not the bits of the operations apart",
+                     tensor_type_name(type), (int)use, names[i]);
+        free(got[0][i]), free(got[1][i]);
+    }
+    vk_buffer_free(dev, &bw), vk_buffer_free(dev, &bm);
+    free(x), free(d), free(w), free(wf), free(wq);
+}
+
+static void test_rmsnorm_quantize(void **state)
+{
+    (void)state;
+    const uint32_t types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q4_1, TENSOR_TYPE_Q4_K};
+    for (size_t i = 0; i < 3; i++)
+        for (int use = NORM_INTO; use <= NORM_IN_PLACE; use++)
+            check_rmsnorm_quantize(types[i], (enum norm_use)use);
+}
+
+/* SwiGLU and the down product's quantization in one dispatch, for each activation type:
+ * the gate, the quants and the scales are the bits of vk_op_swiglu and the quantization
+ * apart, and a product of the gate then takes the quantization as it is and gives the same
+ * bits. */
+static void test_swiglu_quantize(void **state)
+{
+    (void)state;
+    enum { N = 768, T = 3 };
+    const uint32_t types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q4_1, TENSOR_TYPE_Q4_K};
+    size_t bytes = N * T * sizeof(float), q_bytes = vk_matmul_quants_bytes(N * T);
+    size_t s_bytes = vk_matmul_scales_bytes(N * T);
+    float *gate = random_floats(N * T), *up = random_floats(N * T), *wf = random_floats(N * 8);
+    for (size_t t = 0; t < 3; t++) {
+        uint32_t type = types[t];
+        size_t row_bytes;
+        assert_true(tensor_type_row_bytes(type, N, &row_bytes));
+        const quant_ops *ops = quant_ops_get(type, CPU_LEVEL_SCALAR);
+        uint8_t *wq = malloc(row_bytes * 8);
+        for (size_t r = 0; r < 8; r++)
+            ops->quantize(wf + r * N, wq + r * row_bytes, N);
+        vk_buffer bm = device_buffer(wq, row_bytes * 8), bu = device_buffer(up, bytes);
+        void *got[2][4];
+        for (int fused = 0; fused < 2; fused++) {
+            vk_buffer bg = device_buffer(gate, bytes), bq = device_buffer(NULL, q_bytes);
+            vk_buffer bs = device_buffer(NULL, s_bytes), by = device_buffer(NULL, 8 * T * 4);
+            vk_commands c = begin();
+            if (fused)
+                vk_op_swiglu_quantize(&c, vk_whole(&bg), vk_whole(&bu), N * T, type,
+                                      vk_whole(&bq), vk_whole(&bs));
+            else
+                vk_op_swiglu(&c, vk_whole(&bg), vk_whole(&bu), N * T);
+            vk_op_matmul(&c, type, vk_whole(&bm), row_bytes, vk_whole(&bg), vk_whole(&bq),
+                         vk_whole(&bs), vk_whole(&by), N, 8, T);
+            assert_int_equal(c.rec.dispatches, fused ? 2 : 3);
+            submit(&c);
+            vk_buffer *bufs[] = {&bg, &bq, &bs, &by};
+            size_t sizes[] = {bytes, q_bytes, s_bytes, 8 * T * 4};
+            for (int i = 0; i < 4; i++) {
+                got[fused][i] = malloc(sizes[i]);
+                read_back(bufs[i], got[fused][i], sizes[i]);
+                vk_buffer_free(dev, bufs[i]);
+            }
+        }
+        const char *names[] = {"the gate", "the quants", "the scales", "the product"};
+        size_t sizes[] = {bytes, q_bytes, s_bytes, 8 * T * 4};
+        for (int i = 0; i < 4; i++) {
+            if (memcmp(got[0][i], got[1][i], sizes[i]) != 0)
+                fail_msg("swiglu_quantize %s: %s: not the bits of the operations apart",
+                         tensor_type_name(type), names[i]);
+            free(got[0][i]), free(got[1][i]);
+        }
+        vk_buffer_free(dev, &bm), vk_buffer_free(dev, &bu);
+        free(wq);
+    }
+    free(gate), free(up), free(wf);
+}
+
+/* Keys turned as they are stored (the first n_rot of each head's 80 values, both forms, F16
+ * and F32 caches): the very bits of vk_op_rope and then vk_op_kv_store, the input left as it
+ * was. */
+static void test_kv_store_rope(void **state)
+{
+    (void)state;
+    enum { T = 3, KV = 2, D = 80, ROT = 32, CELLS = 8 };
+    float *x = random_floats(T * KV * D), *cs = random_floats(T * ROT);
+    uint32_t tokens[3 * T] = {0};
+    for (uint32_t t = 0; t < T; t++)
+        tokens[2 * t + 1] = 2 * t + 1;
+    vk_buffer bt = device_buffer(tokens, sizeof tokens), bcs = device_buffer(cs, T * ROT * 4);
+    for (int f16 = 0; f16 < 2; f16++) {
+        for (int neox = 0; neox < 2; neox++) {
+            vk_cache_shape shape = {KV, D, CELLS, f16};
+            size_t bytes = vk_cache_bytes(&shape, 1);
+            vk_buffer fused = device_buffer(NULL, bytes), apart = device_buffer(NULL, bytes);
+            vk_buffer bx = device_buffer(x, T * KV * D * 4), turned = device_buffer(x, T * KV * D * 4);
+            vk_rope rope = {vk_whole(&bcs), ROT, neox};
+            vk_commands c = begin();
+            vk_op_kv_store_rope(&c, vk_whole(&bt), vk_whole(&bx), vk_whole(&fused), &shape, T,
+                                &rope);
+            vk_op_rope(&c, vk_whole(&bcs), vk_whole(&turned), T, KV, D, ROT, neox);
+            vk_op_kv_store(&c, vk_whole(&bt), vk_whole(&turned), vk_whole(&apart), &shape, T);
+            submit(&c);
+            uint8_t *got = malloc(bytes), *want = malloc(bytes);
+            float *x_after = malloc(T * KV * D * 4);
+            read_back(&fused, got, bytes);
+            read_back(&apart, want, bytes);
+            read_back(&bx, x_after, T * KV * D * 4);
+            assert_memory_equal(got, want, bytes);
+            assert_memory_equal(x_after, x, T * KV * D * 4);
+            free(got), free(want), free(x_after);
+            vk_buffer *bufs[] = {&fused, &apart, &bx, &turned};
+            for (size_t i = 0; i < 4; i++)
+                vk_buffer_free(dev, bufs[i]);
+        }
+    }
+    vk_buffer_free(dev, &bt), vk_buffer_free(dev, &bcs);
+    free(x), free(cs);
 }
 
 static void test_swiglu_and_binary(void **state)
@@ -1685,6 +1999,9 @@ int main(void)
         cmocka_unit_test(test_choice_ranks_device_types),
         cmocka_unit_test(test_discovery_follows_the_environment),
         cmocka_unit_test(test_int_dot_follows_the_environment),
+        cmocka_unit_test(test_written_bindings_are_the_shaders),
+        cmocka_unit_test(test_products_of_one_input_run_together),
+        cmocka_unit_test(test_recording_ends_with_a_barrier),
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_matmul_more_types),
         cmocka_unit_test(test_matmul_rows_beyond_one_dimension),
@@ -1696,7 +2013,11 @@ int main(void)
         cmocka_unit_test(test_quantize_q8_1_is_the_cpus),
         cmocka_unit_test(test_quantize_q8_k_is_the_cpus),
         cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_add_rmsnorm),
+        cmocka_unit_test(test_rmsnorm_quantize),
+        cmocka_unit_test(test_swiglu_quantize),
         cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_kv_store_rope),
         cmocka_unit_test(test_swiglu_and_binary),
         cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_get_rows),

@@ -21,10 +21,14 @@ typedef struct gpu_layers gpu_layers;
  * checkpoint, or put back from it. */
 enum gpu_states { GPU_STATES_CLEAR, GPU_STATES_CHECKPOINT, GPU_STATES_RESTORE };
 
-/* What the layers' forward passes cost the host: passes submitted, and how many of them were
- * recorded first (a pass of a shape seen before is submitted as it was recorded). */
+/* What the layers' forward passes cost: passes submitted, and how many of them were
+ * recorded first (a pass of a shape seen before is submitted as it was recorded); the
+ * dispatches and barriers the last pass submitted holds; the device's submissions so far,
+ * every context's and every upload's (each is waited for). */
 typedef struct gpu_layers_stats {
     uint64_t passes, recordings;
+    uint32_t dispatches, barriers;
+    uint64_t submits;
 } gpu_layers_stats;
 
 #ifdef CORRAL_VULKAN

@@ -6,6 +6,7 @@
 
 #include "util/log.h"
 #include "vk_shaders.h"
+#include "vk_spirv.h"
 
 const char *vk_device_type_name(VkPhysicalDeviceType type)
 {
@@ -242,6 +243,9 @@ static const char *const pipeline_shader[VK_PIPE_COUNT] = {
     [VK_PIPE_MATMUL_TILED_Q2_K] = "matmul_tiled_q2_k.spv",
     [VK_PIPE_MATMUL_TILED_Q3_K] = "matmul_tiled_q3_k.spv",
     [VK_PIPE_MATMUL_TILED_MXFP4] = "matmul_tiled_mxfp4.spv",
+    [VK_PIPE_ADD_RMSNORM] = "add_rmsnorm.spv",
+    [VK_PIPE_RMSNORM_QUANTIZE] = "rmsnorm_quantize.spv",
+    [VK_PIPE_SWIGLU_QUANTIZE] = "swiglu_quantize.spv",
 };
 
 static const vk_shader_code *shader_named(const char *name)
@@ -342,9 +346,16 @@ static bool create_pipelines(vk_device *d, corral_error *err)
         corral_error_set(err, "cannot create the Vulkan pipeline layout");
         return false;
     }
-    for (int p = 0; p < VK_PIPE_COUNT; p++)
+    for (int p = 0; p < VK_PIPE_COUNT; p++) {
         if (!build_pipeline(d, p, d->int_dot, &d->pipelines[p], err))
             return false;
+        /* both variants of a product bind the same buffers the same way */
+        const vk_shader_code *code = shader_named(pipeline_shader[p]);
+        if (!vk_spirv_written_bindings(code->code, code->size, &d->written[p])) {
+            corral_error_set(err, "cannot read the bindings of shader %s", code->name);
+            return false;
+        }
+    }
     return true;
 }
 
@@ -718,15 +729,39 @@ void vk_commands_begin(vk_commands *c)
     VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                                    .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
     vk.vkBeginCommandBuffer(c->cmd, &bi);
+    c->rec = (vk_recording){0};
 }
 
-bool vk_commands_submit(vk_commands *c, corral_error *err)
+void vk_commands_barrier(vk_commands *c)
 {
+    VkMemoryBarrier barrier = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                               .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+                               .dstAccessMask = VK_ACCESS_SHADER_READ_BIT |
+                                                VK_ACCESS_SHADER_WRITE_BIT |
+                                                VK_ACCESS_HOST_READ_BIT |
+                                                VK_ACCESS_TRANSFER_READ_BIT};
+    vk.vkCmdPipelineBarrier(c->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                            VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_HOST_BIT |
+                                VK_PIPELINE_STAGE_TRANSFER_BIT,
+                            0, 1, &barrier, 0, NULL, 0, NULL);
+    c->rec.n_accesses = 0;
+    c->rec.barriers++;
+}
+
+bool vk_commands_end(vk_commands *c, corral_error *err)
+{
+    if (c->rec.n_accesses > 0)
+        vk_commands_barrier(c);
     if (vk.vkEndCommandBuffer(c->cmd) != VK_SUCCESS) {
         corral_error_set(err, "cannot record Vulkan commands on %s", c->dev->info.name);
         return false;
     }
-    return vk_commands_submit_recorded(c, &c->cmd, 1, err);
+    return true;
+}
+
+bool vk_commands_submit(vk_commands *c, corral_error *err)
+{
+    return vk_commands_end(c, err) && vk_commands_submit_recorded(c, &c->cmd, 1, err);
 }
 
 bool vk_commands_submit_recorded(vk_commands *c, const VkCommandBuffer *cmds, uint32_t n,
@@ -738,6 +773,7 @@ bool vk_commands_submit_recorded(vk_commands *c, const VkCommandBuffer *cmds, ui
     pthread_mutex_lock(&d->queue_lock);
     VkResult r = vk.vkQueueSubmit(d->queue, 1, &si, c->fence);
     pthread_mutex_unlock(&d->queue_lock);
+    __atomic_add_fetch(&d->submits, 1, __ATOMIC_RELAXED);
     if (r == VK_SUCCESS)
         r = vk.vkWaitForFences(d->device, 1, &c->fence, VK_TRUE, UINT64_MAX);
     if (r == VK_SUCCESS)

@@ -100,6 +100,9 @@ enum vk_pipeline {
     VK_PIPE_MATMUL_TILED_Q2_K,
     VK_PIPE_MATMUL_TILED_Q3_K,
     VK_PIPE_MATMUL_TILED_MXFP4,
+    VK_PIPE_ADD_RMSNORM,
+    VK_PIPE_RMSNORM_QUANTIZE,
+    VK_PIPE_SWIGLU_QUANTIZE,
     VK_PIPE_COUNT
 };
 
@@ -143,10 +146,13 @@ typedef struct vk_device {
      * them. */
     bool has_int_dot, int_dot;
     VkPipeline other[VK_PIPE_COUNT];
+    /* per pipeline, bit b set where its shader may write binding b (vk_spirv.h) */
+    uint32_t written[VK_PIPE_COUNT];
     vk_buffer dummy;
     pthread_mutex_t queue_lock; /* the queue is shared by every context of the process */
     VkDeviceSize memory_align; /* the alignment of a buffer's memory (the dummy's) */
     uint64_t allocated; /* bytes of memory the live buffers hold (updated atomically) */
+    uint64_t submits;   /* submissions to the queue, each waited for (updated atomically) */
 } vk_device;
 
 /*
@@ -191,6 +197,35 @@ bool vk_buffer_write(vk_device *dev, vk_buffer *b, VkDeviceSize offset, const vo
 bool vk_buffer_read(vk_device *dev, vk_buffer *b, VkDeviceSize offset, void *data, size_t size,
                     corral_error *err);
 
+/* Buffer ranges the dispatches since a command buffer's last barrier read or wrote, that
+ * many at most: a dispatch that would need more comes after a barrier. */
+enum { VK_ACCESSES = 48 };
+
+typedef struct vk_access {
+    VkBuffer buffer;
+    VkDeviceSize begin, end;
+    bool written;
+} vk_access;
+
+/* What the command buffer being recorded holds: the dispatches since its last barrier and
+ * what they touched (vk_ops.c's record puts a barrier before a dispatch only where it reads
+ * or writes what one of them wrote, or writes what one read), and its dispatches and
+ * barriers in all. */
+typedef struct vk_recording {
+    vk_access accesses[VK_ACCESSES];
+    uint32_t n_accesses;
+    uint32_t dispatches, barriers;
+    /* The last quantization of a product's input (vk_ops.c), while the buffers still hold
+     * it: from the floats of x, n_values of them, into quants and scales (whole buffers) as
+     * `kind` (0: none), so that the next product of the same input reads it as it is. Any
+     * dispatch writing one of the three ends it; nothing else of the recording may write
+     * them between dispatches. */
+    vk_access quantized_x;
+    VkBuffer quants, scales;
+    VkDeviceSize quants_offset, scales_offset;
+    uint32_t quantized_values, quantized_kind;
+} vk_recording;
+
 /* A command buffer with its own pool and fence: the work of one context, recorded and
  * submitted from one thread at a time. */
 typedef struct vk_commands {
@@ -198,15 +233,22 @@ typedef struct vk_commands {
     VkCommandPool pool;
     VkCommandBuffer cmd;
     VkFence fence;
+    vk_recording rec; /* cmd's */
 } vk_commands;
 
 bool vk_commands_create(vk_device *dev, vk_commands *c, corral_error *err);
 void vk_commands_free(vk_commands *c);
 void vk_commands_begin(vk_commands *c);
+/* A barrier after every dispatch recorded so far, before whatever comes next: in the same
+ * command buffer, in a later one, a copy or the host's reads after the fence. */
+void vk_commands_barrier(vk_commands *c);
+/* End the command buffer (after a barrier, where a dispatch came since the last one). False
+ * with the reason when the driver refuses it. */
+bool vk_commands_end(vk_commands *c, corral_error *err);
 /* End, submit and wait for the work recorded since vk_commands_begin. */
 bool vk_commands_submit(vk_commands *c, corral_error *err);
 /* Submit n command buffers already recorded and ended (c's, or others of c's pool), in that
- * order in one submission, and wait for them with c's fence. */
+ * order in one submission, and wait for them with c's fence (vk_device.submits counts it). */
 bool vk_commands_submit_recorded(vk_commands *c, const VkCommandBuffer *cmds, uint32_t n,
                                  corral_error *err);
 

@@ -17,6 +17,7 @@ VkCommandBuffer vk_graphs_find(vk_graphs *gs, const vk_graph_key *key)
         vk_graph *g = &gs->graphs[i];
         if (g->ready && same_key(&g->key, key)) {
             g->used = ++gs->clock;
+            gs->last = g;
             return g->cmd;
         }
     }
@@ -69,21 +70,27 @@ bool vk_graphs_begin(vk_graphs *gs, const vk_graph_key *key, corral_error *err)
         return false;
     }
     gs->own = c->cmd;
+    gs->own_rec = c->rec;
     c->cmd = g->cmd;
+    c->rec = (vk_recording){0};
     gs->recording = g;
     return true;
 }
 
 bool vk_graphs_end(vk_graphs *gs, VkCommandBuffer *out, corral_error *err)
 {
+    vk_commands *c = gs->c;
     vk_graph *g = gs->recording;
-    gs->c->cmd = gs->own;
+    bool ended = vk_commands_end(c, err);
+    g->dispatches = c->rec.dispatches;
+    g->barriers = c->rec.barriers;
+    c->cmd = gs->own;
+    c->rec = gs->own_rec;
     gs->recording = NULL;
-    if (vk.vkEndCommandBuffer(g->cmd) != VK_SUCCESS) {
-        corral_error_set(err, "cannot record Vulkan commands on %s", gs->c->dev->info.name);
+    if (!ended)
         return false;
-    }
     g->ready = true;
+    gs->last = g;
     gs->recordings++;
     *out = g->cmd;
     return true;

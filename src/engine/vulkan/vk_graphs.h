@@ -32,13 +32,16 @@ typedef struct vk_graph {
     vk_graph_key key;
     bool ready;          /* recorded and ended under key */
     uint64_t used;       /* the clock when last found or recorded */
+    uint32_t dispatches, barriers; /* what its recording holds */
 } vk_graph;
 
 typedef struct vk_graphs {
     vk_commands *c;      /* the pool the graphs come from; the recording goes through it */
     vk_graph graphs[VK_GRAPHS];
-    VkCommandBuffer own; /* c's own buffer, while a graph is being recorded */
+    VkCommandBuffer own; /* c's own buffer and what it holds, while a graph is recorded */
+    vk_recording own_rec;
     vk_graph *recording;
+    const vk_graph *last; /* the graph last found or recorded */
     uint64_t clock;
     uint64_t recordings; /* graphs recorded since creation (tests read it) */
 } vk_graphs;
@@ -59,7 +62,7 @@ void vk_graphs_forget(vk_graphs *gs);
  * commands (gs->c) go into it. False with the reason when no buffer can be allocated. */
 bool vk_graphs_begin(vk_graphs *gs, const vk_graph_key *key, corral_error *err);
 
-/* End the recording; the graph into *out, to be submitted with vk_commands_submit_recorded
+/* End the recording (after a barrier, vk_commands_end); the graph into *out, to be submitted with vk_commands_submit_recorded
  * (now and whenever vk_graphs_find gives it again). The commands' own buffer is theirs again.
  * False with the reason when the driver refuses it (the graph is then not kept). */
 bool vk_graphs_end(vk_graphs *gs, VkCommandBuffer *out, corral_error *err);

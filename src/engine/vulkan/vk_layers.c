@@ -140,6 +140,10 @@ struct gpu_layers {
     /* work of one call begun in cmd (recurrent states cleared, checkpointed or restored),
      * which the next submission takes ahead of its pass */
     bool call_work;
+    /* while a pass is recorded: a branch's output in xn still to be added into x, by the
+     * next norm of x with it (residual_and_norm) or before anything else reads x
+     * (settle_residual) */
+    bool residual_pending;
     uint64_t bytes;
     uint64_t estimate; /* the memory the fitting counted on (gpu_layers_estimate) */
     /* the most bytes one weight buffer holds: the binding range, or less when
@@ -997,7 +1001,11 @@ uint64_t gpu_layers_estimate(const gpu_layers *g)
 
 gpu_layers_stats gpu_layers_get_stats(const gpu_layers *g)
 {
-    return (gpu_layers_stats){.recordings = g->graphs.recordings, .passes = g->passes};
+    const vk_graph *last = g->graphs.last;
+    return (gpu_layers_stats){.recordings = g->graphs.recordings, .passes = g->passes,
+                              .dispatches = last ? last->dispatches : 0,
+                              .barriers = last ? last->barriers : 0,
+                              .submits = __atomic_load_n(&g->dev->submits, __ATOMIC_RELAXED)};
 }
 
 /* ---- the forward pass ---- */
@@ -1069,6 +1077,56 @@ static void block_norm(gpu_layers *g, const corral_model *m, const gpu_weight *w
                       hp->norm_eps);
 }
 
+/* The pending residual (if any) added into x. */
+static void settle_residual(gpu_layers *g, const hparams *hp, uint32_t n)
+{
+    if (g->residual_pending)
+        residual(g, hp, n);
+    g->residual_pending = false;
+}
+
+/* The pending residual (if any) added into x, then the family's norm of x into out: one
+ * dispatch where the norm is an RMSNorm and the residual unscaled (which saves the norm a
+ * barrier behind the add), which also quantizes out for the products of next_type weights
+ * that read it next (TENSOR_TYPE_F32: none, or none known), saving them a dispatch and a
+ * barrier of their own (vk_op_rmsnorm_quantize). */
+static void residual_and_norm(gpu_layers *g, const corral_model *m, const gpu_weight *w,
+                              const gpu_weight *b, vk_buffer *out, uint32_t n,
+                              uint32_t next_type)
+{
+    const hparams *hp = &m->hp;
+    if (m->arch->tensors & ARCH_LAYER_NORM || hp->residual_scale != 1.0f)
+        settle_residual(g, hp, n);
+    if (m->arch->tensors & ARCH_LAYER_NORM) {
+        block_norm(g, m, w, b, &g->x, out, n);
+        return;
+    }
+    vk_span residual = g->residual_pending ? vk_whole(&g->xn) : (vk_span){0};
+    g->residual_pending = false;
+    vk_op_rmsnorm_quantize(&g->cmd, vk_whole(&w->buf), vk_whole(&g->x), residual, vk_whole(out),
+                           hp->n_embd, n, hp->norm_eps, next_type, vk_whole(&g->quants),
+                           vk_whole(&g->scales));
+}
+
+/* The type of the weights whose products read layer il's normed input first, when its mixer
+ * is an attention (TENSOR_TYPE_F32 for the recurrent mixers: none known). */
+static uint32_t mixer_input_type(const corral_context *ctx, uint32_t il, const gpu_layer *gl)
+{
+    if (ctx->model->layers[il].recurrent)
+        return TENSOR_TYPE_F32;
+    return gl->wq_a.buf.buffer ? gl->wq_a.type : gl->wq.type; /* latent attention: wq_a */
+}
+
+/* The type of the weights whose products read layer il's FFN input first: the dense FFN's
+ * gate (or up); TENSOR_TYPE_F32 for experts, whose router comes first. */
+static uint32_t ffn_input_type(const gpu_layers *g, const corral_context *ctx, uint32_t il,
+                               const gpu_layer *gl)
+{
+    if (vk_moe_layer(g->moe, il))
+        return TENSOR_TYPE_F32;
+    return ffn_ungated(ctx->model->arch->ffn) ? gl->up.type : gl->gate.type;
+}
+
 /* rows rows of width floats between strided rows (vk_op_copy_rows). */
 static void copy_rows(gpu_layers *g, vk_buffer *src, vk_buffer *dst, uint32_t rows,
                       uint32_t width, uint32_t src_offset, uint32_t src_stride,
@@ -1078,7 +1136,8 @@ static void copy_rows(gpu_layers *g, vk_buffer *src, vk_buffer *dst, uint32_t ro
     vk_op_copy_rows(&g->cmd, vk_whole(src), vk_whole(dst), &r);
 }
 
-static void store_and_attend(gpu_layers *g, const corral_context *ctx, uint32_t il, uint32_t n);
+static void store_and_attend(gpu_layers *g, const corral_context *ctx, uint32_t il, uint32_t n,
+                             const vk_rope *k_rope);
 
 /* g->xn becomes layer il's self-attention over `in` (forward_attention). */
 static void record_attention(gpu_layers *g, const corral_context *ctx, uint32_t il,
@@ -1113,28 +1172,29 @@ static void record_attention(gpu_layers *g, const corral_context *ctx, uint32_t 
     if (own_kv && m->arch == &arch_gemma4) /* gemma4_attention's unweighted value norms */
         vk_op_rmsnorm(c, vk_whole(&g->ones), vk_whole(&g->v), vk_whole(&g->v), l->head_dim_v,
                       n * l->n_head_kv, hp->norm_eps);
-    if (!l->no_rope) {
-        vk_span cs = vk_whole(&g->io_cos_sin[l->rope_variant]);
-        bool neox = m->arch->rope == ROPE_NEOX;
-        uint32_t rot = ctx->rope[l->rope_variant].n_rot;
-        vk_op_rope(c, cs, vk_whole(&g->q), n, hp->n_head, dk, rot, neox);
-        if (own_kv)
-            vk_op_rope(c, cs, vk_whole(&g->k), n, l->n_head_kv, dk, rot, neox);
-    }
+    /* the keys are turned as they are stored */
+    vk_rope k_rope = {vk_whole(&g->io_cos_sin[l->rope_variant]),
+                      l->no_rope ? 0 : ctx->rope[l->rope_variant].n_rot,
+                      m->arch->rope == ROPE_NEOX};
+    if (!l->no_rope)
+        vk_op_rope(c, k_rope.cos_sin, vk_whole(&g->q), n, hp->n_head, dk, k_rope.n_rot,
+                   k_rope.neox);
     if (hp->q_scale != 1.0f)
         vk_op_binary(c, VK_SCALE, vk_whole(&g->q), (vk_span){0}, n * q_width, 0, hp->q_scale);
     if (hp->attn_temp_scale != 0.0f)
         vk_op_binary(c, VK_MUL_ROWS, vk_whole(&g->q), vk_whole(&g->io_q_temp), n * q_width,
                      q_width, 0.0f);
-    store_and_attend(g, ctx, il, n);
+    store_and_attend(g, ctx, il, n, &k_rope);
     matmul(g, &gl->wo, &g->attn, &g->xn, n);
     add_bias(g, &gl->bo, &g->xn, n);
 }
 
-/* The layer's attention from here on: the micro-batch's keys and values (g->k, g->v) into its
- * cache, and each query head's (g->q) attention over it into g->attn. A shared KV layer
- * stores nothing and attends over its source's cache, which has its own shape. */
-static void store_and_attend(gpu_layers *g, const corral_context *ctx, uint32_t il, uint32_t n)
+/* The layer's attention from here on: the micro-batch's keys (g->k, turned by k_rope on the
+ * way, vk_op_kv_store_rope) and values (g->v) into its cache, and each query head's (g->q)
+ * attention over it into g->attn. A shared KV layer stores nothing and attends over its
+ * source's cache, which has its own shape. */
+static void store_and_attend(gpu_layers *g, const corral_context *ctx, uint32_t il, uint32_t n,
+                             const vk_rope *k_rope)
 {
     const hparams *hp = &ctx->model->hp;
     const layer_weights *l = &ctx->model->layers[il];
@@ -1145,7 +1205,8 @@ static void store_and_attend(gpu_layers *g, const corral_context *ctx, uint32_t 
     vk_span tokens = vk_whole(compact ? &g->io_swa_tokens : &g->io_tokens);
     vk_cache_shape ks = cache_shape(g, ctx, il, false), vs = cache_shape(g, ctx, il, true);
     if (!l->kv_shared) {
-        vk_op_kv_store(c, tokens, vk_whole(&g->k), vk_whole(&gl->k_cache), &ks, n);
+        vk_op_kv_store_rope(c, tokens, vk_whole(&g->k), vk_whole(&gl->k_cache), &ks, n,
+                            k_rope);
         vk_op_kv_store(c, tokens, vk_whole(&g->v), vk_whole(&gl->v_cache), &vs, n);
     }
     vk_attention_shape shape = {n, hp->n_head, l->n_head_kv, l->head_dim_k, l->head_dim_v,
@@ -1256,11 +1317,10 @@ static void record_gated_attention(gpu_layers *g, const corral_context *ctx, uin
     matmul(g, &gl->wv, in, &g->v, n);
     norm_spans(g, &gl->q_norm, &g->q, q_width, n, hp->norm_eps);
     norm_spans(g, &gl->k_norm, &g->k, l->n_head_kv * D, n, hp->norm_eps);
-    vk_span cs = vk_whole(&g->io_cos_sin[l->rope_variant]);
-    uint32_t rot = ctx->rope[l->rope_variant].n_rot;
-    vk_op_rope(c, cs, vk_whole(&g->q), n, H, D, rot, true);
-    vk_op_rope(c, cs, vk_whole(&g->k), n, l->n_head_kv, D, rot, true);
-    store_and_attend(g, ctx, il, n);
+    vk_rope rope = {vk_whole(&g->io_cos_sin[l->rope_variant]), ctx->rope[l->rope_variant].n_rot,
+                    true};
+    vk_op_rope(c, rope.cos_sin, vk_whole(&g->q), n, H, D, rope.n_rot, true);
+    store_and_attend(g, ctx, il, n, &rope); /* the keys turned as they are stored */
     vk_op_binary(c, VK_MUL_SIGMOID, vk_whole(&g->attn), vk_whole(&g->attn_gate), n * q_width,
                  n * q_width, 0.0f);
     matmul(g, &gl->wo, &g->attn, &g->xn, n);
@@ -1303,16 +1363,15 @@ static void record_mla_attention(gpu_layers *g, const corral_context *ctx, uint3
     copy_rows(g, &g->v, &g->k, n, latent, 0, latent, rot, dk);
     copy_rows(g, &g->mla_kv, &g->k, n, rot, latent, latent + rot, 0, dk);
     copy_rows(g, &g->mla_q, &g->q, n * H, rot, nope, qk, 0, dk);
-    if (!l->no_rope) {
-        vk_span cs = vk_whole(&g->io_cos_sin[l->rope_variant]);
-        bool neox = m->arch->rope == ROPE_NEOX;
-        vk_op_rope(&g->cmd, cs, vk_whole(&g->q), n, H, dk, rot, neox);
-        vk_op_rope(&g->cmd, cs, vk_whole(&g->k), n, 1, dk, rot, neox);
-    }
+    /* the keys' rotated part is turned as they are stored */
+    vk_rope k_rope = {vk_whole(&g->io_cos_sin[l->rope_variant]), l->no_rope ? 0 : rot,
+                      m->arch->rope == ROPE_NEOX};
+    if (!l->no_rope)
+        vk_op_rope(&g->cmd, k_rope.cos_sin, vk_whole(&g->q), n, H, dk, rot, k_rope.neox);
     copy_rows(g, &g->mla_q, &g->mla_gather, n * H, nope, 0, qk, 0, nope);
     head_product(g, &gl->wk_b, &g->mla_gather, &g->mla_absorbed, latent, n * H, H);
     copy_rows(g, &g->mla_absorbed, &g->q, n * H, latent, 0, latent, rot, dk);
-    store_and_attend(g, ctx, il, n);
+    store_and_attend(g, ctx, il, n, &k_rope);
     head_product(g, &gl->wv_b, &g->attn, &g->mla_out, hp->mla_v, n * H, H);
     matmul(g, &gl->wo, &g->mla_out, &g->xn, n);
 }
@@ -1342,8 +1401,9 @@ static void record_dense_ffn(gpu_layers *g, const corral_context *ctx, uint32_t 
     if (m->arch->ffn == FFN_GEGLU)
         vk_op_gelu(&g->cmd, vk_whole(&g->gelu_table), vk_whole(&g->gate), vk_whole(&g->up),
                    count);
-    else
-        vk_op_swiglu(&g->cmd, vk_whole(&g->gate), vk_whole(&g->up), count);
+    else /* quantized for the down product on the way */
+        vk_op_swiglu_quantize(&g->cmd, vk_whole(&g->gate), vk_whole(&g->up), count,
+                              gl->down.type, vk_whole(&g->quants), vk_whole(&g->scales));
     matmul(g, &gl->down, &g->gate, &g->xn, n);
 }
 
@@ -1409,6 +1469,7 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
     const hparams *hp = &m->hp;
     gpu_layer *gl = &g->layers[il - g->first];
     if (m->arch->layer == layer_post_norm) {
+        settle_residual(g, hp, n);
         record_attention(g, ctx, il, &g->x, n);
         residual(g, hp, n);
         layernorm_x(g, hp, &gl->attn_out_norm, &gl->attn_out_norm_b, n);
@@ -1418,7 +1479,7 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
         return;
     }
     if (nemotron_h(m)) { /* arch_nemotron_h.c's layer: one mixer on the normed input */
-        block_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->x, &g->xn, n);
+        residual_and_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->xn, n, TENSOR_TYPE_F32);
         if (m->layers[il].recurrent)
             record_mamba2(g, ctx, il, &g->xn, n);
         else if (gl->wq.buf.buffer)
@@ -1431,7 +1492,8 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
     if (gl->attn_norm_2.buf.buffer) {
         /* falcon-40b: the attention reads a norm of x of its own, in xn, which the FFN's
          * output would overwrite: here the attention's residual comes first */
-        block_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->x, &g->branch, n);
+        residual_and_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->branch, n,
+                          TENSOR_TYPE_F32);
         block_norm(g, m, &gl->attn_norm_2, &gl->attn_norm_2_b, &g->x, &g->xn, n);
         record_attention(g, ctx, il, &g->xn, n);
         residual(g, hp, n);
@@ -1440,7 +1502,8 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
         return;
     }
     if (m->arch->tensors & ARCH_PARALLEL) { /* the FFN's residual first, as layer_parallel */
-        block_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->x, &g->branch, n);
+        residual_and_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->branch, n,
+                          TENSOR_TYPE_F32);
         record_ffn(g, ctx, il, &g->branch, n);
         residual(g, hp, n);
         record_attention(g, ctx, il, &g->branch, n);
@@ -1449,7 +1512,8 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
     }
     if (m->arch->layer == layer_pre_norm_or_parallel && !gl->ffn_norm.buf.buffer) {
         /* both branches on one norm, the attention's residual first (stablelm 2 12B) */
-        block_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->x, &g->branch, n);
+        residual_and_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->branch, n,
+                          TENSOR_TYPE_F32);
         record_attention(g, ctx, il, &g->branch, n);
         residual(g, hp, n);
         record_ffn(g, ctx, il, &g->branch, n);
@@ -1458,8 +1522,11 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
     }
     vk_buffer *in = &g->x;
     if (gl->attn_norm.buf.buffer) {
-        block_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->x, &g->xn, n);
+        residual_and_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->xn, n,
+                          mixer_input_type(ctx, il, gl));
         in = &g->xn;
+    } else {
+        settle_residual(g, hp, n);
     }
     if (m->layers[il].recurrent && hp->ssm_mamba2)
         record_mamba2(g, ctx, il, in, n);
@@ -1474,20 +1541,25 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
     else
         record_attention(g, ctx, il, in, n);
     post_norm(g, hp, &gl->post_attn_norm, n);
-    residual(g, hp, n);
+    g->residual_pending = true;
     in = &g->x;
     if ((m->arch->tensors & ARCH_DENSE_AND_EXPERTS) && vk_moe_layer(g->moe, il)) {
+        settle_residual(g, hp, n);
         record_dense_and_experts(g, ctx, il, n);
     } else {
         if (gl->ffn_norm.buf.buffer) {
-            block_norm(g, m, &gl->ffn_norm, &gl->ffn_norm_b, &g->x, &g->xn, n);
+            residual_and_norm(g, m, &gl->ffn_norm, &gl->ffn_norm_b, &g->xn, n,
+                              ffn_input_type(g, ctx, il, gl));
             in = &g->xn;
+        } else {
+            settle_residual(g, hp, n);
         }
         record_ffn(g, ctx, il, in, n);
     }
     post_norm(g, hp, &gl->post_ffn_norm, n);
-    residual(g, hp, n);
+    g->residual_pending = true; /* the next layer's norm may take it */
     if (gl->inp_gate.buf.buffer) { /* gemma4_per_layer_branch, then its residual */
+        settle_residual(g, hp, n);
         uint32_t P = hp->n_embd_per_layer, all = P * hp->n_layer;
         matmul(g, &gl->inp_gate, &g->x, &g->per_layer_gate, n);
         copy_rows(g, &g->io_per_layer, &g->per_layer_in, n, P, il * P, all, 0, P);
@@ -1495,12 +1567,14 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
                    vk_whole(&g->per_layer_in), n * P);
         matmul(g, &gl->per_layer_proj, &g->per_layer_gate, &g->xn, n);
         post_norm(g, hp, &gl->per_layer_post_norm, n);
-        residual(g, hp, n);
+        g->residual_pending = true;
     }
     const weight *out_scale = &m->layers[il].out_scale; /* gemma4's, one F32 value */
-    if (out_scale->data)
+    if (out_scale->data) {
+        settle_residual(g, hp, n);
         vk_op_binary(&g->cmd, VK_SCALE, vk_whole(&g->x), (vk_span){0}, n * hp->n_embd, 0,
                      *(const float *)out_scale->data);
+    }
 }
 
 /* x += tanh(gate) * xn on the tokens that see their sequence's image (io_cross_mask's 1s);
@@ -1528,7 +1602,7 @@ static void record_cross_layer(gpu_layers *g, const corral_context *ctx, uint32_
     const layer_weights *l = &m->layers[il];
     gpu_layer *gl = &g->layers[il - g->first];
     uint32_t D = l->head_dim_k;
-    block_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->x, &g->xn, n);
+    residual_and_norm(g, m, &gl->attn_norm, &gl->attn_norm_b, &g->xn, n, gl->wq.type);
     matmul(g, &gl->wq, &g->xn, &g->q, n);
     norm_spans(g, &gl->q_norm, &g->q, hp->n_head * D, n, hp->norm_eps);
     vk_attention_shape shape = {n, hp->n_head, l->n_head_kv, D, D, g->cross_cells, false,
@@ -1551,6 +1625,7 @@ static void move_window_cells(gpu_layers *g, const corral_context *ctx, uint32_t
 {
     const corral_model *m = ctx->model;
     uint32_t run = src > dst ? src - dst : n;
+    begin_call_work(g);
     for (uint32_t il = g->first; il < g->n_layer; il++) {
         if (!compact_layer(g, ctx, il) || m->layers[il].kv_shared)
             continue; /* a shared KV layer's cells are its source's, moved there */
@@ -1573,22 +1648,18 @@ static void move_window_cells(gpu_layers *g, const corral_context *ctx, uint32_t
 /* The compact sliding layers follow the CPU's windows (context.c's slide_windows): where a
  * sequence's swa_base moved up, its cells move down by as much (those beyond what the
  * layers hold are stale, and moved along unread); where it moved down (a truncation past
- * it), the cells from there on are rewritten before any is read. Whether it recorded a move.
+ * it), the cells from there on are rewritten before any is read.
  * The moves are work of this call only, never of a recorded pass, which would repeat them. */
-static bool sync_windows(gpu_layers *g, const corral_context *ctx)
+static void sync_windows(gpu_layers *g, const corral_context *ctx)
 {
-    bool moved = false;
     if (!g->compact)
-        return false;
+        return;
     for (uint32_t s = 0; s < ctx->n_seq; s++) {
         uint32_t from = ctx->swa_base[s] - g->swa_base[s], cells = ctx->swa_cells;
-        if (ctx->swa_base[s] > g->swa_base[s] && from < cells) {
+        if (ctx->swa_base[s] > g->swa_base[s] && from < cells)
             move_window_cells(g, ctx, s, from, 0, cells - from, false);
-            moved = true;
-        }
         g->swa_base[s] = ctx->swa_base[s];
     }
-    return moved;
 }
 
 /* A copy between buffers with the barriers around it that the compute work needs. */
@@ -1609,14 +1680,28 @@ static void copy(vk_commands *c, vk_buffer *from, vk_buffer *to, VkDeviceSize by
                             1, &after, 0, NULL, 0, NULL);
 }
 
-/* The output layer on the n_out rows of x that out_ids names, into the logits buffer. */
-static void record_output(gpu_layers *g, const corral_context *ctx, uint32_t n_out)
+/* The output layer on the n_out rows of x (of n) that out_ids names, into the logits buffer.
+ * When every row asks (a generation step's), out_ids names them in order (gpu_forward):
+ * the norm then reads x itself, the pending residual added on the way. */
+static void record_output(gpu_layers *g, const corral_context *ctx, uint32_t n, uint32_t n_out)
 {
-    const hparams *hp = &ctx->model->hp;
+    const corral_model *m = ctx->model;
+    const hparams *hp = &m->hp;
     vk_commands *c = &g->cmd;
-    vk_op_get_rows(c, TENSOR_TYPE_F32, vk_whole(&g->x), (size_t)hp->n_embd * sizeof(float),
-                   vk_whole(&g->out_ids), vk_whole(&g->xn), hp->n_embd, n_out);
-    block_norm(g, ctx->model, &g->output_norm, &g->output_norm_b, &g->xn, &g->xn, n_out);
+    if (n_out == n) {
+        residual_and_norm(g, m, &g->output_norm, &g->output_norm_b, &g->xn, n, g->output.type);
+    } else {
+        settle_residual(g, hp, n);
+        vk_op_get_rows(c, TENSOR_TYPE_F32, vk_whole(&g->x), (size_t)hp->n_embd * sizeof(float),
+                       vk_whole(&g->out_ids), vk_whole(&g->xn), hp->n_embd, n_out);
+        if (m->arch->tensors & ARCH_LAYER_NORM)
+            block_norm(g, m, &g->output_norm, &g->output_norm_b, &g->xn, &g->xn, n_out);
+        else /* quantized for the output matrix on the way */
+            vk_op_rmsnorm_quantize(c, vk_whole(&g->output_norm.buf), vk_whole(&g->xn),
+                                   (vk_span){0}, vk_whole(&g->xn), hp->n_embd, n_out,
+                                   hp->norm_eps, g->output.type, vk_whole(&g->quants),
+                                   vk_whole(&g->scales));
+    }
     matmul(g, &g->output, &g->xn, &g->logits, n_out);
     add_bias(g, &g->output_b, &g->logits, n_out); /* phi2's */
 }
@@ -1632,16 +1717,18 @@ static void record_pass(gpu_layers *g, const corral_context *ctx, const vk_graph
     uint32_t n = key->n_tokens;
     size_t x_bytes = (size_t)n * hp->n_embd * sizeof(float);
     copy(&g->cmd, &g->io_x, &g->x, x_bytes);
+    g->residual_pending = false;
     for (uint32_t il = g->first; il < g->n_layer; il++)
         if (!ctx->model->layers[il].cross_attn)
             record_layer(g, ctx, il, n);
         else if (g->cross_cells) /* else no image yet: nothing to attend to */
             record_cross_layer(g, ctx, il, n);
     if (key->n_logits > 0) {
-        record_output(g, ctx, key->n_logits);
+        record_output(g, ctx, n, key->n_logits);
         copy(&g->cmd, &g->logits, &g->io_logits,
              (size_t)key->n_logits * hp->n_vocab * sizeof(float));
     } else {
+        settle_residual(g, hp, n);
         copy(&g->cmd, &g->x, &g->io_x, x_bytes);
     }
 }
@@ -1720,19 +1807,17 @@ bool gpu_forward(gpu_layers *g, corral_context *ctx, size_t begin, bool *logits_
     *logits_done = g->has_output && n_out <= g->output_rows;
     size_t logits_bytes = (size_t)n_out * hp->n_vocab * sizeof(float);
 
-    /* this call's windows' moves, then the pass, in one submission */
+    /* this call's work (the recurrent states' since the last pass, the windows' moves),
+     * then the pass, in one submission */
     VkCommandBuffer cmds[2];
     uint32_t n_cmds = 0;
-    bool call_work = g->call_work; /* recurrent states' work since the last pass */
-    begin_call_work(g);
-    g->call_work = false;
-    bool moved = sync_windows(g, ctx);
-    if (vk.vkEndCommandBuffer(g->cmd.cmd) != VK_SUCCESS) {
-        corral_error_set(err, "cannot record Vulkan commands on %s", g->dev->info.name);
-        return false;
-    }
-    if (moved || call_work)
+    sync_windows(g, ctx);
+    if (g->call_work) {
+        g->call_work = false;
+        if (!vk_commands_end(&g->cmd, err))
+            return false;
         cmds[n_cmds++] = g->cmd.cmd;
+    }
     vk_graph_key key = {n, *logits_done ? n_out : 0};
     VkCommandBuffer pass = vk_graphs_find(&g->graphs, &key);
     if (!pass) {
@@ -1771,7 +1856,6 @@ bool gpu_seq_shift(gpu_layers *g, const corral_context *ctx, uint32_t seq, uint3
     for (uint32_t r = 0; r < m->n_rope_variants; r++)
         upload_cos_sin(g, ctx, r, 1);
     begin_call_work(g);
-    g->call_work = false;
     sync_windows(g, ctx);
     if (g->compact) {
         /* as corral_seq_shift moves the CPU's sliding layers: the positions from `start` on
@@ -1803,6 +1887,7 @@ bool gpu_seq_shift(gpu_layers *g, const corral_context *ctx, uint32_t seq, uint3
             vk_op_kv_shift(&g->cmd, cs, vk_whole(&gl->v_cache), &vs, &value);
         }
     }
+    g->call_work = false;
     return vk_commands_submit(&g->cmd, err);
 }
 

@@ -19,21 +19,69 @@ bool vk_type_supported(uint32_t type)
     }
 }
 
-/* Bind, push and dispatch, then make the writes visible to the next operation. */
+/* The byte range [begin, end) of a span. */
+static vk_access access_of(vk_span s, bool written)
+{
+    VkDeviceSize end = s.size == VK_WHOLE_SIZE || s.size > UINT64_MAX - s.offset
+                           ? UINT64_MAX : s.offset + s.size;
+    return (vk_access){s.buffer, s.offset, end, written};
+}
+
+static bool overlap(const vk_access *a, const vk_access *b)
+{
+    return a->buffer == b->buffer && a->begin < b->end && b->begin < a->end;
+}
+
+/* Whether a dispatch touching these must wait for those since the last barrier: it reads
+ * or writes what one of them wrote, or writes what one of them read. */
+static bool hazard(const vk_recording *r, const vk_access *touched, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t j = 0; j < r->n_accesses; j++)
+            if ((touched[i].written || r->accesses[j].written) &&
+                overlap(&touched[i], &r->accesses[j]))
+                return true;
+    return false;
+}
+
+/* The quantization kept in r no longer what its buffers hold once `w` is written. */
+static void forget_quantized(vk_recording *r, const vk_access *w)
+{
+    if (r->quantized_kind && (overlap(w, &r->quantized_x) || w->buffer == r->quants ||
+                              w->buffer == r->scales))
+        r->quantized_kind = 0;
+}
+
+/* Bind, push and dispatch, after a barrier where the dispatch depends on one recorded since
+ * the last (the recording ends with one: vk_commands_end). */
 static void record(vk_commands *c, enum vk_pipeline pipe, const vk_span spans[VK_BINDINGS],
                    const void *params, size_t params_bytes, uint32_t gx, uint32_t gy,
                    uint32_t gz)
 {
     const vk_device *d = c->dev;
+    vk_recording *r = &c->rec;
     VkDescriptorBufferInfo infos[VK_BINDINGS];
     VkWriteDescriptorSet writes[VK_BINDINGS];
+    vk_access touched[VK_BINDINGS];
+    uint32_t n_touched = 0;
     for (uint32_t b = 0; b < VK_BINDINGS; b++) {
         vk_span s = spans[b].buffer ? spans[b] : vk_whole(&d->dummy);
+        bool written = d->written[pipe] >> b & 1;
+        /* an unbound binding is read as garbage by design; only a write to it is tracked */
+        if (spans[b].buffer || written)
+            touched[n_touched++] = access_of(s, written);
         infos[b] = (VkDescriptorBufferInfo){s.buffer, s.offset, s.size};
         writes[b] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
                                            .dstBinding = b, .descriptorCount = 1,
                                            .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                            .pBufferInfo = &infos[b]};
+    }
+    if (r->n_accesses + n_touched > VK_ACCESSES || hazard(r, touched, n_touched))
+        vk_commands_barrier(c);
+    for (uint32_t i = 0; i < n_touched; i++) {
+        r->accesses[r->n_accesses++] = touched[i];
+        if (touched[i].written)
+            forget_quantized(r, &touched[i]);
     }
     uint8_t push[VK_PUSH_BYTES] = {0};
     memcpy(push, params, params_bytes);
@@ -42,16 +90,7 @@ static void record(vk_commands *c, enum vk_pipeline pipe, const vk_span spans[VK
                                  VK_BINDINGS, writes);
     vk.vkCmdPushConstants(c->cmd, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, VK_PUSH_BYTES, push);
     vk.vkCmdDispatch(c->cmd, gx, gy, gz);
-    VkMemoryBarrier barrier = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                               .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
-                               .dstAccessMask = VK_ACCESS_SHADER_READ_BIT |
-                                                VK_ACCESS_SHADER_WRITE_BIT |
-                                                VK_ACCESS_HOST_READ_BIT |
-                                                VK_ACCESS_TRANSFER_READ_BIT};
-    vk.vkCmdPipelineBarrier(c->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                            VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_HOST_BIT |
-                                VK_PIPELINE_STAGE_TRANSFER_BIT,
-                            0, 1, &barrier, 0, NULL, 0, NULL);
+    r->dispatches++;
 }
 
 /* Groups of a grid-stride loop over n elements, threads_per_group each. */
@@ -67,6 +106,14 @@ void vk_op_rmsnorm(vk_commands *c, vk_span w, vk_span x, vk_span out, uint32_t n
     struct { uint32_t n; float eps; } p = {n, eps};
     vk_span spans[VK_BINDINGS] = {[0] = w, [1] = x, [4] = out};
     record(c, VK_PIPE_RMSNORM, spans, &p, sizeof p, rows, 1, 1);
+}
+
+void vk_op_add_rmsnorm(vk_commands *c, vk_span w, vk_span x, vk_span d, vk_span out, uint32_t n,
+                       uint32_t rows, float eps)
+{
+    struct { uint32_t n; float eps; } p = {n, eps};
+    vk_span spans[VK_BINDINGS] = {[0] = w, [1] = x, [2] = d, [4] = out};
+    record(c, VK_PIPE_ADD_RMSNORM, spans, &p, sizeof p, rows, 1, 1);
 }
 
 void vk_op_layernorm(vk_commands *c, vk_span w, vk_span b, vk_span x, vk_span out, uint32_t n,
@@ -194,18 +241,83 @@ void vk_op_matmul(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes, vk
                       n_out);
 }
 
-/* x quantized for a product with `type` weights (nothing for the float types); whether it was. */
+/* The buffers' quantization of `from` (n_values floats) as `kind`, for the products after
+ * it (quantize_input). */
+static void remember_quantized(vk_recording *r, vk_access from, vk_span quants, vk_span scales,
+                               uint32_t n_values, enum activations kind)
+{
+    r->quantized_x = from;
+    r->quants = quants.buffer;
+    r->scales = scales.buffer;
+    r->quants_offset = quants.offset;
+    r->scales_offset = scales.offset;
+    r->quantized_values = n_values;
+    r->quantized_kind = kind;
+}
+
+/* x quantized for a product with `type` weights (nothing for the float types); whether it
+ * was. Products of one input in a row (the q, k and v projections, the gate and up ones, the
+ * parts of a split matrix) quantize it once: the same floats give the same quants. */
 static bool quantize_input(vk_commands *c, uint32_t type, vk_span x, vk_span quants,
                            vk_span scales, uint32_t n_values)
 {
     enum activations partner = matmul_activations(type);
+    if (partner == ACT_F32)
+        return false;
+    vk_recording *r = &c->rec;
+    vk_access from = access_of(x, false);
+    if (r->quantized_kind == partner && r->quantized_values == n_values &&
+        r->quantized_x.buffer == from.buffer && r->quantized_x.begin == from.begin &&
+        r->quantized_x.end == from.end && r->quants == quants.buffer &&
+        r->quants_offset == quants.offset && r->scales == scales.buffer &&
+        r->scales_offset == scales.offset)
+        return true;
     if (partner == ACT_Q8_K)
         vk_op_quantize_q8_k(c, x, quants, scales, n_values);
     else if (partner == ACT_Q8_1)
         vk_op_quantize_q8_1(c, x, quants, scales, n_values);
-    else if (partner == ACT_Q8_0)
+    else
         vk_op_quantize_q8_0(c, x, quants, scales, n_values);
-    return partner != ACT_F32;
+    remember_quantized(r, from, quants, scales, n_values, partner);
+    return true;
+}
+
+void vk_op_rmsnorm_quantize(vk_commands *c, vk_span w, vk_span x, vk_span d, vk_span out,
+                            uint32_t n, uint32_t rows, float eps, uint32_t type,
+                            vk_span quants, vk_span scales)
+{
+    enum activations partner = matmul_activations(type);
+    uint32_t block = partner == ACT_Q8_K ? 256 : 32;
+    if (partner == ACT_F32 || n % block != 0) {
+        if (d.buffer)
+            vk_op_add_rmsnorm(c, w, x, d, out, n, rows, eps);
+        else
+            vk_op_rmsnorm(c, w, x, out, n, rows, eps);
+        return;
+    }
+    /* rmsnorm_quantize.comp's kinds */
+    uint32_t kind = partner == ACT_Q8_K ? 2 : partner == ACT_Q8_1 ? 1 : 0;
+    struct { uint32_t n; float eps; uint32_t add, kind; } p = {n, eps, d.buffer != VK_NULL_HANDLE,
+                                                               kind};
+    vk_span spans[VK_BINDINGS] = {w, x, d, quants, out, scales};
+    record(c, VK_PIPE_RMSNORM_QUANTIZE, spans, &p, sizeof p, rows, 1, 1);
+    remember_quantized(&c->rec, access_of(out, false), quants, scales, n * rows, partner);
+}
+
+void vk_op_swiglu_quantize(vk_commands *c, vk_span gate, vk_span up, uint32_t n, uint32_t type,
+                           vk_span quants, vk_span scales)
+{
+    enum activations partner = matmul_activations(type);
+    uint32_t block = partner == ACT_Q8_K ? 256 : 32;
+    if (partner == ACT_F32 || n % block != 0) {
+        vk_op_swiglu(c, gate, up, n);
+        return;
+    }
+    /* swiglu_quantize.comp's kinds, one thread a block */
+    struct { uint32_t n, kind; } p = {n, partner == ACT_Q8_K ? 2 : partner == ACT_Q8_1 ? 1 : 0};
+    vk_span spans[VK_BINDINGS] = {gate, up, quants, scales};
+    record(c, VK_PIPE_SWIGLU_QUANTIZE, spans, &p, sizeof p, stride_groups(n / block, 64), 1, 1);
+    remember_quantized(&c->rec, access_of(gate, false), quants, scales, n, partner);
 }
 
 void vk_op_matmul_rows(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes, vk_span x,
@@ -312,9 +424,17 @@ void vk_op_rope(vk_commands *c, vk_span cos_sin, vk_span x, uint32_t n_tokens, u
 void vk_op_kv_store(vk_commands *c, vk_span tokens, vk_span x, vk_span cache,
                     const vk_cache_shape *shape, uint32_t n_tokens)
 {
-    struct { uint32_t n_head_kv, head_dim, n_cells, f16; } p = {
-        shape->n_head_kv, shape->head_dim, shape->n_cells, shape->f16};
-    vk_span spans[VK_BINDINGS] = {[0] = tokens, [1] = x, [4] = cache};
+    vk_rope none = {0}; /* n_rot 0: nothing turned */
+    vk_op_kv_store_rope(c, tokens, x, cache, shape, n_tokens, &none);
+}
+
+void vk_op_kv_store_rope(vk_commands *c, vk_span tokens, vk_span x, vk_span cache,
+                         const vk_cache_shape *shape, uint32_t n_tokens, const vk_rope *rope)
+{
+    struct { uint32_t n_head_kv, head_dim, n_cells, f16, n_rot, mode; } p = {
+        shape->n_head_kv, shape->head_dim, shape->n_cells, shape->f16, rope->n_rot,
+        rope->neox};
+    vk_span spans[VK_BINDINGS] = {[0] = tokens, [1] = x, [2] = rope->cos_sin, [4] = cache};
     record(c, VK_PIPE_KV_STORE, spans, &p, sizeof p, n_tokens, shape->n_head_kv, 1);
 }
 

@@ -1,7 +1,9 @@
 /*
  * The operations the Vulkan backend records into a command buffer: each binds its
- * pipeline, pushes its buffers and constants, dispatches, and ends with a barrier so the
- * next operation sees its writes. Nothing runs until vk_commands_submit. Buffers are spans
+ * pipeline, pushes its buffers and constants and dispatches, after a barrier where it reads
+ * or writes what an operation since the last barrier wrote, or writes what one read
+ * (vk_recording), so that independent operations may run together. Nothing runs until
+ * vk_commands_submit or vk_commands_end. Buffers are spans
  * (a buffer and a byte range) so one allocation can hold several tensors.
  */
 #ifndef CORRAL_ENGINE_VK_OPS_H
@@ -28,6 +30,20 @@ bool vk_type_supported(uint32_t type);
 /* out[r] = rmsnorm(x[r]) * w for rows of n floats. */
 void vk_op_rmsnorm(vk_commands *c, vk_span w, vk_span x, vk_span out, uint32_t n, uint32_t rows,
                    float eps);
+
+/* x[r] += d[r], then out[r] = rmsnorm(x[r]) * w: vk_op_binary's VK_ADD and vk_op_rmsnorm in
+ * one dispatch, with their bits. */
+void vk_op_add_rmsnorm(vk_commands *c, vk_span w, vk_span x, vk_span d, vk_span out, uint32_t n,
+                       uint32_t rows, float eps);
+
+/* vk_op_rmsnorm of rows of n floats (after vk_op_add_rmsnorm's x += d where d has a
+ * buffer), then out quantized for products of `type` weights into quants and scales as
+ * vk_op_matmul would quantize it, in one dispatch: the products of out that follow read
+ * that quantization as it is. Where `type`'s products take floats, or n is not a whole
+ * number of its blocks, the norm alone. */
+void vk_op_rmsnorm_quantize(vk_commands *c, vk_span w, vk_span x, vk_span d, vk_span out,
+                            uint32_t n, uint32_t rows, float eps, uint32_t type,
+                            vk_span quants, vk_span scales);
 
 /* out[r] = layernorm(x[r]) * w + b for rows of n floats (no bias: b's buffer is NULL). */
 void vk_op_layernorm(vk_commands *c, vk_span w, vk_span b, vk_span x, vk_span out, uint32_t n,
@@ -86,6 +102,18 @@ static inline VkDeviceSize vk_cache_bytes(const vk_cache_shape *s, uint32_t n_se
 void vk_op_kv_store(vk_commands *c, vk_span tokens, vk_span x, vk_span cache,
                     const vk_cache_shape *shape, uint32_t n_tokens);
 
+/* A RoPE's angles and form, as vk_op_rope takes them. */
+typedef struct vk_rope {
+    vk_span cos_sin;
+    uint32_t n_rot;
+    bool neox;
+} vk_rope;
+
+/* vk_op_kv_store of x as vk_op_rope would turn it (each head's values computed alike), in one
+ * dispatch; x itself stays as it is. */
+void vk_op_kv_store_rope(vk_commands *c, vk_span tokens, vk_span x, vk_span cache,
+                         const vk_cache_shape *shape, uint32_t n_tokens, const vk_rope *rope);
+
 /* Cells [src, src + n) of a sequence's cache rows to [dst, dst + n), the two ranges apart
  * or the same (turned in place); keys turned on their first n_rot components by the angles
  * of one cos_sin row (rotate), neox as for vk_op_rope. */
@@ -126,6 +154,13 @@ void vk_op_copy_rows(vk_commands *c, vk_span src, vk_span dst, const vk_rows *r)
 
 /* In place: gate = silu(gate) * up over n floats. */
 void vk_op_swiglu(vk_commands *c, vk_span gate, vk_span up, uint32_t n);
+
+/* vk_op_swiglu, then gate quantized for products of `type` weights into quants and scales
+ * as vk_op_matmul would quantize it, in one dispatch: the products of gate that follow read
+ * that quantization as it is. Where `type`'s products take floats, or n is not a whole
+ * number of its blocks, the swiglu alone. */
+void vk_op_swiglu_quantize(vk_commands *c, vk_span gate, vk_span up, uint32_t n, uint32_t type,
+                           vk_span quants, vk_span scales);
 
 /* In place, gpt-oss's clamped form: g = min(gate, limit), u = clamp(up, -limit, limit),
  * gate = g * sigmoid(alpha * g) * (u + 1). */
