@@ -192,6 +192,9 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
         json_object_set_new(c, "intermediate_size",
                             json_integer(get_u32(f, K("expert_feed_forward_length"))));
     const gguf_kv *rope_type = gguf_find_kv(f, K("rope.scaling.type"));
+    if (rope_type && gguf_kv_str(rope_type, 0).size == 4 &&
+        memcmp(gguf_kv_str(rope_type, 0).data, "none", 4) == 0)
+        rope_type = NULL; /* Command R's: its config has no rope_scaling */
     if (rope_type) {
         float factor, attn_factor;
         assert_true(gguf_get_f32(f, K("rope.scaling.factor"), &factor, &err));
@@ -215,6 +218,8 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
                                                          : "full_attention"));
         json_object_set_new(c, "layer_types", types);
     }
+    if (strcmp(a, "command-r") == 0 && gguf_find_tensor(f, "blk.0.attn_q_norm.weight"))
+        json_object_set_new(c, "use_qk_norm", json_true()); /* Command R+'s */
     if (strcmp(a, "qwen3next") == 0) /* plain NeoX RoPE on part of each head */
         json_object_set_new(c, "partial_rotary_factor",
                             json_real((double)get_u32(f, K("rope.dimension_count")) /

@@ -277,7 +277,7 @@ static void check_round_trip(const char *want_path, const char *experts_name,
         bool bias = len > 5 && strcmp(w->name + len - 5, ".bias") == 0;
         uint32_t type = w->type == TENSOR_TYPE_MXFP4 ? TENSOR_TYPE_MXFP4
                         : w->n_dims == 1 || bias || strstr(w->name, "ffn_gate_inp") ||
-                                strstr(w->name, "ssm_conv1d")
+                                strstr(w->name, "ssm_conv1d") || strstr(w->name, "_norm.weight")
                             ? TENSOR_TYPE_F32
                             : matrix_type;
         if (g->type != type)
@@ -290,13 +290,16 @@ static void check_round_trip(const char *want_path, const char *experts_name,
             continue;
         }
         /* a Gemma or Qwen 3.5 norm: the checkpoint's w - 1, plus one; a router (a shared
-         * expert's too) or a convolution: F32 from the checkpoint's matrix type */
+         * expert's too), a convolution or a norm per head: F32 from the checkpoint's matrix
+         * type */
         bool qwen35 = strncmp(hf_arch, "Qwen3_5", 7) == 0 || strncmp(hf_arch, "Qwen3Next", 9) == 0;
         bool plus_one_norm = (strncmp(hf_arch, "Gemma", 5) == 0 || qwen35) &&
                              strstr(w->name, "_norm.weight") && !strstr(w->name, "ssm_norm");
         bool a_log = qwen35 && len > 6 && !strcmp(w->name + len - 6, ".ssm_a"); /* -exp(A_log) */
         bool router = strstr(w->name, "ffn_gate_inp.weight") ||
-                      strstr(w->name, "ffn_gate_inp_shexp.weight") || strstr(w->name, "ssm_conv1d");
+                      strstr(w->name, "ffn_gate_inp_shexp.weight") ||
+                      strstr(w->name, "ssm_conv1d") ||
+                      (w->n_dims > 1 && strstr(w->name, "_norm.weight"));
         for (uint64_t e = 0; e < gguf_tensor_n_elems(w); e++) {
             float x = ((const float *)w->data)[e];
             if (plus_one_norm)
@@ -436,6 +439,27 @@ static void test_convert_cohere2_round_trip(void **state)
     (void)state;
     round_trip("arch/cohere2.gguf", "Cohere2ForCausalLM", SAFETENSORS_F16, hf_fixture_qwen2_regex,
                TENSOR_TYPE_F16, skipped);
+}
+
+/* Command R's tokenizer.json splits no pattern: ollama's converter names its pre-tokenizer
+ * "default", where llama.cpp's (the fixture's) says "command-r". */
+static const char *const command_r_skipped[] = {"general.name", "general.file_type",
+                                                "tokenizer.ggml.pre", NULL};
+
+static void test_convert_command_r_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/command-r.gguf", "CohereForCausalLM", SAFETENSORS_F16, NULL,
+               TENSOR_TYPE_F16, command_r_skipped);
+    same_tokens("arch/command-r.gguf");
+}
+
+/* Command R+: each head's q and k LayerNorm rows, [heads, head_dim] in the checkpoint. */
+static void test_convert_command_r_plus_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/command-r-plus.gguf", "CohereForCausalLM", SAFETENSORS_BF16, NULL,
+               TENSOR_TYPE_BF16, command_r_skipped);
 }
 
 static void test_convert_smollm3_round_trip(void **state)
@@ -1488,6 +1512,22 @@ static void set_json(const char *name, const char *path, const char *key, const 
     json_decref(root);
 }
 
+/* Command R's RoPE is never scaled, and its q/k norms come with use_qk_norm. */
+static void test_convert_refuses_what_command_r_lacks(void **state)
+{
+    (void)state;
+    hf_fixture_write(fixture("arch/command-r-plus.gguf"), g_root, "CohereForCausalLM",
+                     SAFETENSORS_F16, NULL);
+    set_json("config.json", "", "rope_scaling", "{\"rope_type\": \"linear\", \"factor\": 2}");
+    expect_convert_refusal("a scaled RoPE ('linear') is not supported for CohereForCausalLM");
+    set_json("config.json", "", "rope_scaling", "null");
+    set_json("config.json", "", "use_qk_norm", "false");
+    expect_convert_refusal("tensor 'model.layers.0.self_attn.q_norm.weight' is not one of a "
+                           "CohereForCausalLM's");
+    set_json("config.json", "", "use_qk_norm", "1");
+    expect_convert_refusal("use_qk_norm must be true or false");
+}
+
 /* Every tokenizer file's fields are checked before they index anything. */
 static void test_convert_refuses_malformed_tokenizers(void **state)
 {
@@ -1592,6 +1632,11 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_convert_olmo3_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_granite_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_cohere2_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_command_r_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_command_r_plus_round_trip, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_convert_refuses_what_command_r_lacks, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_convert_smollm3_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_starcoder2_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_qwen35_round_trip, setup, teardown),

@@ -655,9 +655,10 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
     }
     bool tower = strncmp(t.name, "v.", 2) == 0; /* ollama keeps a vision tower F16 */
     if (t.n_dims == 1 || ends_with(t.name, ".bias") || ends_with(t.name, ".ffn_gate_inp.weight") ||
-        conv)
+        conv || ends_with(t.name, "_norm.weight"))
         t.type = TENSOR_TYPE_F32; /* a router's few columns decide which experts run; llama.cpp
-                                   * keeps a convolution's few taps F32 */
+                                   * keeps a convolution's few taps F32; the engine reads a
+                                   * norm's rows (Command R+'s per head) as F32 vectors */
     else
         t.type = src->dtype == SAFETENSORS_BF16 && !tower ? TENSOR_TYPE_BF16 : TENSOR_TYPE_F16;
     c->any_bf16 = c->any_bf16 || t.type == TENSOR_TYPE_BF16;

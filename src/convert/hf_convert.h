@@ -18,7 +18,8 @@
  * kernel split into its two temporal slices and each block's attn.qkv into Q, K and V),
  * Phi3ForCausalLM ("phi3": fused q/k/v and gate/up kept
  * fused, LongRoPE's factors as rope_factors_long/short tensors), GptOssForCausalLM,
- * Olmo2ForCausalLM and Olmo3ForCausalLM ("olmo2"), GraniteForCausalLM, Cohere2ForCausalLM,
+ * Olmo2ForCausalLM and Olmo3ForCausalLM ("olmo2"), GraniteForCausalLM, CohereForCausalLM
+ * ("command-r": Command R, and Command R+ with its per-head q/k norms), Cohere2ForCausalLM,
  * SmolLM3ForCausalLM, Starcoder2ForCausalLM, Qwen3_5ForConditionalGeneration ("qwen35": the
  * text model; its value heads reordered to llama.cpp's tiled order, -exp(A_log) as ssm_a, its
  * norms but ssm_norm stored as w - 1), Qwen3_5MoeForConditionalGeneration ("qwen35moe": the
@@ -45,7 +46,7 @@
 #define HF_MAX_JSON_BYTES ((size_t)64 << 20) /* the largest vocabularies' tokenizer.json fit */
 #define HF_SUPPORTED_ARCHITECTURES                                                           \
     "Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3Moe, Qwen3Next, Gemma, Gemma2, Gemma3, "      \
-    "Phi3, GptOss, Olmo2, Olmo3, Granite, Cohere2, SmolLM3, Starcoder2, Qwen3_5 and "         \
+    "Phi3, GptOss, Olmo2, Olmo3, Granite, Cohere, Cohere2, SmolLM3, Starcoder2, Qwen3_5 and " \
     "Qwen3_5Moe (each ...ForCausalLM); Gemma3, Mistral3, Qwen2_5_VL, Qwen3_5 and Qwen3_5Moe "  \
     "(...ForConditionalGeneration)"
 

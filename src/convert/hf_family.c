@@ -46,6 +46,7 @@ static const hf_arch archs[] = {
     {"Olmo3ForCausalLM", "olmo2", FAMILY_OLMO2, false},
     {"GraniteForCausalLM", "granite", FAMILY_LLAMA, false},
     {"Cohere2ForCausalLM", "cohere2", FAMILY_COHERE2, false},
+    {"CohereForCausalLM", "command-r", FAMILY_COMMAND_R, false},
     {"SmolLM3ForCausalLM", "smollm3", FAMILY_LLAMA, false},
     {"Starcoder2ForCausalLM", "starcoder2", FAMILY_STARCODER2, false},
     {"Qwen3_5ForConditionalGeneration", "qwen35", FAMILY_QWEN35, false},
@@ -353,6 +354,29 @@ static hf_status read_sliding_layers(family *c, uint32_t every)
     return HF_OK;
 }
 
+/* Command R's logit scale, whether it has q/k norms, and its context: model_max_length over
+ * max_position_embeddings, as ollama's converter takes it. Its RoPE is never scaled (the file
+ * says "none"). */
+static hf_status read_command_r_config(family *c)
+{
+    hf_params *p = &c->p;
+    if (p->rope_type) {
+        corral_error_set(c->err, "config.json: a scaled RoPE ('%.40s') is not supported for %s",
+                         p->rope_type, p->arch->hf_name);
+        return HF_INVALID;
+    }
+    const json_t *qk_norm = json_object_get(c->config, "use_qk_norm");
+    if (qk_norm && !json_is_null(qk_norm) && !json_is_boolean(qk_norm)) {
+        corral_error_set(c->err, "config.json: use_qk_norm must be true or false");
+        return HF_INVALID;
+    }
+    p->qk_norm = json_is_true(qk_norm);
+    return read_f32(c, c->config, "logit_scale", NULL, &p->logit_scale) &&
+                   read_u32(c, "model_max_length", false, UINT32_MAX, &p->n_ctx)
+               ? HF_OK
+               : HF_INVALID;
+}
+
 static hf_status read_config(family *c)
 {
     const json_t *list = json_object_get(c->config, "architectures");
@@ -432,6 +456,8 @@ static hf_status read_config(family *c)
         (!read_f32(c, c->config, "logit_scale", NULL, &p->logit_scale) ||
          !read_u32(c, "sliding_window", false, UINT32_MAX, &p->sliding_window)))
         return HF_INVALID;
+    if (f == FAMILY_COMMAND_R)
+        return read_command_r_config(c);
     if (f == FAMILY_OLMO2) { /* Olmo 3's window: every layer but each fourth, or layer_types */
         if (!read_u32(c, "sliding_window", false, UINT32_MAX, &p->sliding_window))
             return HF_INVALID;
@@ -1003,8 +1029,12 @@ bool hf_family_known_tensor(const hf_params *p, const char *name)
         return known_gptoss_tensor(suffix);
     if (f == FAMILY_QWEN35)
         return known_qwen35_tensor(p, layer, suffix);
-    if (f == FAMILY_OLMO2 || f == FAMILY_COHERE2 || f == FAMILY_STARCODER2)
-        return known_block_tensor(f, suffix);
+    if (f == FAMILY_COMMAND_R && p->qk_norm &&
+        (!strcmp(suffix, "attn_q_norm.weight") || !strcmp(suffix, "attn_k_norm.weight")))
+        return true;
+    if (f == FAMILY_OLMO2 || f == FAMILY_COHERE2 || f == FAMILY_COMMAND_R ||
+        f == FAMILY_STARCODER2)
+        return known_block_tensor(f == FAMILY_COMMAND_R ? FAMILY_COHERE2 : f, suffix);
     static const char *const block[] = {"attn_norm.weight", "attn_output.weight",
                                         "ffn_norm.weight", "ffn_up.weight", "ffn_down.weight"};
     for (size_t i = 0; i < sizeof block / sizeof block[0]; i++)
@@ -1369,8 +1399,12 @@ static bool write_keys(family *c, gguf_writer *w)
         ok = gguf_writer_add_f32(w, KEY("rope.freq_base"), p->rope_theta, err);
     if (ok && p->has_eps)
         ok = gguf_writer_add_f32(w, KEY("attention.layer_norm_rms_epsilon"), p->rms_eps, err);
-    if (ok && p->has_ln_eps && (f == FAMILY_COHERE2 || f == FAMILY_STARCODER2))
+    if (ok && p->has_ln_eps &&
+        (f == FAMILY_COHERE2 || f == FAMILY_COMMAND_R || f == FAMILY_STARCODER2))
         ok = gguf_writer_add_f32(w, KEY("attention.layer_norm_epsilon"), p->ln_eps, err);
+    if (ok && f == FAMILY_COMMAND_R) /* as ollama's converter writes them */
+        ok = gguf_writer_add_str(w, KEY("rope.scaling.type"), "none", 4, err) &&
+             (!p->n_ctx || gguf_writer_add_u32(w, KEY("max_position_embeddings"), p->n_ctx, err));
     if (ok)
         ok = write_scales(c, w, a);
     if (ok && phi3)

@@ -25,6 +25,7 @@ typedef enum arch_family {
     FAMILY_GPTOSS, /* attention biases and sinks; experts fused per layer, MXFP4 or not */
     FAMILY_OLMO2,  /* norms after attention and the FFN only; q/k norms over all heads */
     FAMILY_COHERE2, /* one LayerNorm (weight only) before attention and FFN; logit scale */
+    FAMILY_COMMAND_R, /* cohere2's block without its window; Command R+'s per-head q/k norms */
     FAMILY_STARCODER2, /* LayerNorms with biases, biases everywhere, a plain two-layer FFN */
     FAMILY_QWEN35, /* Qwen 3.5 and Qwen3-Next: Gated DeltaNet layers and gated attention */
 } arch_family;
@@ -69,6 +70,7 @@ typedef struct hf_params {
     /* Granite's multipliers, Cohere 2's logit scale; 0 when absent */
     float embedding_scale, residual_scale, attention_scale, logit_scale;
     uint32_t rope_original_ctx;
+    bool qk_norm; /* Command R+'s per-head q/k LayerNorms (config.json's use_qk_norm) */
     /* Gemma's */
     uint32_t sliding_window;
     float attn_softcap, final_softcap, rope_local_theta;
