@@ -111,6 +111,41 @@ static void hf_name(const char *gguf, bool sandwich, bool phi3, bool mixtral, bo
     fail_msg("no Hugging Face name for %s", gguf);
 }
 
+/* A "bert" model's GGUF names and BertModel's */
+static const char *const bert_names[][2] = {
+    {"token_embd.", "embeddings.word_embeddings."},
+    {"token_types.", "embeddings.token_type_embeddings."},
+    {"position_embd.", "embeddings.position_embeddings."},
+    {"token_embd_norm.", "embeddings.LayerNorm."},
+    {"attn_q", "attention.self.query"},
+    {"attn_k", "attention.self.key"},
+    {"attn_v", "attention.self.value"},
+    {"attn_output", "attention.output.dense"},
+    {"attn_output_norm", "attention.output.LayerNorm"},
+    {"ffn_up", "intermediate.dense"},
+    {"ffn_down", "output.dense"},
+    {"layer_output_norm", "output.LayerNorm"},
+};
+
+static void bert_hf_name(const char *gguf, char *out, size_t cap)
+{
+    for (size_t i = 0; i < 4; i++)
+        if (!strncmp(gguf, bert_names[i][0], strlen(bert_names[i][0]))) {
+            snprintf(out, cap, "%s%s", bert_names[i][1], gguf + strlen(bert_names[i][0]));
+            return;
+        }
+    unsigned layer;
+    char part[64], kind[16];
+    if (sscanf(gguf, "blk.%u.%63[a-z_].%15s", &layer, part, kind) != 3)
+        fail_msg("no Hugging Face name for %s", gguf);
+    for (size_t i = 4; i < sizeof bert_names / sizeof bert_names[0]; i++)
+        if (!strcmp(part, bert_names[i][0])) {
+            snprintf(out, cap, "encoder.layer.%u.%s.%s", layer, bert_names[i][1], kind);
+            return;
+        }
+    fail_msg("no Hugging Face name for %s", gguf);
+}
+
 static uint32_t get_u32(const gguf_file *f, const char *key)
 {
     uint32_t v = 0;
@@ -147,9 +182,11 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
                           "max_position_embeddings", (json_int_t)get_u32(f, K("context_length")),
                           "vocab_size",
                           (json_int_t)gguf_find_kv(f, "tokenizer.ggml.tokens")->n);
-    float theta, eps;
-    assert_true(gguf_get_f32(f, K("rope.freq_base"), &theta, &err));
-    json_object_set_new(c, "rope_theta", json_real(theta));
+    float theta = 0, eps;
+    if (gguf_find_kv(f, K("rope.freq_base"))) { /* BERT's positions are learned */
+        assert_true(gguf_get_f32(f, K("rope.freq_base"), &theta, &err));
+        json_object_set_new(c, "rope_theta", json_real(theta));
+    }
     if (gguf_find_kv(f, K("attention.layer_norm_rms_epsilon"))) {
         assert_true(gguf_get_f32(f, K("attention.layer_norm_rms_epsilon"), &eps, &err));
         json_object_set_new(c, "rms_norm_eps", json_real(eps));
@@ -340,6 +377,54 @@ static void write_spm(const gguf_file *f, const char *dir)
     free(out.data);
 }
 
+/*
+ * A "bert" vocabulary as tokenizer.json's WordPiece: a word's first piece without its "▁", a
+ * continuation with "##", bracketed tokens as they are (the special ones, [UNK] too, added
+ * tokens); tokenizer_config.json names [CLS], [SEP], [MASK], [PAD] and [UNK] as a BERT's
+ * does, and no bos or eos.
+ */
+static void write_wordpiece(const gguf_file *f, const char *dir)
+{
+    const gguf_kv *tokens = gguf_find_kv(f, "tokenizer.ggml.tokens");
+    const gguf_kv *types = gguf_find_kv(f, "tokenizer.ggml.token_type");
+    json_t *vocab = json_object(), *added = json_array();
+    for (uint32_t id = 0; id < tokens->n; id++) {
+        gguf_str t = gguf_kv_str(tokens, id);
+        char text[512];
+        if (t.size >= 3 && memcmp(t.data, "\xe2\x96\x81", 3) == 0)
+            snprintf(text, sizeof text, "%.*s", (int)t.size - 3, t.data + 3);
+        else if (t.size >= 2 && t.data[0] == '[' && t.data[t.size - 1] == ']')
+            snprintf(text, sizeof text, "%.*s", (int)t.size, t.data);
+        else
+            snprintf(text, sizeof text, "##%.*s", (int)t.size, t.data);
+        json_object_set_new(vocab, text, json_integer(id));
+        int64_t type = gguf_kv_i64(types, id);
+        if (type == 2 || type == 3)
+            json_array_append_new(added, json_pack("{s:I,s:s,s:b}", "id", (json_int_t)id,
+                                                   "content", text, "special", true));
+    }
+    static const char *const specials[][2] = {{"cls", "cls"}, {"seperator", "sep"},
+                                              {"mask", "mask"}, {"padding", "pad"},
+                                              {"unknown", "unk"}};
+    json_t *config = json_pack("{s:b}", "do_lower_case", true);
+    for (size_t s = 0; s < sizeof specials / sizeof specials[0]; s++) {
+        char key[64];
+        snprintf(key, sizeof key, "tokenizer.ggml.%s_token_id", specials[s][0]);
+        if (!gguf_find_kv(f, key))
+            continue;
+        uint32_t id = get_u32(f, key);
+        snprintf(key, sizeof key, "%s_token", specials[s][1]);
+        json_object_set_new(config, key, token_text(tokens, id));
+    }
+    write_json(dir, "tokenizer.json",
+               json_pack("{s:s,s:o,s:{s:s},s:{s:s},s:{s:s,s:s,s:s,s:i,s:o}}", "version", "1.0",
+                         "added_tokens", added, "normalizer", "type", "BertNormalizer",
+                         "pre_tokenizer", "type", "BertPreTokenizer", "model", "type",
+                         "WordPiece", "unk_token", "[UNK]", "continuing_subword_prefix", "##",
+                         "max_input_chars_per_word", 100, "vocab", vocab));
+    write_json(dir, "tokenizer_config.json", config);
+}
+
 static void write_tokenizer(const gguf_file *f, const char *dir, const char *pre_regex)
 {
     const gguf_kv *tokens = gguf_find_kv(f, "tokenizer.ggml.tokens");
@@ -372,6 +457,13 @@ static void write_tokenizer(const gguf_file *f, const char *dir, const char *pre
                                                                      (json_int_t)0));
     }
     const gguf_kv *model = gguf_find_kv(f, "tokenizer.ggml.model");
+    if (model && gguf_kv_str(model, 0).size == 4 && memcmp(gguf_kv_str(model, 0).data, "bert",
+                                                          4) == 0) {
+        json_decref(config);
+        json_decref(generation);
+        write_wordpiece(f, dir);
+        return;
+    }
     if (model && gguf_kv_str(model, 0).size == 5 && memcmp(gguf_kv_str(model, 0).data, "llama",
                                                           5) == 0) {
         write_spm(f, dir);
@@ -1056,6 +1148,42 @@ static void put_qwen35_experts(shard *s, json_t *weight_map, const char *shard_n
     free(out);
 }
 
+/*
+ * sentence-transformers' modules of an encoder: its pooling_type (1 mean, 2 CLS) in
+ * 1_Pooling/config.json, then a Normalize module; and what a BertModel checkpoint holds that
+ * the GGUF leaves out: I64 position ids and the pooler.
+ */
+static void put_sentence_transformers(const gguf_file *f, const char *arch, shard *s,
+                                      json_t *weight_map, const char *shard_name,
+                                      const char *dir)
+{
+    char key[96];
+    snprintf(key, sizeof key, "%s.pooling_type", arch);
+    uint32_t pooling = get_u32(f, key);
+    write_json(dir, "modules.json",
+               json_pack("[{s:s,s:s},{s:s,s:s},{s:s,s:s}]", "type",
+                         "sentence_transformers.models.Transformer", "path", "", "type",
+                         "sentence_transformers.models.Pooling", "path", "1_Pooling", "type",
+                         "sentence_transformers.models.Normalize", "path", "2_Normalize"));
+    write_json(dir, "1_Pooling/config.json",
+               json_pack("{s:b,s:b,s:b}", "pooling_mode_cls_token", pooling == 2,
+                         "pooling_mode_mean_tokens", pooling == 1, "pooling_mode_max_tokens",
+                         false));
+    uint64_t n = 16, ids[16], shape[2] = {1, 16};
+    for (uint64_t i = 0; i < n; i++)
+        ids[i] = i;
+    put_bytes(s, "embeddings.position_ids", (const uint8_t *)ids, sizeof ids, shape, 2);
+    json_object_set_new(json_object_get(s->header, "embeddings.position_ids"), "dtype",
+                        json_string("I64"));
+    static const float pooler[4] = {1, 2, 3, 4};
+    put_matrix(s, "pooler.dense.weight", SAFETENSORS_F32, pooler, 2, 2, 0, false);
+    put_matrix(s, "pooler.dense.bias", SAFETENSORS_F32, pooler, 0, 2, 0, false);
+    static const char *const names[] = {"embeddings.position_ids", "pooler.dense.weight",
+                                        "pooler.dense.bias"};
+    for (size_t i = 0; i < 3; i++)
+        json_object_set_new(weight_map, names[i], json_string(shard_name));
+}
+
 static void write_checkpoint(const char *gguf_path, const char *dir, const char *hf_arch,
                              safetensors_dtype matrix_dtype, const char *pre_regex,
                              const char *mmproj_path, uint32_t tokens_per_image,
@@ -1093,6 +1221,7 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     bool qwen35 = arch.size >= 6 && memcmp(arch.data, "qwen35", 6) == 0; /* and qwen35moe */
     bool next = arch.size == 9 && memcmp(arch.data, "qwen3next", 9) == 0;
     bool qwen35_flat = qwen35 && strstr(hf_arch, "ForCausalLM"); /* no language_model. */
+    bool bert = arch.size == 4 && memcmp(arch.data, "bert", 4) == 0;
     /* Llama's derivatives keep Hugging Face's rotated halves too */
     bool permuted = llama || (arch.size == 7 && memcmp(arch.data, "granite", 7) == 0) ||
                     (arch.size == 7 && memcmp(arch.data, "smollm3", 7) == 0) || pixtral;
@@ -1152,7 +1281,10 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
                         t, llama, matrix_dtype);
             continue;
         }
-        hf_name(t->name, sandwich, phi3, llama, gptoss, starcoder2, name, sizeof name);
+        if (bert)
+            bert_hf_name(t->name, name, sizeof name);
+        else
+            hf_name(t->name, sandwich, phi3, llama, gptoss, starcoder2, name, sizeof name);
         if (mm) { /* the text model under language_model, as older transformers saved it */
             memmove(name + strlen("language_model."), name, strlen(name) + 1);
             memcpy(name, "language_model.", strlen("language_model."));
@@ -1188,6 +1320,8 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
         put_qwen25vl_tower(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
     else if (mm)
         put_vision(&shards[1], weight_map, shard_names[1], mm, matrix_dtype, pixtral);
+    if (bert)
+        put_sentence_transformers(f, "bert", &shards[1], weight_map, shard_names[1], dir);
     if (qwen35 || next) { /* a vision tower's and a multi-token prediction layer's: left out */
         static const float dummy[4] = {1, 2, 3, 4};
         static const char *const skipped[] = {"model.visual.blocks.0.attn.qkv.weight",

@@ -5,7 +5,9 @@
  * converter writes, with the same metadata and the same tokens; checkpoints Corral cannot
  * convert are refused with a message that says why; so for LoRA adapters in PEFT's form, which
  * must also give the lora/ fixtures' logits. With --write-checkpoint DIR it writes the qwen2
- * fixture's checkpoint there instead, with --write-adapter DIR the PEFT directory of
+ * fixture's checkpoint there instead, with --write-bert-checkpoint DIR the bert fixture's
+ * (sentence-transformers' modules in their folders), with --write-adapter DIR the PEFT
+ * directory of
  * lora/adapter-f32-r4.gguf (for tests/integration/cli.test.sh).
  */
 #include <math.h>
@@ -183,7 +185,8 @@ static void list_checkpoint(checkpoint *cp)
                                         "model-00001-of-00002.safetensors",
                                         "model-00002-of-00002.safetensors",
                                         "chat_template.jinja", "tokenizer.model",
-                                        "consolidated.safetensors", "added_tokens.json"};
+                                        "consolidated.safetensors", "added_tokens.json",
+                                        "modules.json", "1_Pooling/config.json"};
     cp->n = 0;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         if (!store_fixture_exists(g_root, names[i]))
@@ -277,7 +280,8 @@ static void check_round_trip(const char *want_path, const char *experts_name,
         bool bias = len > 5 && strcmp(w->name + len - 5, ".bias") == 0;
         uint32_t type = w->type == TENSOR_TYPE_MXFP4 ? TENSOR_TYPE_MXFP4
                         : w->n_dims == 1 || bias || strstr(w->name, "ffn_gate_inp") ||
-                                strstr(w->name, "ssm_conv1d") || strstr(w->name, "_norm.weight")
+                                strstr(w->name, "ssm_conv1d") || strstr(w->name, "_norm.weight") ||
+                                !strcmp(w->name, "token_types.weight")
                             ? TENSOR_TYPE_F32
                             : matrix_type;
         if (g->type != type)
@@ -299,7 +303,8 @@ static void check_round_trip(const char *want_path, const char *experts_name,
         bool router = strstr(w->name, "ffn_gate_inp.weight") ||
                       strstr(w->name, "ffn_gate_inp_shexp.weight") ||
                       strstr(w->name, "ssm_conv1d") ||
-                      (w->n_dims > 1 && strstr(w->name, "_norm.weight"));
+                      (w->n_dims > 1 && strstr(w->name, "_norm.weight")) ||
+                      !strcmp(w->name, "token_types.weight");
         for (uint64_t e = 0; e < gguf_tensor_n_elems(w); e++) {
             float x = ((const float *)w->data)[e];
             if (plus_one_norm)
@@ -327,12 +332,17 @@ static void check_round_trip(const char *want_path, const char *experts_name,
     uint32_t file_type = 0;
     assert_true(gguf_get_u32(got, "general.file_type", &file_type, &err));
     assert_int_equal(file_type, matrix_type == TENSOR_TYPE_BF16 ? 32 : 1);
+    gguf_str vocab_model;
+    assert_true(gguf_get_str(got, "tokenizer.ggml.model", &vocab_model, &err));
+    bool wordpiece = vocab_model.size == 4 && !memcmp(vocab_model.data, "bert", 4);
     gguf_str tmpl;
-    assert_true(gguf_get_str(got, "tokenizer.chat_template", &tmpl, &err));
-    assert_int_equal(tmpl.size, strlen(HF_FIXTURE_CHAT_TEMPLATE));
-    const gguf_kv *eos_ids = gguf_find_kv(got, "tokenizer.ggml.eos_token_ids");
-    assert_non_null(eos_ids); /* generation_config.json's list */
-    assert_int_equal(eos_ids->n, 2);
+    if (!wordpiece) { /* with no template, no eos */
+        assert_true(gguf_get_str(got, "tokenizer.chat_template", &tmpl, &err));
+        assert_int_equal(tmpl.size, strlen(HF_FIXTURE_CHAT_TEMPLATE));
+        const gguf_kv *eos_ids = gguf_find_kv(got, "tokenizer.ggml.eos_token_ids");
+        assert_non_null(eos_ids); /* generation_config.json's list */
+        assert_int_equal(eos_ids->n, 2);
+    }
     gguf_close(want);
     gguf_close(got);
     if (experts)
@@ -460,6 +470,46 @@ static void test_convert_command_r_plus_round_trip(void **state)
     (void)state;
     round_trip("arch/command-r-plus.gguf", "CohereForCausalLM", SAFETENSORS_BF16, NULL,
                TENSOR_TYPE_BF16, command_r_skipped);
+}
+
+/*
+ * BERT, from sentence-transformers' layout: its pooling from 1_Pooling/config.json, its
+ * Normalize module, the I64 position ids and the pooler left out, tokenizer.json's WordPiece
+ * as the "bert" model. ollama's converter names [CLS] and [SEP] cls and seperator only (the
+ * fixture, llama.cpp's, also names them bos and eos) and makes [UNK] a control token like the
+ * other special added tokens (llama.cpp's marks it unknown); the engine frames the text with
+ * [CLS] and [SEP] all the same.
+ */
+static const char *const bert_skipped[] = {
+    "general.name", "general.file_type", "tokenizer.ggml.bos_token_id",
+    "tokenizer.ggml.eos_token_id", "tokenizer.ggml.add_bos_token",
+    "tokenizer.ggml.add_eos_token", "tokenizer.ggml.token_type", NULL};
+
+static void test_convert_bert_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/bert.gguf", "BertModel", SAFETENSORS_F16, NULL, TENSOR_TYPE_F16,
+               bert_skipped);
+    same_tokens("arch/bert.gguf");
+    corral_error err = {{0}};
+    gguf_file *want = gguf_open(fixture("arch/bert.gguf"), &err);
+    gguf_file *got = want ? gguf_open(store_fixture_path(g_root, "out.gguf"), &err) : NULL;
+    if (!got)
+        fail_msg("%s", err.message);
+    const gguf_kv *w = gguf_find_kv(want, "tokenizer.ggml.token_type");
+    const gguf_kv *g = gguf_find_kv(got, "tokenizer.ggml.token_type");
+    assert_non_null(g);
+    assert_int_equal(g->n, w->n);
+    for (uint64_t i = 0; i < w->n; i++) /* 2: unknown, 3: control */
+        assert_int_equal(gguf_kv_i64(g, i), gguf_kv_i64(w, i) == 2 ? 3 : gguf_kv_i64(w, i));
+    bool normalize = false;
+    assert_true(gguf_get_bool(got, "bert.normalize_embeddings", &normalize, &err));
+    assert_true(normalize);
+    uint32_t segments = 0;
+    assert_true(gguf_get_u32(got, "tokenizer.ggml.token_type_count", &segments, &err));
+    assert_int_equal(segments, 2);
+    gguf_close(want);
+    gguf_close(got);
 }
 
 static void test_convert_smollm3_round_trip(void **state)
@@ -1354,7 +1404,7 @@ static void test_convert_refuses_what_it_cannot_convert(void **state)
     hf_fixture_write(fixture("arch/qwen2.gguf"), g_root, "Qwen2ForCausalLM", SAFETENSORS_F16,
                      hf_fixture_qwen2_regex);
     rewrite("tokenizer.json", "\"BPE\"", "\"Unigram\"");
-    expect_convert_refusal("Corral converts BPE tokenizers, not 'Unigram'");
+    expect_convert_refusal("Corral converts BPE and WordPiece tokenizers, not 'Unigram'");
 
     hf_fixture_write(fixture("arch/qwen2.gguf"), g_root, "Qwen2ForCausalLM", SAFETENSORS_F16,
                      hf_fixture_qwen2_regex);
@@ -1528,6 +1578,35 @@ static void test_convert_refuses_what_command_r_lacks(void **state)
     expect_convert_refusal("use_qk_norm must be true or false");
 }
 
+/* An encoder needs its sentence-transformers modules, each checked; integers are only its
+ * position ids. */
+static void test_convert_refuses_what_bert_lacks(void **state)
+{
+    (void)state;
+    hf_fixture_write(fixture("arch/bert.gguf"), g_root, "BertModel", SAFETENSORS_F16, NULL);
+    set_json("1_Pooling/config.json", "", "pooling_mode_mean_tokens", "1");
+    expect_convert_refusal("pooling_mode_mean_tokens must be true or false");
+    store_fixture_write(g_root, "modules.json", "{}", 2);
+    expect_convert_refusal("modules.json must be a list of sentence-transformers modules");
+    static const char escape[] =
+        "[{\"type\": \"sentence_transformers.models.Pooling\", \"path\": \"a/..\"}]";
+    store_fixture_write(g_root, "modules.json", escape, strlen(escape));
+    expect_convert_refusal("the pooling module's path must name one folder");
+    static const char other[] =
+        "[{\"type\": \"sentence_transformers.models.Pooling\", \"path\": \"2_Pooling\"}]";
+    store_fixture_write(g_root, "modules.json", other, strlen(other));
+    expect_convert_refusal("the checkpoint has no 2_Pooling/config.json");
+    remove(store_fixture_path(g_root, "modules.json"));
+    expect_convert_refusal("the checkpoint has no modules.json: a BertModel converts with its "
+                           "sentence-transformers modules");
+
+    hf_fixture_write(fixture("arch/bert.gguf"), g_root, "BertModel", SAFETENSORS_F16, NULL);
+    rewrite("model-00002-of-00002.safetensors", "embeddings.position_ids",
+            "embeddings.position_idz");
+    expect_convert_refusal("tensor 'embeddings.position_idz' is I64: only a BERT's position "
+                           "ids");
+}
+
 /* Every tokenizer file's fields are checked before they index anything. */
 static void test_convert_refuses_malformed_tokenizers(void **state)
 {
@@ -1586,6 +1665,13 @@ static void write_checkpoint(void **state)
                      SAFETENSORS_F16, hf_fixture_qwen2_regex);
 }
 
+/* ... the bert fixture's, with its pooling module's config.json one folder down ... */
+static void write_bert_checkpoint(void **state)
+{
+    (void)state;
+    hf_fixture_write(fixture("arch/bert.gguf"), g_write_dir, "BertModel", SAFETENSORS_F16, NULL);
+}
+
 /* ... and the PEFT directory of lora/adapter-f32-r4.gguf, for arch/llama-gqa.gguf. */
 static void write_adapter(void **state)
 {
@@ -1601,13 +1687,19 @@ int main(int argc, char **argv)
         const struct CMUnitTest write[] = {cmocka_unit_test(write_checkpoint)};
         return cmocka_run_group_tests(write, NULL, NULL);
     }
+    if (argc == 3 && strcmp(argv[1], "--write-bert-checkpoint") == 0) {
+        g_write_dir = argv[2];
+        const struct CMUnitTest write[] = {cmocka_unit_test(write_bert_checkpoint)};
+        return cmocka_run_group_tests(write, NULL, NULL);
+    }
     if (argc == 3 && strcmp(argv[1], "--write-adapter") == 0) {
         g_write_dir = argv[2];
         const struct CMUnitTest write[] = {cmocka_unit_test(write_adapter)};
         return cmocka_run_group_tests(write, NULL, NULL);
     }
     if (argc != 1) {
-        fprintf(stderr, "usage: %s [--write-checkpoint DIR | --write-adapter DIR]\n", argv[0]);
+        fprintf(stderr, "usage: %s [--write-checkpoint DIR | --write-bert-checkpoint DIR | "
+                "--write-adapter DIR]\n", argv[0]);
         return 2;
     }
     const struct CMUnitTest tests[] = {
@@ -1637,6 +1729,8 @@ int main(int argc, char **argv)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_convert_refuses_what_command_r_lacks, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_convert_bert_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_refuses_what_bert_lacks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_smollm3_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_starcoder2_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_qwen35_round_trip, setup, teardown),

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "convert/hf_family.h"
+#include "convert/hf_family_embed.h"
 #include "convert/hf_tokenizer.h"
 #include "convert/safetensors.h"
 #include "gguf.h"
@@ -103,16 +104,25 @@ static bool is_model_shard(const char *name)
     return is_shard(name) && strncmp(name, "model", 5) == 0;
 }
 
+/* A sentence-transformers module's config.json ("1_Pooling/config.json"): one folder down. */
+static bool is_module_config(const char *name)
+{
+    const char *slash = strchr(name, '/');
+    return slash && slash != name && strcmp(slash + 1, "config.json") == 0 &&
+           strncmp(name, "./", 2) != 0 && strncmp(name, "../", 3) != 0;
+}
+
 bool hf_is_checkpoint_file(const char *name)
 {
     static const char *const names[] = {"config.json", "tokenizer.json", "tokenizer_config.json",
                                         "generation_config.json", "tokenizer.model",
                                         "special_tokens_map.json", "added_tokens.json",
-                                        "model.safetensors.index.json", "chat_template.jinja"};
+                                        "model.safetensors.index.json", "chat_template.jinja",
+                                        "modules.json"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(name, names[i]) == 0)
             return true;
-    return is_shard(name);
+    return is_shard(name) || is_module_config(name);
 }
 
 bool hf_is_weights_file(const char *name)
@@ -128,8 +138,10 @@ static const hf_file *find_file(const converter *c, const char *name)
     return NULL;
 }
 
-/* A JSON file of the checkpoint: NULL with *status HF_OK when absent and not required. */
-static json_t *load_json(converter *c, const char *name, bool required, hf_status *status)
+/* A JSON file of the checkpoint, an object unless any: NULL with *status HF_OK when absent
+ * and not required. */
+static json_t *load_json_value(converter *c, const char *name, bool required, bool any,
+                               hf_status *status)
 {
     const hf_file *f = find_file(c, name);
     *status = HF_OK;
@@ -153,14 +165,19 @@ static json_t *load_json(converter *c, const char *name, bool required, hf_statu
     }
     json_error_t jerr;
     json_t *value = json_load_file(f->path, JSON_REJECT_DUPLICATES, &jerr);
-    if (!value || !json_is_object(value)) {
-        corral_error_set(c->err, "%s is not a JSON object%s%.200s", name, value ? "" : ": ",
-                         value ? "" : jerr.text);
+    if (!value || (!any && !json_is_object(value))) {
+        corral_error_set(c->err, "%s is not a JSON %s%s%.200s", name, any ? "text" : "object",
+                         value ? "" : ": ", value ? "" : jerr.text);
         json_decref(value);
         *status = HF_INVALID;
         return NULL;
     }
     return value;
+}
+
+static json_t *load_json(converter *c, const char *name, bool required, hf_status *status)
+{
+    return load_json_value(c, name, required, false, status);
 }
 
 /* A text file of the checkpoint, NUL-terminated, in *out (left NULL when absent). */
@@ -187,12 +204,41 @@ static hf_status read_text(converter *c, const char *name, char **out, size_t *o
 
 /* ---- config.json ---- */
 
+/* An encoder's pooling and normalization: sentence-transformers' modules.json (required, as
+ * ollama's converter requires it) and its Pooling module's config.json. */
+static hf_status read_modules(converter *c)
+{
+    hf_status status;
+    json_t *modules = load_json_value(c, "modules.json", false, true, &status);
+    if (!modules) {
+        if (status == HF_OK)
+            corral_error_set(c->err, "the checkpoint has no modules.json: a %s converts with "
+                             "its sentence-transformers modules (its pooling)",
+                             c->p.arch->hf_name);
+        return HF_INVALID;
+    }
+    char pooling_path[256];
+    status = hf_embed_read_modules(modules, &c->p, pooling_path, sizeof pooling_path, c->err);
+    json_decref(modules);
+    if (status != HF_OK || !pooling_path[0])
+        return status;
+    json_t *pooling = load_json(c, pooling_path, true, &status);
+    if (!pooling)
+        return status;
+    status = hf_embed_read_pooling(pooling, &c->p, c->err);
+    json_decref(pooling);
+    return status;
+}
+
 static hf_status read_config(converter *c)
 {
     hf_status status;
     if (!(c->config = load_json(c, "config.json", true, &status)))
         return status;
-    return hf_family_read_config(c->config, &c->p, c->err);
+    status = hf_family_read_config(c->config, &c->p, c->err);
+    if (status == HF_OK && hf_family_is_encoder(c->p.arch))
+        status = read_modules(c);
+    return status;
 }
 
 /* ---- the tokenizer ---- */
@@ -573,6 +619,11 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
     if (ends_with(src->name, ".rotary_emb.inv_freq") ||
         hf_family_skipped_tensor(c->p.arch, src->name))
         return HF_OK; /* recomputed from rope_theta, or a part the GGUF leaves out */
+    if (src->dtype == SAFETENSORS_I64) {
+        corral_error_set(c->err, "tensor '%.200s' is I64: only a BERT's position ids, which the "
+                         "GGUF leaves out, are integers", src->name);
+        return HF_INVALID;
+    }
     unsigned layer, expert;
     const char *kind;
     gptoss_part part;
@@ -655,10 +706,11 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
     }
     bool tower = strncmp(t.name, "v.", 2) == 0; /* ollama keeps a vision tower F16 */
     if (t.n_dims == 1 || ends_with(t.name, ".bias") || ends_with(t.name, ".ffn_gate_inp.weight") ||
-        conv || ends_with(t.name, "_norm.weight"))
+        conv || ends_with(t.name, "_norm.weight") || !strcmp(t.name, "token_types.weight"))
         t.type = TENSOR_TYPE_F32; /* a router's few columns decide which experts run; llama.cpp
                                    * keeps a convolution's few taps F32; the engine reads a
-                                   * norm's rows (Command R+'s per head) as F32 vectors */
+                                   * norm's rows (Command R+'s per head) and BERT's two segment
+                                   * vectors as F32 */
     else
         t.type = src->dtype == SAFETENSORS_BF16 && !tower ? TENSOR_TYPE_BF16 : TENSOR_TYPE_F16;
     c->any_bf16 = c->any_bf16 || t.type == TENSOR_TYPE_BF16;
@@ -771,7 +823,8 @@ static float element_f32(const uint8_t *src, safetensors_dtype dtype, size_t i)
     case SAFETENSORS_F32: memcpy(&f, src + 4 * i, 4); return f;
     case SAFETENSORS_F16: memcpy(&h, src + 2 * i, 2); return quant_f16_to_f32(h);
     case SAFETENSORS_BF16: memcpy(&h, src + 2 * i, 2); return quant_bf16_to_f32(h);
-    case SAFETENSORS_U8: break; /* MXFP4 bytes: repacked, never read as numbers */
+    case SAFETENSORS_U8: /* MXFP4 bytes: repacked, never read as numbers */
+    case SAFETENSORS_I64: break; /* refused unless left out */
     }
     return 0;
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "convert/hf_family_embed.h"
 #include "convert/hf_tokenizer.h"
 
 #define MAX_LAYERS 4096u
@@ -54,6 +55,7 @@ static const hf_arch archs[] = {
     {"Qwen3_5ForCausalLM", "qwen35", FAMILY_QWEN35, false}, /* the text model alone */
     {"Qwen3_5MoeForCausalLM", "qwen35moe", FAMILY_QWEN35, false},
     {"Qwen3NextForCausalLM", "qwen3next", FAMILY_QWEN35, false},
+    {"BertModel", "bert", FAMILY_BERT, false},
 };
 
 const hf_arch *hf_family_by_gguf_name(const char *gguf_name)
@@ -764,6 +766,10 @@ static const char *const qwen25vl_renames[][2] = {
 
 void hf_family_rename(const hf_arch *a, const char *in, char *out, size_t cap)
 {
+    if (hf_family_is_encoder(a)) {
+        hf_embed_rename(in, out, cap);
+        return;
+    }
     char stripped[2048];
     /* a text model under a multimodal checkpoint's prefixes (Gemma 3's, Mistral 3's, Qwen 3.5's) */
     size_t n_prefixes = a->vision || a->family == FAMILY_QWEN35
@@ -994,6 +1000,8 @@ bool hf_family_parse_packed_experts(const hf_arch *a, const char *name, unsigned
 
 bool hf_family_skipped_tensor(const hf_arch *a, const char *name)
 {
+    if (hf_family_is_encoder(a))
+        return hf_embed_skipped_tensor(name);
     return a->family == FAMILY_QWEN35 &&
            (!strncmp(name, "model.visual.", 13) || !strncmp(name, "mtp.", 4));
 }
@@ -1012,6 +1020,8 @@ bool hf_family_known_tensor(const hf_params *p, const char *name)
 {
     if (p->arch->vision && (!strncmp(name, "v.", 2) || !strncmp(name, "mm.", 3)))
         return known_vision_tensor(p, name);
+    if (hf_family_is_encoder(p->arch))
+        return hf_embed_known_tensor(p, name);
     arch_family f = p->arch->family;
     if (!strcmp(name, "token_embd.weight") || !strcmp(name, "output_norm.weight") ||
         !strcmp(name, "output.weight") ||
@@ -1429,6 +1439,8 @@ static bool write_keys(family *c, gguf_writer *w)
 #undef KEY
     if (ok && (hf_family_is_gemma(p->arch) || f == FAMILY_OLMO2 || f == FAMILY_COHERE2))
         ok = write_window_keys(c, w, a);
+    if (ok && hf_family_is_encoder(p->arch))
+        ok = hf_embed_write_keys(p, w, err);
     if (ok && hf_family_is_qwen25vl(p->arch))
         ok = write_qwen25vl_keys(c, w, a);
     else if (ok && p->arch->vision)

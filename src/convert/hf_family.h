@@ -28,6 +28,7 @@ typedef enum arch_family {
     FAMILY_COMMAND_R, /* cohere2's block without its window; Command R+'s per-head q/k norms */
     FAMILY_STARCODER2, /* LayerNorms with biases, biases everywhere, a plain two-layer FFN */
     FAMILY_QWEN35, /* Qwen 3.5 and Qwen3-Next: Gated DeltaNet layers and gated attention */
+    FAMILY_BERT,   /* an encoder: hf_family_embed.c's */
 } arch_family;
 
 typedef struct hf_arch {
@@ -71,6 +72,10 @@ typedef struct hf_params {
     float embedding_scale, residual_scale, attention_scale, logit_scale;
     uint32_t rope_original_ctx;
     bool qk_norm; /* Command R+'s per-head q/k LayerNorms (config.json's use_qk_norm) */
+    /* an encoder's pooling (0 none, 1 mean, 2 CLS) and whether its embeddings are normalized,
+     * from sentence-transformers' modules */
+    uint32_t pooling_type;
+    bool normalize;
     /* Gemma's */
     uint32_t sliding_window;
     float attn_softcap, final_softcap, rope_local_theta;

@@ -1,9 +1,11 @@
 /*
- * A Hugging Face tokenizer (tokenizer.json's byte-level BPE or a SentencePiece tokenizer.model,
+ * A Hugging Face tokenizer (tokenizer.json's byte-level BPE or WordPiece, or a SentencePiece
+ * tokenizer.model,
  * with tokenizer_config.json and generation_config.json beside it) as GGUF tokenizer.* metadata,
  * as llama.cpp's and ollama's converters write it. For BPE: the "gpt2" model, tokens by id with
  * their types (special added tokens are control tokens, other added tokens user-defined),
- * merges, the pre-tokenizer named from its Split patterns; for SentencePiece the "llama" model
+ * merges, the pre-tokenizer named from its Split patterns; for WordPiece the "bert" model (its
+ * tokens in that model's spelling, see hf_tokenizer.c); for SentencePiece the "llama" model
  * (see hf_vocab_load_spm). Both: the chat template, and the special tokens that
  * tokenizer_config.json names (their add_*_token flags too; eos_token_ids from
  * generation_config.json's lists).

@@ -4,7 +4,8 @@
 # vision model's Projector too), run (argument and piped stdin, --format json or a schema,
 # compared with the server's own /api/generate text; words after --), cp, rm, ps (and its
 # columns from a canned /api/ps), stop, create --quantize, create from a safetensors checkpoint
-# directory and with a PEFT adapter directory, Modelfile errors naming the line,
+# directory (a sentence-transformers one with its module folders too) and with a PEFT adapter
+# directory, Modelfile errors naming the line,
 # flags in the forms ollama reads (--verbose=false, -fPATH, --file=PATH, -q=LEVEL),
 # help, unknown commands, and the REPL in a pseudo-terminal (repl_pty.py).
 # Env: CORRAL_BIN, CORRAL_FIXTURES, CORRAL_CHECKPOINT_WRITER (test_convert). Exits non-zero on
@@ -308,6 +309,14 @@ expect "show reports the converted architecture" "qwen2" "$work/out"
 "$corral" run qwen2-hf hello >"$work/out" 2>"$work/err" </dev/null || fail "run of the converted model: $(cat "$work/err")"
 ok "the converted model runs"
 "$corral" stop qwen2-hf
+
+# FROM a sentence-transformers checkpoint: its pooling module's config.json, one folder down,
+# goes up with it
+"$CORRAL_CHECKPOINT_WRITER" --write-bert-checkpoint "$work/src/bert-hf" >"$work/out" 2>&1 || fail "writing the BERT checkpoint: $(cat "$work/out")"
+printf 'FROM ./bert-hf\n' > "$work/src/Modelfile.bert"
+"$corral" create bert-hf -f "$work/src/Modelfile.bert" >"$work/out" 2>&1 || fail "create from a BERT checkpoint: $(cat "$work/out")"
+"$corral" show bert-hf >"$work/out"
+expect "a converted BERT checkpoint is an embedding model" "embedding" "$work/out"
 
 # ADAPTER of a PEFT directory: the server converts the LoRA adapter for the model
 "$CORRAL_CHECKPOINT_WRITER" --write-adapter "$work/src/peft" >"$work/out" 2>&1 || fail "writing the adapter: $(cat "$work/out")"
