@@ -212,6 +212,7 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
         {"residual_scale", "residual_multiplier"},
         {"attention.scale", "attention_multiplier"},
         {"logit_scale", strcmp(a, "granite") ? "logit_scale" : "logits_scaling"},
+        {"rope.freq_base_swa", "rope_local_base_freq"}, /* EmbeddingGemma's */
     };
     for (size_t i = 0; i < sizeof gemma_keys / sizeof gemma_keys[0]; i++) {
         snprintf(key, sizeof key, "%s.%s", a, gemma_keys[i][0]);
@@ -1148,27 +1149,63 @@ static void put_qwen35_experts(shard *s, json_t *weight_map, const char *shard_n
     free(out);
 }
 
+/* EmbeddingGemma's projection dense_N.weight as the N_Dense module: its config.json and
+ * linear.weight in its own model.safetensors. */
+static void put_dense_module(const gguf_file *f, unsigned n, const char *dir,
+                             safetensors_dtype dtype)
+{
+    char name[64];
+    snprintf(name, sizeof name, "dense_%u.weight", n);
+    const gguf_tensor *t = gguf_find_tensor(f, name);
+    assert_non_null(t);
+    uint64_t in = (uint64_t)t->ne[0], out = (uint64_t)t->ne[1];
+    snprintf(name, sizeof name, "%u_Dense/config.json", n);
+    write_json(dir, name, json_pack("{s:I,s:I,s:b,s:s}", "in_features", (json_int_t)in,
+                                    "out_features", (json_int_t)out, "bias", false,
+                                    "activation_function",
+                                    "torch.nn.modules.linear.Identity"));
+    shard s = {.header = json_object(), .data = tmpfile()};
+    assert_non_null(s.data);
+    put_matrix(&s, "linear.weight", dtype, t->data, out, in, 0, false);
+    snprintf(name, sizeof name, "%u_Dense/model.safetensors", n);
+    finish_shard(&s, dir, name);
+}
+
 /*
  * sentence-transformers' modules of an encoder: its pooling_type (1 mean, 2 CLS) in
- * 1_Pooling/config.json, then a Normalize module; and what a BertModel checkpoint holds that
- * the GGUF leaves out: I64 position ids and the pooler.
+ * 1_Pooling/config.json, EmbeddingGemma's projections as its 2_Dense and 3_Dense modules, then
+ * a Normalize module; and what a BertModel checkpoint holds that the GGUF leaves out: I64
+ * position ids and the pooler.
  */
 static void put_sentence_transformers(const gguf_file *f, const char *arch, shard *s,
                                       json_t *weight_map, const char *shard_name,
-                                      const char *dir)
+                                      const char *dir, safetensors_dtype dtype)
 {
     char key[96];
     snprintf(key, sizeof key, "%s.pooling_type", arch);
     uint32_t pooling = get_u32(f, key);
-    write_json(dir, "modules.json",
-               json_pack("[{s:s,s:s},{s:s,s:s},{s:s,s:s}]", "type",
-                         "sentence_transformers.models.Transformer", "path", "", "type",
-                         "sentence_transformers.models.Pooling", "path", "1_Pooling", "type",
-                         "sentence_transformers.models.Normalize", "path", "2_Normalize"));
+    bool bert = strcmp(arch, "bert") == 0;
+    json_t *modules = json_pack("[{s:s,s:s},{s:s,s:s}]", "type",
+                                "sentence_transformers.models.Transformer", "path", "", "type",
+                                "sentence_transformers.models.Pooling", "path", "1_Pooling");
+    for (unsigned n = 2; !bert && n <= 3; n++) {
+        char path[16];
+        snprintf(path, sizeof path, "%u_Dense", n);
+        json_array_append_new(modules, json_pack("{s:s,s:s}", "type",
+                                                 "sentence_transformers.models.Dense", "path",
+                                                 path));
+        put_dense_module(f, n, dir, dtype);
+    }
+    json_array_append_new(modules, json_pack("{s:s,s:s}", "type",
+                                             "sentence_transformers.models.Normalize", "path",
+                                             "4_Normalize"));
+    write_json(dir, "modules.json", modules);
     write_json(dir, "1_Pooling/config.json",
                json_pack("{s:b,s:b,s:b}", "pooling_mode_cls_token", pooling == 2,
                          "pooling_mode_mean_tokens", pooling == 1, "pooling_mode_max_tokens",
                          false));
+    if (!bert)
+        return;
     uint64_t n = 16, ids[16], shape[2] = {1, 16};
     for (uint64_t i = 0; i < n; i++)
         ids[i] = i;
@@ -1222,10 +1259,11 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     bool next = arch.size == 9 && memcmp(arch.data, "qwen3next", 9) == 0;
     bool qwen35_flat = qwen35 && strstr(hf_arch, "ForCausalLM"); /* no language_model. */
     bool bert = arch.size == 4 && memcmp(arch.data, "bert", 4) == 0;
+    bool embedding_gemma = arch.size == 15 && memcmp(arch.data, "gemma-embedding", 15) == 0;
     /* Llama's derivatives keep Hugging Face's rotated halves too */
     bool permuted = llama || (arch.size == 7 && memcmp(arch.data, "granite", 7) == 0) ||
                     (arch.size == 7 && memcmp(arch.data, "smollm3", 7) == 0) || pixtral;
-    sandwich = sandwich || olmo2;
+    sandwich = sandwich || olmo2 || embedding_gemma;
     char key[96];
     snprintf(key, sizeof key, "%.*s.attention.head_count", (int)arch.size, arch.data);
     uint32_t heads = get_u32(f, key);
@@ -1247,6 +1285,8 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
         char name[256];
         if (strncmp(t->name, "rope_factors_", 13) == 0)
             continue; /* config.json's rope_scaling holds them */
+        if (strncmp(t->name, "dense_", 6) == 0)
+            continue; /* EmbeddingGemma's: sentence-transformers' Dense modules hold them */
         if (gptoss && strstr(t->name, "_exps.")) {
             const gguf_tensor *e = experts ? gguf_find_tensor(experts, t->name) : t;
             assert_non_null(e);
@@ -1285,6 +1325,8 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
             bert_hf_name(t->name, name, sizeof name);
         else
             hf_name(t->name, sandwich, phi3, llama, gptoss, starcoder2, name, sizeof name);
+        if (embedding_gemma) /* its text model is saved without "model." */
+            memmove(name, name + 6, strlen(name + 6) + 1);
         if (mm) { /* the text model under language_model, as older transformers saved it */
             memmove(name + strlen("language_model."), name, strlen(name) + 1);
             memcpy(name, "language_model.", strlen("language_model."));
@@ -1320,8 +1362,9 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
         put_qwen25vl_tower(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
     else if (mm)
         put_vision(&shards[1], weight_map, shard_names[1], mm, matrix_dtype, pixtral);
-    if (bert)
-        put_sentence_transformers(f, "bert", &shards[1], weight_map, shard_names[1], dir);
+    if (bert || embedding_gemma)
+        put_sentence_transformers(f, bert ? "bert" : "gemma-embedding", &shards[1], weight_map,
+                                  shard_names[1], dir, matrix_dtype);
     if (qwen35 || next) { /* a vision tower's and a multi-token prediction layer's: left out */
         static const float dummy[4] = {1, 2, 3, 4};
         static const char *const skipped[] = {"model.visual.blocks.0.attn.qkv.weight",

@@ -5,9 +5,9 @@
  * converter writes, with the same metadata and the same tokens; checkpoints Corral cannot
  * convert are refused with a message that says why; so for LoRA adapters in PEFT's form, which
  * must also give the lora/ fixtures' logits. With --write-checkpoint DIR it writes the qwen2
- * fixture's checkpoint there instead, with --write-bert-checkpoint DIR the bert fixture's
- * (sentence-transformers' modules in their folders), with --write-adapter DIR the PEFT
- * directory of
+ * fixture's checkpoint there instead, with --write-embedding-checkpoints DIR the bert and
+ * gemma-embedding fixtures' in DIR/bert-hf and DIR/embeddinggemma-hf (sentence-transformers'
+ * modules in their folders), with --write-adapter DIR the PEFT directory of
  * lora/adapter-f32-r4.gguf (for tests/integration/cli.test.sh).
  */
 #include <math.h>
@@ -169,7 +169,7 @@ static int teardown(void **state)
     return 0;
 }
 
-#define MAX_FILES 16
+#define MAX_FILES 24
 
 typedef struct checkpoint {
     hf_file files[MAX_FILES];
@@ -186,7 +186,9 @@ static void list_checkpoint(checkpoint *cp)
                                         "model-00002-of-00002.safetensors",
                                         "chat_template.jinja", "tokenizer.model",
                                         "consolidated.safetensors", "added_tokens.json",
-                                        "modules.json", "1_Pooling/config.json"};
+                                        "modules.json", "1_Pooling/config.json",
+                                        "2_Dense/config.json", "2_Dense/model.safetensors",
+                                        "3_Dense/config.json", "3_Dense/model.safetensors"};
     cp->n = 0;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         if (!store_fixture_exists(g_root, names[i]))
@@ -510,6 +512,24 @@ static void test_convert_bert_round_trip(void **state)
     assert_int_equal(segments, 2);
     gguf_close(want);
     gguf_close(got);
+}
+
+/*
+ * EmbeddingGemma: Gemma 3's text stack saved without "model.", its two projections from
+ * sentence-transformers' 2_Dense and 3_Dense modules (linear.weight in their own
+ * model.safetensors), its pooling from 1_Pooling; an added token past the embeddings' rows
+ * (the released tokenizer's <image_soft_token>) is left out.
+ */
+static void test_convert_gemma_embedding_round_trip(void **state)
+{
+    (void)state;
+    hf_fixture_write(fixture("arch/gemma-embedding.gguf"), g_root, "Gemma3TextModel",
+                     SAFETENSORS_BF16, NULL);
+    static const char past_rows[] = "{\"<image_soft_token>\": 512}";
+    store_fixture_write(g_root, "added_tokens.json", past_rows, strlen(past_rows));
+    check_round_trip(fixture("arch/gemma-embedding.gguf"), NULL, "Gemma3TextModel",
+                     SAFETENSORS_BF16, TENSOR_TYPE_BF16, skipped);
+    same_tokens("arch/gemma-embedding.gguf");
 }
 
 static void test_convert_smollm3_round_trip(void **state)
@@ -1591,7 +1611,11 @@ static void test_convert_refuses_what_bert_lacks(void **state)
     static const char escape[] =
         "[{\"type\": \"sentence_transformers.models.Pooling\", \"path\": \"a/..\"}]";
     store_fixture_write(g_root, "modules.json", escape, strlen(escape));
-    expect_convert_refusal("the pooling module's path must name one folder");
+    expect_convert_refusal("module 0's path must name one folder");
+    static const char dense[] =
+        "[{\"type\": \"sentence_transformers.models.Dense\", \"path\": \"2_Dense\"}]";
+    store_fixture_write(g_root, "modules.json", dense, strlen(dense));
+    expect_convert_refusal("a BertModel with a Dense module ('2_Dense') is not converted");
     static const char other[] =
         "[{\"type\": \"sentence_transformers.models.Pooling\", \"path\": \"2_Pooling\"}]";
     store_fixture_write(g_root, "modules.json", other, strlen(other));
@@ -1605,6 +1629,25 @@ static void test_convert_refuses_what_bert_lacks(void **state)
             "embeddings.position_idz");
     expect_convert_refusal("tensor 'embeddings.position_idz' is I64: only a BERT's position "
                            "ids");
+}
+
+/* EmbeddingGemma needs both projections, without biases, of the sizes their configs give. */
+static void test_convert_refuses_what_gemma_embedding_lacks(void **state)
+{
+    (void)state;
+    hf_fixture_write(fixture("arch/gemma-embedding.gguf"), g_root, "Gemma3TextModel",
+                     SAFETENSORS_F16, NULL);
+    set_json("3_Dense/config.json", "", "bias", "true");
+    expect_convert_refusal("3_Dense/config.json: a projection with a bias is not converted");
+    set_json("3_Dense/config.json", "", "bias", "false");
+    set_json("3_Dense/config.json", "", "in_features", "95");
+    expect_convert_refusal("3_Dense/model.safetensors: linear.weight must be a [64, 95] matrix");
+    remove(store_fixture_path(g_root, "3_Dense/model.safetensors"));
+    expect_convert_refusal("the checkpoint has no 3_Dense/model.safetensors");
+    static const char one[] =
+        "[{\"type\": \"sentence_transformers.models.Dense\", \"path\": \"2_Dense\"}]";
+    store_fixture_write(g_root, "modules.json", one, strlen(one));
+    expect_convert_refusal("a Gemma3TextModel needs its 2_Dense and 3_Dense modules");
 }
 
 /* Every tokenizer file's fields are checked before they index anything. */
@@ -1665,11 +1708,16 @@ static void write_checkpoint(void **state)
                      SAFETENSORS_F16, hf_fixture_qwen2_regex);
 }
 
-/* ... the bert fixture's, with its pooling module's config.json one folder down ... */
-static void write_bert_checkpoint(void **state)
+/* ... the bert and gemma-embedding fixtures', their modules' files one folder down ... */
+static void write_embedding_checkpoints(void **state)
 {
     (void)state;
-    hf_fixture_write(fixture("arch/bert.gguf"), g_write_dir, "BertModel", SAFETENSORS_F16, NULL);
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/bert-hf", g_write_dir);
+    hf_fixture_write(fixture("arch/bert.gguf"), dir, "BertModel", SAFETENSORS_F16, NULL);
+    snprintf(dir, sizeof dir, "%s/embeddinggemma-hf", g_write_dir);
+    hf_fixture_write(fixture("arch/gemma-embedding.gguf"), dir, "Gemma3TextModel",
+                     SAFETENSORS_BF16, NULL);
 }
 
 /* ... and the PEFT directory of lora/adapter-f32-r4.gguf, for arch/llama-gqa.gguf. */
@@ -1687,9 +1735,9 @@ int main(int argc, char **argv)
         const struct CMUnitTest write[] = {cmocka_unit_test(write_checkpoint)};
         return cmocka_run_group_tests(write, NULL, NULL);
     }
-    if (argc == 3 && strcmp(argv[1], "--write-bert-checkpoint") == 0) {
+    if (argc == 3 && strcmp(argv[1], "--write-embedding-checkpoints") == 0) {
         g_write_dir = argv[2];
-        const struct CMUnitTest write[] = {cmocka_unit_test(write_bert_checkpoint)};
+        const struct CMUnitTest write[] = {cmocka_unit_test(write_embedding_checkpoints)};
         return cmocka_run_group_tests(write, NULL, NULL);
     }
     if (argc == 3 && strcmp(argv[1], "--write-adapter") == 0) {
@@ -1698,7 +1746,7 @@ int main(int argc, char **argv)
         return cmocka_run_group_tests(write, NULL, NULL);
     }
     if (argc != 1) {
-        fprintf(stderr, "usage: %s [--write-checkpoint DIR | --write-bert-checkpoint DIR | "
+        fprintf(stderr, "usage: %s [--write-checkpoint DIR | --write-embedding-checkpoints DIR | "
                 "--write-adapter DIR]\n", argv[0]);
         return 2;
     }
@@ -1731,6 +1779,10 @@ int main(int argc, char **argv)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_convert_bert_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_refuses_what_bert_lacks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_gemma_embedding_round_trip, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_convert_refuses_what_gemma_embedding_lacks, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_convert_smollm3_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_starcoder2_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_qwen35_round_trip, setup, teardown),

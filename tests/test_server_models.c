@@ -891,7 +891,9 @@ static json_t *upload_checkpoint(const char *dir)
                                         "generation_config.json", "model.safetensors.index.json",
                                         "model-00001-of-00002.safetensors",
                                         "model-00002-of-00002.safetensors", "tokenizer.model",
-                                        "modules.json", "1_Pooling/config.json"};
+                                        "modules.json", "1_Pooling/config.json",
+                                        "2_Dense/config.json", "2_Dense/model.safetensors",
+                                        "3_Dense/config.json", "3_Dense/model.safetensors"};
     json_t *files = json_object();
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         if (!store_fixture_exists(dir, names[i]))
@@ -1002,6 +1004,31 @@ static void test_create_converts_a_bert_checkpoint(void **state)
     store_fixture_remove_root(dir);
 }
 
+/* EmbeddingGemma's projections come in their modules' folders. */
+static void test_create_converts_an_embeddinggemma_checkpoint(void **state)
+{
+    (void)state;
+    char *dir = store_fixture_make_root();
+    hf_fixture_write(fixture_path("arch/gemma-embedding.gguf"), dir, "Gemma3TextModel",
+                     SAFETENSORS_BF16, NULL);
+    json_t *files = upload_checkpoint(dir);
+    char *body = create_body("embeddinggemma-hf", files, NULL);
+    response r = call_json("POST", "/api/create", body);
+    free(body);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "{\"status\":\"success\"}"));
+    free(r.body);
+    json_t *show = show_details("embeddinggemma-hf");
+    assert_true(has_capability(show, "embedding"));
+    json_t *info = json_object_get(show, "model_info");
+    assert_int_equal(json_integer_value(json_object_get(info,
+                                                        "gemma-embedding.dense_2_feat_out")),
+                     96);
+    json_decref(show);
+    json_decref(files);
+    store_fixture_remove_root(dir);
+}
+
 /* Gemma 3 with its vision tower converts to one file that /api/show lists with vision. */
 static void test_create_converts_a_gemma3_vision_checkpoint(void **state)
 {
@@ -1043,7 +1070,8 @@ static void test_create_refuses_checkpoints_it_cannot_convert(void **state)
                  "Gemma3, Phi3, GptOss, Olmo2, Olmo3, Granite, Cohere, Cohere2, SmolLM3, "
                  "Starcoder2, "
                  "Qwen3_5 and Qwen3_5Moe (each ...ForCausalLM); Gemma3, Mistral3, Qwen2_5_VL, "
-                 "Qwen3_5 and Qwen3_5Moe (...ForConditionalGeneration); Bert (...Model)");
+                 "Qwen3_5 and Qwen3_5Moe (...ForConditionalGeneration); Bert and Gemma3Text "
+                 "(...Model)");
     free(body);
 
     /* an adapter is checked against the converted weights, once they exist: without
@@ -1246,6 +1274,7 @@ int main(void)
         cmocka_unit_test(test_create_refuses_checkpoints_it_cannot_convert),
         cmocka_unit_test(test_create_converts_a_peft_adapter),
         cmocka_unit_test(test_create_converts_a_bert_checkpoint),
+        cmocka_unit_test(test_create_converts_an_embeddinggemma_checkpoint),
         cmocka_unit_test(test_create_converts_a_gemma3_vision_checkpoint),
         cmocka_unit_test(test_show_reports_ollama_gptoss_family),
         cmocka_unit_test(test_show_lists_vision_only_for_a_tower_the_engine_reads),

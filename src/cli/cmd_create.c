@@ -185,9 +185,10 @@ static bool is_checkpoint_file(const char *name)
 
 /*
  * A checkpoint's JSON files one folder down (sentence-transformers' modules keep their
- * configs there: "1_Pooling/config.json"), keyed by that path, as ollama's CLI uploads them.
+ * configs there: "1_Pooling/config.json"), as ollama's CLI uploads them, and a module's
+ * weights there (EmbeddingGemma's "2_Dense/model.safetensors"), keyed by that path.
  */
-static bool add_folder_json(corral_client *client, progress *shown, const char *dir_path,
+static bool add_module_files(corral_client *client, progress *shown, const char *dir_path,
                             json_t *files, size_t *added, size_t max_files, corral_error *err)
 {
     DIR *dir = opendir(dir_path);
@@ -209,7 +210,8 @@ static bool add_folder_json(corral_client *client, progress *shown, const char *
         struct dirent *file;
         while (ok && inner && (file = readdir(inner))) {
             char path[PATH_MAX], key[NAME_MAX * 2 + 2];
-            if (!has_suffix(file->d_name, ".json") ||
+            if ((!has_suffix(file->d_name, ".json") &&
+                 strcmp(file->d_name, "model.safetensors") != 0) ||
                 (size_t)snprintf(path, sizeof path, "%s/%s", folder, file->d_name) >=
                     sizeof path ||
                 stat(path, &st) != 0 || !S_ISREG(st.st_mode))
@@ -280,7 +282,7 @@ static bool add_directory(corral_client *client, progress *shown, const char *di
     }
     closedir(dir);
     if (ok && checkpoint)
-        ok = add_folder_json(client, shown, dir_path, files, &added, max_files, err);
+        ok = add_module_files(client, shown, dir_path, files, &added, max_files, err);
     if (ok && added == 0) {
         corral_error_set(err, "no GGUF file in directory %s%s", dir_path,
                          from ? " (and no model*.safetensors checkpoint)" : "");

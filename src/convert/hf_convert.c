@@ -71,6 +71,7 @@ struct hf_converter {
     size_t n_shards;
     out_tensor *tensors;
     size_t n_tensors;
+    hf_modules modules; /* an encoder's sentence-transformers modules' files */
     hf_extra_tensor extras[2]; /* RoPE factors made from config.json, written first */
     size_t n_extras;
     bool any_bf16;
@@ -104,11 +105,14 @@ static bool is_model_shard(const char *name)
     return is_shard(name) && strncmp(name, "model", 5) == 0;
 }
 
-/* A sentence-transformers module's config.json ("1_Pooling/config.json"): one folder down. */
-static bool is_module_config(const char *name)
+/* A sentence-transformers module's config.json or weights ("1_Pooling/config.json",
+ * "2_Dense/model.safetensors"): one folder down. */
+static bool is_module_file(const char *name)
 {
     const char *slash = strchr(name, '/');
-    return slash && slash != name && strcmp(slash + 1, "config.json") == 0 &&
+    return slash && slash != name &&
+           (strcmp(slash + 1, "config.json") == 0 ||
+            strcmp(slash + 1, "model.safetensors") == 0) &&
            strncmp(name, "./", 2) != 0 && strncmp(name, "../", 3) != 0;
 }
 
@@ -122,7 +126,7 @@ bool hf_is_checkpoint_file(const char *name)
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(name, names[i]) == 0)
             return true;
-    return is_shard(name) || is_module_config(name);
+    return is_shard(name) || is_module_file(name);
 }
 
 bool hf_is_weights_file(const char *name)
@@ -217,16 +221,22 @@ static hf_status read_modules(converter *c)
                              c->p.arch->hf_name);
         return HF_INVALID;
     }
-    char pooling_path[256];
-    status = hf_embed_read_modules(modules, &c->p, pooling_path, sizeof pooling_path, c->err);
+    status = hf_embed_read_modules(modules, &c->p, &c->modules, c->err);
     json_decref(modules);
-    if (status != HF_OK || !pooling_path[0])
-        return status;
-    json_t *pooling = load_json(c, pooling_path, true, &status);
-    if (!pooling)
-        return status;
-    status = hf_embed_read_pooling(pooling, &c->p, c->err);
-    json_decref(pooling);
+    if (hf_family_is_gemma_embedding(c->p.arch))
+        c->p.pooling_type = 1; /* without a pooling module's word */
+    const char *names[3] = {c->modules.pooling, c->modules.dense_config[0],
+                            c->modules.dense_config[1]};
+    for (unsigned i = 0; i < 3 && status == HF_OK; i++) {
+        if (!names[i][0])
+            continue;
+        json_t *config = load_json(c, names[i], true, &status);
+        if (!config)
+            break;
+        status = i == 0 ? hf_embed_read_pooling(config, &c->p, c->err)
+                        : hf_embed_read_dense(config, i - 1, &c->p, c->err);
+        json_decref(config);
+    }
     return status;
 }
 
@@ -264,6 +274,8 @@ static hf_status read_tokenizer(converter *c)
     c->vocab = spm ? hf_vocab_load_spm(c->spm_model, spm_len, j[0], j[3], j[4], j[1], j[2],
                                        c->chat_template, c->p.vocab_size, c->err)
                    : hf_vocab_load(j[0], j[1], j[2], c->chat_template, c->p.vocab_size, c->err);
+    if (c->vocab && hf_family_is_gemma_embedding(c->p.arch)) /* added tokens past the rows */
+        hf_vocab_truncate(c->vocab, (uint32_t)c->p.vocab_size);
     return c->vocab ? HF_OK : HF_INVALID;
 }
 
@@ -733,6 +745,50 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
     return append_tensor(c, &t);
 }
 
+/*
+ * EmbeddingGemma's projections: each Dense module's model.safetensors holds linear.weight,
+ * [out_features, in_features], written as dense_2.weight and dense_3.weight.
+ */
+static hf_status add_dense_modules(converter *c)
+{
+    for (unsigned i = 0; i < 2; i++) {
+        const char *name = c->modules.dense_weights[i];
+        if (!name[0])
+            continue;
+        const hf_file *f = find_file(c, name);
+        if (!f) {
+            corral_error_set(c->err, "the checkpoint has no %s", name);
+            return HF_INVALID;
+        }
+        corral_error why;
+        safetensors_file *st = safetensors_open(f->path, &why);
+        if (!st) {
+            corral_error_set(c->err, "%s: cannot be read as safetensors", name);
+            return HF_INVALID;
+        }
+        c->shards[c->n_shards++] = st;
+        const safetensors_tensor *src = safetensors_find(st, "linear.weight");
+        if (!src || src->n_dims != 2 || src->shape[0] != c->p.dense_out[i] ||
+            src->shape[1] != c->p.dense_in[i] || src->dtype == SAFETENSORS_U8 ||
+            src->dtype == SAFETENSORS_I64) {
+            corral_error_set(c->err, "%s: linear.weight must be a [%u, %u] matrix (its "
+                             "config.json's out_features and in_features)", name,
+                             c->p.dense_out[i], c->p.dense_in[i]);
+            return HF_INVALID;
+        }
+        out_tensor t = {.src = src, .n_dims = 2,
+                        .ne = {(int64_t)src->shape[1], (int64_t)src->shape[0], 1, 1},
+                        .type = src->dtype == SAFETENSORS_BF16 ? TENSOR_TYPE_BF16
+                                                               : TENSOR_TYPE_F16};
+        snprintf(t.name, sizeof t.name, "dense_%u.weight", i + 2);
+        c->any_bf16 = c->any_bf16 || t.type == TENSOR_TYPE_BF16;
+        hf_status status = append_tensor(c, &t);
+        if (status != HF_OK)
+            return status;
+    }
+    return HF_OK;
+}
+
 static int by_file_name(const void *a, const void *b)
 {
     return strcmp((*(const hf_file *const *)a)->name, (*(const hf_file *const *)b)->name);
@@ -804,6 +860,8 @@ static hf_status read_tensors(converter *c)
             status = add_tensor(c, safetensors_at(f, t));
     }
     free(shards);
+    if (status == HF_OK)
+        status = add_dense_modules(c);
     if (status == HF_OK)
         status = check_experts(c);
     if (status == HF_OK && c->n_tensors == 0) {

@@ -26,8 +26,9 @@
  * same, with each layer's packed experts split into gate's and up's stacks and a shared
  * expert), Qwen3_5ForCausalLM and Qwen3_5MoeForCausalLM (the same text models saved alone,
  * under model.), Qwen3NextForCausalLM ("qwen3next": the same layers, value heads in the
- * checkpoint's order, in_proj_qkvz split into attn_qkv and attn_gate), BertModel ("bert", an
- * encoder: see hf_family_embed.h). A mixture of
+ * checkpoint's order, in_proj_qkvz split into attn_qkv and attn_gate), BertModel ("bert") and
+ * Gemma3TextModel ("gemma-embedding", EmbeddingGemma), encoders: see hf_family_embed.h. A
+ * mixture of
  * experts' matrices are stacked per layer into ffn_{gate,up,down}_exps (experts outermost),
  * its router (ffn_gate_inp) kept F32. The tokenizer is
  * a SentencePiece tokenizer.model when there is one, else tokenizer.json's BPE or WordPiece
@@ -49,7 +50,7 @@
     "Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3Moe, Qwen3Next, Gemma, Gemma2, Gemma3, "      \
     "Phi3, GptOss, Olmo2, Olmo3, Granite, Cohere, Cohere2, SmolLM3, Starcoder2, Qwen3_5 and " \
     "Qwen3_5Moe (each ...ForCausalLM); Gemma3, Mistral3, Qwen2_5_VL, Qwen3_5 and Qwen3_5Moe "  \
-    "(...ForConditionalGeneration); Bert (...Model)"
+    "(...ForConditionalGeneration); Bert and Gemma3Text (...Model)"
 
 /* One file of the checkpoint: its name relative to the directory, and where it is. */
 typedef struct hf_file {

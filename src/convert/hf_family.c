@@ -56,6 +56,7 @@ static const hf_arch archs[] = {
     {"Qwen3_5MoeForCausalLM", "qwen35moe", FAMILY_QWEN35, false},
     {"Qwen3NextForCausalLM", "qwen3next", FAMILY_QWEN35, false},
     {"BertModel", "bert", FAMILY_BERT, false},
+    {"Gemma3TextModel", "gemma-embedding", FAMILY_GEMMA3, false}, /* EmbeddingGemma */
 };
 
 const hf_arch *hf_family_by_gguf_name(const char *gguf_name)
@@ -431,6 +432,11 @@ static hf_status read_config(family *c)
         p->has_theta = true; /* Gemma 3's global layers' base when its config leaves it out */
         p->rope_theta = 1000000.0f;
     }
+    if (hf_family_is_gemma_embedding(p->arch)) { /* ollama's defaults where config is silent */
+        p->rms_eps = p->has_eps ? p->rms_eps : 1e-6f;
+        p->has_eps = true;
+        p->n_ctx = p->n_ctx ? p->n_ctx : 2048;
+    }
     bool gptoss = p->arch->family == FAMILY_GPTOSS;
     bool local = gptoss || !strcmp(p->arch->gguf_name, "llama");
     if (!read_u32(c, local ? "num_local_experts" : "num_experts", gptoss, MAX_EXPERTS,
@@ -766,11 +772,16 @@ static const char *const qwen25vl_renames[][2] = {
 
 void hf_family_rename(const hf_arch *a, const char *in, char *out, size_t cap)
 {
-    if (hf_family_is_encoder(a)) {
+    if (a->family == FAMILY_BERT) {
         hf_embed_rename(in, out, cap);
         return;
     }
     char stripped[2048];
+    /* EmbeddingGemma's text model is saved without its "model." */
+    if (hf_family_is_gemma_embedding(a) && strncmp(in, "model.", 6) != 0) {
+        snprintf(stripped, sizeof stripped, "model.%s", in);
+        in = stripped;
+    }
     /* a text model under a multimodal checkpoint's prefixes (Gemma 3's, Mistral 3's, Qwen 3.5's) */
     size_t n_prefixes = a->vision || a->family == FAMILY_QWEN35
                             ? sizeof vision_prefixes / sizeof vision_prefixes[0]
@@ -1000,7 +1011,7 @@ bool hf_family_parse_packed_experts(const hf_arch *a, const char *name, unsigned
 
 bool hf_family_skipped_tensor(const hf_arch *a, const char *name)
 {
-    if (hf_family_is_encoder(a))
+    if (a->family == FAMILY_BERT)
         return hf_embed_skipped_tensor(name);
     return a->family == FAMILY_QWEN35 &&
            (!strncmp(name, "model.visual.", 13) || !strncmp(name, "mtp.", 4));
@@ -1020,7 +1031,7 @@ bool hf_family_known_tensor(const hf_params *p, const char *name)
 {
     if (p->arch->vision && (!strncmp(name, "v.", 2) || !strncmp(name, "mm.", 3)))
         return known_vision_tensor(p, name);
-    if (hf_family_is_encoder(p->arch))
+    if (p->arch->family == FAMILY_BERT)
         return hf_embed_known_tensor(p, name);
     arch_family f = p->arch->family;
     if (!strcmp(name, "token_embd.weight") || !strcmp(name, "output_norm.weight") ||
@@ -1253,10 +1264,13 @@ static bool write_window_keys(family *c, gguf_writer *w, const char *a)
         ok = gguf_writer_add_f32(w, KEY("attn_logit_softcapping"), p->attn_softcap, c->err);
     if (ok && p->final_softcap > 0)
         ok = gguf_writer_add_f32(w, KEY("final_logit_softcapping"), p->final_softcap, c->err);
-    if (ok && p->arch->family == FAMILY_GEMMA3)
+    /* EmbeddingGemma's local base is rope.freq_base_swa (hf_embed_write_keys), its sliding
+     * layers the engine's default, as ollama's converter leaves them */
+    bool embedding = hf_family_is_gemma_embedding(p->arch);
+    if (ok && p->arch->family == FAMILY_GEMMA3 && !embedding)
         ok = gguf_writer_add_f32(w, KEY("rope.local.freq_base"),
                                  p->rope_local_theta > 0 ? p->rope_local_theta : 10000.0f, c->err);
-    if (ok && p->n_sliding_pattern)
+    if (ok && p->n_sliding_pattern && !embedding)
         ok = gguf_writer_add_array(w, KEY("attention.sliding_window_pattern"), GGUF_TYPE_BOOL,
                                    p->sliding_pattern, p->n_sliding_pattern, c->err);
 #undef KEY

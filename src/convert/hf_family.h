@@ -76,6 +76,7 @@ typedef struct hf_params {
      * from sentence-transformers' modules */
     uint32_t pooling_type;
     bool normalize;
+    uint32_t dense_in[2], dense_out[2]; /* EmbeddingGemma's two projections */
     /* Gemma's */
     uint32_t sliding_window;
     float attn_softcap, final_softcap, rope_local_theta;

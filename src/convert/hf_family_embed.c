@@ -1,7 +1,8 @@
 /*
  * The encoder (embedding) architectures Corral converts (see hf_family_embed.h): BERT's tensor
- * names as GGUF's, which tensors it has, the pooling and normalization sentence-transformers'
- * modules.json gives it, and the GGUF keys ollama's converter writes for it.
+ * names as GGUF's and which tensors it has, the pooling, normalization and projections
+ * sentence-transformers' modules give an encoder, and the GGUF keys ollama's converter writes
+ * for each.
  */
 #include "convert/hf_family_embed.h"
 
@@ -12,7 +13,12 @@
 
 bool hf_family_is_encoder(const hf_arch *a)
 {
-    return a->family == FAMILY_BERT;
+    return a->family == FAMILY_BERT || hf_family_is_gemma_embedding(a);
+}
+
+bool hf_family_is_gemma_embedding(const hf_arch *a)
+{
+    return !strcmp(a->gguf_name, "gemma-embedding");
 }
 
 /* Hugging Face name pieces and their GGUF names, tried in this order at each position. */
@@ -85,38 +91,64 @@ bool hf_embed_known_tensor(const hf_params *p, const char *name)
     return false;
 }
 
-hf_status hf_embed_read_modules(const json_t *modules, hf_params *p, char *pooling_path,
-                                size_t cap, corral_error *err)
+/* A module's folder as the checkpoint's files name it: one folder, no "." or "..". */
+static bool module_folder(const json_t *path)
 {
-    pooling_path[0] = '\0';
+    const char *dir = json_string_value(path);
+    size_t len = json_string_length(path);
+    return dir && len > 0 && len <= MAX_MODULE_PATH && strlen(dir) == len && !strchr(dir, '/') &&
+           strcmp(dir, ".") != 0 && strcmp(dir, "..") != 0;
+}
+
+hf_status hf_embed_read_modules(const json_t *modules, hf_params *p, hf_modules *m,
+                                corral_error *err)
+{
+    memset(m, 0, sizeof *m);
     if (!json_is_array(modules)) {
         corral_error_set(err, "modules.json must be a list of sentence-transformers modules");
         return HF_INVALID;
     }
+    bool gemma = hf_family_is_gemma_embedding(p->arch);
     size_t i;
-    const json_t *m;
-    json_array_foreach(modules, i, m) {
-        const char *type = json_string_value(json_object_get(m, "type"));
-        const json_t *path = json_object_get(m, "path");
+    const json_t *module;
+    json_array_foreach(modules, i, module) {
+        const char *type = json_string_value(json_object_get(module, "type"));
+        const json_t *path = json_object_get(module, "path");
         if (!type || (path && !json_is_string(path))) {
             corral_error_set(err, "modules.json: module %zu needs a type and a path string", i);
             return HF_INVALID;
         }
-        if (!strcmp(type, "sentence_transformers.models.Normalize")) {
+        bool pooling = !strcmp(type, "sentence_transformers.models.Pooling");
+        bool dense = !strcmp(type, "sentence_transformers.models.Dense");
+        if (!strcmp(type, "sentence_transformers.models.Normalize"))
             p->normalize = true;
-        } else if (!strcmp(type, "sentence_transformers.models.Pooling")) {
-            const char *dir = json_string_value(path);
-            size_t len = json_string_length(path);
-            /* a folder of the checkpoint's, as its uploaded files name it */
-            if (!dir || len == 0 || len > MAX_MODULE_PATH || len + 13 > cap ||
-                strlen(dir) != len || strchr(dir, '/') || !strcmp(dir, ".") ||
-                !strcmp(dir, "..")) {
-                corral_error_set(err, "modules.json: the pooling module's path must name one "
-                                 "folder of at most %u characters", MAX_MODULE_PATH);
-                return HF_INVALID;
-            }
-            snprintf(pooling_path, cap, "%s/config.json", dir);
+        if (!pooling && !dense)
+            continue;
+        if (!module_folder(path)) {
+            corral_error_set(err, "modules.json: module %zu's path must name one folder of at "
+                             "most %u characters", i, MAX_MODULE_PATH);
+            return HF_INVALID;
         }
+        const char *dir = json_string_value(path);
+        if (pooling) {
+            snprintf(m->pooling, sizeof m->pooling, "%s/config.json", dir);
+        } else if (!gemma) {
+            corral_error_set(err, "modules.json: a %s with a Dense module ('%s') is not "
+                             "converted (its projection would be left out)", p->arch->hf_name,
+                             dir);
+            return HF_INVALID;
+        } else if (!strcmp(dir, "2_Dense") || !strcmp(dir, "3_Dense")) {
+            unsigned which = dir[0] == '2' ? 0 : 1; /* ollama's: dense_2 and dense_3 */
+            snprintf(m->dense_config[which], sizeof m->dense_config[which], "%s/config.json",
+                     dir);
+            snprintf(m->dense_weights[which], sizeof m->dense_weights[which],
+                     "%s/model.safetensors", dir);
+        }
+    }
+    if (gemma && (!m->dense_config[0][0] || !m->dense_config[1][0])) {
+        corral_error_set(err, "modules.json: a %s needs its 2_Dense and 3_Dense modules",
+                         p->arch->hf_name);
+        return HF_INVALID;
     }
     return HF_OK;
 }
@@ -134,8 +166,32 @@ hf_status hf_embed_read_pooling(const json_t *pooling, hf_params *p, corral_erro
         }
         on[k] = json_is_true(v);
     }
-    /* ollama's reading: mean over cls where both are set, none where neither is */
-    p->pooling_type = on[0] ? 1 : on[1] ? 2 : 0;
+    /* ollama's reading: mean over cls where both are set; neither is none, but EmbeddingGemma's
+     * mean */
+    p->pooling_type = on[0] ? 1 : on[1] ? 2 : hf_family_is_gemma_embedding(p->arch) ? 1 : 0;
+    return HF_OK;
+}
+
+hf_status hf_embed_read_dense(const json_t *dense, unsigned which, hf_params *p,
+                              corral_error *err)
+{
+    const json_t *in = json_object_get(dense, "in_features");
+    const json_t *out = json_object_get(dense, "out_features");
+    const json_t *bias = json_object_get(dense, "bias");
+    if (!json_is_integer(in) || !json_is_integer(out) || json_integer_value(in) < 1 ||
+        json_integer_value(out) < 1 || json_integer_value(in) > (1 << 20) ||
+        json_integer_value(out) > (1 << 20) || (bias && !json_is_boolean(bias))) {
+        corral_error_set(err, "%u_Dense/config.json: in_features and out_features must be "
+                         "integers from 1 to %u, bias true or false", which + 2, 1u << 20);
+        return HF_INVALID;
+    }
+    if (json_is_true(bias)) {
+        corral_error_set(err, "%u_Dense/config.json: a projection with a bias is not "
+                         "converted", which + 2);
+        return HF_INVALID;
+    }
+    p->dense_in[which] = (uint32_t)json_integer_value(in);
+    p->dense_out[which] = (uint32_t)json_integer_value(out);
     return HF_OK;
 }
 
@@ -144,9 +200,20 @@ bool hf_embed_write_keys(const hf_params *p, gguf_writer *w, corral_error *err)
     const char *a = p->arch->gguf_name;
     char key[96];
 #define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
-    bool ok = gguf_writer_add_bool(w, KEY("attention.causal"), false, err) &&
-              gguf_writer_add_u32(w, KEY("pooling_type"), p->pooling_type, err) &&
-              gguf_writer_add_bool(w, KEY("normalize_embeddings"), p->normalize, err);
+    bool ok = gguf_writer_add_u32(w, KEY("pooling_type"), p->pooling_type, err);
+    if (ok && hf_family_is_gemma_embedding(p->arch)) {
+        ok = gguf_writer_add_f32(w, KEY("rope.freq_base_swa"),
+                                 p->rope_local_theta > 0 ? p->rope_local_theta : 10000.0f, err);
+        for (unsigned i = 0; ok && i < 2; i++) {
+            snprintf(key, sizeof key, "%s.dense_%u_feat_in", a, i + 2);
+            ok = gguf_writer_add_u32(w, key, p->dense_in[i], err);
+            snprintf(key, sizeof key, "%s.dense_%u_feat_out", a, i + 2);
+            ok = ok && gguf_writer_add_u32(w, key, p->dense_out[i], err);
+        }
+        return ok;
+    }
+    ok = ok && gguf_writer_add_bool(w, KEY("attention.causal"), false, err) &&
+         gguf_writer_add_bool(w, KEY("normalize_embeddings"), p->normalize, err);
     if (ok && p->has_ln_eps)
         ok = gguf_writer_add_f32(w, KEY("attention.layer_norm_epsilon"), p->ln_eps, err);
 #undef KEY

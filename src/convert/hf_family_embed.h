@@ -1,9 +1,11 @@
 /*
- * The encoder (embedding) architectures of hf_family.h's table: BertModel ("bert"), as
- * ollama's converter writes it. Their tensors keep Hugging Face's BERT names under GGUF's
- * (encoder.layer.L.attention.self.query as blk.L.attn_q, ...), their pooling and whether
- * embeddings are normalized come from sentence-transformers' modules.json and its pooling
- * module's config.json, and their tokenizer is tokenizer.json's WordPiece (hf_tokenizer.h).
+ * The encoder (embedding) architectures of hf_family.h's table, as ollama's converter writes
+ * them: BertModel ("bert"; its tensors' BERT names under GGUF's, encoder.layer.L.attention.
+ * self.query as blk.L.attn_q, ..., its tokenizer tokenizer.json's WordPiece, see
+ * hf_tokenizer.h) and Gemma3TextModel (EmbeddingGemma, "gemma-embedding": Gemma 3's text
+ * stack, hf_family.c's, and two dense projections). Their pooling, whether embeddings are
+ * normalized and EmbeddingGemma's projections come from sentence-transformers' modules.json
+ * and its modules' folders.
  */
 #ifndef CORRAL_CONVERT_HF_FAMILY_EMBED_H
 #define CORRAL_CONVERT_HF_FAMILY_EMBED_H
@@ -14,31 +16,50 @@
 
 #include "convert/hf_family.h"
 
-/* Whether the architecture is one of this file's. */
+/* Whether the architecture is one of this file's; whether it is EmbeddingGemma. */
 bool hf_family_is_encoder(const hf_arch *a);
+bool hf_family_is_gemma_embedding(const hf_arch *a);
 
-/* A Hugging Face tensor name as GGUF's, into out (cap bytes, cut short if longer). */
+/* BERT's tensor name as GGUF's, into out (cap bytes, cut short if longer). */
 void hf_embed_rename(const char *in, char *out, size_t cap);
 
-/* Whether a checkpoint's tensor is left out (position ids, the pooler). */
+/* Whether a BERT checkpoint's tensor is left out (position ids, the pooler). */
 bool hf_embed_skipped_tensor(const char *name);
 
-/* Whether a GGUF name is one of the architecture's tensors. */
+/* Whether a GGUF name is one of BERT's tensors. */
 bool hf_embed_known_tensor(const hf_params *p, const char *name);
 
-/*
- * modules.json (its parsed JSON): whether a Normalize module follows, and the name of the
- * Pooling module's config.json among the checkpoint's files ("1_Pooling/config.json") into
- * pooling_path (cap bytes; "" when there is no Pooling module).
- */
-hf_status hf_embed_read_modules(const json_t *modules, hf_params *p, char *pooling_path,
-                                size_t cap, corral_error *err);
+#define HF_MODULE_NAME_BYTES 256
 
-/* The Pooling module's config.json: mean (1) or CLS (2) pooling, else none (0). */
+/* The files of sentence-transformers' modules that a conversion reads, by their names among
+ * the checkpoint's files ("" where there is none). */
+typedef struct hf_modules {
+    char pooling[HF_MODULE_NAME_BYTES]; /* the Pooling module's config.json */
+    /* EmbeddingGemma's dense_2 and dense_3: 2_Dense's and 3_Dense's config.json and weights */
+    char dense_config[2][HF_MODULE_NAME_BYTES], dense_weights[2][HF_MODULE_NAME_BYTES];
+} hf_modules;
+
+/*
+ * modules.json (its parsed JSON) into *m and p: whether a Normalize module follows, where
+ * the Pooling module's and, for EmbeddingGemma, the 2_Dense and 3_Dense modules' files are.
+ * A BERT with a Dense module is refused (its projection would be left out), EmbeddingGemma
+ * without both.
+ */
+hf_status hf_embed_read_modules(const json_t *modules, hf_params *p, hf_modules *m,
+                                corral_error *err);
+
+/* The Pooling module's config.json: mean (1) or CLS (2) pooling, else none (0; EmbeddingGemma:
+ * mean). */
 hf_status hf_embed_read_pooling(const json_t *pooling, hf_params *p, corral_error *err);
 
-/* The architecture's own keys: attention.causal, pooling_type, normalize_embeddings and the
- * LayerNorm epsilon. */
+/* A Dense module's config.json (which: 0 for dense_2, 1 for dense_3): its in_features and
+ * out_features, and no bias. */
+hf_status hf_embed_read_dense(const json_t *dense, unsigned which, hf_params *p,
+                              corral_error *err);
+
+/* The architecture's own keys: BERT's attention.causal, pooling_type, normalize_embeddings
+ * and LayerNorm epsilon; EmbeddingGemma's pooling_type, its sliding layers' RoPE base and its
+ * projections' sizes. */
 bool hf_embed_write_keys(const hf_params *p, gguf_writer *w, corral_error *err);
 
 #endif

@@ -80,6 +80,22 @@ void hf_vocab_free(hf_vocab *v)
     free(v);
 }
 
+void hf_vocab_truncate(hf_vocab *v, uint32_t n)
+{
+    if (n == 0 || n >= v->n)
+        return;
+    v->n = n;
+    for (size_t s = 0; s < N_SPECIAL; s++) {
+        special_token *sp = &v->special[s];
+        sp->found = sp->found && sp->id < n;
+        size_t kept = 0;
+        for (size_t i = 0; i < sp->n_ids; i++)
+            if ((uint32_t)sp->ids[i] < n)
+                sp->ids[kept++] = sp->ids[i];
+        sp->n_ids = kept;
+    }
+}
+
 uint32_t hf_vocab_count(const hf_vocab *v)
 {
     return v->n;

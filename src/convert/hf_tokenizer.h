@@ -46,6 +46,10 @@ hf_vocab *hf_vocab_load_spm(const void *model, size_t model_len, const json_t *t
                             const json_t *tokenizer_config, const json_t *generation_config,
                             const char *chat_template, uint64_t vocab_size, corral_error *err);
 
+/* The first n tokens only, where there are more (the special tokens past them forgotten), as
+ * ollama's EmbeddingGemma converter keeps those the embeddings have rows for. */
+void hf_vocab_truncate(hf_vocab *vocab, uint32_t n);
+
 void hf_vocab_free(hf_vocab *vocab);
 
 uint32_t hf_vocab_count(const hf_vocab *vocab);

@@ -310,13 +310,16 @@ expect "show reports the converted architecture" "qwen2" "$work/out"
 ok "the converted model runs"
 "$corral" stop qwen2-hf
 
-# FROM a sentence-transformers checkpoint: its pooling module's config.json, one folder down,
-# goes up with it
-"$CORRAL_CHECKPOINT_WRITER" --write-bert-checkpoint "$work/src/bert-hf" >"$work/out" 2>&1 || fail "writing the BERT checkpoint: $(cat "$work/out")"
-printf 'FROM ./bert-hf\n' > "$work/src/Modelfile.bert"
-"$corral" create bert-hf -f "$work/src/Modelfile.bert" >"$work/out" 2>&1 || fail "create from a BERT checkpoint: $(cat "$work/out")"
-"$corral" show bert-hf >"$work/out"
-expect "a converted BERT checkpoint is an embedding model" "embedding" "$work/out"
+# FROM a sentence-transformers checkpoint: its modules' files one folder down (the pooling
+# module's config.json, EmbeddingGemma's Dense modules' config.json and model.safetensors) go
+# up with it
+"$CORRAL_CHECKPOINT_WRITER" --write-embedding-checkpoints "$work/src" >"$work/out" 2>&1 || fail "writing the embedding checkpoints: $(cat "$work/out")"
+for m in bert-hf embeddinggemma-hf; do
+    printf 'FROM ./%s\n' "$m" > "$work/src/Modelfile.$m"
+    "$corral" create "$m" -f "$work/src/Modelfile.$m" >"$work/out" 2>&1 || fail "create from $m: $(cat "$work/out")"
+    "$corral" show "$m" >"$work/out"
+    expect "the converted $m is an embedding model" "embedding" "$work/out"
+done
 
 # ADAPTER of a PEFT directory: the server converts the LoRA adapter for the model
 "$CORRAL_CHECKPOINT_WRITER" --write-adapter "$work/src/peft" >"$work/out" 2>&1 || fail "writing the adapter: $(cat "$work/out")"
