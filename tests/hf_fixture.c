@@ -111,6 +111,45 @@ static void hf_name(const char *gguf, bool sandwich, bool phi3, bool mixtral, bo
     fail_msg("no Hugging Face name for %s", gguf);
 }
 
+/* LFM2's block tensors, GGUF's name after "blk.L." and Hugging Face's after "model.layers.L." */
+static const char *const lfm2_names[][2] = {
+    {"attn_norm.weight", "operator_norm.weight"},
+    {"ffn_norm.weight", "ffn_norm.weight"},
+    {"attn_q.weight", "self_attn.q_proj.weight"},
+    {"attn_k.weight", "self_attn.k_proj.weight"},
+    {"attn_v.weight", "self_attn.v_proj.weight"},
+    {"attn_output.weight", "self_attn.out_proj.weight"},
+    {"attn_q_norm.weight", "self_attn.q_layernorm.weight"},
+    {"attn_k_norm.weight", "self_attn.k_layernorm.weight"},
+    {"shortconv.in_proj.weight", "conv.in_proj.weight"},
+    {"shortconv.conv.weight", "conv.conv.weight"},
+    {"shortconv.out_proj.weight", "conv.out_proj.weight"},
+    {"ffn_gate.weight", "feed_forward.w1.weight"},
+    {"ffn_down.weight", "feed_forward.w2.weight"},
+    {"ffn_up.weight", "feed_forward.w3.weight"},
+    {"ffn_gate_inp.weight", "feed_forward.gate.weight"},
+    {"exp_probs_b.bias", "feed_forward.expert_bias"},
+};
+
+static void lfm2_hf_name(const char *gguf, char *out, size_t cap)
+{
+    if (!strcmp(gguf, "token_embd.weight") || !strcmp(gguf, "token_embd_norm.weight")) {
+        snprintf(out, cap, "model.%s", strcmp(gguf, "token_embd.weight") ? "embedding_norm.weight"
+                                                                         : "embed_tokens.weight");
+        return;
+    }
+    unsigned layer;
+    int used = 0;
+    if (sscanf(gguf, "blk.%u.%n", &layer, &used) != 1 || used == 0)
+        fail_msg("no Hugging Face name for %s", gguf);
+    for (size_t i = 0; i < sizeof lfm2_names / sizeof lfm2_names[0]; i++)
+        if (!strcmp(gguf + used, lfm2_names[i][0])) {
+            snprintf(out, cap, "model.layers.%u.%s", layer, lfm2_names[i][1]);
+            return;
+        }
+    fail_msg("no Hugging Face name for %s", gguf);
+}
+
 /* A "bert" model's GGUF names and BertModel's */
 static const char *const bert_names[][2] = {
     {"token_embd.", "embeddings.word_embeddings."},
@@ -155,6 +194,18 @@ static uint32_t get_u32(const gguf_file *f, const char *key)
     return v;
 }
 
+/* A key/value head count: the key's, or the largest of its per-layer list (LFM2's, 0 for a
+ * convolution layer). */
+static uint32_t kv_head_count(const gguf_file *f, const char *key)
+{
+    const gguf_kv *kv = gguf_find_kv(f, key);
+    assert_non_null(kv);
+    int64_t most = 0;
+    for (uint64_t i = 0; i < kv->n; i++)
+        most = gguf_kv_i64(kv, i) > most ? gguf_kv_i64(kv, i) : most;
+    return (uint32_t)most;
+}
+
 static void write_json(const char *dir, const char *name, json_t *value)
 {
     char *text = json_dumps(value, JSON_INDENT(1) | JSON_REAL_PRECISION(17));
@@ -178,7 +229,7 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
                           "intermediate_size", (json_int_t)get_u32(f, K("feed_forward_length")),
                           "num_attention_heads", (json_int_t)get_u32(f, K("attention.head_count")),
                           "num_key_value_heads",
-                          (json_int_t)get_u32(f, K("attention.head_count_kv")),
+                          (json_int_t)kv_head_count(f, K("attention.head_count_kv")),
                           "max_position_embeddings", (json_int_t)get_u32(f, K("context_length")),
                           "vocab_size",
                           (json_int_t)gguf_find_kv(f, "tokenizer.ggml.tokens")->n);
@@ -258,6 +309,21 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
     }
     if (strcmp(a, "command-r") == 0 && gguf_find_tensor(f, "blk.0.attn_q_norm.weight"))
         json_object_set_new(c, "use_qk_norm", json_true()); /* Command R+'s */
+    if (strncmp(a, "lfm2", 4) == 0) { /* LFM2's own names, its convolution layers by type */
+        json_object_set(c, "norm_eps", json_object_get(c, "rms_norm_eps"));
+        json_object_del(c, "rms_norm_eps");
+        json_object_set_new(c, "conv_L_cache", json_integer(get_u32(f, K("shortconv.l_cache"))));
+        const gguf_kv *per_layer = gguf_find_kv(f, K("attention.head_count_kv"));
+        json_t *types = json_array();
+        for (uint64_t i = 0; i < per_layer->n; i++)
+            json_array_append_new(types, json_string(gguf_kv_i64(per_layer, i)
+                                                         ? "full_attention"
+                                                         : "conv"));
+        json_object_set_new(c, "layer_types", types);
+        if (gguf_find_kv(f, K("leading_dense_block_count")))
+            json_object_set_new(c, "num_dense_layers",
+                                json_integer(get_u32(f, K("leading_dense_block_count"))));
+    }
     if (strcmp(a, "qwen3next") == 0) /* plain NeoX RoPE on part of each head */
         json_object_set_new(c, "partial_rotary_factor",
                             json_real((double)get_u32(f, K("rope.dimension_count")) /
@@ -554,7 +620,7 @@ static void put_matrix(shard *s, const char *name, safetensors_dtype dtype, cons
 
 /* blk.L.ffn_KIND_exps.weight as its experts' matrices: Mixtral's names for llama, Qwen's else. */
 static void put_experts(shard *s, json_t *weight_map, const char *shard_name,
-                        const gguf_tensor *t, bool mixtral, safetensors_dtype dtype)
+                        const gguf_tensor *t, bool mixtral, bool lfm2, safetensors_dtype dtype)
 {
     unsigned layer;
     char kind[8];
@@ -570,9 +636,10 @@ static void put_experts(shard *s, json_t *weight_map, const char *shard_name,
     for (int64_t e = 0; e < t->ne[2]; e++) {
         char name[256];
         snprintf(name, sizeof name,
-                 mixtral ? "model.layers.%u.block_sparse_moe.experts.%lld.%s.weight"
-                         : "model.layers.%u.mlp.experts.%lld.%s.weight",
-                 layer, (long long)e, names[k][mixtral ? 2 : 1]);
+                 lfm2      ? "model.layers.%u.feed_forward.experts.%lld.%s.weight"
+                 : mixtral ? "model.layers.%u.block_sparse_moe.experts.%lld.%s.weight"
+                           : "model.layers.%u.mlp.experts.%lld.%s.weight",
+                 layer, (long long)e, names[k][mixtral || lfm2 ? 2 : 1]);
         put_matrix(s, name, dtype, (const float *)t->data + (uint64_t)e * rows * cols, rows, cols,
                    0, false);
         json_object_set_new(weight_map, name, json_string(shard_name));
@@ -1260,6 +1327,7 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     bool qwen35_flat = qwen35 && strstr(hf_arch, "ForCausalLM"); /* no language_model. */
     bool bert = arch.size == 4 && memcmp(arch.data, "bert", 4) == 0;
     bool embedding_gemma = arch.size == 15 && memcmp(arch.data, "gemma-embedding", 15) == 0;
+    bool lfm2 = arch.size >= 4 && memcmp(arch.data, "lfm2", 4) == 0; /* and lfm2moe */
     /* Llama's derivatives keep Hugging Face's rotated halves too */
     bool permuted = llama || (arch.size == 7 && memcmp(arch.data, "granite", 7) == 0) ||
                     (arch.size == 7 && memcmp(arch.data, "smollm3", 7) == 0) || pixtral;
@@ -1268,7 +1336,7 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     snprintf(key, sizeof key, "%.*s.attention.head_count", (int)arch.size, arch.data);
     uint32_t heads = get_u32(f, key);
     snprintf(key, sizeof key, "%.*s.attention.head_count_kv", (int)arch.size, arch.data);
-    uint32_t kv_heads = get_u32(f, key);
+    uint32_t kv_heads = kv_head_count(f, key);
     static const char *const shard_names[] = {"model-00001-of-00002.safetensors",
                                               "model-00002-of-00002.safetensors"};
     shard shards[2];
@@ -1318,11 +1386,13 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
         }
         if (t->n_dims == 3) { /* experts: one matrix each */
             put_experts(&shards[i < n / 2 ? 0 : 1], weight_map, shard_names[i < n / 2 ? 0 : 1],
-                        t, llama, matrix_dtype);
+                        t, llama, lfm2, matrix_dtype);
             continue;
         }
         if (bert)
             bert_hf_name(t->name, name, sizeof name);
+        else if (lfm2)
+            lfm2_hf_name(t->name, name, sizeof name);
         else
             hf_name(t->name, sandwich, phi3, llama, gptoss, starcoder2, name, sizeof name);
         if (embedding_gemma) /* its text model is saved without "model." */
@@ -1356,6 +1426,10 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
                    t->n_dims == 1 ? 0 : gguf_tensor_n_elems(t) / cols, cols, permute,
                    gemma && strstr(t->name, "_norm.weight") != NULL);
         free(with_break);
+        if (lfm2 && strstr(t->name, ".shortconv.conv.")) /* [channels, 1, taps] */
+            json_object_set_new(json_object_get(s->header, name), "shape",
+                                json_pack("[I,i,I]", (json_int_t)t->ne[1], 1,
+                                          (json_int_t)t->ne[0]));
         json_object_set_new(weight_map, name, json_string(shard_names[i < n / 2 ? 0 : 1]));
     }
     if (qwen25vl)

@@ -151,6 +151,7 @@ static void test_safetensors_refuses_malformed_headers(void **state)
 /* ---- conversion ---- */
 
 static void rewrite(const char *name, const char *from, const char *to);
+static void set_json(const char *name, const char *path, const char *key, const char *value);
 
 static char *g_root;
 
@@ -283,6 +284,7 @@ static void check_round_trip(const char *want_path, const char *experts_name,
         uint32_t type = w->type == TENSOR_TYPE_MXFP4 ? TENSOR_TYPE_MXFP4
                         : w->n_dims == 1 || bias || strstr(w->name, "ffn_gate_inp") ||
                                 strstr(w->name, "ssm_conv1d") || strstr(w->name, "_norm.weight") ||
+                                strstr(w->name, "shortconv.conv") ||
                                 !strcmp(w->name, "token_types.weight")
                             ? TENSOR_TYPE_F32
                             : matrix_type;
@@ -304,7 +306,7 @@ static void check_round_trip(const char *want_path, const char *experts_name,
         bool a_log = qwen35 && len > 6 && !strcmp(w->name + len - 6, ".ssm_a"); /* -exp(A_log) */
         bool router = strstr(w->name, "ffn_gate_inp.weight") ||
                       strstr(w->name, "ffn_gate_inp_shexp.weight") ||
-                      strstr(w->name, "ssm_conv1d") ||
+                      strstr(w->name, "ssm_conv1d") || strstr(w->name, "shortconv.conv") ||
                       (w->n_dims > 1 && strstr(w->name, "_norm.weight")) ||
                       !strcmp(w->name, "token_types.weight");
         for (uint64_t e = 0; e < gguf_tensor_n_elems(w); e++) {
@@ -530,6 +532,53 @@ static void test_convert_gemma_embedding_round_trip(void **state)
     check_round_trip(fixture("arch/gemma-embedding.gguf"), NULL, "Gemma3TextModel",
                      SAFETENSORS_BF16, TENSOR_TYPE_BF16, skipped);
     same_tokens("arch/gemma-embedding.gguf");
+}
+
+/*
+ * LFM2: its convolution layers from layer_types (attention.head_count_kv 0 for them), the
+ * convolution squeezed to [channels, taps] and F32, its names (operator_norm, conv.*,
+ * feed_forward.w1/w2/w3, embedding_norm); LFM2-MoE's experts under feed_forward.experts, its
+ * router and selection bias, its leading dense layer. ollama's converter names the
+ * pre-tokenizer lfm2 whatever tokenizer.json's patterns are (the fixture's are Qwen2's).
+ */
+static const char *const lfm2_skipped[] = {"general.name", "general.file_type",
+                                           "tokenizer.ggml.pre", NULL};
+
+static void expect_pre(const char *want)
+{
+    corral_error err = {{0}};
+    gguf_file *got = gguf_open(store_fixture_path(g_root, "out.gguf"), &err);
+    gguf_str pre;
+    if (!got || !gguf_get_str(got, "tokenizer.ggml.pre", &pre, &err))
+        fail_msg("%s", err.message);
+    assert_int_equal(pre.size, strlen(want));
+    assert_memory_equal(pre.data, want, pre.size);
+    gguf_close(got);
+}
+
+/* Its FFN width as LFM2's configs give it: two thirds of block_ff_dim, rounded up to
+ * block_multiple_of (288 makes the fixture's 192). */
+static void test_convert_lfm2_round_trip(void **state)
+{
+    (void)state;
+    hf_fixture_write(fixture("arch/lfm2.gguf"), g_root, "Lfm2ForCausalLM", SAFETENSORS_BF16,
+                     hf_fixture_qwen2_regex);
+    set_json("config.json", "", "intermediate_size", "288");
+    set_json("config.json", "", "block_ff_dim", "288");
+    set_json("config.json", "", "block_auto_adjust_ff_dim", "true");
+    set_json("config.json", "", "block_multiple_of", "64");
+    set_json("config.json", "", "block_ffn_dim_multiplier", "1.0");
+    check_round_trip(fixture("arch/lfm2.gguf"), NULL, "Lfm2ForCausalLM", SAFETENSORS_BF16,
+                     TENSOR_TYPE_BF16, lfm2_skipped);
+    expect_pre("lfm2");
+}
+
+static void test_convert_lfm2moe_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/lfm2moe.gguf", "Lfm2MoeForCausalLM", SAFETENSORS_F16,
+               hf_fixture_qwen2_regex, TENSOR_TYPE_F16, lfm2_skipped);
+    expect_pre("lfm2");
 }
 
 static void test_convert_smollm3_round_trip(void **state)
@@ -827,7 +876,6 @@ static void test_convert_mixtral_round_trip(void **state)
 /* ---- Gemma 3 with its vision tower ---- */
 
 static void expect_convert_refusal(const char *why);
-static void set_json(const char *name, const char *path, const char *key, const char *value);
 
 /* src's keys and tensors as the converter writes an F16 checkpoint's values: matrices F16,
  * vectors F32, Gemma norms (kept as w - 1, when gemma) plus one; into dst. */
@@ -1650,6 +1698,38 @@ static void test_convert_refuses_what_gemma_embedding_lacks(void **state)
     expect_convert_refusal("a Gemma3TextModel needs its 2_Dense and 3_Dense modules");
 }
 
+/* LFM2's layers are what layer_types says; its convolution needs its taps, its MoE experts. */
+static void test_convert_refuses_what_lfm2_lacks(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *key, *value, *why;
+    } cases[] = {
+        {"conv_L_cache", "null", "config.json has no conv_L_cache"},
+        {"conv_L_cache", "65", "conv_L_cache must be an integer from 1 to 64"},
+        {"layer_types", "\"conv\"", "layer_types must be a list"},
+        {"layer_types", "[\"full_attention\"]",
+         "tensor 'model.layers.0.conv.conv.weight' is not one of a Lfm2ForCausalLM's"},
+        {"block_auto_adjust_ff_dim", "1", "block_auto_adjust_ff_dim must be true or false"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        hf_fixture_write(fixture("arch/lfm2.gguf"), g_root, "Lfm2ForCausalLM", SAFETENSORS_F16,
+                         hf_fixture_qwen2_regex);
+        set_json("config.json", "", cases[i].key, cases[i].value);
+        expect_convert_refusal(cases[i].why);
+    }
+    hf_fixture_write(fixture("arch/lfm2.gguf"), g_root, "Lfm2ForCausalLM", SAFETENSORS_F16,
+                     hf_fixture_qwen2_regex);
+    set_json("config.json", "", "num_local_experts", "4"); /* ollama's other spelling */
+    set_json("config.json", "", "num_experts_per_tok", "2");
+    expect_convert_refusal("a Lfm2ForCausalLM has no experts");
+    hf_fixture_write(fixture("arch/lfm2moe.gguf"), g_root, "Lfm2MoeForCausalLM",
+                     SAFETENSORS_F16, hf_fixture_qwen2_regex);
+    set_json("config.json", "", "num_experts", "null");
+    set_json("config.json", "", "num_experts_per_tok", "null");
+    expect_convert_refusal("a Lfm2MoeForCausalLM needs num_experts");
+}
+
 /* Every tokenizer file's fields are checked before they index anything. */
 static void test_convert_refuses_malformed_tokenizers(void **state)
 {
@@ -1783,6 +1863,9 @@ int main(int argc, char **argv)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_convert_refuses_what_gemma_embedding_lacks, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_convert_lfm2_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_lfm2moe_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_refuses_what_lfm2_lacks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_smollm3_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_starcoder2_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_qwen35_round_trip, setup, teardown),

@@ -16,6 +16,7 @@
 
 #include "convert/hf_family.h"
 #include "convert/hf_family_embed.h"
+#include "convert/hf_family_lfm2.h"
 #include "convert/hf_tokenizer.h"
 #include "convert/safetensors.h"
 #include "gguf.h"
@@ -276,6 +277,8 @@ static hf_status read_tokenizer(converter *c)
                    : hf_vocab_load(j[0], j[1], j[2], c->chat_template, c->p.vocab_size, c->err);
     if (c->vocab && hf_family_is_gemma_embedding(c->p.arch)) /* added tokens past the rows */
         hf_vocab_truncate(c->vocab, (uint32_t)c->p.vocab_size);
+    if (c->vocab && hf_family_is_lfm2(c->p.arch)) /* ollama's converter names it so */
+        hf_vocab_set_pre(c->vocab, "lfm2");
     return c->vocab ? HF_OK : HF_INVALID;
 }
 
@@ -685,7 +688,8 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
     }
     if (ends_with(t.name, ".ssm_in.weight"))
         return add_qkvz(c, src, t.name);
-    bool conv = ends_with(t.name, ".ssm_conv1d.weight");
+    bool conv = ends_with(t.name, ".ssm_conv1d.weight") ||
+                ends_with(t.name, ".shortconv.conv.weight"); /* Qwen 3.5's, LFM2's */
     if (conv && !(src->n_dims == 3 && src->shape[1] == 1)) {
         corral_error_set(c->err, "tensor '%.200s' is not [channels, 1, kernel]", src->name);
         return HF_INVALID;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "convert/hf_family_embed.h"
+#include "convert/hf_family_lfm2.h"
 #include "convert/hf_tokenizer.h"
 
 #define MAX_LAYERS 4096u
@@ -57,6 +58,8 @@ static const hf_arch archs[] = {
     {"Qwen3NextForCausalLM", "qwen3next", FAMILY_QWEN35, false},
     {"BertModel", "bert", FAMILY_BERT, false},
     {"Gemma3TextModel", "gemma-embedding", FAMILY_GEMMA3, false}, /* EmbeddingGemma */
+    {"Lfm2ForCausalLM", "lfm2", FAMILY_LFM2, false},
+    {"Lfm2MoeForCausalLM", "lfm2moe", FAMILY_LFM2, false},
 };
 
 const hf_arch *hf_family_by_gguf_name(const char *gguf_name)
@@ -438,7 +441,9 @@ static hf_status read_config(family *c)
         p->n_ctx = p->n_ctx ? p->n_ctx : 2048;
     }
     bool gptoss = p->arch->family == FAMILY_GPTOSS;
-    bool local = gptoss || !strcmp(p->arch->gguf_name, "llama");
+    bool local = gptoss || !strcmp(p->arch->gguf_name, "llama") ||
+                 (p->arch->family == FAMILY_LFM2 && /* ollama's LFM2 takes either */
+                  json_object_get(c->config, "num_local_experts"));
     if (!read_u32(c, local ? "num_local_experts" : "num_experts", gptoss, MAX_EXPERTS,
                   &p->n_expert) ||
         !read_u32(c, "num_experts_per_tok", p->n_expert > 0, p->n_expert ? p->n_expert : 1,
@@ -466,6 +471,8 @@ static hf_status read_config(family *c)
         return HF_INVALID;
     if (f == FAMILY_COMMAND_R)
         return read_command_r_config(c);
+    if (f == FAMILY_LFM2)
+        return hf_lfm2_read_config(c->config, p, c->err);
     if (f == FAMILY_OLMO2) { /* Olmo 3's window: every layer but each fourth, or layer_types */
         if (!read_u32(c, "sliding_window", false, UINT32_MAX, &p->sliding_window))
             return HF_INVALID;
@@ -700,6 +707,8 @@ void hf_family_params_free(hf_params *p)
 {
     free(p->sliding_pattern);
     p->sliding_pattern = NULL;
+    free(p->kv_heads_per_layer);
+    p->kv_heads_per_layer = NULL;
     json_decref(p->text_config);
     p->text_config = NULL;
 }
@@ -707,6 +716,9 @@ void hf_family_params_free(hf_params *p)
 /* The pair of the rename tables that starts s, or NULL. */
 static const char *const *rename_at(const hf_arch *a, const char *s)
 {
+    const char *const *lfm2 = hf_family_is_lfm2(a) ? hf_lfm2_rename_at(s) : NULL;
+    if (lfm2)
+        return lfm2;
     size_t n = sizeof sandwich_renames / sizeof sandwich_renames[0];
     for (size_t r = 0; has_sandwich_norms(a) && r < n; r++)
         if (strncmp(s, sandwich_renames[r][0], strlen(sandwich_renames[r][0])) == 0)
@@ -1036,7 +1048,8 @@ bool hf_family_known_tensor(const hf_params *p, const char *name)
     arch_family f = p->arch->family;
     if (!strcmp(name, "token_embd.weight") || !strcmp(name, "output_norm.weight") ||
         !strcmp(name, "output.weight") ||
-        (f == FAMILY_STARCODER2 && !strcmp(name, "output_norm.bias")))
+        (f == FAMILY_STARCODER2 && !strcmp(name, "output_norm.bias")) ||
+        (f == FAMILY_LFM2 && !strcmp(name, "token_embd_norm.weight"))) /* its final norm */
         return true;
     unsigned layer;
     char prefix[32];
@@ -1048,6 +1061,8 @@ bool hf_family_known_tensor(const hf_params *p, const char *name)
     const char *suffix = name + used;
     if (f == FAMILY_GPTOSS)
         return known_gptoss_tensor(suffix);
+    if (f == FAMILY_LFM2)
+        return hf_lfm2_known_tensor(p, layer, suffix);
     if (f == FAMILY_QWEN35)
         return known_qwen35_tensor(p, layer, suffix);
     if (f == FAMILY_COMMAND_R && p->qk_norm &&
@@ -1085,15 +1100,20 @@ bool hf_family_parse_expert(const char *name, unsigned *layer, unsigned *expert,
                                         {"down_proj", "down"}, {"w1", "gate"},
                                         {"w3", "up"}, {"w2", "down"}};
     char part[16], again[256];
-    if (sscanf(name, "model.layers.%u.mlp.experts.%u.%15[a-z_].weight", layer, expert,
+    /* Mixtral's w1/w2/w3 under block_sparse_moe, LFM2's under feed_forward */
+    bool lfm2 = sscanf(name, "model.layers.%u.feed_forward.experts.%u.%15[a-z0-9].weight",
+                       layer, expert, part) == 3;
+    if (lfm2 ||
+        sscanf(name, "model.layers.%u.mlp.experts.%u.%15[a-z_].weight", layer, expert,
                part) == 3 ||
         sscanf(name, "model.layers.%u.block_sparse_moe.experts.%u.%15[a-z0-9].weight", layer,
                expert, part) == 3) {
         for (size_t i = 0; i < sizeof hf / sizeof hf[0]; i++) {
             bool mixtral = hf[i][0][0] == 'w';
-            snprintf(again, sizeof again, mixtral ? "model.layers.%u.block_sparse_moe.experts.%u.%s"
-                                                    ".weight"
-                                                  : "model.layers.%u.mlp.experts.%u.%s.weight",
+            snprintf(again, sizeof again,
+                     lfm2      ? "model.layers.%u.feed_forward.experts.%u.%s.weight"
+                     : mixtral ? "model.layers.%u.block_sparse_moe.experts.%u.%s.weight"
+                               : "model.layers.%u.mlp.experts.%u.%s.weight",
                      *layer, *expert, hf[i][0]);
             if (strcmp(again, name) == 0) { /* exactly that spelling: no "+1" or "01" */
                 *kind = hf[i][1];
@@ -1396,7 +1416,8 @@ static bool write_keys(family *c, gguf_writer *w)
               gguf_writer_add_u32(w, KEY("embedding_length"), p->n_embd, err) &&
               gguf_writer_add_u32(w, KEY("feed_forward_length"), p->n_ff, err) &&
               gguf_writer_add_u32(w, KEY("attention.head_count"), p->n_head, err) &&
-              gguf_writer_add_u32(w, KEY("attention.head_count_kv"), p->n_head_kv, err);
+              (p->kv_heads_per_layer || /* per layer: hf_lfm2_write_keys' */
+               gguf_writer_add_u32(w, KEY("attention.head_count_kv"), p->n_head_kv, err));
     if (ok && p->n_ctx)
         ok = gguf_writer_add_u32(w, KEY("context_length"), p->n_ctx, err);
     if (ok && p->n_expert)
@@ -1455,6 +1476,8 @@ static bool write_keys(family *c, gguf_writer *w)
         ok = write_window_keys(c, w, a);
     if (ok && hf_family_is_encoder(p->arch))
         ok = hf_embed_write_keys(p, w, err);
+    if (ok && hf_family_is_lfm2(p->arch))
+        ok = hf_lfm2_write_keys(p, w, err);
     if (ok && hf_family_is_qwen25vl(p->arch))
         ok = write_qwen25vl_keys(c, w, a);
     else if (ok && p->arch->vision)

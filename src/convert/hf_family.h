@@ -29,6 +29,7 @@ typedef enum arch_family {
     FAMILY_STARCODER2, /* LayerNorms with biases, biases everywhere, a plain two-layer FFN */
     FAMILY_QWEN35, /* Qwen 3.5 and Qwen3-Next: Gated DeltaNet layers and gated attention */
     FAMILY_BERT,   /* an encoder: hf_family_embed.c's */
+    FAMILY_LFM2,   /* short convolutions and attention: hf_family_lfm2.c's */
 } arch_family;
 
 typedef struct hf_arch {
@@ -77,6 +78,11 @@ typedef struct hf_params {
     uint32_t pooling_type;
     bool normalize;
     uint32_t dense_in[2], dense_out[2]; /* EmbeddingGemma's two projections */
+    /* LFM2's key/value heads per layer (0: a convolution layer), its leading dense layers
+     * before the experts and the experts' weights scale (0 when absent) */
+    uint32_t *kv_heads_per_layer;
+    uint32_t n_dense_lead;
+    float expert_weights_scale;
     /* Gemma's */
     uint32_t sliding_window;
     float attn_softcap, final_softcap, rope_local_theta;
@@ -158,7 +164,8 @@ bool hf_family_known_tensor(const hf_params *p, const char *name);
 
 /*
  * An expert's matrix ("model.layers.L.mlp.experts.E.gate_proj.weight", Mixtral's
- * "model.layers.L.block_sparse_moe.experts.E.w1.weight"): which layer, expert and GGUF kind
+ * "model.layers.L.block_sparse_moe.experts.E.w1.weight", LFM2's
+ * "model.layers.L.feed_forward.experts.E.w1.weight"): which layer, expert and GGUF kind
  * (gate, up, down). False for any other name.
  */
 bool hf_family_parse_expert(const char *name, unsigned *layer, unsigned *expert,

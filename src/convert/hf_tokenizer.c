@@ -80,6 +80,11 @@ void hf_vocab_free(hf_vocab *v)
     free(v);
 }
 
+void hf_vocab_set_pre(hf_vocab *v, const char *pre)
+{
+    v->pre = pre;
+}
+
 void hf_vocab_truncate(hf_vocab *v, uint32_t n)
 {
     if (n == 0 || n >= v->n)

@@ -46,6 +46,9 @@ hf_vocab *hf_vocab_load_spm(const void *model, size_t model_len, const json_t *t
                             const json_t *tokenizer_config, const json_t *generation_config,
                             const char *chat_template, uint64_t vocab_size, corral_error *err);
 
+/* The pre-tokenizer's name as given (a static string), whatever the tokenizer's patterns say. */
+void hf_vocab_set_pre(hf_vocab *vocab, const char *pre);
+
 /* The first n tokens only, where there are more (the special tokens past them forgotten), as
  * ollama's EmbeddingGemma converter keeps those the embeddings have rows for. */
 void hf_vocab_truncate(hf_vocab *vocab, uint32_t n);
