@@ -150,6 +150,52 @@ static void lfm2_hf_name(const char *gguf, char *out, size_t cap)
     fail_msg("no Hugging Face name for %s", gguf);
 }
 
+/* Nemotron-H's tensors, GGUF's name after "blk.L." and Hugging Face's after
+ * "backbone.layers.L." */
+static const char *const nemotron_h_names[][2] = {
+    {"attn_norm.weight", "norm.weight"},
+    {"ssm_in.weight", "mixer.in_proj.weight"},
+    {"ssm_out.weight", "mixer.out_proj.weight"},
+    {"ssm_dt.bias", "mixer.dt_bias"},
+    {"ssm_a", "mixer.A_log"},
+    {"ssm_d", "mixer.D"},
+    {"ssm_conv1d.weight", "mixer.conv1d.weight"},
+    {"ssm_conv1d.bias", "mixer.conv1d.bias"},
+    {"ssm_norm.weight", "mixer.norm.weight"},
+    {"attn_q.weight", "mixer.q_proj.weight"},
+    {"attn_k.weight", "mixer.k_proj.weight"},
+    {"attn_v.weight", "mixer.v_proj.weight"},
+    {"attn_output.weight", "mixer.o_proj.weight"},
+    {"ffn_up.weight", "mixer.up_proj.weight"},
+    {"ffn_down.weight", "mixer.down_proj.weight"},
+    {"ffn_gate_inp.weight", "mixer.gate.weight"},
+    {"exp_probs_b.bias", "mixer.gate.e_score_correction_bias"},
+    {"ffn_up_shexp.weight", "mixer.shared_experts.up_proj.weight"},
+    {"ffn_down_shexp.weight", "mixer.shared_experts.down_proj.weight"},
+};
+
+static void nemotron_h_hf_name(const char *gguf, char *out, size_t cap)
+{
+    static const char *const whole[][2] = {{"token_embd.weight", "backbone.embeddings.weight"},
+                                           {"output_norm.weight", "backbone.norm_f.weight"},
+                                           {"output.weight", "lm_head.weight"}};
+    for (size_t i = 0; i < 3; i++)
+        if (!strcmp(gguf, whole[i][0])) {
+            snprintf(out, cap, "%s", whole[i][1]);
+            return;
+        }
+    unsigned layer;
+    int used = 0;
+    if (sscanf(gguf, "blk.%u.%n", &layer, &used) != 1 || used == 0)
+        fail_msg("no Hugging Face name for %s", gguf);
+    for (size_t i = 0; i < sizeof nemotron_h_names / sizeof nemotron_h_names[0]; i++)
+        if (!strcmp(gguf + used, nemotron_h_names[i][0])) {
+            snprintf(out, cap, "backbone.layers.%u.%s", layer, nemotron_h_names[i][1]);
+            return;
+        }
+    fail_msg("no Hugging Face name for %s", gguf);
+}
+
 /* A "bert" model's GGUF names and BertModel's */
 static const char *const bert_names[][2] = {
     {"token_embd.", "embeddings.word_embeddings."},
@@ -194,9 +240,9 @@ static uint32_t get_u32(const gguf_file *f, const char *key)
     return v;
 }
 
-/* A key/value head count: the key's, or the largest of its per-layer list (LFM2's, 0 for a
- * convolution layer). */
-static uint32_t kv_head_count(const gguf_file *f, const char *key)
+/* A count: the key's, or the largest of its per-layer list (LFM2's and Nemotron-H's key/value
+ * heads and FFN widths, 0 where a layer has none). */
+static uint32_t layer_max(const gguf_file *f, const char *key)
 {
     const gguf_kv *kv = gguf_find_kv(f, key);
     assert_non_null(kv);
@@ -226,10 +272,10 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
     json_t *c = json_pack("{s:[s],s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "architectures", hf_arch,
                           "num_hidden_layers", (json_int_t)get_u32(f, K("block_count")),
                           "hidden_size", (json_int_t)get_u32(f, K("embedding_length")),
-                          "intermediate_size", (json_int_t)get_u32(f, K("feed_forward_length")),
+                          "intermediate_size", (json_int_t)layer_max(f, K("feed_forward_length")),
                           "num_attention_heads", (json_int_t)get_u32(f, K("attention.head_count")),
                           "num_key_value_heads",
-                          (json_int_t)kv_head_count(f, K("attention.head_count_kv")),
+                          (json_int_t)layer_max(f, K("attention.head_count_kv")),
                           "max_position_embeddings", (json_int_t)get_u32(f, K("context_length")),
                           "vocab_size",
                           (json_int_t)gguf_find_kv(f, "tokenizer.ggml.tokens")->n);
@@ -323,6 +369,37 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
         if (gguf_find_kv(f, K("leading_dense_block_count")))
             json_object_set_new(c, "num_dense_layers",
                                 json_integer(get_u32(f, K("leading_dense_block_count"))));
+    }
+    if (strncmp(a, "nemotron_h", 10) == 0) { /* its layers' kinds and Mamba2 sizes */
+        const gguf_kv *kv_heads = gguf_find_kv(f, K("attention.head_count_kv"));
+        const gguf_kv *ffn = gguf_find_kv(f, K("feed_forward_length"));
+        bool moe = gguf_find_kv(f, K("expert_count")) != NULL;
+        char pattern[256] = {0};
+        for (uint64_t i = 0; i < kv_heads->n && i + 1 < sizeof pattern; i++)
+            pattern[i] = gguf_kv_i64(kv_heads, i) ? '*'
+                         : gguf_kv_i64(ffn, i)    ? (moe ? 'E' : '-')
+                                                  : 'M';
+        uint32_t heads = get_u32(f, K("ssm.time_step_rank"));
+        json_object_set_new(c, "hybrid_override_pattern", json_string(pattern));
+        json_object_set_new(c, "conv_kernel", json_integer(get_u32(f, K("ssm.conv_kernel"))));
+        json_object_set_new(c, "ssm_state_size", json_integer(get_u32(f, K("ssm.state_size"))));
+        json_object_set_new(c, "n_groups", json_integer(get_u32(f, K("ssm.group_count"))));
+        json_object_set_new(c, "mamba_num_heads", json_integer(heads));
+        json_object_set_new(c, "mamba_head_dim",
+                            json_integer(get_u32(f, K("ssm.inner_size")) / heads));
+        json_object_set(c, "norm_eps", json_object_get(c, "rms_norm_eps"));
+        json_object_del(c, "rms_norm_eps");
+        const gguf_kv *norm = gguf_find_kv(f, K("expert_weights_norm"));
+        const gguf_kv *scale = gguf_find_kv(f, K("expert_weights_scale"));
+        if (norm)
+            json_object_set_new(c, "norm_topk_prob", json_boolean(gguf_kv_bool(norm, 0)));
+        if (scale)
+            json_object_set_new(c, "routed_scaling_factor", json_real(gguf_kv_f32(scale, 0)));
+        json_t *shared = json_object_get(c, "shared_expert_intermediate_size");
+        if (shared) {
+            json_object_set(c, "moe_shared_expert_intermediate_size", shared);
+            json_object_del(c, "shared_expert_intermediate_size");
+        }
     }
     if (strcmp(a, "qwen3next") == 0) /* plain NeoX RoPE on part of each head */
         json_object_set_new(c, "partial_rotary_factor",
@@ -619,9 +696,20 @@ static void put_matrix(shard *s, const char *name, safetensors_dtype dtype, cons
 }
 
 /* blk.L.ffn_KIND_exps.weight as its experts' matrices: Mixtral's names for llama, Qwen's else. */
+/* The experts' names: Qwen's (mlp.experts.E.gate_proj), Mixtral's (block_sparse_moe...w1),
+ * LFM2's (feed_forward.experts.E.w1) or Nemotron-H's (backbone...mixer.experts.E.up_proj). */
+enum expert_names { EXPERTS_QWEN, EXPERTS_MIXTRAL, EXPERTS_LFM2, EXPERTS_NEMOTRON_H };
+
 static void put_experts(shard *s, json_t *weight_map, const char *shard_name,
-                        const gguf_tensor *t, bool mixtral, bool lfm2, safetensors_dtype dtype)
+                        const gguf_tensor *t, enum expert_names layout, safetensors_dtype dtype)
 {
+    static const char *const formats[] = {
+        [EXPERTS_QWEN] = "model.layers.%u.mlp.experts.%lld.%s.weight",
+        [EXPERTS_MIXTRAL] = "model.layers.%u.block_sparse_moe.experts.%lld.%s.weight",
+        [EXPERTS_LFM2] = "model.layers.%u.feed_forward.experts.%lld.%s.weight",
+        [EXPERTS_NEMOTRON_H] = "backbone.layers.%u.mixer.experts.%lld.%s.weight",
+    };
+    bool w_names = layout == EXPERTS_MIXTRAL || layout == EXPERTS_LFM2;
     unsigned layer;
     char kind[8];
     assert_int_equal(sscanf(t->name, "blk.%u.ffn_%7[a-z]_exps.weight", &layer, kind), 2);
@@ -635,11 +723,8 @@ static void put_experts(shard *s, json_t *weight_map, const char *shard_name,
     uint64_t cols = (uint64_t)t->ne[0], rows = (uint64_t)t->ne[1];
     for (int64_t e = 0; e < t->ne[2]; e++) {
         char name[256];
-        snprintf(name, sizeof name,
-                 lfm2      ? "model.layers.%u.feed_forward.experts.%lld.%s.weight"
-                 : mixtral ? "model.layers.%u.block_sparse_moe.experts.%lld.%s.weight"
-                           : "model.layers.%u.mlp.experts.%lld.%s.weight",
-                 layer, (long long)e, names[k][mixtral || lfm2 ? 2 : 1]);
+        snprintf(name, sizeof name, formats[layout], layer, (long long)e,
+                 names[k][w_names ? 2 : 1]);
         put_matrix(s, name, dtype, (const float *)t->data + (uint64_t)e * rows * cols, rows, cols,
                    0, false);
         json_object_set_new(weight_map, name, json_string(shard_name));
@@ -1239,6 +1324,30 @@ static void put_dense_module(const gguf_file *f, unsigned n, const char *dir,
 }
 
 /*
+ * A Nemotron-H tensor as its checkpoint holds it: A as A_log = log(-A), A, D and the gated
+ * norm (one row per group in the GGUF) as vectors, the convolution [channels, 1, taps].
+ */
+static void put_nemotron_h(shard *s, const char *name, const gguf_tensor *t,
+                           safetensors_dtype dtype)
+{
+    uint64_t n = gguf_tensor_n_elems(t), cols = (uint64_t)t->ne[0];
+    bool a = strstr(t->name, ".ssm_a") != NULL;
+    if (a || strstr(t->name, ".ssm_d") || strstr(t->name, ".ssm_norm.") || t->n_dims == 1) {
+        float *v = malloc(n * sizeof *v);
+        assert_non_null(v);
+        for (uint64_t i = 0; i < n; i++)
+            v[i] = a ? logf(-((const float *)t->data)[i]) : ((const float *)t->data)[i];
+        put_matrix(s, name, SAFETENSORS_F32, v, 0, n, 0, false);
+        free(v);
+        return;
+    }
+    put_matrix(s, name, dtype, t->data, n / cols, cols, 0, false);
+    if (strstr(t->name, ".ssm_conv1d."))
+        json_object_set_new(json_object_get(s->header, name), "shape",
+                            json_pack("[I,i,I]", (json_int_t)(n / cols), 1, (json_int_t)cols));
+}
+
+/*
  * sentence-transformers' modules of an encoder: its pooling_type (1 mean, 2 CLS) in
  * 1_Pooling/config.json, EmbeddingGemma's projections as its 2_Dense and 3_Dense modules, then
  * a Normalize module; and what a BertModel checkpoint holds that the GGUF leaves out: I64
@@ -1328,6 +1437,7 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     bool bert = arch.size == 4 && memcmp(arch.data, "bert", 4) == 0;
     bool embedding_gemma = arch.size == 15 && memcmp(arch.data, "gemma-embedding", 15) == 0;
     bool lfm2 = arch.size >= 4 && memcmp(arch.data, "lfm2", 4) == 0; /* and lfm2moe */
+    bool nemotron = arch.size >= 10 && memcmp(arch.data, "nemotron_h", 10) == 0; /* and _moe */
     /* Llama's derivatives keep Hugging Face's rotated halves too */
     bool permuted = llama || (arch.size == 7 && memcmp(arch.data, "granite", 7) == 0) ||
                     (arch.size == 7 && memcmp(arch.data, "smollm3", 7) == 0) || pixtral;
@@ -1336,7 +1446,7 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     snprintf(key, sizeof key, "%.*s.attention.head_count", (int)arch.size, arch.data);
     uint32_t heads = get_u32(f, key);
     snprintf(key, sizeof key, "%.*s.attention.head_count_kv", (int)arch.size, arch.data);
-    uint32_t kv_heads = kv_head_count(f, key);
+    uint32_t kv_heads = layer_max(f, key);
     static const char *const shard_names[] = {"model-00001-of-00002.safetensors",
                                               "model-00002-of-00002.safetensors"};
     shard shards[2];
@@ -1386,7 +1496,18 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
         }
         if (t->n_dims == 3) { /* experts: one matrix each */
             put_experts(&shards[i < n / 2 ? 0 : 1], weight_map, shard_names[i < n / 2 ? 0 : 1],
-                        t, llama, lfm2, matrix_dtype);
+                        t,
+                        llama      ? EXPERTS_MIXTRAL
+                        : lfm2     ? EXPERTS_LFM2
+                        : nemotron ? EXPERTS_NEMOTRON_H
+                                   : EXPERTS_QWEN,
+                        matrix_dtype);
+            continue;
+        }
+        if (nemotron) {
+            nemotron_h_hf_name(t->name, name, sizeof name);
+            put_nemotron_h(&shards[i < n / 2 ? 0 : 1], name, t, matrix_dtype);
+            json_object_set_new(weight_map, name, json_string(shard_names[i < n / 2 ? 0 : 1]));
             continue;
         }
         if (bert)
@@ -1439,6 +1560,13 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     if (bert || embedding_gemma)
         put_sentence_transformers(f, bert ? "bert" : "gemma-embedding", &shards[1], weight_map,
                                   shard_names[1], dir, matrix_dtype);
+    if (nemotron) { /* a multi-token prediction layer's: left out */
+        static const float dummy[4] = {1, 2, 3, 4};
+        put_matrix(&shards[1], "mtp.layers.0.mixer.q_proj.weight", matrix_dtype, dummy, 2, 2, 0,
+                   false);
+        json_object_set_new(weight_map, "mtp.layers.0.mixer.q_proj.weight",
+                            json_string(shard_names[1]));
+    }
     if (qwen35 || next) { /* a vision tower's and a multi-token prediction layer's: left out */
         static const float dummy[4] = {1, 2, 3, 4};
         static const char *const skipped[] = {"model.visual.blocks.0.attn.qkv.weight",

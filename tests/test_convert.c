@@ -285,6 +285,8 @@ static void check_round_trip(const char *want_path, const char *experts_name,
                         : w->n_dims == 1 || bias || strstr(w->name, "ffn_gate_inp") ||
                                 strstr(w->name, "ssm_conv1d") || strstr(w->name, "_norm.weight") ||
                                 strstr(w->name, "shortconv.conv") ||
+                                (len > 6 && (!strcmp(w->name + len - 6, ".ssm_a") ||
+                                             !strcmp(w->name + len - 6, ".ssm_d"))) ||
                                 !strcmp(w->name, "token_types.weight")
                             ? TENSOR_TYPE_F32
                             : matrix_type;
@@ -301,13 +303,16 @@ static void check_round_trip(const char *want_path, const char *experts_name,
          * expert's too), a convolution or a norm per head: F32 from the checkpoint's matrix
          * type */
         bool qwen35 = strncmp(hf_arch, "Qwen3_5", 7) == 0 || strncmp(hf_arch, "Qwen3Next", 9) == 0;
+        bool nemotron = strcmp(hf_arch, "NemotronHForCausalLM") == 0; /* its A_log too */
         bool plus_one_norm = (strncmp(hf_arch, "Gemma", 5) == 0 || qwen35) &&
                              strstr(w->name, "_norm.weight") && !strstr(w->name, "ssm_norm");
-        bool a_log = qwen35 && len > 6 && !strcmp(w->name + len - 6, ".ssm_a"); /* -exp(A_log) */
+        bool a_log = (qwen35 || nemotron) && len > 6 &&
+                     !strcmp(w->name + len - 6, ".ssm_a"); /* -exp(A_log) */
         bool router = strstr(w->name, "ffn_gate_inp.weight") ||
                       strstr(w->name, "ffn_gate_inp_shexp.weight") ||
-                      strstr(w->name, "ssm_conv1d") || strstr(w->name, "shortconv.conv") ||
-                      (w->n_dims > 1 && strstr(w->name, "_norm.weight")) ||
+                      strstr(w->name, "ssm_conv1d.weight") || strstr(w->name, "shortconv.conv") ||
+                      (w->n_dims > 1 && strstr(w->name, "_norm.weight") &&
+                       !strstr(w->name, "ssm_norm")) || /* Nemotron-H's is a vector */
                       !strcmp(w->name, "token_types.weight");
         for (uint64_t e = 0; e < gguf_tensor_n_elems(w); e++) {
             float x = ((const float *)w->data)[e];
@@ -579,6 +584,44 @@ static void test_convert_lfm2moe_round_trip(void **state)
     round_trip("arch/lfm2moe.gguf", "Lfm2MoeForCausalLM", SAFETENSORS_F16,
                hf_fixture_qwen2_regex, TENSOR_TYPE_F16, lfm2_skipped);
     expect_pre("lfm2");
+}
+
+/*
+ * Nemotron-H: each layer's kind from hybrid_override_pattern (the per-layer arrays; a dense
+ * FFN layer's width from its up projection, the fixture's two differing), its Mamba2 tensors
+ * (A_log as -exp, A and D as one column, the gated norm one row per group, the convolution
+ * squeezed and F32) and backbone./mixer. names, the MTP layer left out; the MoE's ReLU²
+ * experts (up and down only), shared expert, router and its correction bias.
+ */
+static void test_convert_nemotron_h_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/nemotron-h.gguf", "NemotronHForCausalLM", SAFETENSORS_BF16,
+               hf_fixture_qwen2_regex, TENSOR_TYPE_BF16, skipped);
+}
+
+/* ollama's converter gives an experts layer moe_intermediate_size as its FFN width, where
+ * llama.cpp's (the fixture's) gives intermediate_size. */
+static const char *const nemotron_h_moe_skipped[] = {"general.name", "general.file_type",
+                                                     "nemotron_h_moe.feed_forward_length",
+                                                     NULL};
+
+static void test_convert_nemotron_h_moe_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/nemotron-h-moe.gguf", "NemotronHForCausalLM", SAFETENSORS_F16,
+               hf_fixture_qwen2_regex, TENSOR_TYPE_F16, nemotron_h_moe_skipped);
+    corral_error err = {{0}};
+    gguf_file *got = gguf_open(store_fixture_path(g_root, "out.gguf"), &err);
+    if (!got)
+        fail_msg("%s", err.message);
+    const gguf_kv *ffn = gguf_find_kv(got, "nemotron_h_moe.feed_forward_length");
+    assert_non_null(ffn);
+    static const int64_t want[] = {0, 32, 0, 0, 32};
+    assert_int_equal(ffn->n, 5);
+    for (uint64_t i = 0; i < 5; i++)
+        assert_int_equal(gguf_kv_i64(ffn, i), want[i]);
+    gguf_close(got);
 }
 
 static void test_convert_smollm3_round_trip(void **state)
@@ -1730,6 +1773,31 @@ static void test_convert_refuses_what_lfm2_lacks(void **state)
     expect_convert_refusal("a Lfm2MoeForCausalLM needs num_experts");
 }
 
+/* Nemotron-H's layers are what hybrid_override_pattern says, its Mamba2 sizes required. */
+static void test_convert_refuses_what_nemotron_h_lacks(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *key, *value, *why;
+    } cases[] = {
+        {"hybrid_override_pattern", "\"M-*M\"", "must give each of the 5 layers a kind"},
+        {"hybrid_override_pattern", "\"M-*MX\"", "must give each of the 5 layers a kind"},
+        {"hybrid_override_pattern", "[\"M-\", 5]", "must give each of the 5 layers a kind"},
+        {"hybrid_override_pattern", "\"M-*ME\"", "layer 4 is a mixture of experts"},
+        {"hybrid_override_pattern", "\"MM*M-\"",
+         "tensor 'backbone.layers.1.mixer.down_proj.weight' is not one of a"},
+        {"conv_kernel", "null", "config.json has no conv_kernel"},
+        {"n_groups", "3", "do not make a Mamba2 mixer"},
+        {"norm_topk_prob", "1", "norm_topk_prob must be true or false"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        hf_fixture_write(fixture("arch/nemotron-h.gguf"), g_root, "NemotronHForCausalLM",
+                         SAFETENSORS_F16, hf_fixture_qwen2_regex);
+        set_json("config.json", "", cases[i].key, cases[i].value);
+        expect_convert_refusal(cases[i].why);
+    }
+}
+
 /* Every tokenizer file's fields are checked before they index anything. */
 static void test_convert_refuses_malformed_tokenizers(void **state)
 {
@@ -1866,6 +1934,11 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_convert_lfm2_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_lfm2moe_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_refuses_what_lfm2_lacks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_nemotron_h_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_nemotron_h_moe_round_trip, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_convert_refuses_what_nemotron_h_lacks, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_convert_smollm3_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_starcoder2_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_qwen35_round_trip, setup, teardown),

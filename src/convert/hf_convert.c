@@ -17,6 +17,7 @@
 #include "convert/hf_family.h"
 #include "convert/hf_family_embed.h"
 #include "convert/hf_family_lfm2.h"
+#include "convert/hf_family_nemotron_h.h"
 #include "convert/hf_tokenizer.h"
 #include "convert/safetensors.h"
 #include "gguf.h"
@@ -686,7 +687,7 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
         }
         t.ne[src->n_dims - 1 - d] = (int64_t)src->shape[d];
     }
-    if (ends_with(t.name, ".ssm_in.weight"))
+    if (hf_family_is_qwen3next(c->p.arch) && ends_with(t.name, ".ssm_in.weight"))
         return add_qkvz(c, src, t.name);
     bool conv = ends_with(t.name, ".ssm_conv1d.weight") ||
                 ends_with(t.name, ".shortconv.conv.weight"); /* Qwen 3.5's, LFM2's */
@@ -733,8 +734,13 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
     bool q = ends_with(t.name, ".attn_q.weight"), k = ends_with(t.name, ".attn_k.weight");
     if (hf_family_adds_one(c->p.arch, t.name))
         t.op = ELEM_ADD_ONE;
-    if (c->p.arch->family == FAMILY_QWEN35 && ends_with(t.name, ".ssm_a"))
+    if ((c->p.arch->family == FAMILY_QWEN35 || hf_family_is_nemotron_h(c->p.arch)) &&
+        ends_with(t.name, ".ssm_a"))
         t.op = ELEM_NEG_EXP;
+    if (hf_family_is_nemotron_h(c->p.arch)) { /* its vectors' GGUF shapes, their type kept */
+        hf_nemotron_h_reshape(&c->p, t.name, &t.n_dims, t.ne);
+        hf_nemotron_h_ffn_seen(&c->p, t.name, src->n_dims == 2 ? src->shape[0] : 0);
+    }
     /* a pixtral tower's Q and K keep Hugging Face's order, as in ollama's file */
     if (c->p.arch->family == FAMILY_LLAMA && !tower && (q || k)) {
         uint32_t heads = q ? c->p.n_head : c->p.n_head_kv;

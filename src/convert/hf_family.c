@@ -11,6 +11,7 @@
 
 #include "convert/hf_family_embed.h"
 #include "convert/hf_family_lfm2.h"
+#include "convert/hf_family_nemotron_h.h"
 #include "convert/hf_tokenizer.h"
 
 #define MAX_LAYERS 4096u
@@ -60,6 +61,7 @@ static const hf_arch archs[] = {
     {"Gemma3TextModel", "gemma-embedding", FAMILY_GEMMA3, false}, /* EmbeddingGemma */
     {"Lfm2ForCausalLM", "lfm2", FAMILY_LFM2, false},
     {"Lfm2MoeForCausalLM", "lfm2moe", FAMILY_LFM2, false},
+    {"NemotronHForCausalLM", "nemotron_h", FAMILY_NEMOTRON_H, false}, /* or nemotron_h_moe */
 };
 
 const hf_arch *hf_family_by_gguf_name(const char *gguf_name)
@@ -444,8 +446,10 @@ static hf_status read_config(family *c)
     bool local = gptoss || !strcmp(p->arch->gguf_name, "llama") ||
                  (p->arch->family == FAMILY_LFM2 && /* ollama's LFM2 takes either */
                   json_object_get(c->config, "num_local_experts"));
-    if (!read_u32(c, local ? "num_local_experts" : "num_experts", gptoss, MAX_EXPERTS,
-                  &p->n_expert) ||
+    bool routed = p->arch->family == FAMILY_NEMOTRON_H && /* ollama's Nemotron-H: either */
+                  json_object_get(c->config, "n_routed_experts");
+    if (!read_u32(c, routed ? "n_routed_experts" : local ? "num_local_experts" : "num_experts",
+                  gptoss, MAX_EXPERTS, &p->n_expert) ||
         !read_u32(c, "num_experts_per_tok", p->n_expert > 0, p->n_expert ? p->n_expert : 1,
                   &p->n_expert_used) ||
         !read_u32(c, "moe_intermediate_size", false, 1u << 24, &p->n_ff_expert))
@@ -473,6 +477,8 @@ static hf_status read_config(family *c)
         return read_command_r_config(c);
     if (f == FAMILY_LFM2)
         return hf_lfm2_read_config(c->config, p, c->err);
+    if (f == FAMILY_NEMOTRON_H)
+        return hf_nemotron_h_read_config(c->config, p, c->err);
     if (f == FAMILY_OLMO2) { /* Olmo 3's window: every layer but each fourth, or layer_types */
         if (!read_u32(c, "sliding_window", false, UINT32_MAX, &p->sliding_window))
             return HF_INVALID;
@@ -709,6 +715,10 @@ void hf_family_params_free(hf_params *p)
     p->sliding_pattern = NULL;
     free(p->kv_heads_per_layer);
     p->kv_heads_per_layer = NULL;
+    free(p->layer_kinds);
+    p->layer_kinds = NULL;
+    free(p->ffn_per_layer);
+    p->ffn_per_layer = NULL;
     json_decref(p->text_config);
     p->text_config = NULL;
 }
@@ -716,9 +726,11 @@ void hf_family_params_free(hf_params *p)
 /* The pair of the rename tables that starts s, or NULL. */
 static const char *const *rename_at(const hf_arch *a, const char *s)
 {
-    const char *const *lfm2 = hf_family_is_lfm2(a) ? hf_lfm2_rename_at(s) : NULL;
-    if (lfm2)
-        return lfm2;
+    const char *const *own = hf_family_is_lfm2(a)          ? hf_lfm2_rename_at(s)
+                             : hf_family_is_nemotron_h(a) ? hf_nemotron_h_rename_at(s)
+                                                          : NULL;
+    if (own)
+        return own;
     size_t n = sizeof sandwich_renames / sizeof sandwich_renames[0];
     for (size_t r = 0; has_sandwich_norms(a) && r < n; r++)
         if (strncmp(s, sandwich_renames[r][0], strlen(sandwich_renames[r][0])) == 0)
@@ -1025,6 +1037,8 @@ bool hf_family_skipped_tensor(const hf_arch *a, const char *name)
 {
     if (a->family == FAMILY_BERT)
         return hf_embed_skipped_tensor(name);
+    if (a->family == FAMILY_NEMOTRON_H)
+        return hf_nemotron_h_skipped_tensor(name);
     return a->family == FAMILY_QWEN35 &&
            (!strncmp(name, "model.visual.", 13) || !strncmp(name, "mtp.", 4));
 }
@@ -1063,6 +1077,8 @@ bool hf_family_known_tensor(const hf_params *p, const char *name)
         return known_gptoss_tensor(suffix);
     if (f == FAMILY_LFM2)
         return hf_lfm2_known_tensor(p, layer, suffix);
+    if (f == FAMILY_NEMOTRON_H)
+        return hf_nemotron_h_known_tensor(p, layer, suffix);
     if (f == FAMILY_QWEN35)
         return known_qwen35_tensor(p, layer, suffix);
     if (f == FAMILY_COMMAND_R && p->qk_norm &&
@@ -1103,7 +1119,9 @@ bool hf_family_parse_expert(const char *name, unsigned *layer, unsigned *expert,
     /* Mixtral's w1/w2/w3 under block_sparse_moe, LFM2's under feed_forward */
     bool lfm2 = sscanf(name, "model.layers.%u.feed_forward.experts.%u.%15[a-z0-9].weight",
                        layer, expert, part) == 3;
-    if (lfm2 ||
+    bool nemotron = sscanf(name, "backbone.layers.%u.mixer.experts.%u.%15[a-z_].weight", layer,
+                           expert, part) == 3; /* up_proj and down_proj: ReLU², no gate */
+    if (lfm2 || nemotron ||
         sscanf(name, "model.layers.%u.mlp.experts.%u.%15[a-z_].weight", layer, expert,
                part) == 3 ||
         sscanf(name, "model.layers.%u.block_sparse_moe.experts.%u.%15[a-z0-9].weight", layer,
@@ -1111,9 +1129,10 @@ bool hf_family_parse_expert(const char *name, unsigned *layer, unsigned *expert,
         for (size_t i = 0; i < sizeof hf / sizeof hf[0]; i++) {
             bool mixtral = hf[i][0][0] == 'w';
             snprintf(again, sizeof again,
-                     lfm2      ? "model.layers.%u.feed_forward.experts.%u.%s.weight"
-                     : mixtral ? "model.layers.%u.block_sparse_moe.experts.%u.%s.weight"
-                               : "model.layers.%u.mlp.experts.%u.%s.weight",
+                     lfm2       ? "model.layers.%u.feed_forward.experts.%u.%s.weight"
+                     : nemotron ? "backbone.layers.%u.mixer.experts.%u.%s.weight"
+                     : mixtral  ? "model.layers.%u.block_sparse_moe.experts.%u.%s.weight"
+                                : "model.layers.%u.mlp.experts.%u.%s.weight",
                      *layer, *expert, hf[i][0]);
             if (strcmp(again, name) == 0) { /* exactly that spelling: no "+1" or "01" */
                 *kind = hf[i][1];
@@ -1414,7 +1433,8 @@ static bool write_keys(family *c, gguf_writer *w)
               gguf_writer_add_u32(w, KEY("vocab_size"), c->n_vocab, err) &&
               gguf_writer_add_u32(w, KEY("block_count"), p->n_layer, err) &&
               gguf_writer_add_u32(w, KEY("embedding_length"), p->n_embd, err) &&
-              gguf_writer_add_u32(w, KEY("feed_forward_length"), p->n_ff, err) &&
+              (p->ffn_per_layer || /* per layer: hf_nemotron_h_write_keys' */
+               gguf_writer_add_u32(w, KEY("feed_forward_length"), p->n_ff, err)) &&
               gguf_writer_add_u32(w, KEY("attention.head_count"), p->n_head, err) &&
               (p->kv_heads_per_layer || /* per layer: hf_lfm2_write_keys' */
                gguf_writer_add_u32(w, KEY("attention.head_count_kv"), p->n_head_kv, err));
@@ -1478,6 +1498,8 @@ static bool write_keys(family *c, gguf_writer *w)
         ok = hf_embed_write_keys(p, w, err);
     if (ok && hf_family_is_lfm2(p->arch))
         ok = hf_lfm2_write_keys(p, w, err);
+    if (ok && hf_family_is_nemotron_h(p->arch))
+        ok = hf_nemotron_h_write_keys(p, w, err);
     if (ok && hf_family_is_qwen25vl(p->arch))
         ok = write_qwen25vl_keys(c, w, a);
     else if (ok && p->arch->vision)

@@ -30,6 +30,7 @@ typedef enum arch_family {
     FAMILY_QWEN35, /* Qwen 3.5 and Qwen3-Next: Gated DeltaNet layers and gated attention */
     FAMILY_BERT,   /* an encoder: hf_family_embed.c's */
     FAMILY_LFM2,   /* short convolutions and attention: hf_family_lfm2.c's */
+    FAMILY_NEMOTRON_H, /* Mamba2, attention and FFN layers: hf_family_nemotron_h.c's */
 } arch_family;
 
 typedef struct hf_arch {
@@ -78,11 +79,20 @@ typedef struct hf_params {
     uint32_t pooling_type;
     bool normalize;
     uint32_t dense_in[2], dense_out[2]; /* EmbeddingGemma's two projections */
-    /* LFM2's key/value heads per layer (0: a convolution layer), its leading dense layers
-     * before the experts and the experts' weights scale (0 when absent) */
+    /* LFM2's and Nemotron-H's key/value heads per layer (0: a convolution or Mamba2 layer),
+     * LFM2's leading dense layers before the experts, the experts' weights scale (0 when
+     * absent) */
     uint32_t *kv_heads_per_layer;
     uint32_t n_dense_lead;
     float expert_weights_scale;
+    /* Nemotron-H's: each layer's kind (hybrid_override_pattern: 'M' Mamba2, '*' attention,
+     * '-' FFN, 'E' experts) and FFN width (0 but for '-' and 'E'), its Mamba2 sizes, its
+     * shared experts and expert groups, whether the chosen experts' weights are normalized */
+    char *layer_kinds;
+    uint32_t *ffn_per_layer;
+    uint32_t ssm_state, ssm_groups, ssm_heads, ssm_head_dim;
+    uint32_t n_shared_experts, expert_groups, expert_groups_used;
+    bool expert_weights_norm;
     /* Gemma's */
     uint32_t sliding_window;
     float attn_softcap, final_softcap, rope_local_theta;
@@ -165,7 +175,8 @@ bool hf_family_known_tensor(const hf_params *p, const char *name);
 /*
  * An expert's matrix ("model.layers.L.mlp.experts.E.gate_proj.weight", Mixtral's
  * "model.layers.L.block_sparse_moe.experts.E.w1.weight", LFM2's
- * "model.layers.L.feed_forward.experts.E.w1.weight"): which layer, expert and GGUF kind
+ * "model.layers.L.feed_forward.experts.E.w1.weight", Nemotron-H's
+ * "backbone.layers.L.mixer.experts.E.up_proj.weight"): which layer, expert and GGUF kind
  * (gate, up, down). False for any other name.
  */
 bool hf_family_parse_expert(const char *name, unsigned *layer, unsigned *expert,
