@@ -401,6 +401,26 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
             json_object_del(c, "shared_expert_intermediate_size");
         }
     }
+    if (strcmp(hf_arch, "Ministral3ForCausalLM") == 0) { /* its RoPE all in rope_parameters */
+        json_t *rope = json_object_get(c, "rope_scaling");
+        rope = rope ? json_incref(rope) : json_object();
+        json_object_del(c, "rope_scaling");
+        json_object_set(rope, "rope_theta", json_object_get(c, "rope_theta"));
+        json_object_del(c, "rope_theta");
+        static const char *const extra[][2] = {
+            {"rope.scaling.yarn_beta_fast", "beta_fast"},
+            {"rope.scaling.yarn_beta_slow", "beta_slow"},
+            {"rope.scaling.yarn_log_multiplier", "mscale_all_dim"},
+            {"attention.temperature_scale", "llama_4_scaling_beta"},
+        };
+        for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++) {
+            snprintf(key, sizeof key, "%s.%s", a, extra[i][0]);
+            if (gguf_find_kv(f, key))
+                json_object_set_new(rope, extra[i][1],
+                                    json_real(gguf_kv_f32(gguf_find_kv(f, key), 0)));
+        }
+        json_object_set_new(c, "rope_parameters", rope);
+    }
     if (strcmp(a, "qwen3next") == 0) /* plain NeoX RoPE on part of each head */
         json_object_set_new(c, "partial_rotary_factor",
                             json_real((double)get_u32(f, K("rope.dimension_count")) /
@@ -1440,7 +1460,8 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     bool nemotron = arch.size >= 10 && memcmp(arch.data, "nemotron_h", 10) == 0; /* and _moe */
     /* Llama's derivatives keep Hugging Face's rotated halves too */
     bool permuted = llama || (arch.size == 7 && memcmp(arch.data, "granite", 7) == 0) ||
-                    (arch.size == 7 && memcmp(arch.data, "smollm3", 7) == 0) || pixtral;
+                    (arch.size == 7 && memcmp(arch.data, "smollm3", 7) == 0) || pixtral ||
+                    (arch.size == 8 && memcmp(arch.data, "mistral3", 8) == 0);
     sandwich = sandwich || olmo2 || embedding_gemma;
     char key[96];
     snprintf(key, sizeof key, "%.*s.attention.head_count", (int)arch.size, arch.data);

@@ -152,6 +152,7 @@ static void test_safetensors_refuses_malformed_headers(void **state)
 
 static void rewrite(const char *name, const char *from, const char *to);
 static void set_json(const char *name, const char *path, const char *key, const char *value);
+static void expect_convert_refusal(const char *why);
 
 static char *g_root;
 
@@ -624,6 +625,28 @@ static void test_convert_nemotron_h_moe_round_trip(void **state)
     gguf_close(got);
 }
 
+/* Ministral 3's text model saved alone: Llama's Q/K permutation, its RoPE base and YaRN
+ * (betas, log multiplier, trained context) and attention temperature from rope_parameters. */
+static void test_convert_ministral3_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/mistral3.gguf", "Ministral3ForCausalLM", SAFETENSORS_BF16,
+               hf_fixture_qwen2_regex, TENSOR_TYPE_BF16, skipped);
+}
+
+static void test_convert_refuses_a_ministral3_rope_it_cannot_convert(void **state)
+{
+    (void)state;
+    hf_fixture_write(fixture("arch/mistral3.gguf"), g_root, "Ministral3ForCausalLM",
+                     SAFETENSORS_F16, hf_fixture_qwen2_regex);
+    set_json("config.json", "rope_parameters", "rope_type", "\"linear\"");
+    expect_convert_refusal("only rope_parameters' yarn scales the RoPE of "
+                           "Ministral3ForCausalLM");
+    set_json("config.json", "rope_parameters", "rope_type", "\"yarn\"");
+    set_json("config.json", "rope_parameters", "beta_fast", "-1");
+    expect_convert_refusal("rope_parameters.beta_fast must be a positive number");
+}
+
 static void test_convert_smollm3_round_trip(void **state)
 {
     (void)state;
@@ -918,7 +941,6 @@ static void test_convert_mixtral_round_trip(void **state)
 
 /* ---- Gemma 3 with its vision tower ---- */
 
-static void expect_convert_refusal(const char *why);
 
 /* src's keys and tensors as the converter writes an F16 checkpoint's values: matrices F16,
  * vectors F32, Gemma norms (kept as w - 1, when gemma) plus one; into dst. */
@@ -1939,6 +1961,9 @@ int main(int argc, char **argv)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_convert_refuses_what_nemotron_h_lacks, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_convert_ministral3_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_refuses_a_ministral3_rope_it_cannot_convert,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_smollm3_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_starcoder2_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_qwen35_round_trip, setup, teardown),

@@ -42,6 +42,7 @@ static const hf_arch archs[] = {
     {"Gemma3ForCausalLM", "gemma3", FAMILY_GEMMA3, false},
     {"Gemma3ForConditionalGeneration", "gemma3", FAMILY_GEMMA3, true},
     {"Mistral3ForConditionalGeneration", "mistral3", FAMILY_LLAMA, true},
+    {"Ministral3ForCausalLM", "mistral3", FAMILY_LLAMA, false}, /* the text model alone */
     {"Qwen2_5_VLForConditionalGeneration", "qwen25vl", FAMILY_QWEN2, true},
     {"Phi3ForCausalLM", "phi3", FAMILY_PHI3, false},
     {"GptOssForCausalLM", "gpt-oss", FAMILY_GPTOSS, false},
@@ -255,6 +256,73 @@ static bool read_pixtral_rope(family *c)
     return read_rope_parameter(c, "rope_theta", &c->p.has_theta, &c->p.rope_theta);
 }
 
+/* Mistral 3's text model saved alone (Ministral 3). */
+static bool is_ministral(const hf_arch *a)
+{
+    return !a->vision && !strcmp(a->gguf_name, "mistral3");
+}
+
+/*
+ * Ministral 3's RoPE, all in rope_parameters: its base, and for YaRN its factor, the context
+ * it was trained for, beta_fast, beta_slow, mscale_all_dim (the log multiplier) and
+ * llama_4_scaling_beta (the attention temperature), as ollama's converter takes them.
+ */
+static bool read_ministral_rope(family *c)
+{
+    hf_params *p = &c->p;
+    p->yarn_beta_fast = p->yarn_beta_slow = p->yarn_log_multiplier = p->temperature_scale = -1;
+    if (!read_rope_parameter(c, "rope_theta", &p->has_theta, &p->rope_theta))
+        return false;
+    const json_t *rope = json_object_get(c->config, "rope_parameters");
+    const char *type = json_string_value(json_object_get(rope, "rope_type"));
+    if (!type || !strcmp(type, "default"))
+        return true;
+    if (strcmp(type, "yarn") != 0 || p->rope_type) {
+        corral_error_set(c->err, "config.json: only rope_parameters' yarn scales the RoPE of "
+                         "%s", p->arch->hf_name);
+        return false;
+    }
+    const json_t *o = json_object_get(rope, "original_max_position_embeddings");
+    if (o && (!json_is_integer(o) || json_integer_value(o) < 1 ||
+              json_integer_value(o) > UINT32_MAX)) {
+        corral_error_set(c->err, "config.json: rope_parameters.original_max_position_embeddings "
+                         "must be a positive integer");
+        return false;
+    }
+    p->rope_type = type;
+    p->rope_original_ctx = o ? (uint32_t)json_integer_value(o) : 0;
+    const char *saved = c->section;
+    c->section = "rope_parameters.";
+    bool ok = read_f32(c, rope, "factor", NULL, &p->rope_factor) &&
+              read_f32(c, rope, "beta_fast", NULL, &p->yarn_beta_fast) &&
+              read_f32(c, rope, "beta_slow", NULL, &p->yarn_beta_slow) &&
+              read_f32(c, rope, "mscale_all_dim", NULL, &p->yarn_log_multiplier) &&
+              read_f32(c, rope, "llama_4_scaling_beta", NULL, &p->temperature_scale);
+    c->section = saved;
+    return ok;
+}
+
+/* Ministral 3's YaRN keys beyond the common ones, and its attention temperature. */
+static bool write_ministral_keys(family *c, gguf_writer *w, const char *a)
+{
+    const hf_params *p = &c->p;
+    const struct {
+        const char *key;
+        float value;
+    } keys[] = {{"rope.scaling.yarn_beta_fast", p->yarn_beta_fast},
+                {"rope.scaling.yarn_beta_slow", p->yarn_beta_slow},
+                {"rope.scaling.yarn_log_multiplier", p->yarn_log_multiplier},
+                {"attention.temperature_scale", p->temperature_scale}};
+    char key[96];
+    bool ok = true;
+    for (size_t i = 0; ok && i < sizeof keys / sizeof keys[0]; i++)
+        if (keys[i].value >= 0) {
+            snprintf(key, sizeof key, "%s.%s", a, keys[i].key);
+            ok = gguf_writer_add_f32(w, key, keys[i].value, c->err);
+        }
+    return ok;
+}
+
 /* Qwen 3.5's M-RoPE sections (rope_parameters' or rope_scaling's mrope_section, else
  * llama.cpp's default), padded to four. */
 static bool read_rope_sections(family *c)
@@ -432,6 +500,8 @@ static hf_status read_config(family *c)
         !read_rope_scaling(c))
         return HF_INVALID;
     if (hf_family_is_pixtral(p->arch) && !read_pixtral_rope(c))
+        return HF_INVALID;
+    if (is_ministral(p->arch) && !read_ministral_rope(c))
         return HF_INVALID;
     if (p->arch->family == FAMILY_GEMMA3 && !p->has_theta) {
         p->has_theta = true; /* Gemma 3's global layers' base when its config leaves it out */
@@ -1494,6 +1564,8 @@ static bool write_keys(family *c, gguf_writer *w)
 #undef KEY
     if (ok && (hf_family_is_gemma(p->arch) || f == FAMILY_OLMO2 || f == FAMILY_COHERE2))
         ok = write_window_keys(c, w, a);
+    if (ok && is_ministral(p->arch))
+        ok = write_ministral_keys(c, w, a);
     if (ok && hf_family_is_encoder(p->arch))
         ok = hf_embed_write_keys(p, w, err);
     if (ok && hf_family_is_lfm2(p->arch))

@@ -74,6 +74,9 @@ typedef struct hf_params {
     float embedding_scale, residual_scale, attention_scale, logit_scale;
     uint32_t rope_original_ctx;
     bool qk_norm; /* Command R+'s per-head q/k LayerNorms (config.json's use_qk_norm) */
+    /* Ministral 3's YaRN (rope_parameters' beta_fast, beta_slow, mscale_all_dim) and its
+     * attention temperature (llama_4_scaling_beta); negative when absent */
+    float yarn_beta_fast, yarn_beta_slow, yarn_log_multiplier, temperature_scale;
     /* an encoder's pooling (0 none, 1 mean, 2 CLS) and whether its embeddings are normalized,
      * from sentence-transformers' modules */
     uint32_t pooling_type;
