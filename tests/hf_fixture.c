@@ -212,6 +212,39 @@ static const char *const bert_names[][2] = {
     {"layer_output_norm", "output.LayerNorm"},
 };
 
+/* A "nomic-bert" model's GGUF names and nomic's */
+static const char *const nomic_names[][2] = {
+    {"token_embd.", "embeddings.word_embeddings."},
+    {"token_types.", "embeddings.token_type_embeddings."},
+    {"token_embd_norm.", "emb_ln."},
+    {"attn_qkv", "attn.Wqkv"},
+    {"attn_output", "attn.out_proj"},
+    {"attn_output_norm", "norm1"},
+    {"layer_output_norm", "norm2"},
+    {"ffn_up", "mlp.fc11"},
+    {"ffn_gate", "mlp.fc12"},
+    {"ffn_down", "mlp.fc2"},
+};
+
+static void nomic_hf_name(const char *gguf, char *out, size_t cap)
+{
+    for (size_t i = 0; i < 3; i++)
+        if (!strncmp(gguf, nomic_names[i][0], strlen(nomic_names[i][0]))) {
+            snprintf(out, cap, "%s%s", nomic_names[i][1], gguf + strlen(nomic_names[i][0]));
+            return;
+        }
+    unsigned layer;
+    char part[64], kind[16];
+    if (sscanf(gguf, "blk.%u.%63[a-z_].%15s", &layer, part, kind) != 3)
+        fail_msg("no Hugging Face name for %s", gguf);
+    for (size_t i = 3; i < sizeof nomic_names / sizeof nomic_names[0]; i++)
+        if (!strcmp(part, nomic_names[i][0])) {
+            snprintf(out, cap, "encoder.layers.%u.%s.%s", layer, nomic_names[i][1], kind);
+            return;
+        }
+    fail_msg("no Hugging Face name for %s", gguf);
+}
+
 static void bert_hf_name(const char *gguf, char *out, size_t cap)
 {
     for (size_t i = 0; i < 4; i++)
@@ -400,6 +433,19 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
             json_object_set(c, "moe_shared_expert_intermediate_size", shared);
             json_object_del(c, "shared_expert_intermediate_size");
         }
+    }
+    if (strcmp(a, "nomic-bert") == 0) { /* nomic's config names its sizes as GPT-2 does */
+        static const char *const gpt2[][2] = {
+            {"num_hidden_layers", "n_layer"},       {"hidden_size", "n_embd"},
+            {"intermediate_size", "n_inner"},       {"num_attention_heads", "n_head"},
+            {"max_position_embeddings", "n_positions"},
+            {"layer_norm_eps", "layer_norm_epsilon"}, {"rope_theta", "rotary_emb_base"},
+        };
+        for (size_t i = 0; i < sizeof gpt2 / sizeof gpt2[0]; i++) {
+            json_object_set(c, gpt2[i][1], json_object_get(c, gpt2[i][0]));
+            json_object_del(c, gpt2[i][0]);
+        }
+        json_object_del(c, "num_key_value_heads");
     }
     if (strcmp(hf_arch, "Ministral3ForCausalLM") == 0) { /* its RoPE all in rope_parameters */
         json_t *rope = json_object_get(c, "rope_scaling");
@@ -1380,11 +1426,11 @@ static void put_sentence_transformers(const gguf_file *f, const char *arch, shar
     char key[96];
     snprintf(key, sizeof key, "%s.pooling_type", arch);
     uint32_t pooling = get_u32(f, key);
-    bool bert = strcmp(arch, "bert") == 0;
+    bool bert = strcmp(arch, "bert") == 0, gemma = strcmp(arch, "gemma-embedding") == 0;
     json_t *modules = json_pack("[{s:s,s:s},{s:s,s:s}]", "type",
                                 "sentence_transformers.models.Transformer", "path", "", "type",
                                 "sentence_transformers.models.Pooling", "path", "1_Pooling");
-    for (unsigned n = 2; !bert && n <= 3; n++) {
+    for (unsigned n = 2; gemma && n <= 3; n++) {
         char path[16];
         snprintf(path, sizeof path, "%u_Dense", n);
         json_array_append_new(modules, json_pack("{s:s,s:s}", "type",
@@ -1455,6 +1501,7 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     bool next = arch.size == 9 && memcmp(arch.data, "qwen3next", 9) == 0;
     bool qwen35_flat = qwen35 && strstr(hf_arch, "ForCausalLM"); /* no language_model. */
     bool bert = arch.size == 4 && memcmp(arch.data, "bert", 4) == 0;
+    bool nomic = arch.size == 10 && memcmp(arch.data, "nomic-bert", 10) == 0;
     bool embedding_gemma = arch.size == 15 && memcmp(arch.data, "gemma-embedding", 15) == 0;
     bool lfm2 = arch.size >= 4 && memcmp(arch.data, "lfm2", 4) == 0; /* and lfm2moe */
     bool nemotron = arch.size >= 10 && memcmp(arch.data, "nemotron_h", 10) == 0; /* and _moe */
@@ -1533,6 +1580,8 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
         }
         if (bert)
             bert_hf_name(t->name, name, sizeof name);
+        else if (nomic)
+            nomic_hf_name(t->name, name, sizeof name);
         else if (lfm2)
             lfm2_hf_name(t->name, name, sizeof name);
         else
@@ -1578,9 +1627,9 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
         put_qwen25vl_tower(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
     else if (mm)
         put_vision(&shards[1], weight_map, shard_names[1], mm, matrix_dtype, pixtral);
-    if (bert || embedding_gemma)
-        put_sentence_transformers(f, bert ? "bert" : "gemma-embedding", &shards[1], weight_map,
-                                  shard_names[1], dir, matrix_dtype);
+    if (bert || nomic || embedding_gemma)
+        put_sentence_transformers(f, bert ? "bert" : nomic ? "nomic-bert" : "gemma-embedding",
+                                  &shards[1], weight_map, shard_names[1], dir, matrix_dtype);
     if (nemotron) { /* a multi-token prediction layer's: left out */
         static const float dummy[4] = {1, 2, 3, 4};
         put_matrix(&shards[1], "mtp.layers.0.mixer.q_proj.weight", matrix_dtype, dummy, 2, 2, 0,

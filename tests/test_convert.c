@@ -495,14 +495,12 @@ static const char *const bert_skipped[] = {
     "tokenizer.ggml.eos_token_id", "tokenizer.ggml.add_bos_token",
     "tokenizer.ggml.add_eos_token", "tokenizer.ggml.token_type", NULL};
 
-static void test_convert_bert_round_trip(void **state)
+/* The WordPiece keys that bert_skipped leaves out of the comparison, and the Normalize module. */
+static void expect_wordpiece(const char *fixture_name, const char *normalize_key)
 {
-    (void)state;
-    round_trip("arch/bert.gguf", "BertModel", SAFETENSORS_F16, NULL, TENSOR_TYPE_F16,
-               bert_skipped);
-    same_tokens("arch/bert.gguf");
+    same_tokens(fixture_name);
     corral_error err = {{0}};
-    gguf_file *want = gguf_open(fixture("arch/bert.gguf"), &err);
+    gguf_file *want = gguf_open(fixture(fixture_name), &err);
     gguf_file *got = want ? gguf_open(store_fixture_path(g_root, "out.gguf"), &err) : NULL;
     if (!got)
         fail_msg("%s", err.message);
@@ -513,13 +511,36 @@ static void test_convert_bert_round_trip(void **state)
     for (uint64_t i = 0; i < w->n; i++) /* 2: unknown, 3: control */
         assert_int_equal(gguf_kv_i64(g, i), gguf_kv_i64(w, i) == 2 ? 3 : gguf_kv_i64(w, i));
     bool normalize = false;
-    assert_true(gguf_get_bool(got, "bert.normalize_embeddings", &normalize, &err));
+    assert_true(gguf_get_bool(got, normalize_key, &normalize, &err));
     assert_true(normalize);
     uint32_t segments = 0;
     assert_true(gguf_get_u32(got, "tokenizer.ggml.token_type_count", &segments, &err));
     assert_int_equal(segments, 2);
     gguf_close(want);
     gguf_close(got);
+}
+
+static void test_convert_bert_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/bert.gguf", "BertModel", SAFETENSORS_F16, NULL, TENSOR_TYPE_F16,
+               bert_skipped);
+    expect_wordpiece("arch/bert.gguf", "bert.normalize_embeddings");
+}
+
+/* nomic-embed-text (NomicBertModel): its GPT-2 style config keys (n_embd, n_layer, ...,
+ * rotary_emb_base), its fused Wqkv, SwiGLU FFN (fc11 up, fc12 gate, fc2 down), norm1/norm2
+ * and emb_ln under the names the engine reads, its pooling and tokenizer as BERT's. */
+static void test_convert_nomic_bert_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/nomic-bert.gguf", "NomicBertModel", SAFETENSORS_BF16, NULL,
+               TENSOR_TYPE_BF16, bert_skipped);
+    expect_wordpiece("arch/nomic-bert.gguf", "nomic-bert.normalize_embeddings");
+    remove(store_fixture_path(g_root, "out.gguf"));
+    set_json("config.json", "", "moe_every_n_layers", "2");
+    expect_convert_refusal("a NomicBertModel with experts (moe_every_n_layers: "
+                           "nomic-embed-text v2) is not converted");
 }
 
 /*
@@ -1948,6 +1969,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_convert_refuses_what_command_r_lacks, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_convert_bert_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_nomic_bert_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_refuses_what_bert_lacks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_gemma_embedding_round_trip, setup,
                                         teardown),

@@ -1070,8 +1070,8 @@ static void test_create_refuses_checkpoints_it_cannot_convert(void **state)
                  "Gemma3, Phi3, GptOss, Olmo2, Olmo3, Granite, Cohere, Cohere2, SmolLM3, "
                  "Starcoder2, Lfm2, Lfm2Moe, NemotronH, Ministral3, "
                  "Qwen3_5 and Qwen3_5Moe (each ...ForCausalLM); Gemma3, Mistral3, Qwen2_5_VL, "
-                 "Qwen3_5 and Qwen3_5Moe (...ForConditionalGeneration); Bert and Gemma3Text "
-                 "(...Model)");
+                 "Qwen3_5 and Qwen3_5Moe (...ForConditionalGeneration); Bert, NomicBert and "
+                 "Gemma3Text (...Model)");
     free(body);
 
     /* an adapter is checked against the converted weights, once they exist: without

@@ -26,8 +26,9 @@
  * same, with each layer's packed experts split into gate's and up's stacks and a shared
  * expert), Qwen3_5ForCausalLM and Qwen3_5MoeForCausalLM (the same text models saved alone,
  * under model.), Qwen3NextForCausalLM ("qwen3next": the same layers, value heads in the
- * checkpoint's order, in_proj_qkvz split into attn_qkv and attn_gate), BertModel ("bert") and
- * Gemma3TextModel ("gemma-embedding", EmbeddingGemma), encoders: see hf_family_embed.h,
+ * checkpoint's order, in_proj_qkvz split into attn_qkv and attn_gate), BertModel ("bert"),
+ * NomicBertModel ("nomic-bert") and Gemma3TextModel ("gemma-embedding", EmbeddingGemma),
+ * encoders: see hf_family_embed.h,
  * Lfm2ForCausalLM and Lfm2MoeForCausalLM ("lfm2", "lfm2moe": see hf_family_lfm2.h),
  * NemotronHForCausalLM ("nemotron_h" or "nemotron_h_moe": see hf_family_nemotron_h.h),
  * Ministral3ForCausalLM ("mistral3" without a tower: Llama's layers, YaRN from
@@ -55,7 +56,7 @@
     "Phi3, GptOss, Olmo2, Olmo3, Granite, Cohere, Cohere2, SmolLM3, Starcoder2, Lfm2, "      \
     "Lfm2Moe, NemotronH, Ministral3, Qwen3_5 and "                                            \
     "Qwen3_5Moe (each ...ForCausalLM); Gemma3, Mistral3, Qwen2_5_VL, Qwen3_5 and Qwen3_5Moe "  \
-    "(...ForConditionalGeneration); Bert and Gemma3Text (...Model)"
+    "(...ForConditionalGeneration); Bert, NomicBert and Gemma3Text (...Model)"
 
 /* One file of the checkpoint: its name relative to the directory, and where it is. */
 typedef struct hf_file {

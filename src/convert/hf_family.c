@@ -59,6 +59,7 @@ static const hf_arch archs[] = {
     {"Qwen3_5MoeForCausalLM", "qwen35moe", FAMILY_QWEN35, false},
     {"Qwen3NextForCausalLM", "qwen3next", FAMILY_QWEN35, false},
     {"BertModel", "bert", FAMILY_BERT, false},
+    {"NomicBertModel", "nomic-bert", FAMILY_BERT, false}, /* nomic-embed-text v1 and v1.5 */
     {"Gemma3TextModel", "gemma-embedding", FAMILY_GEMMA3, false}, /* EmbeddingGemma */
     {"Lfm2ForCausalLM", "lfm2", FAMILY_LFM2, false},
     {"Lfm2MoeForCausalLM", "lfm2moe", FAMILY_LFM2, false},
@@ -768,11 +769,21 @@ hf_status hf_family_read_config(const json_t *config, hf_params *p, corral_error
         if (!c.p.text_config)
             status = text && !json_is_object(text) ? HF_INVALID : HF_IO;
     }
+    bool nomic = name && !strcmp(name, "NomicBertModel");
+    const json_t *moe = json_object_get(config, "moe_every_n_layers");
+    if (nomic && json_integer_value(moe) > 0) {
+        corral_error_set(err, "a NomicBertModel with experts (moe_every_n_layers: "
+                         "nomic-embed-text v2) is not converted");
+        status = HF_INVALID;
+    } else if (nomic && !(c.p.text_config = hf_embed_nomic_config(config))) {
+        corral_error_set(err, "out of memory");
+        status = HF_IO;
+    }
     if (vision && status == HF_OK)
         status = qwen25vl ? read_qwen25vl_vision(&c, config)
                           : read_vision_config(&c, config, pixtral);
     if (status == HF_OK) {
-        c.config = nested ? c.p.text_config : config;
+        c.config = c.p.text_config ? c.p.text_config : config;
         status = read_config(&c);
     }
     *p = c.p;
@@ -867,7 +878,7 @@ static const char *const qwen25vl_renames[][2] = {
 void hf_family_rename(const hf_arch *a, const char *in, char *out, size_t cap)
 {
     if (a->family == FAMILY_BERT) {
-        hf_embed_rename(in, out, cap);
+        hf_embed_rename(a, in, out, cap);
         return;
     }
     char stripped[2048];

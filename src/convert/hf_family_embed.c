@@ -39,14 +39,37 @@ static const char *const bert_renames[][2] = {
     {"output.LayerNorm", "layer_output_norm"},
 };
 
-void hf_embed_rename(const char *in, char *out, size_t cap)
+/* nomic-embed-text's names (NomicBertModel), as llama.cpp's converter maps them: q, k and v
+ * in one matrix, a SwiGLU FFN (fc11 up, fc12 gate), the LayerNorms after attention and FFN. */
+static const char *const nomic_renames[][2] = {
+    {"encoder.layers", "blk"},
+    {"embeddings.word_embeddings", "token_embd"},
+    {"embeddings.token_type_embeddings", "token_types"},
+    {"emb_ln", "token_embd_norm"},
+    {"attn.Wqkv", "attn_qkv"},
+    {"attn.out_proj", "attn_output"},
+    {"norm1", "attn_output_norm"},
+    {"norm2", "layer_output_norm"},
+    {"mlp.fc11", "ffn_up"},
+    {"mlp.fc12", "ffn_gate"},
+    {"mlp.fc2", "ffn_down"},
+};
+
+static bool is_nomic(const hf_arch *a)
 {
-    size_t o = 0, n = sizeof bert_renames / sizeof bert_renames[0];
+    return !strcmp(a->gguf_name, "nomic-bert");
+}
+
+void hf_embed_rename(const hf_arch *a, const char *in, char *out, size_t cap)
+{
+    const char *const(*renames)[2] = is_nomic(a) ? nomic_renames : bert_renames;
+    size_t o = 0, n = is_nomic(a) ? sizeof nomic_renames / sizeof nomic_renames[0]
+                                  : sizeof bert_renames / sizeof bert_renames[0];
     for (const char *s = in; *s && o + 1 < cap;) {
         const char *const *pair = NULL;
         for (size_t r = 0; !pair && r < n; r++)
-            if (strncmp(s, bert_renames[r][0], strlen(bert_renames[r][0])) == 0)
-                pair = bert_renames[r];
+            if (strncmp(s, renames[r][0], strlen(renames[r][0])) == 0)
+                pair = renames[r];
         const char *piece = pair ? pair[1] : s;
         size_t len = pair ? strlen(piece) : 1;
         for (size_t i = 0; i < len && o + 1 < cap; i++)
@@ -65,10 +88,11 @@ bool hf_embed_skipped_tensor(const char *name)
 
 bool hf_embed_known_tensor(const hf_params *p, const char *name)
 {
+    bool nomic = is_nomic(p->arch); /* RoPE, not learned positions */
     static const char *const whole[] = {"token_embd.weight", "token_types.weight",
-                                        "position_embd.weight", "token_embd_norm.weight",
-                                        "token_embd_norm.bias"};
-    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
+                                        "token_embd_norm.weight", "token_embd_norm.bias",
+                                        "position_embd.weight"};
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0] - nomic; i++)
         if (!strcmp(name, whole[i]))
             return true;
     unsigned layer;
@@ -81,10 +105,17 @@ bool hf_embed_known_tensor(const hf_params *p, const char *name)
     static const char *const parts[] = {"attn_q",           "attn_k", "attn_v",
                                         "attn_output",      "attn_output_norm",
                                         "layer_output_norm", "ffn_up", "ffn_down"};
+    static const char *const nomic_parts[] = {"attn_qkv",          "attn_output",
+                                              "attn_output_norm",  "layer_output_norm",
+                                              "ffn_up",            "ffn_gate",
+                                              "ffn_down"};
     const char *rest = name + used;
-    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-        size_t n = strlen(parts[i]);
-        if (!strncmp(rest, parts[i], n) &&
+    const char *const *names = nomic ? nomic_parts : parts;
+    size_t n_names = nomic ? sizeof nomic_parts / sizeof nomic_parts[0]
+                           : sizeof parts / sizeof parts[0];
+    for (size_t i = 0; i < n_names; i++) {
+        size_t n = strlen(names[i]);
+        if (!strncmp(rest, names[i], n) &&
             (!strcmp(rest + n, ".weight") || !strcmp(rest + n, ".bias")))
             return true;
     }
@@ -98,6 +129,26 @@ static bool module_folder(const json_t *path)
     size_t len = json_string_length(path);
     return dir && len > 0 && len <= MAX_MODULE_PATH && strlen(dir) == len && !strchr(dir, '/') &&
            strcmp(dir, ".") != 0 && strcmp(dir, "..") != 0;
+}
+
+json_t *hf_embed_nomic_config(const json_t *config)
+{
+    static const char *const aliases[][2] = {
+        {"n_layer", "num_hidden_layers"},       {"n_embd", "hidden_size"},
+        {"n_inner", "intermediate_size"},       {"n_head", "num_attention_heads"},
+        {"n_positions", "max_position_embeddings"},
+        {"layer_norm_epsilon", "layer_norm_eps"}, {"rotary_emb_base", "rope_theta"},
+    };
+    json_t *merged = json_copy((json_t *)config);
+    for (size_t i = 0; merged && i < sizeof aliases / sizeof aliases[0]; i++) {
+        json_t *v = json_object_get(merged, aliases[i][0]);
+        if (v && !json_object_get(merged, aliases[i][1]) &&
+            json_object_set(merged, aliases[i][1], v) != 0) {
+            json_decref(merged);
+            return NULL;
+        }
+    }
+    return merged;
 }
 
 hf_status hf_embed_read_modules(const json_t *modules, hf_params *p, hf_modules *m,

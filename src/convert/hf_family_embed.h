@@ -2,7 +2,9 @@
  * The encoder (embedding) architectures of hf_family.h's table, as ollama's converter writes
  * them: BertModel ("bert"; its tensors' BERT names under GGUF's, encoder.layer.L.attention.
  * self.query as blk.L.attn_q, ..., its tokenizer tokenizer.json's WordPiece, see
- * hf_tokenizer.h) and Gemma3TextModel (EmbeddingGemma, "gemma-embedding": Gemma 3's text
+ * hf_tokenizer.h), NomicBertModel ("nomic-bert", nomic-embed-text: the same with fused q/k/v,
+ * RoPE and a SwiGLU FFN, under the names the engine reads, llama.cpp's; ollama's converter
+ * renames a layout nomic's checkpoints do not use) and Gemma3TextModel (EmbeddingGemma, "gemma-embedding": Gemma 3's text
  * stack, hf_family.c's, and two dense projections). Their pooling, whether embeddings are
  * normalized and EmbeddingGemma's projections come from sentence-transformers' modules.json
  * and its modules' folders.
@@ -20,8 +22,13 @@
 bool hf_family_is_encoder(const hf_arch *a);
 bool hf_family_is_gemma_embedding(const hf_arch *a);
 
-/* BERT's tensor name as GGUF's, into out (cap bytes, cut short if longer). */
-void hf_embed_rename(const char *in, char *out, size_t cap);
+/* BERT's (nomic-bert's) tensor name as GGUF's, into out (cap bytes, cut short if longer). */
+void hf_embed_rename(const hf_arch *a, const char *in, char *out, size_t cap);
+
+/* nomic-bert's config.json with the Hugging Face names of its GPT-2 style keys (n_layer,
+ * n_embd, n_inner, n_head, n_positions, layer_norm_epsilon, rotary_emb_base) added where the
+ * file lacks them; NULL when out of memory. */
+json_t *hf_embed_nomic_config(const json_t *config);
 
 /* Whether a BERT checkpoint's tensor is left out (position ids, the pooler). */
 bool hf_embed_skipped_tensor(const char *name);
