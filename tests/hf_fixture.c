@@ -35,6 +35,13 @@ static const char *const block_names[][2] = {
     {"ffn_gate", "mlp.gate_proj"},        {"ffn_up", "mlp.up_proj"},
     {"ffn_down", "mlp.down_proj"}, {"attn_qkv", "self_attn.qkv_proj"},
     {"ffn_gate_inp", "mlp.gate"},
+    /* DeepSeek-V2's latent attention and shared experts (GLM-4 MoE Lite's) */
+    {"attn_q_a", "self_attn.q_a_proj"},            {"attn_q_a_norm", "self_attn.q_a_layernorm"},
+    {"attn_q_b", "self_attn.q_b_proj"},            {"attn_kv_a_mqa", "self_attn.kv_a_proj_with_mqa"},
+    {"attn_kv_a_norm", "self_attn.kv_a_layernorm"},
+    {"ffn_gate_shexp", "mlp.shared_experts.gate_proj"},
+    {"ffn_up_shexp", "mlp.shared_experts.up_proj"},
+    {"ffn_down_shexp", "mlp.shared_experts.down_proj"},
 };
 
 /* gpt-oss's names that differ from the others' (its sinks have no ".weight") */
@@ -433,6 +440,35 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
             json_object_set(c, "moe_shared_expert_intermediate_size", shared);
             json_object_del(c, "shared_expert_intermediate_size");
         }
+    }
+    if (strcmp(a, "deepseek2") == 0) { /* GLM-4 MoE Lite's latent attention and experts */
+        uint32_t rope = get_u32(f, K("rope.dimension_count"));
+        static const char *const keys[][2] = {
+            {"attention.q_lora_rank", "q_lora_rank"},
+            {"attention.kv_lora_rank", "kv_lora_rank"},
+            {"attention.value_length_mla", "v_head_dim"},
+            {"expert_shared_count", "n_shared_experts"},
+            {"leading_dense_block_count", "first_k_dense_replace"},
+            {"expert_group_count", "n_group"},
+            {"expert_group_used_count", "topk_group"},
+        };
+        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+            snprintf(key, sizeof key, "%s.%s", a, keys[i][0]);
+            json_object_set_new(c, keys[i][1], json_integer(get_u32(f, key)));
+        }
+        json_object_set_new(c, "qk_rope_head_dim", json_integer(rope));
+        json_object_set_new(c, "qk_nope_head_dim",
+                            json_integer(get_u32(f, K("attention.key_length_mla")) - rope));
+        json_object_set_new(c, "norm_topk_prob",
+                            json_boolean(gguf_kv_bool(gguf_find_kv(f, K("expert_weights_norm")),
+                                                      0)));
+        json_object_set_new(c, "routed_scaling_factor",
+                            json_real(gguf_kv_f32(gguf_find_kv(f, K("expert_weights_scale")),
+                                                  0)));
+        json_object_set(c, "n_routed_experts", json_object_get(c, "num_experts"));
+        json_object_del(c, "num_experts");
+        json_object_del(c, "head_dim");
+        json_object_del(c, "rope_scaling"); /* GLM's RoPE is not scaled */
     }
     if (strcmp(a, "nomic-bert") == 0) { /* nomic's config names its sizes as GPT-2 does */
         static const char *const gpt2[][2] = {
@@ -1463,6 +1499,33 @@ static void put_sentence_transformers(const gguf_file *f, const char *arch, shar
         json_object_set_new(weight_map, names[i], json_string(shard_name));
 }
 
+/*
+ * A DeepSeek-V2 layer's attn_k_b ([heads, kv_lora, qk_nope]: each head's key rows transposed)
+ * and attn_v_b ([heads, v_head, kv_lora]) as the checkpoint's one kv_b_proj: per head its
+ * key rows, then its value rows, each kv_lora wide.
+ */
+static void put_kv_b(shard *s, const char *name, const gguf_file *f, const gguf_tensor *k_b,
+                     safetensors_dtype dtype)
+{
+    char v_name[96];
+    snprintf(v_name, sizeof v_name, "%.*sattn_v_b.weight",
+             (int)(strlen(k_b->name) - strlen("attn_k_b.weight")), k_b->name);
+    const gguf_tensor *v_b = gguf_find_tensor(f, v_name);
+    assert_non_null(v_b);
+    uint64_t nope = (uint64_t)k_b->ne[0], lora = (uint64_t)k_b->ne[1];
+    uint64_t heads = (uint64_t)k_b->ne[2], v = (uint64_t)v_b->ne[1], per = nope + v;
+    float *kv = malloc(heads * per * lora * sizeof *kv);
+    assert_non_null(kv);
+    const float *k = k_b->data, *vv = v_b->data;
+    for (uint64_t h = 0; h < heads; h++)
+        for (uint64_t r = 0; r < per; r++)
+            for (uint64_t j = 0; j < lora; j++)
+                kv[(h * per + r) * lora + j] = r < nope ? k[(h * lora + j) * nope + r]
+                                                        : vv[(h * v + r - nope) * lora + j];
+    put_matrix(s, name, dtype, kv, heads * per, lora, 0, false);
+    free(kv);
+}
+
 static void write_checkpoint(const char *gguf_path, const char *dir, const char *hf_arch,
                              safetensors_dtype matrix_dtype, const char *pre_regex,
                              const char *mmproj_path, uint32_t tokens_per_image,
@@ -1505,6 +1568,7 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     bool embedding_gemma = arch.size == 15 && memcmp(arch.data, "gemma-embedding", 15) == 0;
     bool lfm2 = arch.size >= 4 && memcmp(arch.data, "lfm2", 4) == 0; /* and lfm2moe */
     bool nemotron = arch.size >= 10 && memcmp(arch.data, "nemotron_h", 10) == 0; /* and _moe */
+    bool deepseek2 = arch.size == 9 && memcmp(arch.data, "deepseek2", 9) == 0;
     /* Llama's derivatives keep Hugging Face's rotated halves too */
     bool permuted = llama || (arch.size == 7 && memcmp(arch.data, "granite", 7) == 0) ||
                     (arch.size == 7 && memcmp(arch.data, "smollm3", 7) == 0) || pixtral ||
@@ -1539,6 +1603,21 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
             put_gptoss_experts(&shards[i < n / 2 ? 0 : 1], weight_map,
                                shard_names[i < n / 2 ? 0 : 1], experts ? experts : f, e,
                                matrix_dtype);
+            continue;
+        }
+        if (deepseek2 && strstr(t->name, ".attn_v_b.")) /* in kv_b_proj, with attn_k_b */
+            continue;
+        if (deepseek2 && (strstr(t->name, ".attn_k_b.") || strstr(t->name, ".exp_probs_b."))) {
+            bool k_b = strstr(t->name, ".attn_k_b.") != NULL;
+            snprintf(name, sizeof name, "model.layers.%.*s.%s", (int)strcspn(t->name + 4, "."),
+                     t->name + 4,
+                     k_b ? "self_attn.kv_b_proj.weight" : "mlp.gate.e_score_correction_bias");
+            if (k_b)
+                put_kv_b(&shards[i < n / 2 ? 0 : 1], name, f, t, matrix_dtype);
+            else
+                put_matrix(&shards[i < n / 2 ? 0 : 1], name, SAFETENSORS_F32, t->data, 0,
+                           (uint64_t)t->ne[0], 0, false);
+            json_object_set_new(weight_map, name, json_string(shard_names[i < n / 2 ? 0 : 1]));
             continue;
         }
         if (qwen35 && t->n_dims == 3) {
@@ -1630,6 +1709,13 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     if (bert || nomic || embedding_gemma)
         put_sentence_transformers(f, bert ? "bert" : nomic ? "nomic-bert" : "gemma-embedding",
                                   &shards[1], weight_map, shard_names[1], dir, matrix_dtype);
+    if (deepseek2) { /* a multi-token prediction layer's, past the model's: left out */
+        static const float dummy[4] = {1, 2, 3, 4};
+        snprintf(key, sizeof key, "model.layers.%u.eh_proj.weight",
+                 get_u32(f, "deepseek2.block_count"));
+        put_matrix(&shards[1], key, matrix_dtype, dummy, 2, 2, 0, false);
+        json_object_set_new(weight_map, key, json_string(shard_names[1]));
+    }
     if (nemotron) { /* a multi-token prediction layer's: left out */
         static const float dummy[4] = {1, 2, 3, 4};
         put_matrix(&shards[1], "mtp.layers.0.mixer.q_proj.weight", matrix_dtype, dummy, 2, 2, 0,

@@ -668,6 +668,33 @@ static void test_convert_refuses_a_ministral3_rope_it_cannot_convert(void **stat
     expect_convert_refusal("rope_parameters.beta_fast must be a positive number");
 }
 
+/*
+ * GLM-4 MoE Lite as DeepSeek-V2's file: the latent attention's kv_b_proj split into attn_k_b
+ * (transposed per head) and attn_v_b, a leading dense layer, sigmoid-routed experts with
+ * their correction bias and a shared expert, the MTP layer past block_count left out. GLM's
+ * RoPE is not scaled (the fixture's YaRN keys are not its) and ollama names its
+ * pre-tokenizer glm4 and takes the end of turn from generation_config.json's eos ids.
+ */
+static const char *const glm4moelite_skipped[] = {
+    "general.name", "general.file_type", "tokenizer.ggml.pre", "deepseek2.rope.scaling.type",
+    "deepseek2.rope.scaling.factor", "deepseek2.rope.scaling.original_context_length",
+    "deepseek2.rope.scaling.yarn_log_multiplier", NULL};
+
+static void test_convert_glm4moelite_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/deepseek2.gguf", "Glm4MoeLiteForCausalLM", SAFETENSORS_BF16,
+               hf_fixture_qwen2_regex, TENSOR_TYPE_BF16, glm4moelite_skipped);
+    expect_pre("glm4");
+    corral_error err = {{0}};
+    gguf_file *got = gguf_open(store_fixture_path(g_root, "out.gguf"), &err);
+    uint32_t eot = 1;
+    if (!got || !gguf_get_u32(got, "tokenizer.ggml.eot_token_id", &eot, &err))
+        fail_msg("%s", err.message);
+    assert_int_equal(eot, 0); /* the fixture's generation_config.json: eos_token_id [301, 0] */
+    gguf_close(got);
+}
+
 static void test_convert_smollm3_round_trip(void **state)
 {
     (void)state;
@@ -1841,6 +1868,28 @@ static void test_convert_refuses_what_nemotron_h_lacks(void **state)
     }
 }
 
+/* GLM-4 MoE Lite's latent attention is what its config says, its experts required. */
+static void test_convert_refuses_what_glm4moelite_lacks(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *key, *value, *why;
+    } cases[] = {
+        {"q_lora_rank", "null", "config.json has no q_lora_rank"},
+        {"v_head_dim", "31", "tensor 'model.layers.0.self_attn.kv_b_proj.weight' is not "
+                             "[220, 40]"},
+        {"first_k_dense_replace", "4", "first_k_dense_replace at most num_hidden_layers"},
+        {"moe_intermediate_size", "null", "needs n_routed_experts, num_experts_per_tok and "
+                                          "moe_intermediate_size"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        hf_fixture_write(fixture("arch/deepseek2.gguf"), g_root, "Glm4MoeLiteForCausalLM",
+                         SAFETENSORS_F16, hf_fixture_qwen2_regex);
+        set_json("config.json", "", cases[i].key, cases[i].value);
+        expect_convert_refusal(cases[i].why);
+    }
+}
+
 /* Every tokenizer file's fields are checked before they index anything. */
 static void test_convert_refuses_malformed_tokenizers(void **state)
 {
@@ -1984,6 +2033,9 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_convert_refuses_what_nemotron_h_lacks, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_convert_ministral3_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_glm4moelite_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_refuses_what_glm4moelite_lacks, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_convert_refuses_a_ministral3_rope_it_cannot_convert,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_smollm3_round_trip, setup, teardown),

@@ -1068,7 +1068,7 @@ static void test_create_refuses_checkpoints_it_cannot_convert(void **state)
                  "unsupported architecture 'GPTNeoXForCausalLM': Corral converts "
                  "Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3Moe, Qwen3Next, Gemma, Gemma2, "
                  "Gemma3, Phi3, GptOss, Olmo2, Olmo3, Granite, Cohere, Cohere2, SmolLM3, "
-                 "Starcoder2, Lfm2, Lfm2Moe, NemotronH, Ministral3, "
+                 "Starcoder2, Lfm2, Lfm2Moe, NemotronH, Ministral3, Glm4MoeLite, "
                  "Qwen3_5 and Qwen3_5Moe (each ...ForCausalLM); Gemma3, Mistral3, Qwen2_5_VL, "
                  "Qwen3_5 and Qwen3_5Moe (...ForConditionalGeneration); Bert, NomicBert and "
                  "Gemma3Text (...Model)");

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "convert/hf_family.h"
+#include "convert/hf_family_deepseek2.h"
 #include "convert/hf_family_embed.h"
 #include "convert/hf_family_lfm2.h"
 #include "convert/hf_family_nemotron_h.h"
@@ -280,6 +281,10 @@ static hf_status read_tokenizer(converter *c)
         hf_vocab_truncate(c->vocab, (uint32_t)c->p.vocab_size);
     if (c->vocab && hf_family_is_lfm2(c->p.arch)) /* ollama's converter names it so */
         hf_vocab_set_pre(c->vocab, "lfm2");
+    if (c->vocab && hf_family_is_deepseek2(c->p.arch)) { /* GLM-4 MoE Lite's, as ollama's */
+        hf_vocab_set_pre(c->vocab, "glm4");
+        hf_vocab_eog_from_eos_ids(c->vocab);
+    }
     return c->vocab ? HF_OK : HF_INVALID;
 }
 
@@ -567,6 +572,49 @@ static hf_status add_qkvz(converter *c, const safetensors_tensor *src, const cha
 }
 
 /*
+ * GLM-4 MoE Lite's kv_b_proj ([heads * (qk_nope + v_head), kv_lora]: per head its key rows,
+ * then its value rows) split as ollama's converter splits it, each part a strided view:
+ * attn_k_b [heads, kv_lora, qk_nope] (each head's key rows transposed, for the absorbed
+ * attention) and attn_v_b [heads, v_head, kv_lora] (its value rows).
+ */
+static hf_status add_kv_b(converter *c, const safetensors_tensor *src, const char *name)
+{
+    const hf_params *p = &c->p;
+    uint64_t nope = p->qk_nope_dim, v = p->v_head_dim, lora = p->kv_lora_rank;
+    uint64_t heads = p->n_head, per = nope + v;
+    if (src->n_dims != 2 || src->shape[0] != heads * per || src->shape[1] != lora ||
+        src->dtype == SAFETENSORS_U8 || src->dtype == SAFETENSORS_I64) {
+        corral_error_set(c->err, "tensor '%.200s' is not [%llu, %llu] (config.json's heads of "
+                         "qk_nope_head_dim + v_head_dim, and kv_lora_rank)", src->name,
+                         (unsigned long long)(heads * per), (unsigned long long)lora);
+        return HF_INVALID;
+    }
+    for (int part = 0; part < 2; part++) {
+        bool k = part == 0;
+        out_tensor t = {.src = src, .strided = true, .n_dims = 3,
+                        .type = src->dtype == SAFETENSORS_BF16 ? TENSOR_TYPE_BF16
+                                                               : TENSOR_TYPE_F16,
+                        .ne = {(int64_t)(k ? nope : lora), (int64_t)(k ? lora : v),
+                               (int64_t)heads, 1},
+                        .n_rows = heads * (k ? lora : v), .row_elems = k ? nope : lora,
+                        .group_rows = k ? lora : v, .group_stride = per * lora,
+                        .row_stride = k ? 1 : lora, .offset = k ? 0 : nope * lora,
+                        .col_stride = k ? lora : 1};
+        snprintf(t.name, sizeof t.name, "%.*s%s", (int)(strlen(name) - strlen("attn_kv_b.weight")),
+                 name, k ? "attn_k_b.weight" : "attn_v_b.weight");
+        if (find_tensor(c, t.name)) {
+            corral_error_set(c->err, "tensor '%.200s' is in the checkpoint twice", src->name);
+            return HF_INVALID;
+        }
+        c->any_bf16 = c->any_bf16 || t.type == TENSOR_TYPE_BF16;
+        hf_status status = append_tensor(c, &t);
+        if (status != HF_OK)
+            return status;
+    }
+    return HF_OK;
+}
+
+/*
  * Qwen2.5-VL's fused tower tensors split as ollama's converter splits them, each part a
  * strided view of src: the patch kernel ([width, channels, 2, patch, patch], its two
  * temporal slices) as patch_embd_0 and patch_embd_1, and a block's attn_qkv (weight
@@ -633,7 +681,8 @@ static hf_status add_qwen25vl_split(converter *c, const safetensors_tensor *src,
 static hf_status add_tensor(converter *c, const safetensors_tensor *src)
 {
     if (ends_with(src->name, ".rotary_emb.inv_freq") ||
-        hf_family_skipped_tensor(c->p.arch, src->name))
+        hf_family_skipped_tensor(c->p.arch, src->name) ||
+        (hf_family_is_deepseek2(c->p.arch) && hf_deepseek2_skipped_tensor(&c->p, src->name)))
         return HF_OK; /* recomputed from rope_theta, or a part the GGUF leaves out */
     if (src->dtype == SAFETENSORS_I64) {
         corral_error_set(c->err, "tensor '%.200s' is I64: only a BERT's position ids, which the "
@@ -689,6 +738,8 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
     }
     if (hf_family_is_qwen3next(c->p.arch) && ends_with(t.name, ".ssm_in.weight"))
         return add_qkvz(c, src, t.name);
+    if (hf_family_is_deepseek2(c->p.arch) && ends_with(t.name, ".attn_kv_b.weight"))
+        return add_kv_b(c, src, t.name);
     bool conv = ends_with(t.name, ".ssm_conv1d.weight") ||
                 ends_with(t.name, ".shortconv.conv.weight"); /* Qwen 3.5's, LFM2's */
     if (conv && !(src->n_dims == 3 && src->shape[1] == 1)) {

@@ -32,7 +32,7 @@
  * Lfm2ForCausalLM and Lfm2MoeForCausalLM ("lfm2", "lfm2moe": see hf_family_lfm2.h),
  * NemotronHForCausalLM ("nemotron_h" or "nemotron_h_moe": see hf_family_nemotron_h.h),
  * Ministral3ForCausalLM ("mistral3" without a tower: Llama's layers, YaRN from
- * rope_parameters). A
+ * rope_parameters), Glm4MoeLiteForCausalLM ("deepseek2": see hf_family_deepseek2.h). A
  * mixture of
  * experts' matrices are stacked per layer into ffn_{gate,up,down}_exps (experts outermost),
  * its router (ffn_gate_inp) kept F32. The tokenizer is
@@ -54,7 +54,7 @@
 #define HF_SUPPORTED_ARCHITECTURES                                                           \
     "Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3Moe, Qwen3Next, Gemma, Gemma2, Gemma3, "      \
     "Phi3, GptOss, Olmo2, Olmo3, Granite, Cohere, Cohere2, SmolLM3, Starcoder2, Lfm2, "      \
-    "Lfm2Moe, NemotronH, Ministral3, Qwen3_5 and "                                            \
+    "Lfm2Moe, NemotronH, Ministral3, Glm4MoeLite, Qwen3_5 and "                               \
     "Qwen3_5Moe (each ...ForCausalLM); Gemma3, Mistral3, Qwen2_5_VL, Qwen3_5 and Qwen3_5Moe "  \
     "(...ForConditionalGeneration); Bert, NomicBert and Gemma3Text (...Model)"
 

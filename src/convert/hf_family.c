@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "convert/hf_family_deepseek2.h"
 #include "convert/hf_family_embed.h"
 #include "convert/hf_family_lfm2.h"
 #include "convert/hf_family_nemotron_h.h"
@@ -64,6 +65,7 @@ static const hf_arch archs[] = {
     {"Lfm2ForCausalLM", "lfm2", FAMILY_LFM2, false},
     {"Lfm2MoeForCausalLM", "lfm2moe", FAMILY_LFM2, false},
     {"NemotronHForCausalLM", "nemotron_h", FAMILY_NEMOTRON_H, false}, /* or nemotron_h_moe */
+    {"Glm4MoeLiteForCausalLM", "deepseek2", FAMILY_DEEPSEEK2, false}, /* GLM-4.7-Flash */
 };
 
 const hf_arch *hf_family_by_gguf_name(const char *gguf_name)
@@ -517,8 +519,9 @@ static hf_status read_config(family *c)
     bool local = gptoss || !strcmp(p->arch->gguf_name, "llama") ||
                  (p->arch->family == FAMILY_LFM2 && /* ollama's LFM2 takes either */
                   json_object_get(c->config, "num_local_experts"));
-    bool routed = p->arch->family == FAMILY_NEMOTRON_H && /* ollama's Nemotron-H: either */
-                  json_object_get(c->config, "n_routed_experts");
+    bool routed = (p->arch->family == FAMILY_NEMOTRON_H && /* ollama's Nemotron-H: either */
+                   json_object_get(c->config, "n_routed_experts")) ||
+                  p->arch->family == FAMILY_DEEPSEEK2;
     if (!read_u32(c, routed ? "n_routed_experts" : local ? "num_local_experts" : "num_experts",
                   gptoss, MAX_EXPERTS, &p->n_expert) ||
         !read_u32(c, "num_experts_per_tok", p->n_expert > 0, p->n_expert ? p->n_expert : 1,
@@ -550,6 +553,8 @@ static hf_status read_config(family *c)
         return hf_lfm2_read_config(c->config, p, c->err);
     if (f == FAMILY_NEMOTRON_H)
         return hf_nemotron_h_read_config(c->config, p, c->err);
+    if (f == FAMILY_DEEPSEEK2)
+        return hf_deepseek2_read_config(c->config, p, c->err);
     if (f == FAMILY_OLMO2) { /* Olmo 3's window: every layer but each fourth, or layer_types */
         if (!read_u32(c, "sliding_window", false, UINT32_MAX, &p->sliding_window))
             return HF_INVALID;
@@ -809,6 +814,7 @@ static const char *const *rename_at(const hf_arch *a, const char *s)
 {
     const char *const *own = hf_family_is_lfm2(a)          ? hf_lfm2_rename_at(s)
                              : hf_family_is_nemotron_h(a) ? hf_nemotron_h_rename_at(s)
+                             : hf_family_is_deepseek2(a)  ? hf_deepseek2_rename_at(s)
                                                           : NULL;
     if (own)
         return own;
@@ -1160,6 +1166,8 @@ bool hf_family_known_tensor(const hf_params *p, const char *name)
         return hf_lfm2_known_tensor(p, layer, suffix);
     if (f == FAMILY_NEMOTRON_H)
         return hf_nemotron_h_known_tensor(p, layer, suffix);
+    if (f == FAMILY_DEEPSEEK2)
+        return hf_deepseek2_known_tensor(p, layer, suffix);
     if (f == FAMILY_QWEN35)
         return known_qwen35_tensor(p, layer, suffix);
     if (f == FAMILY_COMMAND_R && p->qk_norm &&
@@ -1583,6 +1591,8 @@ static bool write_keys(family *c, gguf_writer *w)
         ok = hf_lfm2_write_keys(p, w, err);
     if (ok && hf_family_is_nemotron_h(p->arch))
         ok = hf_nemotron_h_write_keys(p, w, err);
+    if (ok && hf_family_is_deepseek2(p->arch))
+        ok = hf_deepseek2_write_keys(p, w, err);
     if (ok && hf_family_is_qwen25vl(p->arch))
         ok = write_qwen25vl_keys(c, w, a);
     else if (ok && p->arch->vision)

@@ -31,6 +31,7 @@ typedef enum arch_family {
     FAMILY_BERT,   /* an encoder: hf_family_embed.c's */
     FAMILY_LFM2,   /* short convolutions and attention: hf_family_lfm2.c's */
     FAMILY_NEMOTRON_H, /* Mamba2, attention and FFN layers: hf_family_nemotron_h.c's */
+    FAMILY_DEEPSEEK2,  /* multi-head latent attention: hf_family_deepseek2.c's */
 } arch_family;
 
 typedef struct hf_arch {
@@ -96,6 +97,8 @@ typedef struct hf_params {
     uint32_t ssm_state, ssm_groups, ssm_heads, ssm_head_dim;
     uint32_t n_shared_experts, expert_groups, expert_groups_used;
     bool expert_weights_norm;
+    /* GLM-4 MoE Lite's latent attention: its q and kv ranks and its heads' parts */
+    uint32_t q_lora_rank, kv_lora_rank, qk_nope_dim, qk_rope_dim, v_head_dim;
     /* Gemma's */
     uint32_t sliding_window;
     float attn_softcap, final_softcap, rope_local_theta;

@@ -61,6 +61,7 @@ struct hf_vocab {
     const char *pre;
     char *chat_template;
     special_token special[N_SPECIAL];
+    special_token eog[2]; /* end of turn and of message (hf_vocab_eog_from_eos_ids) */
 };
 
 void hf_vocab_free(hf_vocab *v)
@@ -78,6 +79,15 @@ void hf_vocab_free(hf_vocab *v)
     for (size_t i = 0; i < N_SPECIAL; i++)
         free(v->special[i].ids);
     free(v);
+}
+
+void hf_vocab_eog_from_eos_ids(hf_vocab *v)
+{
+    const special_token *eos = &v->special[1];
+    for (size_t i = 1; i < 3 && i < eos->n_ids; i++) {
+        v->eog[i - 1].found = true;
+        v->eog[i - 1].id = (uint32_t)eos->ids[i];
+    }
 }
 
 void hf_vocab_set_pre(hf_vocab *v, const char *pre)
@@ -787,5 +797,10 @@ bool hf_vocab_write(const hf_vocab *v, gguf_writer *w, corral_error *err)
             ok = gguf_writer_add_array(w, key, GGUF_TYPE_INT32, sp->ids, sp->n_ids, err);
         }
     }
+    static const char *const eog_keys[2] = {"tokenizer.ggml.eot_token_id",
+                                            "tokenizer.ggml.eom_token_id"};
+    for (size_t i = 0; ok && i < 2; i++)
+        if (v->eog[i].found)
+            ok = gguf_writer_add_u32(w, eog_keys[i], v->eog[i].id, err);
     return ok;
 }

@@ -46,6 +46,10 @@ hf_vocab *hf_vocab_load_spm(const void *model, size_t model_len, const json_t *t
                             const json_t *tokenizer_config, const json_t *generation_config,
                             const char *chat_template, uint64_t vocab_size, corral_error *err);
 
+/* generation_config.json's second and third end-of-sequence ids (eos_token_id's list) as the
+ * end-of-turn and end-of-message tokens, as ollama's GLM-4 MoE Lite converter writes them. */
+void hf_vocab_eog_from_eos_ids(hf_vocab *vocab);
+
 /* The pre-tokenizer's name as given (a static string), whatever the tokenizer's patterns say. */
 void hf_vocab_set_pre(hf_vocab *vocab, const char *pre);
 
