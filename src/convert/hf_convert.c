@@ -218,16 +218,16 @@ static hf_status read_modules(converter *c)
     hf_status status;
     json_t *modules = load_json_value(c, "modules.json", false, true, &status);
     if (!modules) {
-        if (status == HF_OK)
-            corral_error_set(c->err, "the checkpoint has no modules.json: a %s converts with "
-                             "its sentence-transformers modules (its pooling)",
-                             c->p.arch->hf_name);
+        if (status != HF_OK)
+            return status;
+        corral_error_set(c->err, "the checkpoint has no modules.json: a %s converts with its "
+                         "sentence-transformers modules (its pooling)", c->p.arch->hf_name);
         return HF_INVALID;
     }
     status = hf_embed_read_modules(modules, &c->p, &c->modules, c->err);
     json_decref(modules);
     if (hf_family_is_gemma_embedding(c->p.arch))
-        c->p.pooling_type = 1; /* without a pooling module's word */
+        c->p.pooling_type = 1; /* mean, where no pooling module says otherwise */
     const char *names[3] = {c->modules.pooling, c->modules.dense_config[0],
                             c->modules.dense_config[1]};
     for (unsigned i = 0; i < 3 && status == HF_OK; i++) {
