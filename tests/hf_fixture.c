@@ -35,7 +35,7 @@ static const char *const block_names[][2] = {
     {"ffn_gate", "mlp.gate_proj"},        {"ffn_up", "mlp.up_proj"},
     {"ffn_down", "mlp.down_proj"}, {"attn_qkv", "self_attn.qkv_proj"},
     {"ffn_gate_inp", "mlp.gate"},
-    /* DeepSeek V3's latent attention and shared experts */
+    /* DeepSeek-V2's latent attention and shared experts (DeepSeek V3's, GLM-4 MoE Lite's) */
     {"attn_q_a", "self_attn.q_a_proj"}, {"attn_q_a_norm", "self_attn.q_a_layernorm"},
     {"attn_q_b", "self_attn.q_b_proj"}, {"attn_kv_a_mqa", "self_attn.kv_a_proj_with_mqa"},
     {"attn_kv_a_norm", "self_attn.kv_a_layernorm"},
@@ -122,6 +122,159 @@ static void hf_name(const char *gguf, bool sandwich, bool phi3, bool mixtral, bo
     fail_msg("no Hugging Face name for %s", gguf);
 }
 
+/* LFM2's block tensors, GGUF's name after "blk.L." and Hugging Face's after "model.layers.L." */
+static const char *const lfm2_names[][2] = {
+    {"attn_norm.weight", "operator_norm.weight"},
+    {"ffn_norm.weight", "ffn_norm.weight"},
+    {"attn_q.weight", "self_attn.q_proj.weight"},
+    {"attn_k.weight", "self_attn.k_proj.weight"},
+    {"attn_v.weight", "self_attn.v_proj.weight"},
+    {"attn_output.weight", "self_attn.out_proj.weight"},
+    {"attn_q_norm.weight", "self_attn.q_layernorm.weight"},
+    {"attn_k_norm.weight", "self_attn.k_layernorm.weight"},
+    {"shortconv.in_proj.weight", "conv.in_proj.weight"},
+    {"shortconv.conv.weight", "conv.conv.weight"},
+    {"shortconv.out_proj.weight", "conv.out_proj.weight"},
+    {"ffn_gate.weight", "feed_forward.w1.weight"},
+    {"ffn_down.weight", "feed_forward.w2.weight"},
+    {"ffn_up.weight", "feed_forward.w3.weight"},
+    {"ffn_gate_inp.weight", "feed_forward.gate.weight"},
+    {"exp_probs_b.bias", "feed_forward.expert_bias"},
+};
+
+static void lfm2_hf_name(const char *gguf, char *out, size_t cap)
+{
+    if (!strcmp(gguf, "token_embd.weight") || !strcmp(gguf, "token_embd_norm.weight")) {
+        snprintf(out, cap, "model.%s", strcmp(gguf, "token_embd.weight") ? "embedding_norm.weight"
+                                                                         : "embed_tokens.weight");
+        return;
+    }
+    unsigned layer;
+    int used = 0;
+    if (sscanf(gguf, "blk.%u.%n", &layer, &used) != 1 || used == 0)
+        fail_msg("no Hugging Face name for %s", gguf);
+    for (size_t i = 0; i < sizeof lfm2_names / sizeof lfm2_names[0]; i++)
+        if (!strcmp(gguf + used, lfm2_names[i][0])) {
+            snprintf(out, cap, "model.layers.%u.%s", layer, lfm2_names[i][1]);
+            return;
+        }
+    fail_msg("no Hugging Face name for %s", gguf);
+}
+
+/* Nemotron-H's tensors, GGUF's name after "blk.L." and Hugging Face's after
+ * "backbone.layers.L." */
+static const char *const nemotron_h_names[][2] = {
+    {"attn_norm.weight", "norm.weight"},
+    {"ssm_in.weight", "mixer.in_proj.weight"},
+    {"ssm_out.weight", "mixer.out_proj.weight"},
+    {"ssm_dt.bias", "mixer.dt_bias"},
+    {"ssm_a", "mixer.A_log"},
+    {"ssm_d", "mixer.D"},
+    {"ssm_conv1d.weight", "mixer.conv1d.weight"},
+    {"ssm_conv1d.bias", "mixer.conv1d.bias"},
+    {"ssm_norm.weight", "mixer.norm.weight"},
+    {"attn_q.weight", "mixer.q_proj.weight"},
+    {"attn_k.weight", "mixer.k_proj.weight"},
+    {"attn_v.weight", "mixer.v_proj.weight"},
+    {"attn_output.weight", "mixer.o_proj.weight"},
+    {"ffn_up.weight", "mixer.up_proj.weight"},
+    {"ffn_down.weight", "mixer.down_proj.weight"},
+    {"ffn_gate_inp.weight", "mixer.gate.weight"},
+    {"exp_probs_b.bias", "mixer.gate.e_score_correction_bias"},
+    {"ffn_up_shexp.weight", "mixer.shared_experts.up_proj.weight"},
+    {"ffn_down_shexp.weight", "mixer.shared_experts.down_proj.weight"},
+};
+
+static void nemotron_h_hf_name(const char *gguf, char *out, size_t cap)
+{
+    static const char *const whole[][2] = {{"token_embd.weight", "backbone.embeddings.weight"},
+                                           {"output_norm.weight", "backbone.norm_f.weight"},
+                                           {"output.weight", "lm_head.weight"}};
+    for (size_t i = 0; i < 3; i++)
+        if (!strcmp(gguf, whole[i][0])) {
+            snprintf(out, cap, "%s", whole[i][1]);
+            return;
+        }
+    unsigned layer;
+    int used = 0;
+    if (sscanf(gguf, "blk.%u.%n", &layer, &used) != 1 || used == 0)
+        fail_msg("no Hugging Face name for %s", gguf);
+    for (size_t i = 0; i < sizeof nemotron_h_names / sizeof nemotron_h_names[0]; i++)
+        if (!strcmp(gguf + used, nemotron_h_names[i][0])) {
+            snprintf(out, cap, "backbone.layers.%u.%s", layer, nemotron_h_names[i][1]);
+            return;
+        }
+    fail_msg("no Hugging Face name for %s", gguf);
+}
+
+/* A "bert" model's GGUF names and BertModel's */
+static const char *const bert_names[][2] = {
+    {"token_embd.", "embeddings.word_embeddings."},
+    {"token_types.", "embeddings.token_type_embeddings."},
+    {"position_embd.", "embeddings.position_embeddings."},
+    {"token_embd_norm.", "embeddings.LayerNorm."},
+    {"attn_q", "attention.self.query"},
+    {"attn_k", "attention.self.key"},
+    {"attn_v", "attention.self.value"},
+    {"attn_output", "attention.output.dense"},
+    {"attn_output_norm", "attention.output.LayerNorm"},
+    {"ffn_up", "intermediate.dense"},
+    {"ffn_down", "output.dense"},
+    {"layer_output_norm", "output.LayerNorm"},
+};
+
+/* A "nomic-bert" model's GGUF names and nomic's */
+static const char *const nomic_names[][2] = {
+    {"token_embd.", "embeddings.word_embeddings."},
+    {"token_types.", "embeddings.token_type_embeddings."},
+    {"token_embd_norm.", "emb_ln."},
+    {"attn_qkv", "attn.Wqkv"},
+    {"attn_output", "attn.out_proj"},
+    {"attn_output_norm", "norm1"},
+    {"layer_output_norm", "norm2"},
+    {"ffn_up", "mlp.fc11"},
+    {"ffn_gate", "mlp.fc12"},
+    {"ffn_down", "mlp.fc2"},
+};
+
+static void nomic_hf_name(const char *gguf, char *out, size_t cap)
+{
+    for (size_t i = 0; i < 3; i++)
+        if (!strncmp(gguf, nomic_names[i][0], strlen(nomic_names[i][0]))) {
+            snprintf(out, cap, "%s%s", nomic_names[i][1], gguf + strlen(nomic_names[i][0]));
+            return;
+        }
+    unsigned layer;
+    char part[64], kind[16];
+    if (sscanf(gguf, "blk.%u.%63[a-z_].%15s", &layer, part, kind) != 3)
+        fail_msg("no Hugging Face name for %s", gguf);
+    for (size_t i = 3; i < sizeof nomic_names / sizeof nomic_names[0]; i++)
+        if (!strcmp(part, nomic_names[i][0])) {
+            snprintf(out, cap, "encoder.layers.%u.%s.%s", layer, nomic_names[i][1], kind);
+            return;
+        }
+    fail_msg("no Hugging Face name for %s", gguf);
+}
+
+static void bert_hf_name(const char *gguf, char *out, size_t cap)
+{
+    for (size_t i = 0; i < 4; i++)
+        if (!strncmp(gguf, bert_names[i][0], strlen(bert_names[i][0]))) {
+            snprintf(out, cap, "%s%s", bert_names[i][1], gguf + strlen(bert_names[i][0]));
+            return;
+        }
+    unsigned layer;
+    char part[64], kind[16];
+    if (sscanf(gguf, "blk.%u.%63[a-z_].%15s", &layer, part, kind) != 3)
+        fail_msg("no Hugging Face name for %s", gguf);
+    for (size_t i = 4; i < sizeof bert_names / sizeof bert_names[0]; i++)
+        if (!strcmp(part, bert_names[i][0])) {
+            snprintf(out, cap, "encoder.layer.%u.%s.%s", layer, bert_names[i][1], kind);
+            return;
+        }
+    fail_msg("no Hugging Face name for %s", gguf);
+}
+
 static uint32_t get_u32(const gguf_file *f, const char *key)
 {
     uint32_t v = 0;
@@ -129,6 +282,18 @@ static uint32_t get_u32(const gguf_file *f, const char *key)
     if (!gguf_get_u32(f, key, &v, &err))
         fail_msg("%s", err.message);
     return v;
+}
+
+/* A count: the key's, or the largest of its per-layer list (LFM2's and Nemotron-H's key/value
+ * heads and FFN widths, 0 where a layer has none). */
+static uint32_t layer_max(const gguf_file *f, const char *key)
+{
+    const gguf_kv *kv = gguf_find_kv(f, key);
+    assert_non_null(kv);
+    int64_t most = 0;
+    for (uint64_t i = 0; i < kv->n; i++)
+        most = gguf_kv_i64(kv, i) > most ? gguf_kv_i64(kv, i) : most;
+    return (uint32_t)most;
 }
 
 static void write_json(const char *dir, const char *name, json_t *value)
@@ -158,18 +323,21 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
                           "num_hidden_layers", (json_int_t)get_u32(f, K("block_count")),
                           "hidden_size", (json_int_t)get_u32(f, K("embedding_length")),
                           "intermediate_size",
-                          ff->type == GGUF_TYPE_ARRAY
+                          ff->type == GGUF_TYPE_ARRAY && !strcmp(a, "gemma3n")
                               ? widths
-                              : (json_decref(widths), json_integer(gguf_kv_i64(ff, 0))),
+                              : (json_decref(widths),
+                                 json_integer((json_int_t)layer_max(f, K("feed_forward_length")))),
                           "num_attention_heads", (json_int_t)get_u32(f, K("attention.head_count")),
                           "num_key_value_heads",
-                          (json_int_t)get_u32(f, K("attention.head_count_kv")),
+                          (json_int_t)layer_max(f, K("attention.head_count_kv")),
                           "max_position_embeddings", (json_int_t)get_u32(f, K("context_length")),
                           "vocab_size",
                           (json_int_t)gguf_find_kv(f, "tokenizer.ggml.tokens")->n);
-    float theta, eps;
-    assert_true(gguf_get_f32(f, K("rope.freq_base"), &theta, &err));
-    json_object_set_new(c, "rope_theta", json_real(theta));
+    float theta = 0, eps;
+    if (gguf_find_kv(f, K("rope.freq_base"))) { /* BERT's positions are learned */
+        assert_true(gguf_get_f32(f, K("rope.freq_base"), &theta, &err));
+        json_object_set_new(c, "rope_theta", json_real(theta));
+    }
     if (gguf_find_kv(f, K("attention.layer_norm_rms_epsilon"))) {
         assert_true(gguf_get_f32(f, K("attention.layer_norm_rms_epsilon"), &eps, &err));
         json_object_set_new(c, "rms_norm_eps", json_real(eps));
@@ -196,6 +364,7 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
         {"attention.scale", "attention_multiplier"},
         {"logit_scale", strcmp(a, "granite") ? "logit_scale" : "logits_scaling"},
         {"interleave_moe_layer_step", "interleave_moe_layer_step"}, /* Llama 4's */
+        {"rope.freq_base_swa", "rope_local_base_freq"}, /* EmbeddingGemma's */
     };
     for (size_t i = 0; i < sizeof gemma_keys / sizeof gemma_keys[0]; i++) {
         snprintf(key, sizeof key, "%s.%s", a, gemma_keys[i][0]);
@@ -214,6 +383,9 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
         json_object_set_new(c, "intermediate_size",
                             json_integer(get_u32(f, K("expert_feed_forward_length"))));
     const gguf_kv *rope_type = gguf_find_kv(f, K("rope.scaling.type"));
+    if (rope_type && gguf_kv_str(rope_type, 0).size == 4 &&
+        memcmp(gguf_kv_str(rope_type, 0).data, "none", 4) == 0)
+        rope_type = NULL; /* Command R's: its config has no rope_scaling */
     if (rope_type) {
         float factor, attn_factor;
         assert_true(gguf_get_f32(f, K("rope.scaling.factor"), &factor, &err));
@@ -237,35 +409,126 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
                                                          : "full_attention"));
         json_object_set_new(c, "layer_types", types);
     }
-    if (strcmp(a, "deepseek2") == 0) { /* its latent attention and routing */
-        uint32_t rope = get_u32(f, K("rope.dimension_count"));
-        float scale, log_mul;
-        assert_true(gguf_get_f32(f, K("expert_weights_scale"), &scale, &err));
-        assert_true(gguf_get_f32(f, K("rope.scaling.yarn_log_multiplier"), &log_mul, &err));
-        assert_int_equal(get_u32(f, K("expert_gating_func")), 2);
+    if (strcmp(a, "command-r") == 0 && gguf_find_tensor(f, "blk.0.attn_q_norm.weight"))
+        json_object_set_new(c, "use_qk_norm", json_true()); /* Command R+'s */
+    if (strncmp(a, "lfm2", 4) == 0) { /* LFM2's own names, its convolution layers by type */
+        json_object_set(c, "norm_eps", json_object_get(c, "rms_norm_eps"));
+        json_object_del(c, "rms_norm_eps");
+        json_object_set_new(c, "conv_L_cache", json_integer(get_u32(f, K("shortconv.l_cache"))));
+        const gguf_kv *per_layer = gguf_find_kv(f, K("attention.head_count_kv"));
+        json_t *types = json_array();
+        for (uint64_t i = 0; i < per_layer->n; i++)
+            json_array_append_new(types, json_string(gguf_kv_i64(per_layer, i)
+                                                         ? "full_attention"
+                                                         : "conv"));
+        json_object_set_new(c, "layer_types", types);
+        if (gguf_find_kv(f, K("leading_dense_block_count")))
+            json_object_set_new(c, "num_dense_layers",
+                                json_integer(get_u32(f, K("leading_dense_block_count"))));
+    }
+    if (strncmp(a, "nemotron_h", 10) == 0) { /* its layers' kinds and Mamba2 sizes */
+        const gguf_kv *kv_heads = gguf_find_kv(f, K("attention.head_count_kv"));
+        const gguf_kv *ffn = gguf_find_kv(f, K("feed_forward_length"));
+        bool moe = gguf_find_kv(f, K("expert_count")) != NULL;
+        char pattern[256] = {0};
+        for (uint64_t i = 0; i < kv_heads->n && i + 1 < sizeof pattern; i++)
+            pattern[i] = gguf_kv_i64(kv_heads, i) ? '*'
+                         : gguf_kv_i64(ffn, i)    ? (moe ? 'E' : '-')
+                                                  : 'M';
+        uint32_t heads = get_u32(f, K("ssm.time_step_rank"));
+        json_object_set_new(c, "hybrid_override_pattern", json_string(pattern));
+        json_object_set_new(c, "conv_kernel", json_integer(get_u32(f, K("ssm.conv_kernel"))));
+        json_object_set_new(c, "ssm_state_size", json_integer(get_u32(f, K("ssm.state_size"))));
+        json_object_set_new(c, "n_groups", json_integer(get_u32(f, K("ssm.group_count"))));
+        json_object_set_new(c, "mamba_num_heads", json_integer(heads));
+        json_object_set_new(c, "mamba_head_dim",
+                            json_integer(get_u32(f, K("ssm.inner_size")) / heads));
+        json_object_set(c, "norm_eps", json_object_get(c, "rms_norm_eps"));
+        json_object_del(c, "rms_norm_eps");
         const gguf_kv *norm = gguf_find_kv(f, K("expert_weights_norm"));
-        assert_non_null(norm);
-        json_object_del(c, "head_dim");
+        const gguf_kv *scale = gguf_find_kv(f, K("expert_weights_scale"));
+        if (norm)
+            json_object_set_new(c, "norm_topk_prob", json_boolean(gguf_kv_bool(norm, 0)));
+        if (scale)
+            json_object_set_new(c, "routed_scaling_factor", json_real(gguf_kv_f32(scale, 0)));
+        json_t *shared = json_object_get(c, "shared_expert_intermediate_size");
+        if (shared) {
+            json_object_set(c, "moe_shared_expert_intermediate_size", shared);
+            json_object_del(c, "shared_expert_intermediate_size");
+        }
+    }
+    if (strcmp(a, "deepseek2") == 0) { /* its latent attention and experts */
+        uint32_t rope = get_u32(f, K("rope.dimension_count"));
+        static const char *const keys[][2] = {
+            {"attention.q_lora_rank", "q_lora_rank"},
+            {"attention.kv_lora_rank", "kv_lora_rank"},
+            {"attention.value_length_mla", "v_head_dim"},
+            {"expert_shared_count", "n_shared_experts"},
+            {"leading_dense_block_count", "first_k_dense_replace"},
+            {"expert_group_count", "n_group"},
+            {"expert_group_used_count", "topk_group"},
+        };
+        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+            snprintf(key, sizeof key, "%s.%s", a, keys[i][0]);
+            json_object_set_new(c, keys[i][1], json_integer(get_u32(f, key)));
+        }
+        json_object_set_new(c, "qk_rope_head_dim", json_integer(rope));
+        json_object_set_new(c, "qk_nope_head_dim",
+                            json_integer(get_u32(f, K("attention.key_length_mla")) - rope));
+        json_object_set_new(c, "norm_topk_prob",
+                            json_boolean(gguf_kv_bool(gguf_find_kv(f, K("expert_weights_norm")),
+                                                      0)));
+        json_object_set_new(c, "routed_scaling_factor",
+                            json_real(gguf_kv_f32(gguf_find_kv(f, K("expert_weights_scale")),
+                                                  0)));
+        json_object_set(c, "n_routed_experts", json_object_get(c, "num_experts"));
         json_object_del(c, "num_experts");
-        json_t *more = json_pack(
-            "{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:b,s:s}", "q_lora_rank",
-            (json_int_t)get_u32(f, K("attention.q_lora_rank")), "kv_lora_rank",
-            (json_int_t)get_u32(f, K("attention.kv_lora_rank")), "qk_rope_head_dim",
-            (json_int_t)rope, "qk_nope_head_dim",
-            (json_int_t)(get_u32(f, K("attention.key_length_mla")) - rope), "v_head_dim",
-            (json_int_t)get_u32(f, K("attention.value_length_mla")), "n_routed_experts",
-            (json_int_t)get_u32(f, K("expert_count")), "n_shared_experts",
-            (json_int_t)get_u32(f, K("expert_shared_count")), "first_k_dense_replace",
-            (json_int_t)get_u32(f, K("leading_dense_block_count")), "n_group",
-            (json_int_t)get_u32(f, K("expert_group_count")), "topk_group",
-            (json_int_t)get_u32(f, K("expert_group_used_count")), "routed_scaling_factor",
-            (double)scale, "norm_topk_prob", gguf_kv_bool(norm, 0), "scoring_func", "sigmoid");
-        json_object_update(c, more);
-        json_decref(more);
-        json_t *scaling = json_object_get(c, "rope_scaling");
-        assert_non_null(scaling);
-        json_object_set_new(scaling, "mscale_all_dim", json_real(log_mul / 0.1f));
-        json_object_set_new(scaling, "mscale", json_real(log_mul / 0.1f));
+        json_object_del(c, "head_dim");
+        if (strcmp(hf_arch, "DeepseekV3ForCausalLM") == 0) { /* its scoring and YaRN */
+            float log_mul;
+            assert_true(gguf_get_f32(f, K("rope.scaling.yarn_log_multiplier"), &log_mul, &err));
+            assert_int_equal(get_u32(f, K("expert_gating_func")), 2);
+            json_object_set_new(c, "scoring_func", json_string("sigmoid"));
+            json_t *scaling = json_object_get(c, "rope_scaling");
+            assert_non_null(scaling);
+            json_object_set_new(scaling, "mscale_all_dim", json_real(log_mul / 0.1f));
+            json_object_set_new(scaling, "mscale", json_real(log_mul / 0.1f));
+        } else {
+            json_object_del(c, "rope_scaling"); /* GLM's RoPE is not scaled */
+        }
+    }
+    if (strcmp(a, "nomic-bert") == 0) { /* nomic's config names its sizes as GPT-2 does */
+        static const char *const gpt2[][2] = {
+            {"num_hidden_layers", "n_layer"},       {"hidden_size", "n_embd"},
+            {"intermediate_size", "n_inner"},       {"num_attention_heads", "n_head"},
+            {"max_position_embeddings", "n_positions"},
+            {"layer_norm_eps", "layer_norm_epsilon"}, {"rope_theta", "rotary_emb_base"},
+        };
+        for (size_t i = 0; i < sizeof gpt2 / sizeof gpt2[0]; i++) {
+            json_object_set(c, gpt2[i][1], json_object_get(c, gpt2[i][0]));
+            json_object_del(c, gpt2[i][0]);
+        }
+        json_object_del(c, "num_key_value_heads");
+    }
+    if (strcmp(hf_arch, "Ministral3ForCausalLM") == 0) { /* its RoPE all in rope_parameters */
+        json_t *rope = json_object_get(c, "rope_scaling");
+        rope = rope ? json_incref(rope) : json_object();
+        json_object_del(c, "rope_scaling");
+        json_object_set(rope, "rope_theta", json_object_get(c, "rope_theta"));
+        json_object_del(c, "rope_theta");
+        static const char *const extra[][2] = {
+            {"rope.scaling.yarn_beta_fast", "beta_fast"},
+            {"rope.scaling.yarn_beta_slow", "beta_slow"},
+            {"rope.scaling.yarn_log_multiplier", "mscale_all_dim"},
+            {"attention.temperature_scale", "llama_4_scaling_beta"},
+        };
+        for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++) {
+            snprintf(key, sizeof key, "%s.%s", a, extra[i][0]);
+            if (gguf_find_kv(f, key))
+                json_object_set_new(rope, extra[i][1],
+                                    json_real(gguf_kv_f32(gguf_find_kv(f, key), 0)));
+        }
+        json_object_set_new(c, "rope_parameters", rope);
     }
     if (strcmp(a, "gemma3n") == 0) { /* its AltUp, per-layer inputs, local base, sparsity */
         const gguf_kv *scales = gguf_find_kv(f, K("activation_sparsity_scale"));
@@ -413,6 +676,54 @@ static void write_spm(const gguf_file *f, const char *dir)
     free(out.data);
 }
 
+/*
+ * A "bert" vocabulary as tokenizer.json's WordPiece: a word's first piece without its "▁", a
+ * continuation with "##", bracketed tokens as they are (the special ones, [UNK] too, added
+ * tokens); tokenizer_config.json names [CLS], [SEP], [MASK], [PAD] and [UNK] as a BERT's
+ * does, and no bos or eos.
+ */
+static void write_wordpiece(const gguf_file *f, const char *dir)
+{
+    const gguf_kv *tokens = gguf_find_kv(f, "tokenizer.ggml.tokens");
+    const gguf_kv *types = gguf_find_kv(f, "tokenizer.ggml.token_type");
+    json_t *vocab = json_object(), *added = json_array();
+    for (uint32_t id = 0; id < tokens->n; id++) {
+        gguf_str t = gguf_kv_str(tokens, id);
+        char text[512];
+        if (t.size >= 3 && memcmp(t.data, "\xe2\x96\x81", 3) == 0)
+            snprintf(text, sizeof text, "%.*s", (int)t.size - 3, t.data + 3);
+        else if (t.size >= 2 && t.data[0] == '[' && t.data[t.size - 1] == ']')
+            snprintf(text, sizeof text, "%.*s", (int)t.size, t.data);
+        else
+            snprintf(text, sizeof text, "##%.*s", (int)t.size, t.data);
+        json_object_set_new(vocab, text, json_integer(id));
+        int64_t type = gguf_kv_i64(types, id);
+        if (type == 2 || type == 3)
+            json_array_append_new(added, json_pack("{s:I,s:s,s:b}", "id", (json_int_t)id,
+                                                   "content", text, "special", true));
+    }
+    static const char *const specials[][2] = {{"cls", "cls"}, {"seperator", "sep"},
+                                              {"mask", "mask"}, {"padding", "pad"},
+                                              {"unknown", "unk"}};
+    json_t *config = json_pack("{s:b}", "do_lower_case", true);
+    for (size_t s = 0; s < sizeof specials / sizeof specials[0]; s++) {
+        char key[64];
+        snprintf(key, sizeof key, "tokenizer.ggml.%s_token_id", specials[s][0]);
+        if (!gguf_find_kv(f, key))
+            continue;
+        uint32_t id = get_u32(f, key);
+        snprintf(key, sizeof key, "%s_token", specials[s][1]);
+        json_object_set_new(config, key, token_text(tokens, id));
+    }
+    write_json(dir, "tokenizer.json",
+               json_pack("{s:s,s:o,s:{s:s},s:{s:s},s:{s:s,s:s,s:s,s:i,s:o}}", "version", "1.0",
+                         "added_tokens", added, "normalizer", "type", "BertNormalizer",
+                         "pre_tokenizer", "type", "BertPreTokenizer", "model", "type",
+                         "WordPiece", "unk_token", "[UNK]", "continuing_subword_prefix", "##",
+                         "max_input_chars_per_word", 100, "vocab", vocab));
+    write_json(dir, "tokenizer_config.json", config);
+}
+
 static void write_tokenizer(const gguf_file *f, const char *dir, const char *pre_regex)
 {
     const gguf_kv *tokens = gguf_find_kv(f, "tokenizer.ggml.tokens");
@@ -445,6 +756,13 @@ static void write_tokenizer(const gguf_file *f, const char *dir, const char *pre
                                                                      (json_int_t)0));
     }
     const gguf_kv *model = gguf_find_kv(f, "tokenizer.ggml.model");
+    if (model && gguf_kv_str(model, 0).size == 4 && memcmp(gguf_kv_str(model, 0).data, "bert",
+                                                          4) == 0) {
+        json_decref(config);
+        json_decref(generation);
+        write_wordpiece(f, dir);
+        return;
+    }
     if (model && gguf_kv_str(model, 0).size == 5 && memcmp(gguf_kv_str(model, 0).data, "llama",
                                                           5) == 0) {
         write_spm(f, dir);
@@ -533,9 +851,20 @@ static void put_matrix(shard *s, const char *name, safetensors_dtype dtype, cons
 }
 
 /* blk.L.ffn_KIND_exps.weight as its experts' matrices: Mixtral's names for llama, Qwen's else. */
+/* The experts' names: Qwen's (mlp.experts.E.gate_proj), Mixtral's (block_sparse_moe...w1),
+ * LFM2's (feed_forward.experts.E.w1) or Nemotron-H's (backbone...mixer.experts.E.up_proj). */
+enum expert_names { EXPERTS_QWEN, EXPERTS_MIXTRAL, EXPERTS_LFM2, EXPERTS_NEMOTRON_H };
+
 static void put_experts(shard *s, json_t *weight_map, const char *shard_name,
-                        const gguf_tensor *t, bool mixtral, safetensors_dtype dtype)
+                        const gguf_tensor *t, enum expert_names layout, safetensors_dtype dtype)
 {
+    static const char *const formats[] = {
+        [EXPERTS_QWEN] = "model.layers.%u.mlp.experts.%lld.%s.weight",
+        [EXPERTS_MIXTRAL] = "model.layers.%u.block_sparse_moe.experts.%lld.%s.weight",
+        [EXPERTS_LFM2] = "model.layers.%u.feed_forward.experts.%lld.%s.weight",
+        [EXPERTS_NEMOTRON_H] = "backbone.layers.%u.mixer.experts.%lld.%s.weight",
+    };
+    bool w_names = layout == EXPERTS_MIXTRAL || layout == EXPERTS_LFM2;
     unsigned layer;
     char kind[8];
     assert_int_equal(sscanf(t->name, "blk.%u.ffn_%7[a-z]_exps.weight", &layer, kind), 2);
@@ -549,10 +878,8 @@ static void put_experts(shard *s, json_t *weight_map, const char *shard_name,
     uint64_t cols = (uint64_t)t->ne[0], rows = (uint64_t)t->ne[1];
     for (int64_t e = 0; e < t->ne[2]; e++) {
         char name[256];
-        snprintf(name, sizeof name,
-                 mixtral ? "model.layers.%u.block_sparse_moe.experts.%lld.%s.weight"
-                         : "model.layers.%u.mlp.experts.%lld.%s.weight",
-                 layer, (long long)e, names[k][mixtral ? 2 : 1]);
+        snprintf(name, sizeof name, formats[layout], layer, (long long)e,
+                 names[k][w_names ? 2 : 1]);
         put_matrix(s, name, dtype, (const float *)t->data + (uint64_t)e * rows * cols, rows, cols,
                    0, false);
         json_object_set_new(weight_map, name, json_string(shard_name));
@@ -1613,6 +1940,102 @@ static void put_qwen35_experts(shard *s, json_t *weight_map, const char *shard_n
     free(out);
 }
 
+/* EmbeddingGemma's projection dense_N.weight as the N_Dense module: its config.json and
+ * linear.weight in its own model.safetensors. */
+static void put_dense_module(const gguf_file *f, unsigned n, const char *dir,
+                             safetensors_dtype dtype)
+{
+    char name[64];
+    snprintf(name, sizeof name, "dense_%u.weight", n);
+    const gguf_tensor *t = gguf_find_tensor(f, name);
+    assert_non_null(t);
+    uint64_t in = (uint64_t)t->ne[0], out = (uint64_t)t->ne[1];
+    snprintf(name, sizeof name, "%u_Dense/config.json", n);
+    write_json(dir, name, json_pack("{s:I,s:I,s:b,s:s}", "in_features", (json_int_t)in,
+                                    "out_features", (json_int_t)out, "bias", false,
+                                    "activation_function",
+                                    "torch.nn.modules.linear.Identity"));
+    shard s = {.header = json_object(), .data = tmpfile()};
+    assert_non_null(s.data);
+    put_matrix(&s, "linear.weight", dtype, t->data, out, in, 0, false);
+    snprintf(name, sizeof name, "%u_Dense/model.safetensors", n);
+    finish_shard(&s, dir, name);
+}
+
+/*
+ * A Nemotron-H tensor as its checkpoint holds it: A as A_log = log(-A), A, D and the gated
+ * norm (one row per group in the GGUF) as vectors, the convolution [channels, 1, taps].
+ */
+static void put_nemotron_h(shard *s, const char *name, const gguf_tensor *t,
+                           safetensors_dtype dtype)
+{
+    uint64_t n = gguf_tensor_n_elems(t), cols = (uint64_t)t->ne[0];
+    bool a = strstr(t->name, ".ssm_a") != NULL;
+    if (a || strstr(t->name, ".ssm_d") || strstr(t->name, ".ssm_norm.") || t->n_dims == 1) {
+        float *v = malloc(n * sizeof *v);
+        assert_non_null(v);
+        for (uint64_t i = 0; i < n; i++)
+            v[i] = a ? logf(-((const float *)t->data)[i]) : ((const float *)t->data)[i];
+        put_matrix(s, name, SAFETENSORS_F32, v, 0, n, 0, false);
+        free(v);
+        return;
+    }
+    put_matrix(s, name, dtype, t->data, n / cols, cols, 0, false);
+    if (strstr(t->name, ".ssm_conv1d."))
+        json_object_set_new(json_object_get(s->header, name), "shape",
+                            json_pack("[I,i,I]", (json_int_t)(n / cols), 1, (json_int_t)cols));
+}
+
+/*
+ * sentence-transformers' modules of an encoder: its pooling_type (1 mean, 2 CLS) in
+ * 1_Pooling/config.json, EmbeddingGemma's projections as its 2_Dense and 3_Dense modules, then
+ * a Normalize module; and what a BertModel checkpoint holds that the GGUF leaves out: I64
+ * position ids and the pooler.
+ */
+static void put_sentence_transformers(const gguf_file *f, const char *arch, shard *s,
+                                      json_t *weight_map, const char *shard_name,
+                                      const char *dir, safetensors_dtype dtype)
+{
+    char key[96];
+    snprintf(key, sizeof key, "%s.pooling_type", arch);
+    uint32_t pooling = get_u32(f, key);
+    bool bert = strcmp(arch, "bert") == 0, gemma = strcmp(arch, "gemma-embedding") == 0;
+    json_t *modules = json_pack("[{s:s,s:s},{s:s,s:s}]", "type",
+                                "sentence_transformers.models.Transformer", "path", "", "type",
+                                "sentence_transformers.models.Pooling", "path", "1_Pooling");
+    for (unsigned n = 2; gemma && n <= 3; n++) {
+        char path[16];
+        snprintf(path, sizeof path, "%u_Dense", n);
+        json_array_append_new(modules, json_pack("{s:s,s:s}", "type",
+                                                 "sentence_transformers.models.Dense", "path",
+                                                 path));
+        put_dense_module(f, n, dir, dtype);
+    }
+    json_array_append_new(modules, json_pack("{s:s,s:s}", "type",
+                                             "sentence_transformers.models.Normalize", "path",
+                                             "4_Normalize"));
+    write_json(dir, "modules.json", modules);
+    write_json(dir, "1_Pooling/config.json",
+               json_pack("{s:b,s:b,s:b}", "pooling_mode_cls_token", pooling == 2,
+                         "pooling_mode_mean_tokens", pooling == 1, "pooling_mode_max_tokens",
+                         false));
+    if (!bert)
+        return;
+    uint64_t n = 16, ids[16], shape[2] = {1, 16};
+    for (uint64_t i = 0; i < n; i++)
+        ids[i] = i;
+    put_bytes(s, "embeddings.position_ids", (const uint8_t *)ids, sizeof ids, shape, 2);
+    json_object_set_new(json_object_get(s->header, "embeddings.position_ids"), "dtype",
+                        json_string("I64"));
+    static const float pooler[4] = {1, 2, 3, 4};
+    put_matrix(s, "pooler.dense.weight", SAFETENSORS_F32, pooler, 2, 2, 0, false);
+    put_matrix(s, "pooler.dense.bias", SAFETENSORS_F32, pooler, 0, 2, 0, false);
+    static const char *const names[] = {"embeddings.position_ids", "pooler.dense.weight",
+                                        "pooler.dense.bias"};
+    for (size_t i = 0; i < 3; i++)
+        json_object_set_new(weight_map, names[i], json_string(shard_name));
+}
+
 static void write_checkpoint(const char *gguf_path, const char *dir, const char *hf_arch,
                              safetensors_dtype matrix_dtype, const char *pre_regex,
                              const char *mmproj_path, uint32_t tokens_per_image,
@@ -1663,16 +2086,22 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     bool next = arch.size == 9 && memcmp(arch.data, "qwen3next", 9) == 0;
     bool deepseek = arch.size == 9 && memcmp(arch.data, "deepseek2", 9) == 0;
     bool qwen35_flat = qwen35 && strstr(hf_arch, "ForCausalLM"); /* no language_model. */
+    bool bert = arch.size == 4 && memcmp(arch.data, "bert", 4) == 0;
+    bool nomic = arch.size == 10 && memcmp(arch.data, "nomic-bert", 10) == 0;
+    bool embedding_gemma = arch.size == 15 && memcmp(arch.data, "gemma-embedding", 15) == 0;
+    bool lfm2 = arch.size >= 4 && memcmp(arch.data, "lfm2", 4) == 0; /* and lfm2moe */
+    bool nemotron = arch.size >= 10 && memcmp(arch.data, "nemotron_h", 10) == 0; /* and _moe */
     /* Llama's derivatives keep Hugging Face's rotated halves too */
     bool permuted = llama || (arch.size == 7 && memcmp(arch.data, "granite", 7) == 0) ||
                     (arch.size == 7 && memcmp(arch.data, "smollm3", 7) == 0) || pixtral ||
-                    (arch.size == 6 && memcmp(arch.data, "mllama", 6) == 0);
-    sandwich = sandwich || olmo2 || gemma3n;
+                    (arch.size == 6 && memcmp(arch.data, "mllama", 6) == 0) ||
+                    (arch.size == 8 && memcmp(arch.data, "mistral3", 8) == 0);
+    sandwich = sandwich || olmo2 || gemma3n || embedding_gemma;
     char key[96];
     snprintf(key, sizeof key, "%.*s.attention.head_count", (int)arch.size, arch.data);
     uint32_t heads = get_u32(f, key);
     snprintf(key, sizeof key, "%.*s.attention.head_count_kv", (int)arch.size, arch.data);
-    uint32_t kv_heads = get_u32(f, key);
+    uint32_t kv_heads = layer_max(f, key);
     static const char *const shard_names[] = {"model-00001-of-00002.safetensors",
                                               "model-00002-of-00002.safetensors"};
     shard shards[2];
@@ -1694,6 +2123,8 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
         if (mllama && (!strncmp(t->name, "v.", 2) || !strncmp(t->name, "mm.", 3) ||
                        !strcmp(t->name, "rope_freqs.weight")))
             continue;
+        if (strncmp(t->name, "dense_", 6) == 0)
+            continue; /* EmbeddingGemma's: sentence-transformers' Dense modules hold them */
         if (gptoss && strstr(t->name, "_exps.")) {
             const gguf_tensor *e = experts ? gguf_find_tensor(experts, t->name) : t;
             assert_non_null(e);
@@ -1751,12 +2182,31 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
         }
         if (t->n_dims == 3) { /* experts: one matrix each */
             put_experts(&shards[i < n / 2 ? 0 : 1], weight_map, shard_names[i < n / 2 ? 0 : 1],
-                        t, llama, matrix_dtype);
+                        t,
+                        llama      ? EXPERTS_MIXTRAL
+                        : lfm2     ? EXPERTS_LFM2
+                        : nemotron ? EXPERTS_NEMOTRON_H
+                                   : EXPERTS_QWEN,
+                        matrix_dtype);
+            continue;
+        }
+        if (nemotron) {
+            nemotron_h_hf_name(t->name, name, sizeof name);
+            put_nemotron_h(&shards[i < n / 2 ? 0 : 1], name, t, matrix_dtype);
+            json_object_set_new(weight_map, name, json_string(shard_names[i < n / 2 ? 0 : 1]));
             continue;
         }
         bool cross = mllama && mllama_cross_name(t->name, name, sizeof name);
-        if (!cross && (!gemma3n || !gemma3n_hf_name(t->name, name, sizeof name)))
+        if (bert)
+            bert_hf_name(t->name, name, sizeof name);
+        else if (nomic)
+            nomic_hf_name(t->name, name, sizeof name);
+        else if (lfm2)
+            lfm2_hf_name(t->name, name, sizeof name);
+        else if (!cross && (!gemma3n || !gemma3n_hf_name(t->name, name, sizeof name)))
             hf_name(t->name, sandwich, phi3, llama, gptoss, starcoder2, name, sizeof name);
+        if (embedding_gemma) /* its text model is saved without "model." */
+            memmove(name, name + 6, strlen(name + 6) + 1);
         if (llama4) /* its FFN as feed_forward.* */
             llama4_hf_name(name, sizeof name);
         if (gemma3n && strncmp(name, "model.language_model.", 21) != 0) {
@@ -1807,6 +2257,10 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
                    t->n_dims == 1 ? 0 : gguf_tensor_n_elems(t) / cols, cols, permute,
                    gemma && strstr(t->name, "_norm.weight") != NULL);
         free(owned);
+        if (lfm2 && strstr(t->name, ".shortconv.conv.")) /* [channels, 1, taps] */
+            json_object_set_new(json_object_get(s->header, name), "shape",
+                                json_pack("[I,i,I]", (json_int_t)t->ne[1], 1,
+                                          (json_int_t)t->ne[0]));
         json_object_set_new(weight_map, name, json_string(shard_names[i < n / 2 ? 0 : 1]));
     }
     if (qwen25vl)
@@ -1819,6 +2273,9 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
         put_mllama_tower(&shards[1], weight_map, shard_names[1], f, matrix_dtype);
     else if (mm)
         put_vision(&shards[1], weight_map, shard_names[1], mm, matrix_dtype, pixtral);
+    if (bert || nomic || embedding_gemma)
+        put_sentence_transformers(f, bert ? "bert" : nomic ? "nomic-bert" : "gemma-embedding",
+                                  &shards[1], weight_map, shard_names[1], dir, matrix_dtype);
     if (gemma3n) { /* its towers: left out */
         static const float dummy[4] = {1, 2, 3, 4};
         static const char *const towers[] = {"model.vision_tower.timm_model.stem.conv.weight",
@@ -1835,6 +2292,13 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
                  get_u32(f, "deepseek2.block_count"));
         put_matrix(&shards[1], mtp, matrix_dtype, dummy, 2, 2, 0, false);
         json_object_set_new(weight_map, mtp, json_string(shard_names[1]));
+    }
+    if (nemotron) { /* a multi-token prediction layer's: left out */
+        static const float dummy[4] = {1, 2, 3, 4};
+        put_matrix(&shards[1], "mtp.layers.0.mixer.q_proj.weight", matrix_dtype, dummy, 2, 2, 0,
+                   false);
+        json_object_set_new(weight_map, "mtp.layers.0.mixer.q_proj.weight",
+                            json_string(shard_names[1]));
     }
     if (qwen35 || next) { /* a vision tower's and a multi-token prediction layer's: left out */
         static const float dummy[4] = {1, 2, 3, 4};

@@ -7,7 +7,8 @@
  * Hugging Face's order (a qwen35 model as a Qwen3_5ForConditionalGeneration checkpoint: value
  * heads grouped, A_log, norms as w - 1, experts packed per layer, a vision tower's and an MTP
  * layer's tensor beside; a qwen3next model as a Qwen3NextForCausalLM one, its attn_qkv and
- * attn_gate fused in in_proj_qkvz). Converting the directory must give the fixture back. Fails the
+ * attn_gate fused in in_proj_qkvz; a nemotron_h model with an MTP layer's tensor beside).
+ * Converting the directory must give the fixture back. Fails the
  * current cmocka test on an error.
  */
 #ifndef CORRAL_TESTS_HF_FIXTURE_H

@@ -5,7 +5,9 @@
  * converter writes, with the same metadata and the same tokens; checkpoints Corral cannot
  * convert are refused with a message that says why; so for LoRA adapters in PEFT's form, which
  * must also give the lora/ fixtures' logits. With --write-checkpoint DIR it writes the qwen2
- * fixture's checkpoint there instead, with --write-adapter DIR the PEFT directory of
+ * fixture's checkpoint there instead, with --write-embedding-checkpoints DIR the bert and
+ * gemma-embedding fixtures' in DIR/bert-hf and DIR/embeddinggemma-hf (sentence-transformers'
+ * modules in their folders), with --write-adapter DIR the PEFT directory of
  * lora/adapter-f32-r4.gguf (for tests/integration/cli.test.sh).
  */
 #include <math.h>
@@ -150,6 +152,7 @@ static void test_safetensors_refuses_malformed_headers(void **state)
 /* ---- conversion ---- */
 
 static void rewrite(const char *name, const char *from, const char *to);
+static void set_json(const char *name, const char *path, const char *key, const char *value);
 static void expect_convert_refusal(const char *why);
 
 static char *g_root;
@@ -169,7 +172,7 @@ static int teardown(void **state)
     return 0;
 }
 
-#define MAX_FILES 16
+#define MAX_FILES 24
 
 typedef struct checkpoint {
     hf_file files[MAX_FILES];
@@ -186,7 +189,10 @@ static void list_checkpoint(checkpoint *cp)
                                         "model-00002-of-00002.safetensors",
                                         "chat_template.jinja", "tokenizer.model",
                                         "consolidated.safetensors", "added_tokens.json",
-                                        "preprocessor_config.json"};
+                                        "preprocessor_config.json", "modules.json",
+                                        "1_Pooling/config.json", "2_Dense/config.json",
+                                        "2_Dense/model.safetensors", "3_Dense/config.json",
+                                        "3_Dense/model.safetensors"};
     cp->n = 0;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         if (!store_fixture_exists(g_root, names[i]))
@@ -280,7 +286,11 @@ static void check_round_trip(const char *want_path, const char *experts_name,
         bool bias = len > 5 && strcmp(w->name + len - 5, ".bias") == 0;
         uint32_t type = w->type == TENSOR_TYPE_MXFP4 ? TENSOR_TYPE_MXFP4
                         : w->n_dims == 1 || bias || strstr(w->name, "ffn_gate_inp") ||
-                                strstr(w->name, "ssm_conv1d")
+                                strstr(w->name, "ssm_conv1d") || strstr(w->name, "_norm.weight") ||
+                                strstr(w->name, "shortconv.conv") ||
+                                (len > 6 && (!strcmp(w->name + len - 6, ".ssm_a") ||
+                                             !strcmp(w->name + len - 6, ".ssm_d"))) ||
+                                !strcmp(w->name, "token_types.weight")
                             ? TENSOR_TYPE_F32
                             : matrix_type;
         if (g->type != type)
@@ -293,14 +303,21 @@ static void check_round_trip(const char *want_path, const char *experts_name,
             continue;
         }
         /* a Gemma or Qwen 3.5 norm: the checkpoint's w - 1, plus one; a router (a shared
-         * expert's too) or a convolution: F32 from the checkpoint's matrix type */
+         * expert's too), a convolution or a norm per head: F32 from the checkpoint's matrix
+         * type */
         bool qwen35 = strncmp(hf_arch, "Qwen3_5", 7) == 0 || strncmp(hf_arch, "Qwen3Next", 9) == 0;
         bool gemma = strncmp(hf_arch, "Gemma", 5) == 0 && strncmp(hf_arch, "Gemma3n", 7) != 0;
+        bool nemotron = strcmp(hf_arch, "NemotronHForCausalLM") == 0; /* its A_log too */
         bool plus_one_norm = (gemma || qwen35) &&
                              strstr(w->name, "_norm.weight") && !strstr(w->name, "ssm_norm");
-        bool a_log = qwen35 && len > 6 && !strcmp(w->name + len - 6, ".ssm_a"); /* -exp(A_log) */
+        bool a_log = (qwen35 || nemotron) && len > 6 &&
+                     !strcmp(w->name + len - 6, ".ssm_a"); /* -exp(A_log) */
         bool router = strstr(w->name, "ffn_gate_inp.weight") ||
-                      strstr(w->name, "ffn_gate_inp_shexp.weight") || strstr(w->name, "ssm_conv1d");
+                      strstr(w->name, "ffn_gate_inp_shexp.weight") ||
+                      strstr(w->name, "ssm_conv1d.weight") || strstr(w->name, "shortconv.conv") ||
+                      (w->n_dims > 1 && strstr(w->name, "_norm.weight") &&
+                       !strstr(w->name, "ssm_norm")) || /* Nemotron-H's is a vector */
+                      !strcmp(w->name, "token_types.weight");
         for (uint64_t e = 0; e < gguf_tensor_n_elems(w); e++) {
             float x = w->type == TENSOR_TYPE_F16 ? quant_f16_to_f32(((const uint16_t *)w->data)[e])
                                                  : ((const float *)w->data)[e];
@@ -329,12 +346,17 @@ static void check_round_trip(const char *want_path, const char *experts_name,
     uint32_t file_type = 0;
     assert_true(gguf_get_u32(got, "general.file_type", &file_type, &err));
     assert_int_equal(file_type, matrix_type == TENSOR_TYPE_BF16 ? 32 : 1);
+    gguf_str vocab_model;
+    assert_true(gguf_get_str(got, "tokenizer.ggml.model", &vocab_model, &err));
+    bool wordpiece = vocab_model.size == 4 && !memcmp(vocab_model.data, "bert", 4);
     gguf_str tmpl;
-    assert_true(gguf_get_str(got, "tokenizer.chat_template", &tmpl, &err));
-    assert_int_equal(tmpl.size, strlen(HF_FIXTURE_CHAT_TEMPLATE));
-    const gguf_kv *eos_ids = gguf_find_kv(got, "tokenizer.ggml.eos_token_ids");
-    assert_non_null(eos_ids); /* generation_config.json's list */
-    assert_int_equal(eos_ids->n, 2);
+    if (!wordpiece) { /* with no template, no eos */
+        assert_true(gguf_get_str(got, "tokenizer.chat_template", &tmpl, &err));
+        assert_int_equal(tmpl.size, strlen(HF_FIXTURE_CHAT_TEMPLATE));
+        const gguf_kv *eos_ids = gguf_find_kv(got, "tokenizer.ggml.eos_token_ids");
+        assert_non_null(eos_ids); /* generation_config.json's list */
+        assert_int_equal(eos_ids->n, 2);
+    }
     gguf_close(want);
     gguf_close(got);
     if (experts)
@@ -441,6 +463,240 @@ static void test_convert_cohere2_round_trip(void **state)
     (void)state;
     round_trip("arch/cohere2.gguf", "Cohere2ForCausalLM", SAFETENSORS_F16, hf_fixture_qwen2_regex,
                TENSOR_TYPE_F16, skipped);
+}
+
+/* Command R's tokenizer.json splits no pattern: ollama's converter names its pre-tokenizer
+ * "default", where llama.cpp's (the fixture's) says "command-r". */
+static const char *const command_r_skipped[] = {"general.name", "general.file_type",
+                                                "tokenizer.ggml.pre", NULL};
+
+static void test_convert_command_r_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/command-r.gguf", "CohereForCausalLM", SAFETENSORS_F16, NULL,
+               TENSOR_TYPE_F16, command_r_skipped);
+    same_tokens("arch/command-r.gguf");
+}
+
+/* Command R+: each head's q and k LayerNorm rows, [heads, head_dim] in the checkpoint. */
+static void test_convert_command_r_plus_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/command-r-plus.gguf", "CohereForCausalLM", SAFETENSORS_BF16, NULL,
+               TENSOR_TYPE_BF16, command_r_skipped);
+}
+
+/*
+ * BERT, from sentence-transformers' layout: its pooling from 1_Pooling/config.json, its
+ * Normalize module, the I64 position ids and the pooler left out, tokenizer.json's WordPiece
+ * as the "bert" model. ollama's converter names [CLS] and [SEP] cls and seperator only (the
+ * fixture, llama.cpp's, also names them bos and eos) and makes [UNK] a control token like the
+ * other special added tokens (llama.cpp's marks it unknown); the engine frames the text with
+ * [CLS] and [SEP] all the same.
+ */
+static const char *const bert_skipped[] = {
+    "general.name", "general.file_type", "tokenizer.ggml.bos_token_id",
+    "tokenizer.ggml.eos_token_id", "tokenizer.ggml.add_bos_token",
+    "tokenizer.ggml.add_eos_token", "tokenizer.ggml.token_type", NULL};
+
+/* The WordPiece keys that bert_skipped leaves out of the comparison, and the Normalize module. */
+static void expect_wordpiece(const char *fixture_name, const char *normalize_key)
+{
+    same_tokens(fixture_name);
+    corral_error err = {{0}};
+    gguf_file *want = gguf_open(fixture(fixture_name), &err);
+    gguf_file *got = want ? gguf_open(store_fixture_path(g_root, "out.gguf"), &err) : NULL;
+    if (!got)
+        fail_msg("%s", err.message);
+    const gguf_kv *w = gguf_find_kv(want, "tokenizer.ggml.token_type");
+    const gguf_kv *g = gguf_find_kv(got, "tokenizer.ggml.token_type");
+    assert_non_null(g);
+    assert_int_equal(g->n, w->n);
+    for (uint64_t i = 0; i < w->n; i++) /* 2: unknown, 3: control */
+        assert_int_equal(gguf_kv_i64(g, i), gguf_kv_i64(w, i) == 2 ? 3 : gguf_kv_i64(w, i));
+    bool normalize = false;
+    assert_true(gguf_get_bool(got, normalize_key, &normalize, &err));
+    assert_true(normalize);
+    uint32_t segments = 0;
+    assert_true(gguf_get_u32(got, "tokenizer.ggml.token_type_count", &segments, &err));
+    assert_int_equal(segments, 2);
+    gguf_close(want);
+    gguf_close(got);
+}
+
+static void test_convert_bert_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/bert.gguf", "BertModel", SAFETENSORS_F16, NULL, TENSOR_TYPE_F16,
+               bert_skipped);
+    expect_wordpiece("arch/bert.gguf", "bert.normalize_embeddings");
+}
+
+/* nomic-embed-text (NomicBertModel): its GPT-2 style config keys (n_embd, n_layer, ...,
+ * rotary_emb_base), its fused Wqkv, SwiGLU FFN (fc11 up, fc12 gate, fc2 down), norm1/norm2
+ * and emb_ln under the names the engine reads, its pooling and tokenizer as BERT's. */
+static void test_convert_nomic_bert_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/nomic-bert.gguf", "NomicBertModel", SAFETENSORS_BF16, NULL,
+               TENSOR_TYPE_BF16, bert_skipped);
+    expect_wordpiece("arch/nomic-bert.gguf", "nomic-bert.normalize_embeddings");
+    remove(store_fixture_path(g_root, "out.gguf"));
+    set_json("config.json", "", "moe_every_n_layers", "2");
+    expect_convert_refusal("a NomicBertModel with experts (moe_every_n_layers: "
+                           "nomic-embed-text v2) is not converted");
+}
+
+/*
+ * EmbeddingGemma: Gemma 3's text stack saved without "model.", its two projections from
+ * sentence-transformers' 2_Dense and 3_Dense modules (linear.weight in their own
+ * model.safetensors), its pooling from 1_Pooling; an added token past the embeddings' rows
+ * (the released tokenizer's <image_soft_token>) is left out.
+ */
+static void test_convert_gemma_embedding_round_trip(void **state)
+{
+    (void)state;
+    hf_fixture_write(fixture("arch/gemma-embedding.gguf"), g_root, "Gemma3TextModel",
+                     SAFETENSORS_BF16, NULL);
+    static const char past_rows[] = "{\"<image_soft_token>\": 512}";
+    store_fixture_write(g_root, "added_tokens.json", past_rows, strlen(past_rows));
+    check_round_trip(fixture("arch/gemma-embedding.gguf"), NULL, "Gemma3TextModel",
+                     SAFETENSORS_BF16, TENSOR_TYPE_BF16, skipped);
+    same_tokens("arch/gemma-embedding.gguf");
+}
+
+/*
+ * LFM2: its convolution layers from layer_types (attention.head_count_kv 0 for them), the
+ * convolution squeezed to [channels, taps] and F32, its names (operator_norm, conv.*,
+ * feed_forward.w1/w2/w3, embedding_norm); LFM2-MoE's experts under feed_forward.experts, its
+ * router and selection bias, its leading dense layer. ollama's converter names the
+ * pre-tokenizer lfm2 whatever tokenizer.json's patterns are (the fixture's are Qwen2's).
+ */
+static const char *const lfm2_skipped[] = {"general.name", "general.file_type",
+                                           "tokenizer.ggml.pre", NULL};
+
+static void expect_pre(const char *want)
+{
+    corral_error err = {{0}};
+    gguf_file *got = gguf_open(store_fixture_path(g_root, "out.gguf"), &err);
+    gguf_str pre;
+    if (!got || !gguf_get_str(got, "tokenizer.ggml.pre", &pre, &err))
+        fail_msg("%s", err.message);
+    assert_int_equal(pre.size, strlen(want));
+    assert_memory_equal(pre.data, want, pre.size);
+    gguf_close(got);
+}
+
+/* Its FFN width as LFM2's configs give it: two thirds of block_ff_dim, rounded up to
+ * block_multiple_of (288 makes the fixture's 192). */
+static void test_convert_lfm2_round_trip(void **state)
+{
+    (void)state;
+    hf_fixture_write(fixture("arch/lfm2.gguf"), g_root, "Lfm2ForCausalLM", SAFETENSORS_BF16,
+                     hf_fixture_qwen2_regex);
+    set_json("config.json", "", "intermediate_size", "288");
+    set_json("config.json", "", "block_ff_dim", "288");
+    set_json("config.json", "", "block_auto_adjust_ff_dim", "true");
+    set_json("config.json", "", "block_multiple_of", "64");
+    set_json("config.json", "", "block_ffn_dim_multiplier", "1.0");
+    check_round_trip(fixture("arch/lfm2.gguf"), NULL, "Lfm2ForCausalLM", SAFETENSORS_BF16,
+                     TENSOR_TYPE_BF16, lfm2_skipped);
+    expect_pre("lfm2");
+}
+
+static void test_convert_lfm2moe_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/lfm2moe.gguf", "Lfm2MoeForCausalLM", SAFETENSORS_F16,
+               hf_fixture_qwen2_regex, TENSOR_TYPE_F16, lfm2_skipped);
+    expect_pre("lfm2");
+}
+
+/*
+ * Nemotron-H: each layer's kind from hybrid_override_pattern (the per-layer arrays; a dense
+ * FFN layer's width from its up projection, the fixture's two differing), its Mamba2 tensors
+ * (A_log as -exp, A and D as one column, the gated norm one row per group, the convolution
+ * squeezed and F32) and backbone./mixer. names, the MTP layer left out; the MoE's ReLU²
+ * experts (up and down only), shared expert, router and its correction bias.
+ */
+static void test_convert_nemotron_h_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/nemotron-h.gguf", "NemotronHForCausalLM", SAFETENSORS_BF16,
+               hf_fixture_qwen2_regex, TENSOR_TYPE_BF16, skipped);
+}
+
+/* ollama's converter gives an experts layer moe_intermediate_size as its FFN width, where
+ * llama.cpp's (the fixture's) gives intermediate_size. */
+static const char *const nemotron_h_moe_skipped[] = {"general.name", "general.file_type",
+                                                     "nemotron_h_moe.feed_forward_length",
+                                                     NULL};
+
+static void test_convert_nemotron_h_moe_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/nemotron-h-moe.gguf", "NemotronHForCausalLM", SAFETENSORS_F16,
+               hf_fixture_qwen2_regex, TENSOR_TYPE_F16, nemotron_h_moe_skipped);
+    corral_error err = {{0}};
+    gguf_file *got = gguf_open(store_fixture_path(g_root, "out.gguf"), &err);
+    if (!got)
+        fail_msg("%s", err.message);
+    const gguf_kv *ffn = gguf_find_kv(got, "nemotron_h_moe.feed_forward_length");
+    assert_non_null(ffn);
+    static const int64_t want[] = {0, 32, 0, 0, 32};
+    assert_int_equal(ffn->n, 5);
+    for (uint64_t i = 0; i < 5; i++)
+        assert_int_equal(gguf_kv_i64(ffn, i), want[i]);
+    gguf_close(got);
+}
+
+/* Ministral 3's text model saved alone: Llama's Q/K permutation, its RoPE base and YaRN
+ * (betas, log multiplier, trained context) and attention temperature from rope_parameters. */
+static void test_convert_ministral3_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/mistral3.gguf", "Ministral3ForCausalLM", SAFETENSORS_BF16,
+               hf_fixture_qwen2_regex, TENSOR_TYPE_BF16, skipped);
+}
+
+static void test_convert_refuses_a_ministral3_rope_it_cannot_convert(void **state)
+{
+    (void)state;
+    hf_fixture_write(fixture("arch/mistral3.gguf"), g_root, "Ministral3ForCausalLM",
+                     SAFETENSORS_F16, hf_fixture_qwen2_regex);
+    set_json("config.json", "rope_parameters", "rope_type", "\"linear\"");
+    expect_convert_refusal("only rope_parameters' yarn scales the RoPE of "
+                           "Ministral3ForCausalLM");
+    set_json("config.json", "rope_parameters", "rope_type", "\"yarn\"");
+    set_json("config.json", "rope_parameters", "beta_fast", "-1");
+    expect_convert_refusal("rope_parameters.beta_fast must be a positive number");
+}
+
+/*
+ * GLM-4 MoE Lite as DeepSeek-V2's file: the latent attention's kv_b_proj split into attn_k_b
+ * (transposed per head) and attn_v_b, a leading dense layer, sigmoid-routed experts with
+ * their correction bias and a shared expert, the MTP layer past block_count left out. GLM's
+ * RoPE is not scaled (the fixture's YaRN keys are not its) and ollama names its
+ * pre-tokenizer glm4 and takes the end of turn from generation_config.json's eos ids.
+ */
+static const char *const glm4moelite_skipped[] = {
+    "general.name", "general.file_type", "tokenizer.ggml.pre", "deepseek2.rope.scaling.type",
+    "deepseek2.rope.scaling.factor", "deepseek2.rope.scaling.original_context_length",
+    "deepseek2.rope.scaling.yarn_log_multiplier", NULL};
+
+static void test_convert_glm4moelite_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/deepseek2.gguf", "Glm4MoeLiteForCausalLM", SAFETENSORS_BF16,
+               hf_fixture_qwen2_regex, TENSOR_TYPE_BF16, glm4moelite_skipped);
+    expect_pre("glm4");
+    corral_error err = {{0}};
+    gguf_file *got = gguf_open(store_fixture_path(g_root, "out.gguf"), &err);
+    uint32_t eot = 1;
+    if (!got || !gguf_get_u32(got, "tokenizer.ggml.eot_token_id", &eot, &err))
+        fail_msg("%s", err.message);
+    assert_int_equal(eot, 0); /* the fixture's generation_config.json: eos_token_id [301, 0] */
+    gguf_close(got);
 }
 
 static void test_convert_smollm3_round_trip(void **state)
@@ -900,6 +1156,12 @@ static void test_convert_deepseek2_round_trip(void **state)
     rewrite("config.json", "\"first_k_dense_replace\": 1", "\"first_k_dense_replace\": 2");
     expect_convert_refusal("'model.layers.1.mlp.gate.e_score_correction_bias' is not one of a "
                            "DeepseekV3ForCausalLM's");
+    rewrite("config.json", "\"first_k_dense_replace\": 2", "\"first_k_dense_replace\": 1");
+    set_json("config.json", "", "scoring_func", "\"relu\"");
+    expect_convert_refusal("scoring_func 'relu' is not softmax or sigmoid");
+    set_json("config.json", "", "scoring_func", "\"sigmoid\"");
+    set_json("config.json", "rope_scaling", "mscale_all_dim", "-1");
+    expect_convert_refusal("rope_scaling.mscale_all_dim must be a number from 0 to 1000");
 }
 
 static void test_convert_mixtral_round_trip(void **state)
@@ -910,8 +1172,6 @@ static void test_convert_mixtral_round_trip(void **state)
 }
 
 /* ---- Gemma 3 with its vision tower ---- */
-
-static void set_json(const char *name, const char *path, const char *key, const char *value);
 
 /* src's keys and tensors as the converter writes an F16 checkpoint's values: matrices F16,
  * vectors F32, Gemma norms (kept as w - 1, when gemma) plus one; into dst. Tensors whose name
@@ -1896,7 +2156,7 @@ static void test_convert_refuses_what_it_cannot_convert(void **state)
     hf_fixture_write(fixture("arch/qwen2.gguf"), g_root, "Qwen2ForCausalLM", SAFETENSORS_F16,
                      hf_fixture_qwen2_regex);
     rewrite("tokenizer.json", "\"BPE\"", "\"Unigram\"");
-    expect_convert_refusal("Corral converts BPE tokenizers, not 'Unigram'");
+    expect_convert_refusal("Corral converts BPE and WordPiece tokenizers, not 'Unigram'");
 
     hf_fixture_write(fixture("arch/qwen2.gguf"), g_root, "Qwen2ForCausalLM", SAFETENSORS_F16,
                      hf_fixture_qwen2_regex);
@@ -2054,6 +2314,153 @@ static void set_json(const char *name, const char *path, const char *key, const 
     json_decref(root);
 }
 
+/* Command R's RoPE is never scaled, and its q/k norms come with use_qk_norm. */
+static void test_convert_refuses_what_command_r_lacks(void **state)
+{
+    (void)state;
+    hf_fixture_write(fixture("arch/command-r-plus.gguf"), g_root, "CohereForCausalLM",
+                     SAFETENSORS_F16, NULL);
+    set_json("config.json", "", "rope_scaling", "{\"rope_type\": \"linear\", \"factor\": 2}");
+    expect_convert_refusal("a scaled RoPE ('linear') is not supported for CohereForCausalLM");
+    set_json("config.json", "", "rope_scaling", "null");
+    set_json("config.json", "", "use_qk_norm", "false");
+    expect_convert_refusal("tensor 'model.layers.0.self_attn.q_norm.weight' is not one of a "
+                           "CohereForCausalLM's");
+    set_json("config.json", "", "use_qk_norm", "1");
+    expect_convert_refusal("use_qk_norm must be true or false");
+}
+
+/* An encoder needs its sentence-transformers modules, each checked; integers are only its
+ * position ids. */
+static void test_convert_refuses_what_bert_lacks(void **state)
+{
+    (void)state;
+    hf_fixture_write(fixture("arch/bert.gguf"), g_root, "BertModel", SAFETENSORS_F16, NULL);
+    set_json("1_Pooling/config.json", "", "pooling_mode_mean_tokens", "1");
+    expect_convert_refusal("pooling_mode_mean_tokens must be true or false");
+    store_fixture_write(g_root, "modules.json", "{}", 2);
+    expect_convert_refusal("modules.json must be a list of sentence-transformers modules");
+    static const char escape[] =
+        "[{\"type\": \"sentence_transformers.models.Pooling\", \"path\": \"a/..\"}]";
+    store_fixture_write(g_root, "modules.json", escape, strlen(escape));
+    expect_convert_refusal("module 0's path must name one folder");
+    static const char dense[] =
+        "[{\"type\": \"sentence_transformers.models.Dense\", \"path\": \"2_Dense\"}]";
+    store_fixture_write(g_root, "modules.json", dense, strlen(dense));
+    expect_convert_refusal("a BertModel with a Dense module ('2_Dense') is not converted");
+    static const char other[] =
+        "[{\"type\": \"sentence_transformers.models.Pooling\", \"path\": \"2_Pooling\"}]";
+    store_fixture_write(g_root, "modules.json", other, strlen(other));
+    expect_convert_refusal("the checkpoint has no 2_Pooling/config.json");
+    remove(store_fixture_path(g_root, "modules.json"));
+    expect_convert_refusal("the checkpoint has no modules.json: a BertModel converts with its "
+                           "sentence-transformers modules");
+
+    hf_fixture_write(fixture("arch/bert.gguf"), g_root, "BertModel", SAFETENSORS_F16, NULL);
+    rewrite("model-00002-of-00002.safetensors", "embeddings.position_ids",
+            "embeddings.position_idz");
+    expect_convert_refusal("tensor 'embeddings.position_idz' is I64: only a BERT's position "
+                           "ids");
+}
+
+/* EmbeddingGemma needs both projections, without biases, of the sizes their configs give. */
+static void test_convert_refuses_what_gemma_embedding_lacks(void **state)
+{
+    (void)state;
+    hf_fixture_write(fixture("arch/gemma-embedding.gguf"), g_root, "Gemma3TextModel",
+                     SAFETENSORS_F16, NULL);
+    set_json("3_Dense/config.json", "", "bias", "true");
+    expect_convert_refusal("3_Dense/config.json: a projection with a bias is not converted");
+    set_json("3_Dense/config.json", "", "bias", "false");
+    set_json("3_Dense/config.json", "", "in_features", "95");
+    expect_convert_refusal("3_Dense/model.safetensors: linear.weight must be a [64, 95] matrix");
+    remove(store_fixture_path(g_root, "3_Dense/model.safetensors"));
+    expect_convert_refusal("the checkpoint has no 3_Dense/model.safetensors");
+    static const char one[] =
+        "[{\"type\": \"sentence_transformers.models.Dense\", \"path\": \"2_Dense\"}]";
+    store_fixture_write(g_root, "modules.json", one, strlen(one));
+    expect_convert_refusal("a Gemma3TextModel needs its 2_Dense and 3_Dense modules");
+}
+
+/* LFM2's layers are what layer_types says; its convolution needs its taps, its MoE experts. */
+static void test_convert_refuses_what_lfm2_lacks(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *key, *value, *why;
+    } cases[] = {
+        {"conv_L_cache", "null", "config.json has no conv_L_cache"},
+        {"conv_L_cache", "65", "conv_L_cache must be an integer from 1 to 64"},
+        {"layer_types", "\"conv\"", "layer_types must be a list"},
+        {"layer_types", "[\"full_attention\"]",
+         "tensor 'model.layers.0.conv.conv.weight' is not one of a Lfm2ForCausalLM's"},
+        {"block_auto_adjust_ff_dim", "1", "block_auto_adjust_ff_dim must be true or false"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        hf_fixture_write(fixture("arch/lfm2.gguf"), g_root, "Lfm2ForCausalLM", SAFETENSORS_F16,
+                         hf_fixture_qwen2_regex);
+        set_json("config.json", "", cases[i].key, cases[i].value);
+        expect_convert_refusal(cases[i].why);
+    }
+    hf_fixture_write(fixture("arch/lfm2.gguf"), g_root, "Lfm2ForCausalLM", SAFETENSORS_F16,
+                     hf_fixture_qwen2_regex);
+    set_json("config.json", "", "num_local_experts", "4"); /* ollama's other spelling */
+    set_json("config.json", "", "num_experts_per_tok", "2");
+    expect_convert_refusal("a Lfm2ForCausalLM has no experts");
+    hf_fixture_write(fixture("arch/lfm2moe.gguf"), g_root, "Lfm2MoeForCausalLM",
+                     SAFETENSORS_F16, hf_fixture_qwen2_regex);
+    set_json("config.json", "", "num_experts", "null");
+    set_json("config.json", "", "num_experts_per_tok", "null");
+    expect_convert_refusal("a Lfm2MoeForCausalLM needs num_experts");
+}
+
+/* Nemotron-H's layers are what hybrid_override_pattern says, its Mamba2 sizes required. */
+static void test_convert_refuses_what_nemotron_h_lacks(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *key, *value, *why;
+    } cases[] = {
+        {"hybrid_override_pattern", "\"M-*M\"", "must give each of the 5 layers a kind"},
+        {"hybrid_override_pattern", "\"M-*MX\"", "must give each of the 5 layers a kind"},
+        {"hybrid_override_pattern", "[\"M-\", 5]", "must give each of the 5 layers a kind"},
+        {"hybrid_override_pattern", "\"M-*ME\"", "layer 4 is a mixture of experts"},
+        {"hybrid_override_pattern", "\"MM*M-\"",
+         "tensor 'backbone.layers.1.mixer.down_proj.weight' is not one of a"},
+        {"conv_kernel", "null", "config.json has no conv_kernel"},
+        {"n_groups", "3", "do not make a Mamba2 mixer"},
+        {"norm_topk_prob", "1", "norm_topk_prob must be true or false"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        hf_fixture_write(fixture("arch/nemotron-h.gguf"), g_root, "NemotronHForCausalLM",
+                         SAFETENSORS_F16, hf_fixture_qwen2_regex);
+        set_json("config.json", "", cases[i].key, cases[i].value);
+        expect_convert_refusal(cases[i].why);
+    }
+}
+
+/* GLM-4 MoE Lite's latent attention is what its config says, its experts required. */
+static void test_convert_refuses_what_glm4moelite_lacks(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *key, *value, *why;
+    } cases[] = {
+        {"q_lora_rank", "null", "config.json has no q_lora_rank"},
+        {"v_head_dim", "31", "tensor 'model.layers.0.self_attn.kv_b_proj.weight' is not "
+                             "[220, 40]"},
+        {"first_k_dense_replace", "4", "first_k_dense_replace at most num_hidden_layers"},
+        {"moe_intermediate_size", "null", "needs n_routed_experts, num_experts_per_tok and "
+                                          "moe_intermediate_size"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        hf_fixture_write(fixture("arch/deepseek2.gguf"), g_root, "Glm4MoeLiteForCausalLM",
+                         SAFETENSORS_F16, hf_fixture_qwen2_regex);
+        set_json("config.json", "", cases[i].key, cases[i].value);
+        expect_convert_refusal(cases[i].why);
+    }
+}
+
 /* Every tokenizer file's fields are checked before they index anything. */
 static void test_convert_refuses_malformed_tokenizers(void **state)
 {
@@ -2112,6 +2519,18 @@ static void write_checkpoint(void **state)
                      SAFETENSORS_F16, hf_fixture_qwen2_regex);
 }
 
+/* ... the bert and gemma-embedding fixtures', their modules' files one folder down ... */
+static void write_embedding_checkpoints(void **state)
+{
+    (void)state;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/bert-hf", g_write_dir);
+    hf_fixture_write(fixture("arch/bert.gguf"), dir, "BertModel", SAFETENSORS_F16, NULL);
+    snprintf(dir, sizeof dir, "%s/embeddinggemma-hf", g_write_dir);
+    hf_fixture_write(fixture("arch/gemma-embedding.gguf"), dir, "Gemma3TextModel",
+                     SAFETENSORS_BF16, NULL);
+}
+
 /* ... and the PEFT directory of lora/adapter-f32-r4.gguf, for arch/llama-gqa.gguf. */
 static void write_adapter(void **state)
 {
@@ -2127,13 +2546,19 @@ int main(int argc, char **argv)
         const struct CMUnitTest write[] = {cmocka_unit_test(write_checkpoint)};
         return cmocka_run_group_tests(write, NULL, NULL);
     }
+    if (argc == 3 && strcmp(argv[1], "--write-embedding-checkpoints") == 0) {
+        g_write_dir = argv[2];
+        const struct CMUnitTest write[] = {cmocka_unit_test(write_embedding_checkpoints)};
+        return cmocka_run_group_tests(write, NULL, NULL);
+    }
     if (argc == 3 && strcmp(argv[1], "--write-adapter") == 0) {
         g_write_dir = argv[2];
         const struct CMUnitTest write[] = {cmocka_unit_test(write_adapter)};
         return cmocka_run_group_tests(write, NULL, NULL);
     }
     if (argc != 1) {
-        fprintf(stderr, "usage: %s [--write-checkpoint DIR | --write-adapter DIR]\n", argv[0]);
+        fprintf(stderr, "usage: %s [--write-checkpoint DIR | --write-embedding-checkpoints DIR | "
+                "--write-adapter DIR]\n", argv[0]);
         return 2;
     }
     const struct CMUnitTest tests[] = {
@@ -2158,6 +2583,32 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_convert_olmo3_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_granite_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_cohere2_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_command_r_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_command_r_plus_round_trip, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_convert_refuses_what_command_r_lacks, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_convert_bert_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_nomic_bert_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_refuses_what_bert_lacks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_gemma_embedding_round_trip, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_convert_refuses_what_gemma_embedding_lacks, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_convert_lfm2_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_lfm2moe_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_refuses_what_lfm2_lacks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_nemotron_h_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_nemotron_h_moe_round_trip, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_convert_refuses_what_nemotron_h_lacks, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_convert_ministral3_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_glm4moelite_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_refuses_what_glm4moelite_lacks, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_convert_refuses_a_ministral3_rope_it_cannot_convert,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_smollm3_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_starcoder2_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_qwen35_round_trip, setup, teardown),

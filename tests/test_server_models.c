@@ -890,7 +890,10 @@ static json_t *upload_checkpoint(const char *dir)
     static const char *const names[] = {"config.json", "tokenizer.json", "tokenizer_config.json",
                                         "generation_config.json", "model.safetensors.index.json",
                                         "model-00001-of-00002.safetensors",
-                                        "model-00002-of-00002.safetensors", "tokenizer.model"};
+                                        "model-00002-of-00002.safetensors", "tokenizer.model",
+                                        "modules.json", "1_Pooling/config.json",
+                                        "2_Dense/config.json", "2_Dense/model.safetensors",
+                                        "3_Dense/config.json", "3_Dense/model.safetensors"};
     json_t *files = json_object();
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         if (!store_fixture_exists(dir, names[i]))
@@ -971,6 +974,61 @@ static void test_create_converts_a_safetensors_checkpoint(void **state)
     store_fixture_remove_root(dir);
 }
 
+/* A sentence-transformers BERT (its pooling module's config.json one folder down) converts
+ * to an embedding model. */
+static void test_create_converts_a_bert_checkpoint(void **state)
+{
+    (void)state;
+    char *dir = store_fixture_make_root();
+    hf_fixture_write(fixture_path("arch/bert.gguf"), dir, "BertModel", SAFETENSORS_F16, NULL);
+    json_t *files = upload_checkpoint(dir);
+    char *body = create_body("bert-hf", files, NULL);
+    response r = call_json("POST", "/api/create", body);
+    free(body);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "{\"status\":\"success\"}"));
+    free(r.body);
+    json_t *show = show_details("bert-hf");
+    assert_true(has_capability(show, "embedding"));
+    json_t *info = json_object_get(show, "model_info");
+    assert_int_equal(json_integer_value(json_object_get(info, "bert.pooling_type")), 1);
+    json_decref(show);
+
+    /* without the pooling module's config.json the checkpoint is incomplete */
+    json_object_del(files, "1_Pooling/config.json");
+    body = create_body("bert-hf-2", files, NULL);
+    expect_error("POST", "/api/create", body, 400,
+                 "the checkpoint has no 1_Pooling/config.json");
+    free(body);
+    json_decref(files);
+    store_fixture_remove_root(dir);
+}
+
+/* EmbeddingGemma's projections come in their modules' folders. */
+static void test_create_converts_an_embeddinggemma_checkpoint(void **state)
+{
+    (void)state;
+    char *dir = store_fixture_make_root();
+    hf_fixture_write(fixture_path("arch/gemma-embedding.gguf"), dir, "Gemma3TextModel",
+                     SAFETENSORS_BF16, NULL);
+    json_t *files = upload_checkpoint(dir);
+    char *body = create_body("embeddinggemma-hf", files, NULL);
+    response r = call_json("POST", "/api/create", body);
+    free(body);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "{\"status\":\"success\"}"));
+    free(r.body);
+    json_t *show = show_details("embeddinggemma-hf");
+    assert_true(has_capability(show, "embedding"));
+    json_t *info = json_object_get(show, "model_info");
+    assert_int_equal(json_integer_value(json_object_get(info,
+                                                        "gemma-embedding.dense_2_feat_out")),
+                     96);
+    json_decref(show);
+    json_decref(files);
+    store_fixture_remove_root(dir);
+}
+
 /* Gemma 3 with its vision tower converts to one file that /api/show lists with vision. */
 static void test_create_converts_a_gemma3_vision_checkpoint(void **state)
 {
@@ -1009,10 +1067,11 @@ static void test_create_refuses_checkpoints_it_cannot_convert(void **state)
     expect_error("POST", "/api/create", body, 400,
                  "unsupported architecture 'GPTNeoXForCausalLM': Corral converts "
                  "Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3Moe, Qwen3Next, Gemma, Gemma2, "
-                 "Gemma3, Phi3, GptOss, Olmo2, Olmo3, Granite, Cohere2, SmolLM3, Starcoder2, "
-                 "DeepseekV3, Qwen3_5 and Qwen3_5Moe (each ...ForCausalLM); Gemma3, Gemma3n, "
-                 "Mistral3, Mllama, Llama4, Qwen2_5_VL, Qwen3VL, Qwen3VLMoe, Qwen3_5 and "
-                 "Qwen3_5Moe (...ForConditionalGeneration)");
+                 "Gemma3, Phi3, GptOss, Olmo2, Olmo3, Granite, Cohere, Cohere2, SmolLM3, "
+                 "Starcoder2, Lfm2, Lfm2Moe, NemotronH, Ministral3, DeepseekV3, Glm4MoeLite, "
+                 "Qwen3_5 and Qwen3_5Moe (each ...ForCausalLM); Gemma3, Gemma3n, Mistral3, "
+                 "Mllama, Llama4, Qwen2_5_VL, Qwen3VL, Qwen3VLMoe, Qwen3_5 and Qwen3_5Moe "
+                 "(...ForConditionalGeneration); Bert, NomicBert and Gemma3Text (...Model)");
     free(body);
 
     /* an adapter is checked against the converted weights, once they exist: without
@@ -1214,6 +1273,8 @@ int main(void)
         cmocka_unit_test(test_create_converts_a_safetensors_checkpoint),
         cmocka_unit_test(test_create_refuses_checkpoints_it_cannot_convert),
         cmocka_unit_test(test_create_converts_a_peft_adapter),
+        cmocka_unit_test(test_create_converts_a_bert_checkpoint),
+        cmocka_unit_test(test_create_converts_an_embeddinggemma_checkpoint),
         cmocka_unit_test(test_create_converts_a_gemma3_vision_checkpoint),
         cmocka_unit_test(test_show_reports_ollama_gptoss_family),
         cmocka_unit_test(test_show_lists_vision_only_for_a_tower_the_engine_reads),

@@ -183,6 +183,55 @@ static bool is_checkpoint_file(const char *name)
            strcmp(name, "tokenizer.model") == 0;
 }
 
+/*
+ * A checkpoint's JSON files one folder down (sentence-transformers' modules keep their
+ * configs there: "1_Pooling/config.json"), as ollama's CLI uploads them, and a module's
+ * weights there (EmbeddingGemma's "2_Dense/model.safetensors"), keyed by that path.
+ */
+static bool add_module_files(corral_client *client, progress *shown, const char *dir_path,
+                            json_t *files, size_t *added, size_t max_files, corral_error *err)
+{
+    DIR *dir = opendir(dir_path);
+    if (!dir) {
+        corral_error_set(err, "%s: %s", dir_path, strerror(errno));
+        return false;
+    }
+    bool ok = true;
+    struct dirent *entry;
+    while (ok && (entry = readdir(dir))) {
+        char folder[PATH_MAX];
+        struct stat st;
+        if (entry->d_name[0] == '.' ||
+            (size_t)snprintf(folder, sizeof folder, "%s/%s", dir_path, entry->d_name) >=
+                sizeof folder ||
+            stat(folder, &st) != 0 || !S_ISDIR(st.st_mode))
+            continue;
+        DIR *inner = opendir(folder);
+        struct dirent *file;
+        while (ok && inner && (file = readdir(inner))) {
+            char path[PATH_MAX], key[NAME_MAX * 2 + 2];
+            if ((!has_suffix(file->d_name, ".json") &&
+                 strcmp(file->d_name, "model.safetensors") != 0) ||
+                (size_t)snprintf(path, sizeof path, "%s/%s", folder, file->d_name) >=
+                    sizeof path ||
+                stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+                continue;
+            if (++*added > max_files) {
+                corral_error_set(err, "%s holds more than %zu checkpoint files", dir_path,
+                                 max_files);
+                ok = false;
+                break;
+            }
+            snprintf(key, sizeof key, "%s/%s", entry->d_name, file->d_name);
+            ok = add_file(client, shown, path, key, files, err);
+        }
+        if (inner)
+            closedir(inner);
+    }
+    closedir(dir);
+    return ok;
+}
+
 /* Does the directory hold a PEFT LoRA adapter (adapter_model.safetensors)? */
 static bool is_peft_directory(const char *dir_path)
 {
@@ -232,6 +281,8 @@ static bool add_directory(corral_client *client, progress *shown, const char *di
         ok = add_file(client, shown, path, entry->d_name, files, err);
     }
     closedir(dir);
+    if (ok && checkpoint)
+        ok = add_module_files(client, shown, dir_path, files, &added, max_files, err);
     if (ok && added == 0) {
         corral_error_set(err, "no GGUF file in directory %s%s", dir_path,
                          from ? " (and no model*.safetensors checkpoint)" : "");

@@ -199,7 +199,8 @@ static hf_status add_tensor(adapter *ad, const safetensors_tensor *t)
                          hf_name, ad->base.arch_name, ad->base.p.n_layer);
         return HF_INVALID;
     }
-    if (t->n_dims != 2 || t->shape[0] == 0 || t->shape[1] == 0 || t->dtype == SAFETENSORS_U8) {
+    if (t->n_dims != 2 || t->shape[0] == 0 || t->shape[1] == 0 || t->dtype == SAFETENSORS_U8 ||
+        t->dtype == SAFETENSORS_I64) {
         corral_error_set(ad->err, "tensor '%.200s' is not a matrix of numbers", t->name);
         return HF_INVALID;
     }
@@ -259,7 +260,8 @@ static float element_f32(const safetensors_tensor *t, uint64_t i)
     case SAFETENSORS_F32: memcpy(&f, t->data + 4 * i, 4); return f;
     case SAFETENSORS_F16: memcpy(&h, t->data + 2 * i, 2); return quant_f16_to_f32(h);
     case SAFETENSORS_BF16: memcpy(&h, t->data + 2 * i, 2); return quant_bf16_to_f32(h);
-    case SAFETENSORS_U8: break; /* refused when read */
+    case SAFETENSORS_U8: /* refused when read */
+    case SAFETENSORS_I64: break;
     }
     return 0;
 }

@@ -15,6 +15,10 @@
 #include <sys/stat.h>
 
 #include "convert/hf_family.h"
+#include "convert/hf_family_deepseek2.h"
+#include "convert/hf_family_embed.h"
+#include "convert/hf_family_lfm2.h"
+#include "convert/hf_family_nemotron_h.h"
 #include "convert/hf_tokenizer.h"
 #include "convert/safetensors.h"
 #include "gguf.h"
@@ -75,6 +79,7 @@ struct hf_converter {
     size_t n_shards;
     out_tensor *tensors;
     size_t n_tensors;
+    hf_modules modules; /* an encoder's sentence-transformers modules' files */
     hf_extra_tensor extras[2]; /* RoPE factors made from config.json, written first */
     size_t n_extras;
     bool any_bf16;
@@ -108,17 +113,28 @@ static bool is_model_shard(const char *name)
     return is_shard(name) && strncmp(name, "model", 5) == 0;
 }
 
+/* A sentence-transformers module's config.json or weights ("1_Pooling/config.json",
+ * "2_Dense/model.safetensors"): one folder down. */
+static bool is_module_file(const char *name)
+{
+    const char *slash = strchr(name, '/');
+    return slash && slash != name &&
+           (strcmp(slash + 1, "config.json") == 0 ||
+            strcmp(slash + 1, "model.safetensors") == 0) &&
+           strncmp(name, "./", 2) != 0 && strncmp(name, "../", 3) != 0;
+}
+
 bool hf_is_checkpoint_file(const char *name)
 {
     static const char *const names[] = {"config.json", "tokenizer.json", "tokenizer_config.json",
                                         "generation_config.json", "tokenizer.model",
                                         "special_tokens_map.json", "added_tokens.json",
                                         "model.safetensors.index.json", "chat_template.jinja",
-                                        "preprocessor_config.json"};
+                                        "preprocessor_config.json", "modules.json"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(name, names[i]) == 0)
             return true;
-    return is_shard(name);
+    return is_shard(name) || is_module_file(name);
 }
 
 bool hf_is_weights_file(const char *name)
@@ -134,8 +150,10 @@ static const hf_file *find_file(const converter *c, const char *name)
     return NULL;
 }
 
-/* A JSON file of the checkpoint: NULL with *status HF_OK when absent and not required. */
-static json_t *load_json(converter *c, const char *name, bool required, hf_status *status)
+/* A JSON file of the checkpoint, an object unless any: NULL with *status HF_OK when absent
+ * and not required. */
+static json_t *load_json_value(converter *c, const char *name, bool required, bool any,
+                               hf_status *status)
 {
     const hf_file *f = find_file(c, name);
     *status = HF_OK;
@@ -159,14 +177,19 @@ static json_t *load_json(converter *c, const char *name, bool required, hf_statu
     }
     json_error_t jerr;
     json_t *value = json_load_file(f->path, JSON_REJECT_DUPLICATES, &jerr);
-    if (!value || !json_is_object(value)) {
-        corral_error_set(c->err, "%s is not a JSON object%s%.200s", name, value ? "" : ": ",
-                         value ? "" : jerr.text);
+    if (!value || (!any && !json_is_object(value))) {
+        corral_error_set(c->err, "%s is not a JSON %s%s%.200s", name, any ? "text" : "object",
+                         value ? "" : ": ", value ? "" : jerr.text);
         json_decref(value);
         *status = HF_INVALID;
         return NULL;
     }
     return value;
+}
+
+static json_t *load_json(converter *c, const char *name, bool required, hf_status *status)
+{
+    return load_json_value(c, name, required, false, status);
 }
 
 /* A text file of the checkpoint, NUL-terminated, in *out (left NULL when absent). */
@@ -193,14 +216,49 @@ static hf_status read_text(converter *c, const char *name, char **out, size_t *o
 
 /* ---- config.json ---- */
 
-/* config.json, and Qwen3-VL's preprocessor_config.json where there is one (its image
- * normalisation and size bounds, which ollama's file carries). */
+/* An encoder's pooling and normalization: sentence-transformers' modules.json (required, as
+ * ollama's converter requires it) and its Pooling module's config.json. */
+static hf_status read_modules(converter *c)
+{
+    hf_status status;
+    json_t *modules = load_json_value(c, "modules.json", false, true, &status);
+    if (!modules) {
+        if (status != HF_OK)
+            return status;
+        corral_error_set(c->err, "the checkpoint has no modules.json: a %s converts with its "
+                         "sentence-transformers modules (its pooling)", c->p.arch->hf_name);
+        return HF_INVALID;
+    }
+    status = hf_embed_read_modules(modules, &c->p, &c->modules, c->err);
+    json_decref(modules);
+    if (hf_family_is_gemma_embedding(c->p.arch))
+        c->p.pooling_type = 1; /* mean, where no pooling module says otherwise */
+    const char *names[3] = {c->modules.pooling, c->modules.dense_config[0],
+                            c->modules.dense_config[1]};
+    for (unsigned i = 0; i < 3 && status == HF_OK; i++) {
+        if (!names[i][0])
+            continue;
+        json_t *config = load_json(c, names[i], true, &status);
+        if (!config)
+            break;
+        status = i == 0 ? hf_embed_read_pooling(config, &c->p, c->err)
+                        : hf_embed_read_dense(config, i - 1, &c->p, c->err);
+        json_decref(config);
+    }
+    return status;
+}
+
+/* config.json, an encoder's sentence-transformers modules, and Qwen3-VL's
+ * preprocessor_config.json where there is one (its image normalisation and size bounds, which
+ * ollama's file carries). */
 static hf_status read_config(converter *c)
 {
     hf_status status;
     if (!(c->config = load_json(c, "config.json", true, &status)))
         return status;
     status = hf_family_read_config(c->config, &c->p, c->err);
+    if (status == HF_OK && hf_family_is_encoder(c->p.arch))
+        status = read_modules(c);
     if (status != HF_OK || !hf_family_is_qwen3vl(c->p.arch))
         return status;
     json_t *preprocessor = load_json(c, "preprocessor_config.json", false, &status);
@@ -233,8 +291,12 @@ static hf_status read_tokenizer(converter *c)
     c->vocab = spm ? hf_vocab_load_spm(c->spm_model, spm_len, j[0], j[3], j[4], j[1], j[2],
                                        c->chat_template, c->p.vocab_size, c->err)
                    : hf_vocab_load(j[0], j[1], j[2], c->chat_template, c->p.vocab_size, c->err);
+    if (c->vocab && hf_family_is_gemma_embedding(c->p.arch)) /* added tokens past the rows */
+        hf_vocab_truncate(c->vocab, (uint32_t)c->p.vocab_size);
     if (c->vocab && hf_family_pre_tokenizer(c->p.arch))
         hf_vocab_set_pre(c->vocab, hf_family_pre_tokenizer(c->p.arch));
+    if (c->vocab && hf_deepseek2_splits_kv_b(c->p.arch)) /* GLM-4 MoE Lite's, as ollama's */
+        hf_vocab_eog_from_eos_ids(c->vocab);
     return c->vocab ? HF_OK : HF_INVALID;
 }
 
@@ -543,6 +605,49 @@ static hf_status add_qkvz(converter *c, const safetensors_tensor *src, const cha
 }
 
 /*
+ * GLM-4 MoE Lite's kv_b_proj ([heads * (qk_nope + v_head), kv_lora]: per head its key rows,
+ * then its value rows) split as ollama's converter splits it, each part a strided view:
+ * attn_k_b [heads, kv_lora, qk_nope] (each head's key rows transposed, for the absorbed
+ * attention) and attn_v_b [heads, v_head, kv_lora] (its value rows).
+ */
+static hf_status add_kv_b(converter *c, const safetensors_tensor *src, const char *name)
+{
+    const hf_params *p = &c->p;
+    uint64_t nope = p->qk_nope_dim, v = p->v_head_dim, lora = p->kv_lora_rank;
+    uint64_t heads = p->n_head, per = nope + v;
+    if (src->n_dims != 2 || src->shape[0] != heads * per || src->shape[1] != lora ||
+        src->dtype == SAFETENSORS_U8 || src->dtype == SAFETENSORS_I64) {
+        corral_error_set(c->err, "tensor '%.200s' is not [%llu, %llu] (config.json's heads of "
+                         "qk_nope_head_dim + v_head_dim, and kv_lora_rank)", src->name,
+                         (unsigned long long)(heads * per), (unsigned long long)lora);
+        return HF_INVALID;
+    }
+    for (int part = 0; part < 2; part++) {
+        bool k = part == 0;
+        out_tensor t = {.src = src, .strided = true, .n_dims = 3,
+                        .type = src->dtype == SAFETENSORS_BF16 ? TENSOR_TYPE_BF16
+                                                               : TENSOR_TYPE_F16,
+                        .ne = {(int64_t)(k ? nope : lora), (int64_t)(k ? lora : v),
+                               (int64_t)heads, 1},
+                        .n_rows = heads * (k ? lora : v), .row_elems = k ? nope : lora,
+                        .group_rows = k ? lora : v, .group_stride = per * lora,
+                        .row_stride = k ? 1 : lora, .offset = k ? 0 : nope * lora,
+                        .col_stride = k ? lora : 1};
+        snprintf(t.name, sizeof t.name, "%.*s%s", (int)(strlen(name) - strlen("attn_kv_b.weight")),
+                 name, k ? "attn_k_b.weight" : "attn_v_b.weight");
+        if (find_tensor(c, t.name)) {
+            corral_error_set(c->err, "tensor '%.200s' is in the checkpoint twice", src->name);
+            return HF_INVALID;
+        }
+        c->any_bf16 = c->any_bf16 || t.type == TENSOR_TYPE_BF16;
+        hf_status status = append_tensor(c, &t);
+        if (status != HF_OK)
+            return status;
+    }
+    return HF_OK;
+}
+
+/*
  * Qwen2.5-VL's fused tower tensors split as ollama's converter splits them, each part a
  * strided view of src: the patch kernel ([width, channels, 2, patch, patch], its two
  * temporal slices) as patch_embd_0 and patch_embd_1, and a block's attn_qkv (weight
@@ -659,6 +764,11 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
     if (ends_with(src->name, ".rotary_emb.inv_freq") ||
         hf_family_skipped_tensor(&c->p, src->name))
         return HF_OK; /* recomputed from rope_theta, or a part the GGUF leaves out */
+    if (src->dtype == SAFETENSORS_I64) {
+        corral_error_set(c->err, "tensor '%.200s' is I64: only a BERT's position ids, which the "
+                         "GGUF leaves out, are integers", src->name);
+        return HF_INVALID;
+    }
     unsigned layer, expert;
     const char *kind;
     gptoss_part part;
@@ -721,9 +831,12 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
         }
         t.ne[src->n_dims - 1 - d] = (int64_t)src->shape[d];
     }
-    if (ends_with(t.name, ".ssm_in.weight"))
+    if (hf_family_is_qwen3next(c->p.arch) && ends_with(t.name, ".ssm_in.weight"))
         return add_qkvz(c, src, t.name);
-    bool conv = ends_with(t.name, ".ssm_conv1d.weight");
+    if (hf_deepseek2_splits_kv_b(c->p.arch) && ends_with(t.name, ".attn_kv_b.weight"))
+        return add_kv_b(c, src, t.name);
+    bool conv = ends_with(t.name, ".ssm_conv1d.weight") ||
+                ends_with(t.name, ".shortconv.conv.weight"); /* Qwen 3.5's, LFM2's */
     if (conv && !(src->n_dims == 3 && src->shape[1] == 1)) {
         corral_error_set(c->err, "tensor '%.200s' is not [channels, 1, kernel]", src->name);
         return HF_INVALID;
@@ -764,9 +877,12 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
     for (size_t i = 0; i < sizeof f32_tables / sizeof f32_tables[0]; i++)
         f32_table = f32_table || !strcmp(t.name, f32_tables[i]);
     if (t.n_dims == 1 || ends_with(t.name, ".bias") || ends_with(t.name, ".ffn_gate_inp.weight") ||
-        conv || f32_table)
+        conv || f32_table || ends_with(t.name, "_norm.weight") ||
+        !strcmp(t.name, "token_types.weight"))
         t.type = TENSOR_TYPE_F32; /* a router's few columns decide which experts run; llama.cpp
-                                   * keeps a convolution's few taps F32 */
+                                   * keeps a convolution's few taps F32; the engine reads a
+                                   * norm's rows (Command R+'s per head) and BERT's two segment
+                                   * vectors as F32 */
     else
         t.type = src->dtype == SAFETENSORS_BF16 && !tower ? TENSOR_TYPE_BF16 : TENSOR_TYPE_F16;
     c->any_bf16 = c->any_bf16 || t.type == TENSOR_TYPE_BF16;
@@ -781,10 +897,15 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
         return add_mllama_position_gates(c, &t);
     if (hf_family_adds_one(c->p.arch, t.name))
         t.op = ELEM_ADD_ONE;
-    if (c->p.arch->family == FAMILY_QWEN35 && ends_with(t.name, ".ssm_a"))
+    if ((c->p.arch->family == FAMILY_QWEN35 || hf_family_is_nemotron_h(c->p.arch)) &&
+        ends_with(t.name, ".ssm_a"))
         t.op = ELEM_NEG_EXP;
     if ((t.clamp = hf_family_clamp(&c->p, t.name)) > 0)
         t.op = ELEM_CLAMP;
+    if (hf_family_is_nemotron_h(c->p.arch)) { /* its vectors' GGUF shapes, their type kept */
+        hf_nemotron_h_reshape(&c->p, t.name, &t.n_dims, t.ne);
+        hf_nemotron_h_ffn_seen(&c->p, t.name, src->n_dims == 2 ? src->shape[0] : 0);
+    }
     /* a pixtral tower's Q and K keep Hugging Face's order, as in ollama's file; Llama 3.2
      * Vision's tower's are permuted as Llama's and then transposed, as ollama's converter
      * writes them */
@@ -805,6 +926,50 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
         t.transposed = mllama_tower;
     }
     return append_tensor(c, &t);
+}
+
+/*
+ * EmbeddingGemma's projections: each Dense module's model.safetensors holds linear.weight,
+ * [out_features, in_features], written as dense_2.weight and dense_3.weight.
+ */
+static hf_status add_dense_modules(converter *c)
+{
+    for (unsigned i = 0; i < 2; i++) {
+        const char *name = c->modules.dense_weights[i];
+        if (!name[0])
+            continue;
+        const hf_file *f = find_file(c, name);
+        if (!f) {
+            corral_error_set(c->err, "the checkpoint has no %s", name);
+            return HF_INVALID;
+        }
+        corral_error why;
+        safetensors_file *st = safetensors_open(f->path, &why);
+        if (!st) {
+            corral_error_set(c->err, "%s: cannot be read as safetensors", name);
+            return HF_INVALID;
+        }
+        c->shards[c->n_shards++] = st;
+        const safetensors_tensor *src = safetensors_find(st, "linear.weight");
+        if (!src || src->n_dims != 2 || src->shape[0] != c->p.dense_out[i] ||
+            src->shape[1] != c->p.dense_in[i] || src->dtype == SAFETENSORS_U8 ||
+            src->dtype == SAFETENSORS_I64) {
+            corral_error_set(c->err, "%s: linear.weight must be a [%u, %u] matrix (its "
+                             "config.json's out_features and in_features)", name,
+                             c->p.dense_out[i], c->p.dense_in[i]);
+            return HF_INVALID;
+        }
+        out_tensor t = {.src = src, .n_dims = 2,
+                        .ne = {(int64_t)src->shape[1], (int64_t)src->shape[0], 1, 1},
+                        .type = src->dtype == SAFETENSORS_BF16 ? TENSOR_TYPE_BF16
+                                                               : TENSOR_TYPE_F16};
+        snprintf(t.name, sizeof t.name, "dense_%u.weight", i + 2);
+        c->any_bf16 = c->any_bf16 || t.type == TENSOR_TYPE_BF16;
+        hf_status status = append_tensor(c, &t);
+        if (status != HF_OK)
+            return status;
+    }
+    return HF_OK;
 }
 
 static int by_file_name(const void *a, const void *b)
@@ -879,6 +1044,8 @@ static hf_status read_tensors(converter *c)
     }
     free(shards);
     if (status == HF_OK)
+        status = add_dense_modules(c);
+    if (status == HF_OK)
         status = check_experts(c);
     if (status == HF_OK && c->n_tensors == 0) {
         corral_error_set(c->err, "the checkpoint has no tensors (no *.safetensors files)");
@@ -897,7 +1064,8 @@ static float element_f32(const uint8_t *src, safetensors_dtype dtype, size_t i)
     case SAFETENSORS_F32: memcpy(&f, src + 4 * i, 4); return f;
     case SAFETENSORS_F16: memcpy(&h, src + 2 * i, 2); return quant_f16_to_f32(h);
     case SAFETENSORS_BF16: memcpy(&h, src + 2 * i, 2); return quant_bf16_to_f32(h);
-    case SAFETENSORS_U8: break; /* MXFP4 bytes: repacked, never read as numbers */
+    case SAFETENSORS_U8: /* MXFP4 bytes: repacked, never read as numbers */
+    case SAFETENSORS_I64: break; /* refused unless left out */
     }
     return 0;
 }

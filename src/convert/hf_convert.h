@@ -28,23 +28,28 @@
  * normalisation: the Conv3D patch kernel whole, each block's attn.qkv split into Q, K and V),
  * Phi3ForCausalLM ("phi3": fused q/k/v and gate/up kept
  * fused, LongRoPE's factors as rope_factors_long/short tensors), GptOssForCausalLM,
- * Olmo2ForCausalLM and Olmo3ForCausalLM ("olmo2"), GraniteForCausalLM, Cohere2ForCausalLM,
+ * Olmo2ForCausalLM and Olmo3ForCausalLM ("olmo2"), GraniteForCausalLM, CohereForCausalLM
+ * ("command-r": Command R, and Command R+ with its per-head q/k norms), Cohere2ForCausalLM,
  * SmolLM3ForCausalLM, Starcoder2ForCausalLM, Qwen3_5ForConditionalGeneration ("qwen35": the
  * text model; its value heads reordered to llama.cpp's tiled order, -exp(A_log) as ssm_a, its
  * norms but ssm_norm stored as w - 1), Qwen3_5MoeForConditionalGeneration ("qwen35moe": the
  * same, with each layer's packed experts split into gate's and up's stacks and a shared
  * expert), Qwen3_5ForCausalLM and Qwen3_5MoeForCausalLM (the same text models saved alone,
  * under model.), Qwen3NextForCausalLM ("qwen3next": the same layers, value heads in the
- * checkpoint's order, in_proj_qkvz split into attn_qkv and attn_gate), DeepseekV3ForCausalLM
- * ("deepseek2" as ollama's converter writes it: kv_b_proj kept whole as attn_kv_b, the
- * routing's keys, the layers past num_hidden_layers, its multi-token prediction, left out),
- * Gemma3nForConditionalGeneration ("gemma3n": the text model as ollama's converter writes
- * it, its towers left out, its AltUp projections stacked, its coefficients clamped).
- * A mixture of
+ * checkpoint's order, in_proj_qkvz split into attn_qkv and attn_gate), BertModel ("bert"),
+ * NomicBertModel ("nomic-bert") and Gemma3TextModel ("gemma-embedding", EmbeddingGemma),
+ * encoders: see hf_family_embed.h,
+ * Lfm2ForCausalLM and Lfm2MoeForCausalLM ("lfm2", "lfm2moe": see hf_family_lfm2.h),
+ * NemotronHForCausalLM ("nemotron_h" or "nemotron_h_moe": see hf_family_nemotron_h.h),
+ * Ministral3ForCausalLM ("mistral3" without a tower: Llama's layers, YaRN from
+ * rope_parameters), DeepseekV3ForCausalLM and Glm4MoeLiteForCausalLM ("deepseek2": see
+ * hf_family_deepseek2.h), Gemma3nForConditionalGeneration ("gemma3n": the text model as
+ * ollama's converter writes it, its towers left out, its AltUp projections stacked, its
+ * coefficients clamped). A mixture of
  * experts' matrices are stacked per layer into ffn_{gate,up,down}_exps (experts outermost),
  * its router (ffn_gate_inp) kept F32. The tokenizer is
- * a SentencePiece tokenizer.model when there is one, else tokenizer.json's BPE (see
- * hf_tokenizer.h). Shards (model*.safetensors when there are any, else *.safetensors) are
+ * a SentencePiece tokenizer.model when there is one, else tokenizer.json's BPE or WordPiece
+ * (see hf_tokenizer.h). Shards (model*.safetensors when there are any, else *.safetensors) are
  * read in name order;
  * model.safetensors.index.json, when given, must name only shards that are given too.
  */
@@ -60,9 +65,11 @@
 #define HF_MAX_JSON_BYTES ((size_t)64 << 20) /* the largest vocabularies' tokenizer.json fit */
 #define HF_SUPPORTED_ARCHITECTURES                                                           \
     "Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3Moe, Qwen3Next, Gemma, Gemma2, Gemma3, "      \
-    "Phi3, GptOss, Olmo2, Olmo3, Granite, Cohere2, SmolLM3, Starcoder2, DeepseekV3, Qwen3_5 "  \
-    "and Qwen3_5Moe (each ...ForCausalLM); Gemma3, Gemma3n, Mistral3, Mllama, Llama4, "        \
-    "Qwen2_5_VL, Qwen3VL, Qwen3VLMoe, Qwen3_5 and Qwen3_5Moe (...ForConditionalGeneration)"
+    "Phi3, GptOss, Olmo2, Olmo3, Granite, Cohere, Cohere2, SmolLM3, Starcoder2, Lfm2, "      \
+    "Lfm2Moe, NemotronH, Ministral3, DeepseekV3, Glm4MoeLite, Qwen3_5 and Qwen3_5Moe (each "  \
+    "...ForCausalLM); Gemma3, Gemma3n, Mistral3, Mllama, Llama4, Qwen2_5_VL, Qwen3VL, "       \
+    "Qwen3VLMoe, Qwen3_5 and Qwen3_5Moe (...ForConditionalGeneration); Bert, NomicBert and " \
+    "Gemma3Text (...Model)"
 
 /* One file of the checkpoint: its name relative to the directory, and where it is. */
 typedef struct hf_file {

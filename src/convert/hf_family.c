@@ -9,6 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "convert/hf_family_deepseek2.h"
+#include "convert/hf_family_embed.h"
+#include "convert/hf_family_lfm2.h"
+#include "convert/hf_family_nemotron_h.h"
 #include "convert/hf_tokenizer.h"
 
 #define MAX_LAYERS 4096u
@@ -42,6 +46,7 @@ static const hf_arch archs[] = {
     {"Mistral3ForConditionalGeneration", "mistral3", FAMILY_LLAMA, true},
     {"Llama4ForConditionalGeneration", "llama4", FAMILY_LLAMA4, true},
     {"MllamaForConditionalGeneration", "mllama", FAMILY_MLLAMA, true},
+    {"Ministral3ForCausalLM", "mistral3", FAMILY_LLAMA, false}, /* the text model alone */
     {"Qwen2_5_VLForConditionalGeneration", "qwen25vl", FAMILY_QWEN2, true},
     {"Qwen3VLForConditionalGeneration", "qwen3vl", FAMILY_QWEN3, true},
     {"Qwen3VLMoeForConditionalGeneration", "qwen3vlmoe", FAMILY_QWEN3, true},
@@ -51,6 +56,7 @@ static const hf_arch archs[] = {
     {"Olmo3ForCausalLM", "olmo2", FAMILY_OLMO2, false},
     {"GraniteForCausalLM", "granite", FAMILY_LLAMA, false},
     {"Cohere2ForCausalLM", "cohere2", FAMILY_COHERE2, false},
+    {"CohereForCausalLM", "command-r", FAMILY_COMMAND_R, false},
     {"SmolLM3ForCausalLM", "smollm3", FAMILY_LLAMA, false},
     {"Starcoder2ForCausalLM", "starcoder2", FAMILY_STARCODER2, false},
     {"Qwen3_5ForConditionalGeneration", "qwen35", FAMILY_QWEN35, false},
@@ -58,7 +64,14 @@ static const hf_arch archs[] = {
     {"Qwen3_5ForCausalLM", "qwen35", FAMILY_QWEN35, false}, /* the text model alone */
     {"Qwen3_5MoeForCausalLM", "qwen35moe", FAMILY_QWEN35, false},
     {"Qwen3NextForCausalLM", "qwen3next", FAMILY_QWEN35, false},
-    {"DeepseekV3ForCausalLM", "deepseek2", FAMILY_DEEPSEEK2, false},
+    {"BertModel", "bert", FAMILY_BERT, false},
+    {"NomicBertModel", "nomic-bert", FAMILY_BERT, false}, /* nomic-embed-text v1 and v1.5 */
+    {"Gemma3TextModel", "gemma-embedding", FAMILY_GEMMA3, false}, /* EmbeddingGemma */
+    {"Lfm2ForCausalLM", "lfm2", FAMILY_LFM2, false},
+    {"Lfm2MoeForCausalLM", "lfm2moe", FAMILY_LFM2, false},
+    {"NemotronHForCausalLM", "nemotron_h", FAMILY_NEMOTRON_H, false}, /* or nemotron_h_moe */
+    {"DeepseekV3ForCausalLM", "deepseek2", FAMILY_DEEPSEEK2, false},  /* and R1 */
+    {"Glm4MoeLiteForCausalLM", "deepseek2", FAMILY_DEEPSEEK2, false}, /* GLM-4.7-Flash */
 };
 
 const hf_arch *hf_family_by_gguf_name(const char *gguf_name)
@@ -101,7 +114,9 @@ bool hf_family_is_qwen3vl(const hf_arch *a)
 
 const char *hf_family_pre_tokenizer(const hf_arch *a)
 {
-    return a->family == FAMILY_DEEPSEEK2 ? "deepseek-v3" : NULL;
+    if (hf_family_is_deepseek2(a))
+        return hf_deepseek2_pre_tokenizer(a);
+    return hf_family_is_lfm2(a) ? "lfm2" : NULL;
 }
 
 bool hf_family_is_gemma(const hf_arch *a)
@@ -143,20 +158,6 @@ static const char *const qwen35_renames[][2] = {
     {"mlp.shared_expert.gate_proj", "ffn_gate_shexp"},
     {"mlp.shared_expert.up_proj", "ffn_up_shexp"},
     {"mlp.shared_expert.down_proj", "ffn_down_shexp"},
-};
-
-/* DeepSeek V3's latent attention, shared experts and routing bias, tried first for it. */
-static const char *const deepseek2_renames[][2] = {
-    {"self_attn.kv_a_proj_with_mqa", "attn_kv_a_mqa"},
-    {"self_attn.kv_a_layernorm", "attn_kv_a_norm"},
-    {"self_attn.kv_b_proj", "attn_kv_b"},
-    {"self_attn.q_a_proj", "attn_q_a"},
-    {"self_attn.q_a_layernorm", "attn_q_a_norm"},
-    {"self_attn.q_b_proj", "attn_q_b"},
-    {"mlp.shared_experts.gate_proj", "ffn_gate_shexp"},
-    {"mlp.shared_experts.up_proj", "ffn_up_shexp"},
-    {"mlp.shared_experts.down_proj", "ffn_down_shexp"},
-    {"mlp.gate.e_score_correction_bias", "exp_probs_b.bias"},
 };
 
 /* Gemma 3n's per-layer inputs, AltUp and LAuReL, tried first for it (its AltUp projections
@@ -327,6 +328,73 @@ static bool read_pixtral_rope(family *c)
     return read_rope_parameter(c, "rope_theta", &c->p.has_theta, &c->p.rope_theta);
 }
 
+/* Mistral 3's text model saved alone (Ministral 3). */
+static bool is_ministral(const hf_arch *a)
+{
+    return !a->vision && !strcmp(a->gguf_name, "mistral3");
+}
+
+/*
+ * Ministral 3's RoPE, all in rope_parameters: its base, and for YaRN its factor, the context
+ * it was trained for, beta_fast, beta_slow, mscale_all_dim (the log multiplier) and
+ * llama_4_scaling_beta (the attention temperature), as ollama's converter takes them.
+ */
+static bool read_ministral_rope(family *c)
+{
+    hf_params *p = &c->p;
+    p->yarn_beta_fast = p->yarn_beta_slow = p->yarn_log_multiplier = p->temperature_scale = -1;
+    if (!read_rope_parameter(c, "rope_theta", &p->has_theta, &p->rope_theta))
+        return false;
+    const json_t *rope = json_object_get(c->config, "rope_parameters");
+    const char *type = json_string_value(json_object_get(rope, "rope_type"));
+    if (!type || !strcmp(type, "default"))
+        return true;
+    if (strcmp(type, "yarn") != 0 || p->rope_type) {
+        corral_error_set(c->err, "config.json: only rope_parameters' yarn scales the RoPE of "
+                         "%s", p->arch->hf_name);
+        return false;
+    }
+    const json_t *o = json_object_get(rope, "original_max_position_embeddings");
+    if (o && (!json_is_integer(o) || json_integer_value(o) < 1 ||
+              json_integer_value(o) > UINT32_MAX)) {
+        corral_error_set(c->err, "config.json: rope_parameters.original_max_position_embeddings "
+                         "must be a positive integer");
+        return false;
+    }
+    p->rope_type = type;
+    p->rope_original_ctx = o ? (uint32_t)json_integer_value(o) : 0;
+    const char *saved = c->section;
+    c->section = "rope_parameters.";
+    bool ok = read_f32(c, rope, "factor", NULL, &p->rope_factor) &&
+              read_f32(c, rope, "beta_fast", NULL, &p->yarn_beta_fast) &&
+              read_f32(c, rope, "beta_slow", NULL, &p->yarn_beta_slow) &&
+              read_f32(c, rope, "mscale_all_dim", NULL, &p->yarn_log_multiplier) &&
+              read_f32(c, rope, "llama_4_scaling_beta", NULL, &p->temperature_scale);
+    c->section = saved;
+    return ok;
+}
+
+/* Ministral 3's YaRN keys beyond the common ones, and its attention temperature. */
+static bool write_ministral_keys(family *c, gguf_writer *w, const char *a)
+{
+    const hf_params *p = &c->p;
+    const struct {
+        const char *key;
+        float value;
+    } keys[] = {{"rope.scaling.yarn_beta_fast", p->yarn_beta_fast},
+                {"rope.scaling.yarn_beta_slow", p->yarn_beta_slow},
+                {"rope.scaling.yarn_log_multiplier", p->yarn_log_multiplier},
+                {"attention.temperature_scale", p->temperature_scale}};
+    char key[96];
+    bool ok = true;
+    for (size_t i = 0; ok && i < sizeof keys / sizeof keys[0]; i++)
+        if (keys[i].value >= 0) {
+            snprintf(key, sizeof key, "%s.%s", a, keys[i].key);
+            ok = gguf_writer_add_f32(w, key, keys[i].value, c->err);
+        }
+    return ok;
+}
+
 /* Qwen 3.5's M-RoPE sections (rope_parameters' or rope_scaling's mrope_section, else
  * llama.cpp's default), padded to four. */
 static bool read_rope_sections(family *c)
@@ -392,55 +460,6 @@ static hf_status read_qwen35_config(family *c)
                          p->head_dim);
         return HF_INVALID;
     }
-    return HF_OK;
-}
-
-/* DeepSeek V3's latent attention widths, its routing and YaRN's log multiplier; a RoPE base of
- * 10000 where config.json gives none, as ollama's converter writes. */
-static hf_status read_deepseek2_config(family *c)
-{
-    hf_params *p = &c->p;
-    hf_deepseek *d = &p->deepseek;
-    const json_t *scaling = json_object_get(c->config, "rope_scaling");
-    const char *scoring = json_string_value(json_object_get(c->config, "scoring_func"));
-    const json_t *norm = json_object_get(c->config, "norm_topk_prob");
-    float mscale_all_dim = 0;
-    if (!p->has_theta) {
-        p->has_theta = true;
-        p->rope_theta = 10000.0f;
-    }
-    if (!read_u32(c, "q_lora_rank", false, MAX_WIDTH, &d->q_lora) ||
-        !read_u32(c, "kv_lora_rank", true, MAX_WIDTH, &d->kv_lora) ||
-        !read_u32(c, "qk_nope_head_dim", true, 65536, &d->nope) ||
-        !read_u32(c, "qk_rope_head_dim", true, 65536, &d->rope) ||
-        !read_u32(c, "v_head_dim", true, 65536, &d->v) ||
-        !read_u32(c, "n_shared_experts", false, MAX_EXPERTS, &d->n_shared) ||
-        !read_u32(c, "first_k_dense_replace", false, p->n_layer, &d->n_dense_lead) ||
-        !read_u32(c, "n_group", false, MAX_EXPERTS, &d->n_groups) ||
-        !read_u32(c, "topk_group", false, MAX_EXPERTS, &d->n_groups_used) ||
-        !read_f32(c, c->config, "routed_scaling_factor", NULL, &d->weights_scale) ||
-        (json_number_value(json_object_get(scaling, "mscale_all_dim")) != 0 &&
-         !read_f32(c, scaling, "mscale_all_dim", NULL, &mscale_all_dim)))
-        return HF_INVALID;
-    if (!p->n_expert || !p->n_ff_expert || d->rope % 2 || d->n_groups_used > d->n_groups ||
-        (d->n_groups && p->n_expert % d->n_groups)) {
-        corral_error_set(c->err, "config.json: %u routed experts of width %u in %u groups (%u "
-                         "used), %u rotated dimensions do not make a DeepSeek V3 model",
-                         p->n_expert, p->n_ff_expert, d->n_groups, d->n_groups_used, d->rope);
-        return HF_INVALID;
-    }
-    if (scoring && strcmp(scoring, "softmax") != 0 && strcmp(scoring, "sigmoid") != 0) {
-        corral_error_set(c->err, "config.json: scoring_func '%.40s' is not softmax or sigmoid",
-                         scoring);
-        return HF_INVALID;
-    }
-    d->gating = !scoring ? 0 : !strcmp(scoring, "softmax") ? 1 : 2;
-    if (norm && !json_is_boolean(norm)) {
-        corral_error_set(c->err, "config.json: norm_topk_prob must be true or false");
-        return HF_INVALID;
-    }
-    d->weights_norm = json_is_true(norm);
-    d->yarn_log_multiplier = 0.1f * mscale_all_dim;
     return HF_OK;
 }
 
@@ -629,6 +648,29 @@ static hf_status read_sliding_layers(family *c, uint32_t every)
     return HF_OK;
 }
 
+/* Command R's logit scale, whether it has q/k norms, and its context: model_max_length over
+ * max_position_embeddings, as ollama's converter takes it. Its RoPE is never scaled (the file
+ * says "none"). */
+static hf_status read_command_r_config(family *c)
+{
+    hf_params *p = &c->p;
+    if (p->rope_type) {
+        corral_error_set(c->err, "config.json: a scaled RoPE ('%.40s') is not supported for %s",
+                         p->rope_type, p->arch->hf_name);
+        return HF_INVALID;
+    }
+    const json_t *qk_norm = json_object_get(c->config, "use_qk_norm");
+    if (qk_norm && !json_is_null(qk_norm) && !json_is_boolean(qk_norm)) {
+        corral_error_set(c->err, "config.json: use_qk_norm must be true or false");
+        return HF_INVALID;
+    }
+    p->qk_norm = json_is_true(qk_norm);
+    return read_f32(c, c->config, "logit_scale", NULL, &p->logit_scale) &&
+                   read_u32(c, "model_max_length", false, UINT32_MAX, &p->n_ctx)
+               ? HF_OK
+               : HF_INVALID;
+}
+
 static hf_status read_config(family *c)
 {
     const json_t *list = json_object_get(c->config, "architectures");
@@ -680,15 +722,26 @@ static hf_status read_config(family *c)
         return HF_INVALID;
     if (hf_family_is_pixtral(p->arch) && !read_pixtral_rope(c))
         return HF_INVALID;
+    if (is_ministral(p->arch) && !read_ministral_rope(c))
+        return HF_INVALID;
     if (p->arch->family == FAMILY_GEMMA3 && !p->has_theta) {
         p->has_theta = true; /* Gemma 3's global layers' base when its config leaves it out */
         p->rope_theta = 1000000.0f;
     }
+    if (hf_family_is_gemma_embedding(p->arch)) { /* ollama's defaults where config is silent */
+        p->rms_eps = p->has_eps ? p->rms_eps : 1e-6f;
+        p->has_eps = true;
+        p->n_ctx = p->n_ctx ? p->n_ctx : 2048;
+    }
     bool gptoss = p->arch->family == FAMILY_GPTOSS;
-    bool deepseek = p->arch->family == FAMILY_DEEPSEEK2;
     bool local = gptoss || !strcmp(p->arch->gguf_name, "llama") ||
-                 p->arch->family == FAMILY_LLAMA4;
-    if (!read_u32(c, local ? "num_local_experts" : deepseek ? "n_routed_experts" : "num_experts",
+                 p->arch->family == FAMILY_LLAMA4 ||
+                 (p->arch->family == FAMILY_LFM2 && /* ollama's LFM2 takes either */
+                  json_object_get(c->config, "num_local_experts"));
+    bool routed = (p->arch->family == FAMILY_NEMOTRON_H && /* ollama's Nemotron-H: either */
+                   json_object_get(c->config, "n_routed_experts")) ||
+                  p->arch->family == FAMILY_DEEPSEEK2;
+    if (!read_u32(c, routed ? "n_routed_experts" : local ? "num_local_experts" : "num_experts",
                   gptoss, MAX_EXPERTS, &p->n_expert) ||
         !read_u32(c, "num_experts_per_tok", p->n_expert > 0, p->n_expert ? p->n_expert : 1,
                   &p->n_expert_used) ||
@@ -713,6 +766,14 @@ static hf_status read_config(family *c)
         (!read_f32(c, c->config, "logit_scale", NULL, &p->logit_scale) ||
          !read_u32(c, "sliding_window", false, UINT32_MAX, &p->sliding_window)))
         return HF_INVALID;
+    if (f == FAMILY_COMMAND_R)
+        return read_command_r_config(c);
+    if (f == FAMILY_LFM2)
+        return hf_lfm2_read_config(c->config, p, c->err);
+    if (f == FAMILY_NEMOTRON_H)
+        return hf_nemotron_h_read_config(c->config, p, c->err);
+    if (f == FAMILY_DEEPSEEK2)
+        return hf_deepseek2_read_config(c->config, p, c->err);
     if (f == FAMILY_OLMO2) { /* Olmo 3's window: every layer but each fourth, or layer_types */
         if (!read_u32(c, "sliding_window", false, UINT32_MAX, &p->sliding_window))
             return HF_INVALID;
@@ -720,8 +781,6 @@ static hf_status read_config(family *c)
     }
     if (f == FAMILY_QWEN35)
         return read_qwen35_config(c);
-    if (f == FAMILY_DEEPSEEK2)
-        return read_deepseek2_config(c);
     if (f == FAMILY_LLAMA4)
         return read_llama4_config(c);
     if (f == FAMILY_GEMMA3N)
@@ -1108,13 +1167,23 @@ hf_status hf_family_read_config(const json_t *config, hf_params *p, corral_error
         if (!c.p.text_config)
             status = text && !json_is_object(text) ? HF_INVALID : HF_IO;
     }
+    bool nomic = name && !strcmp(name, "NomicBertModel");
+    const json_t *moe = json_object_get(config, "moe_every_n_layers");
+    if (nomic && json_integer_value(moe) > 0) {
+        corral_error_set(err, "a NomicBertModel with experts (moe_every_n_layers: "
+                         "nomic-embed-text v2) is not converted");
+        status = HF_INVALID;
+    } else if (nomic && !(c.p.text_config = hf_embed_nomic_config(config))) {
+        corral_error_set(err, "out of memory");
+        status = HF_IO;
+    }
     if (vision && status == HF_OK)
         status = qwen25vl  ? read_qwen25vl_vision(&c, config)
                  : qwen3vl ? read_qwen3vl_vision(&c, config)
                  : mllama  ? read_mllama_vision(&c, config)
                            : read_vision_config(&c, config, pixtral, llama4);
     if (status == HF_OK) {
-        c.config = nested ? c.p.text_config : config;
+        c.config = c.p.text_config ? c.p.text_config : config;
         status = read_config(&c);
     }
     *p = c.p;
@@ -1129,6 +1198,12 @@ void hf_family_params_free(hf_params *p)
     p->gemma3n.sparsity_scale = NULL;
     free(p->gemma3n.ff_per_layer);
     p->gemma3n.ff_per_layer = NULL;
+    free(p->kv_heads_per_layer);
+    p->kv_heads_per_layer = NULL;
+    free(p->layer_kinds);
+    p->layer_kinds = NULL;
+    free(p->ffn_per_layer);
+    p->ffn_per_layer = NULL;
     json_decref(p->text_config);
     p->text_config = NULL;
 }
@@ -1136,6 +1211,12 @@ void hf_family_params_free(hf_params *p)
 /* The pair of the rename tables that starts s, or NULL. */
 static const char *const *rename_at(const hf_arch *a, const char *s)
 {
+    const char *const *own = hf_family_is_lfm2(a)          ? hf_lfm2_rename_at(s)
+                             : hf_family_is_nemotron_h(a) ? hf_nemotron_h_rename_at(s)
+                             : hf_family_is_deepseek2(a)  ? hf_deepseek2_rename_at(s)
+                                                          : NULL;
+    if (own)
+        return own;
     size_t n = sizeof sandwich_renames / sizeof sandwich_renames[0];
     for (size_t r = 0; has_sandwich_norms(a) && r < n; r++)
         if (strncmp(s, sandwich_renames[r][0], strlen(sandwich_renames[r][0])) == 0)
@@ -1156,10 +1237,6 @@ static const char *const *rename_at(const hf_arch *a, const char *s)
     for (size_t r = 0; a->family == FAMILY_LLAMA4 && r < n; r++)
         if (strncmp(s, llama4_renames[r][0], strlen(llama4_renames[r][0])) == 0)
             return llama4_renames[r];
-    n = sizeof deepseek2_renames / sizeof deepseek2_renames[0];
-    for (size_t r = 0; a->family == FAMILY_DEEPSEEK2 && r < n; r++)
-        if (strncmp(s, deepseek2_renames[r][0], strlen(deepseek2_renames[r][0])) == 0)
-            return deepseek2_renames[r];
     n = sizeof gptoss_renames / sizeof gptoss_renames[0];
     for (size_t r = 0; a->family == FAMILY_GPTOSS && r < n; r++)
         if (strncmp(s, gptoss_renames[r][0], strlen(gptoss_renames[r][0])) == 0)
@@ -1255,7 +1332,16 @@ static const char *const qwen3vl_renames[][2] = {
 
 void hf_family_rename(const hf_arch *a, const char *in, char *out, size_t cap)
 {
+    if (a->family == FAMILY_BERT) {
+        hf_embed_rename(a, in, out, cap);
+        return;
+    }
     char stripped[2048];
+    /* EmbeddingGemma's text model is saved without its "model." */
+    if (hf_family_is_gemma_embedding(a) && strncmp(in, "model.", 6) != 0) {
+        snprintf(stripped, sizeof stripped, "model.%s", in);
+        in = stripped;
+    }
     /* a text model under a multimodal checkpoint's prefixes (Gemma 3's, Mistral 3's, Qwen 3.5's,
      * Gemma 3n's) */
     size_t n_prefixes = a->vision || a->family == FAMILY_QWEN35 || a->family == FAMILY_GEMMA3N
@@ -1494,26 +1580,6 @@ static bool known_block_tensor(arch_family f, const char *suffix)
     return false;
 }
 
-/* A DeepSeek V3 block's tensor (the part of its name after "blk.L."): its latent attention
- * (attn_q without a q_lora_rank), a dense FFN in the leading layers, else a router, its
- * selection bias and the shared experts (the routed ones are stacked apart). */
-static bool known_deepseek2_tensor(const hf_params *p, unsigned layer, const char *suffix)
-{
-    static const char *const attention[] = {"attn_norm", "attn_kv_a_mqa", "attn_kv_a_norm",
-                                            "attn_kv_b", "attn_output", "ffn_norm", NULL};
-    static const char *const q_lora[] = {"attn_q_a", "attn_q_a_norm", "attn_q_b", NULL};
-    static const char *const q_plain[] = {"attn_q", NULL};
-    static const char *const dense[] = {"ffn_gate", "ffn_up", "ffn_down", NULL};
-    static const char *const moe[] = {"ffn_gate_inp", "ffn_gate_shexp", "ffn_up_shexp",
-                                      "ffn_down_shexp", NULL};
-    if (is_part(suffix, attention, false) ||
-        is_part(suffix, p->deepseek.q_lora ? q_lora : q_plain, false))
-        return true;
-    if (layer < p->deepseek.n_dense_lead)
-        return is_part(suffix, dense, false);
-    return is_part(suffix, moe, false) || !strcmp(suffix, "exp_probs_b.bias");
-}
-
 /* A Gemma 3n block's tensor (the part of its name after "blk.L."). */
 static bool known_gemma3n_tensor(const char *suffix)
 {
@@ -1670,13 +1736,17 @@ bool hf_family_skipped_tensor(const hf_params *p, const char *name)
 {
     static const char *const gemma3n_towers[] = {"model.vision_tower.", "model.audio_tower.",
                                                  "model.embed_vision.", "model.embed_audio."};
-    unsigned layer;
-    for (size_t i = 0; p->arch->family == FAMILY_GEMMA3N && i < 4; i++)
+    arch_family f = p->arch->family;
+    for (size_t i = 0; f == FAMILY_GEMMA3N && i < 4; i++)
         if (!strncmp(name, gemma3n_towers[i], strlen(gemma3n_towers[i])))
             return true; /* the text model only, as ollama's converter writes it */
-    if (p->arch->family == FAMILY_DEEPSEEK2) /* its multi-token prediction layers */
-        return sscanf(name, "model.layers.%u.", &layer) == 1 && layer >= p->n_layer;
-    return p->arch->family == FAMILY_QWEN35 &&
+    if (f == FAMILY_BERT)
+        return hf_embed_skipped_tensor(name);
+    if (f == FAMILY_NEMOTRON_H)
+        return hf_nemotron_h_skipped_tensor(name);
+    if (f == FAMILY_DEEPSEEK2)
+        return hf_deepseek2_skipped_tensor(p, name);
+    return f == FAMILY_QWEN35 &&
            (!strncmp(name, "model.visual.", 13) || !strncmp(name, "mtp.", 4));
 }
 
@@ -1694,6 +1764,8 @@ bool hf_family_known_tensor(const hf_params *p, const char *name)
 {
     if (p->arch->vision && (!strncmp(name, "v.", 2) || !strncmp(name, "mm.", 3)))
         return known_vision_tensor(p, name);
+    if (p->arch->family == FAMILY_BERT)
+        return hf_embed_known_tensor(p, name);
     arch_family f = p->arch->family;
     if (f == FAMILY_GEMMA3N && (!strcmp(name, "per_layer_token_embd.weight") ||
                                 !strcmp(name, "per_layer_model_proj.weight") ||
@@ -1701,7 +1773,8 @@ bool hf_family_known_tensor(const hf_params *p, const char *name)
         return true;
     if (!strcmp(name, "token_embd.weight") || !strcmp(name, "output_norm.weight") ||
         !strcmp(name, "output.weight") ||
-        (f == FAMILY_STARCODER2 && !strcmp(name, "output_norm.bias")))
+        (f == FAMILY_STARCODER2 && !strcmp(name, "output_norm.bias")) ||
+        (f == FAMILY_LFM2 && !strcmp(name, "token_embd_norm.weight"))) /* its final norm */
         return true;
     unsigned layer;
     char prefix[32];
@@ -1713,14 +1786,22 @@ bool hf_family_known_tensor(const hf_params *p, const char *name)
     const char *suffix = name + used;
     if (f == FAMILY_GPTOSS)
         return known_gptoss_tensor(suffix);
+    if (f == FAMILY_LFM2)
+        return hf_lfm2_known_tensor(p, layer, suffix);
+    if (f == FAMILY_NEMOTRON_H)
+        return hf_nemotron_h_known_tensor(p, layer, suffix);
+    if (f == FAMILY_DEEPSEEK2)
+        return hf_deepseek2_known_tensor(p, layer, suffix);
     if (f == FAMILY_QWEN35)
         return known_qwen35_tensor(p, layer, suffix);
-    if (f == FAMILY_DEEPSEEK2)
-        return known_deepseek2_tensor(p, layer, suffix);
     if (f == FAMILY_GEMMA3N)
         return known_gemma3n_tensor(suffix);
-    if (f == FAMILY_OLMO2 || f == FAMILY_COHERE2 || f == FAMILY_STARCODER2)
-        return known_block_tensor(f, suffix);
+    if (f == FAMILY_COMMAND_R && p->qk_norm &&
+        (!strcmp(suffix, "attn_q_norm.weight") || !strcmp(suffix, "attn_k_norm.weight")))
+        return true;
+    if (f == FAMILY_OLMO2 || f == FAMILY_COHERE2 || f == FAMILY_COMMAND_R ||
+        f == FAMILY_STARCODER2)
+        return known_block_tensor(f == FAMILY_COMMAND_R ? FAMILY_COHERE2 : f, suffix);
     static const char *const block[] = {"attn_norm.weight", "attn_output.weight",
                                         "ffn_norm.weight", "ffn_up.weight", "ffn_down.weight"};
     for (size_t i = 0; i < sizeof block / sizeof block[0]; i++)
@@ -1765,15 +1846,23 @@ bool hf_family_parse_expert(const char *name, unsigned *layer, unsigned *expert,
                                         {"down_proj", "down"}, {"w1", "gate"},
                                         {"w3", "up"}, {"w2", "down"}};
     char part[16], again[256];
-    if (sscanf(name, "model.layers.%u.mlp.experts.%u.%15[a-z_].weight", layer, expert,
+    /* Mixtral's w1/w2/w3 under block_sparse_moe, LFM2's under feed_forward */
+    bool lfm2 = sscanf(name, "model.layers.%u.feed_forward.experts.%u.%15[a-z0-9].weight",
+                       layer, expert, part) == 3;
+    bool nemotron = sscanf(name, "backbone.layers.%u.mixer.experts.%u.%15[a-z_].weight", layer,
+                           expert, part) == 3; /* up_proj and down_proj: ReLU², no gate */
+    if (lfm2 || nemotron ||
+        sscanf(name, "model.layers.%u.mlp.experts.%u.%15[a-z_].weight", layer, expert,
                part) == 3 ||
         sscanf(name, "model.layers.%u.block_sparse_moe.experts.%u.%15[a-z0-9].weight", layer,
                expert, part) == 3) {
         for (size_t i = 0; i < sizeof hf / sizeof hf[0]; i++) {
             bool mixtral = hf[i][0][0] == 'w';
-            snprintf(again, sizeof again, mixtral ? "model.layers.%u.block_sparse_moe.experts.%u.%s"
-                                                    ".weight"
-                                                  : "model.layers.%u.mlp.experts.%u.%s.weight",
+            snprintf(again, sizeof again,
+                     lfm2       ? "model.layers.%u.feed_forward.experts.%u.%s.weight"
+                     : nemotron ? "backbone.layers.%u.mixer.experts.%u.%s.weight"
+                     : mixtral  ? "model.layers.%u.block_sparse_moe.experts.%u.%s.weight"
+                                : "model.layers.%u.mlp.experts.%u.%s.weight",
                      *layer, *expert, hf[i][0]);
             if (strcmp(again, name) == 0) { /* exactly that spelling: no "+1" or "01" */
                 *kind = hf[i][1];
@@ -1944,10 +2033,13 @@ static bool write_window_keys(family *c, gguf_writer *w, const char *a)
         ok = gguf_writer_add_f32(w, KEY("attn_logit_softcapping"), p->attn_softcap, c->err);
     if (ok && p->final_softcap > 0)
         ok = gguf_writer_add_f32(w, KEY("final_logit_softcapping"), p->final_softcap, c->err);
-    if (ok && p->arch->family == FAMILY_GEMMA3)
+    /* EmbeddingGemma's local base is rope.freq_base_swa (hf_embed_write_keys), its sliding
+     * layers the engine's default, as ollama's converter leaves them */
+    bool embedding = hf_family_is_gemma_embedding(p->arch);
+    if (ok && p->arch->family == FAMILY_GEMMA3 && !embedding)
         ok = gguf_writer_add_f32(w, KEY("rope.local.freq_base"),
                                  p->rope_local_theta > 0 ? p->rope_local_theta : 10000.0f, c->err);
-    if (ok && p->n_sliding_pattern)
+    if (ok && p->n_sliding_pattern && !embedding)
         ok = gguf_writer_add_array(w, KEY("attention.sliding_window_pattern"), GGUF_TYPE_BOOL,
                                    p->sliding_pattern, p->n_sliding_pattern, c->err);
 #undef KEY
@@ -2181,34 +2273,6 @@ static bool write_llama4_keys(family *c, gguf_writer *w, const char *a)
     return ok;
 }
 
-/* DeepSeek V3's keys as ollama's converter writes them (each head's key and value widths, the
- * latent ranks, the routing, YaRN's log multiplier) and llama.cpp's expert groups. */
-static bool write_deepseek2_keys(family *c, gguf_writer *w, const char *a)
-{
-    const hf_deepseek *d = &c->p.deepseek;
-    char key[96];
-#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
-    bool ok = gguf_writer_add_u32(w, KEY("attention.key_length"), d->nope + d->rope, c->err) &&
-              gguf_writer_add_u32(w, KEY("attention.value_length"), d->v, c->err) &&
-              gguf_writer_add_u32(w, KEY("attention.kv_lora_rank"), d->kv_lora, c->err) &&
-              gguf_writer_add_u32(w, KEY("rope.dimension_count"), d->rope, c->err) &&
-              gguf_writer_add_u32(w, KEY("expert_shared_count"), d->n_shared, c->err) &&
-              gguf_writer_add_u32(w, KEY("expert_gating_func"), d->gating, c->err) &&
-              gguf_writer_add_bool(w, KEY("expert_weights_norm"), d->weights_norm, c->err) &&
-              gguf_writer_add_f32(w, KEY("expert_weights_scale"), d->weights_scale, c->err) &&
-              gguf_writer_add_u32(w, KEY("leading_dense_block_count"), d->n_dense_lead, c->err);
-    if (ok && d->q_lora)
-        ok = gguf_writer_add_u32(w, KEY("attention.q_lora_rank"), d->q_lora, c->err);
-    if (ok && d->yarn_log_multiplier > 0)
-        ok = gguf_writer_add_f32(w, KEY("rope.scaling.yarn_log_multiplier"),
-                                 d->yarn_log_multiplier, c->err);
-    if (ok && d->n_groups)
-        ok = gguf_writer_add_u32(w, KEY("expert_group_count"), d->n_groups, c->err) &&
-             gguf_writer_add_u32(w, KEY("expert_group_used_count"), d->n_groups_used, c->err);
-#undef KEY
-    return ok;
-}
-
 static bool write_keys(family *c, gguf_writer *w)
 {
     const hf_params *p = &c->p;
@@ -2222,12 +2286,14 @@ static bool write_keys(family *c, gguf_writer *w)
               gguf_writer_add_u32(w, KEY("vocab_size"), c->n_vocab, err) &&
               gguf_writer_add_u32(w, KEY("block_count"), p->n_layer, err) &&
               gguf_writer_add_u32(w, KEY("embedding_length"), p->n_embd, err) &&
-              (p->gemma3n.ff_per_layer
-                   ? gguf_writer_add_array(w, KEY("feed_forward_length"), GGUF_TYPE_UINT32,
-                                           p->gemma3n.ff_per_layer, p->n_layer, err)
-                   : gguf_writer_add_u32(w, KEY("feed_forward_length"), p->n_ff, err)) &&
+              (p->ffn_per_layer || /* per layer: hf_nemotron_h_write_keys' */
+               (p->gemma3n.ff_per_layer
+                    ? gguf_writer_add_array(w, KEY("feed_forward_length"), GGUF_TYPE_UINT32,
+                                            p->gemma3n.ff_per_layer, p->n_layer, err)
+                    : gguf_writer_add_u32(w, KEY("feed_forward_length"), p->n_ff, err))) &&
               gguf_writer_add_u32(w, KEY("attention.head_count"), p->n_head, err) &&
-              gguf_writer_add_u32(w, KEY("attention.head_count_kv"), p->n_head_kv, err);
+              (p->kv_heads_per_layer || /* per layer: hf_lfm2_write_keys' */
+               gguf_writer_add_u32(w, KEY("attention.head_count_kv"), p->n_head_kv, err));
     if (ok && p->n_ctx)
         ok = gguf_writer_add_u32(w, KEY("context_length"), p->n_ctx, err);
     if (ok && p->n_expert)
@@ -2247,9 +2313,7 @@ static bool write_keys(family *c, gguf_writer *w)
     if (ok && f == FAMILY_QWEN35)
         ok = gguf_writer_add_u32(w, KEY("rope.dimension_count"), p->rope_dims, err) &&
              write_qwen35_keys(c, w, a);
-    if (ok && f == FAMILY_DEEPSEEK2)
-        ok = write_deepseek2_keys(c, w, a);
-    else if (ok && (p->has_head_dim || f == FAMILY_QWEN3 || f == FAMILY_QWEN35 ||
+    if (ok && (p->has_head_dim || f == FAMILY_QWEN3 || f == FAMILY_QWEN35 ||
                     f == FAMILY_GEMMA3N || hf_family_is_gemma(p->arch)))
         ok = gguf_writer_add_u32(w, KEY("attention.key_length"), p->head_dim, err) &&
              gguf_writer_add_u32(w, KEY("attention.value_length"), p->head_dim, err);
@@ -2257,8 +2321,12 @@ static bool write_keys(family *c, gguf_writer *w)
         ok = gguf_writer_add_f32(w, KEY("rope.freq_base"), p->rope_theta, err);
     if (ok && p->has_eps)
         ok = gguf_writer_add_f32(w, KEY("attention.layer_norm_rms_epsilon"), p->rms_eps, err);
-    if (ok && p->has_ln_eps && (f == FAMILY_COHERE2 || f == FAMILY_STARCODER2))
+    if (ok && p->has_ln_eps &&
+        (f == FAMILY_COHERE2 || f == FAMILY_COMMAND_R || f == FAMILY_STARCODER2))
         ok = gguf_writer_add_f32(w, KEY("attention.layer_norm_epsilon"), p->ln_eps, err);
+    if (ok && f == FAMILY_COMMAND_R) /* as ollama's converter writes them */
+        ok = gguf_writer_add_str(w, KEY("rope.scaling.type"), "none", 4, err) &&
+             (!p->n_ctx || gguf_writer_add_u32(w, KEY("max_position_embeddings"), p->n_ctx, err));
     if (ok)
         ok = write_scales(c, w, a);
     if (ok && phi3)
@@ -2285,6 +2353,16 @@ static bool write_keys(family *c, gguf_writer *w)
         ok = write_window_keys(c, w, a);
     if (ok && f == FAMILY_GEMMA3N)
         ok = write_gemma3n_keys(c, w, a);
+    if (ok && is_ministral(p->arch))
+        ok = write_ministral_keys(c, w, a);
+    if (ok && hf_family_is_encoder(p->arch))
+        ok = hf_embed_write_keys(p, w, err);
+    if (ok && hf_family_is_lfm2(p->arch))
+        ok = hf_lfm2_write_keys(p, w, err);
+    if (ok && hf_family_is_nemotron_h(p->arch))
+        ok = hf_nemotron_h_write_keys(p, w, err);
+    if (ok && hf_family_is_deepseek2(p->arch))
+        ok = hf_deepseek2_write_keys(p, w, err);
     if (ok && hf_family_is_qwen25vl(p->arch))
         ok = write_qwen25vl_keys(c, w, a);
     else if (ok && hf_family_is_qwen3vl(p->arch))

@@ -25,12 +25,16 @@ typedef enum arch_family {
     FAMILY_GPTOSS, /* attention biases and sinks; experts fused per layer, MXFP4 or not */
     FAMILY_OLMO2,  /* norms after attention and the FFN only; q/k norms over all heads */
     FAMILY_COHERE2, /* one LayerNorm (weight only) before attention and FFN; logit scale */
+    FAMILY_COMMAND_R, /* cohere2's block without its window; Command R+'s per-head q/k norms */
     FAMILY_STARCODER2, /* LayerNorms with biases, biases everywhere, a plain two-layer FFN */
     FAMILY_QWEN35, /* Qwen 3.5 and Qwen3-Next: Gated DeltaNet layers and gated attention */
-    FAMILY_DEEPSEEK2, /* latent attention, leading dense layers, routed and shared experts */
     FAMILY_LLAMA4, /* Llama's layers (Q/K in GGUF's order already), every few an MoE layer */
     FAMILY_GEMMA3N, /* Gemma 3's blocks (norms as they are) with AltUp, LAuReL, per-layer inputs */
     FAMILY_MLLAMA, /* Llama's layers and cross-attention layers to a gated, tiled tower */
+    FAMILY_BERT,   /* an encoder: hf_family_embed.c's */
+    FAMILY_LFM2,   /* short convolutions and attention: hf_family_lfm2.c's */
+    FAMILY_NEMOTRON_H, /* Mamba2, attention and FFN layers: hf_family_nemotron_h.c's */
+    FAMILY_DEEPSEEK2,  /* multi-head latent attention: hf_family_deepseek2.c's */
 } arch_family;
 
 typedef struct hf_arch {
@@ -71,18 +75,6 @@ typedef struct hf_vision {
     int32_t kept[64];
 } hf_vision;
 
-/* DeepSeek V3's latent attention and routing (config.json's names in the comments). */
-typedef struct hf_deepseek {
-    uint32_t q_lora, kv_lora;       /* q_lora_rank, kv_lora_rank */
-    uint32_t nope, rope, v;         /* qk_nope_head_dim, qk_rope_head_dim, v_head_dim */
-    uint32_t n_shared, n_dense_lead; /* n_shared_experts, first_k_dense_replace */
-    uint32_t n_groups, n_groups_used; /* n_group, topk_group */
-    uint32_t gating;                 /* scoring_func: 1 softmax, 2 sigmoid (0 absent) */
-    bool weights_norm;               /* norm_topk_prob */
-    float weights_scale;             /* routed_scaling_factor */
-    float yarn_log_multiplier;       /* 0.1 rope_scaling.mscale_all_dim */
-} hf_deepseek;
-
 /* Gemma 3n's (config.json's names in the comments) */
 typedef struct hf_gemma3n {
     uint32_t n_embd_per_layer;      /* hidden_size_per_layer_input */
@@ -109,6 +101,34 @@ typedef struct hf_params {
     /* Granite's multipliers, Cohere 2's logit scale; 0 when absent */
     float embedding_scale, residual_scale, attention_scale, logit_scale;
     uint32_t rope_original_ctx;
+    bool qk_norm; /* Command R+'s per-head q/k LayerNorms (use_qk_norm), Llama 4's QK norm */
+    /* Ministral 3's YaRN (rope_parameters' beta_fast, beta_slow, mscale_all_dim; DeepSeek V3's
+     * 0.1 mscale_all_dim) and its attention temperature (llama_4_scaling_beta); negative when
+     * absent */
+    float yarn_beta_fast, yarn_beta_slow, yarn_log_multiplier, temperature_scale;
+    /* an encoder's pooling (0 none, 1 mean, 2 CLS) and whether its embeddings are normalized,
+     * from sentence-transformers' modules */
+    uint32_t pooling_type;
+    bool normalize;
+    uint32_t dense_in[2], dense_out[2]; /* EmbeddingGemma's two projections */
+    /* LFM2's and Nemotron-H's key/value heads per layer (0: a convolution or Mamba2 layer),
+     * LFM2's leading dense layers before the experts, the experts' weights scale (0 when
+     * absent) */
+    uint32_t *kv_heads_per_layer;
+    uint32_t n_dense_lead;
+    float expert_weights_scale;
+    /* Nemotron-H's: each layer's kind (hybrid_override_pattern: 'M' Mamba2, '*' attention,
+     * '-' FFN, 'E' experts) and FFN width (0 but for '-' and 'E'), its Mamba2 sizes, its
+     * shared experts and expert groups, whether the chosen experts' weights are normalized */
+    char *layer_kinds;
+    uint32_t *ffn_per_layer;
+    uint32_t ssm_state, ssm_groups, ssm_heads, ssm_head_dim;
+    uint32_t n_shared_experts, expert_groups, expert_groups_used;
+    bool expert_weights_norm;
+    /* DeepSeek V3's and GLM-4 MoE Lite's latent attention: its q (0: none) and kv ranks and its
+     * heads' parts; their experts' scoring (scoring_func: 1 softmax, 2 sigmoid, 0 absent) */
+    uint32_t q_lora_rank, kv_lora_rank, qk_nope_dim, qk_rope_dim, v_head_dim;
+    uint32_t expert_gating;
     /* Gemma's */
     uint32_t sliding_window;
     float attn_softcap, final_softcap, rope_local_theta;
@@ -126,11 +146,9 @@ typedef struct hf_params {
     uint32_t full_attention_interval, rope_dims;
     int32_t rope_sections[4];
     uint32_t n_rope_sections; /* how many config.json lists (0: none, the defaults above) */
-    /* DeepSeek V3's latent attention (q_lora_rank 0: none) and its experts' routing */
-    hf_deepseek deepseek;
-    /* Llama 4's: an MoE layer every moe_step, its attention chunk (0 absent), QK norm */
+    /* Llama 4's: an MoE layer every moe_step, its attention chunk (0 absent); its QK norm is
+     * qk_norm */
     uint32_t moe_step, attention_chunk;
-    bool qk_norm;
     hf_gemma3n gemma3n;
     /* Llama 3.2 Vision's cross-attention layers (n_cross of them) */
     int32_t cross_layers[256];
@@ -211,7 +229,9 @@ bool hf_family_known_tensor(const hf_params *p, const char *name);
 
 /*
  * An expert's matrix ("model.layers.L.mlp.experts.E.gate_proj.weight", Mixtral's
- * "model.layers.L.block_sparse_moe.experts.E.w1.weight"): which layer, expert and GGUF kind
+ * "model.layers.L.block_sparse_moe.experts.E.w1.weight", LFM2's
+ * "model.layers.L.feed_forward.experts.E.w1.weight", Nemotron-H's
+ * "backbone.layers.L.mixer.experts.E.up_proj.weight"): which layer, expert and GGUF kind
  * (gate, up, down). False for any other name.
  */
 bool hf_family_parse_expert(const char *name, unsigned *layer, unsigned *expert,
@@ -258,7 +278,8 @@ hf_status hf_family_read_preprocessor(const json_t *preprocessor, hf_params *p,
                                       corral_error *err);
 
 /* The pre-tokenizer the architecture's converter names whatever tokenizer.json's patterns
- * (DeepSeek V3's "deepseek-v3", as ollama's writes it), or NULL. */
+ * (LFM2's "lfm2", DeepSeek V3's "deepseek-v3", GLM-4 MoE Lite's "glm4", as ollama's write
+ * them), or NULL. */
 const char *hf_family_pre_tokenizer(const hf_arch *a);
 
 /* Gemma's families store RMSNorm weights as w - 1. */

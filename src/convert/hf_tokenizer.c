@@ -61,12 +61,8 @@ struct hf_vocab {
     const char *pre;
     char *chat_template;
     special_token special[N_SPECIAL];
+    special_token eog[2]; /* end of turn and of message (hf_vocab_eog_from_eos_ids) */
 };
-
-void hf_vocab_set_pre(hf_vocab *v, const char *pre)
-{
-    v->pre = pre;
-}
 
 void hf_vocab_free(hf_vocab *v)
 {
@@ -83,6 +79,36 @@ void hf_vocab_free(hf_vocab *v)
     for (size_t i = 0; i < N_SPECIAL; i++)
         free(v->special[i].ids);
     free(v);
+}
+
+void hf_vocab_eog_from_eos_ids(hf_vocab *v)
+{
+    const special_token *eos = &v->special[1];
+    for (size_t i = 1; i < 3 && i < eos->n_ids; i++) {
+        v->eog[i - 1].found = true;
+        v->eog[i - 1].id = (uint32_t)eos->ids[i];
+    }
+}
+
+void hf_vocab_set_pre(hf_vocab *v, const char *pre)
+{
+    v->pre = pre;
+}
+
+void hf_vocab_truncate(hf_vocab *v, uint32_t n)
+{
+    if (n == 0 || n >= v->n)
+        return;
+    v->n = n;
+    for (size_t s = 0; s < N_SPECIAL; s++) {
+        special_token *sp = &v->special[s];
+        sp->found = sp->found && sp->id < n;
+        size_t kept = 0;
+        for (size_t i = 0; i < sp->n_ids; i++)
+            if ((uint32_t)sp->ids[i] < n)
+                sp->ids[kept++] = sp->ids[i];
+        sp->n_ids = kept;
+    }
 }
 
 uint32_t hf_vocab_count(const hf_vocab *v)
@@ -669,18 +695,46 @@ static bool is_spm_style(const json_t *tokenizer)
            (pre && strcmp(pre, "Metaspace") == 0);
 }
 
+/*
+ * WordPiece's tokens as the "bert" model spells them: a word's first piece with SentencePiece's
+ * space mark ("▁"), a continuation ("##ing") without its marker, bracketed tokens ("[CLS]",
+ * "[PAD12]") as they are.
+ */
+static bool mark_word_starts(hf_vocab *v, corral_error *err)
+{
+    static const char mark[] = "\xe2\x96\x81"; /* U+2581 */
+    for (uint32_t id = 0; id < v->n; id++) {
+        gguf_str t = v->tokens[id];
+        if (t.size >= 2 && t.data[0] == '[' && t.data[t.size - 1] == ']')
+            continue;
+        if (t.size >= 2 && t.data[0] == '#' && t.data[1] == '#') {
+            v->tokens[id] = (gguf_str){t.data + 2, t.size - 2};
+            continue;
+        }
+        char *marked = malloc(t.size + sizeof mark);
+        if (!marked || !own(v, marked))
+            return oom(err);
+        memcpy(marked, mark, sizeof mark - 1);
+        memcpy(marked + sizeof mark - 1, t.data, t.size);
+        marked[t.size + sizeof mark - 1] = '\0';
+        v->tokens[id] = (gguf_str){marked, t.size + sizeof mark - 1};
+    }
+    return true;
+}
+
 hf_vocab *hf_vocab_load(const json_t *tokenizer, const json_t *tokenizer_config,
                         const json_t *generation_config, const char *chat_template,
                         uint64_t vocab_size, corral_error *err)
 {
     const json_t *model = json_object_get(tokenizer, "model");
     const char *type = json_string_value(json_object_get(model, "type"));
-    if (!json_is_object(tokenizer) || !type || strcmp(type, "BPE") != 0) {
-        corral_error_set(err, "tokenizer.json: Corral converts BPE tokenizers, not '%.40s'",
-                         type ? type : "(no model.type)");
+    bool wordpiece = type && strcmp(type, "WordPiece") == 0;
+    if (!json_is_object(tokenizer) || !type || (strcmp(type, "BPE") != 0 && !wordpiece)) {
+        corral_error_set(err, "tokenizer.json: Corral converts BPE and WordPiece tokenizers, "
+                         "not '%.40s'", type ? type : "(no model.type)");
         return NULL;
     }
-    if (is_spm_style(tokenizer)) {
+    if (!wordpiece && is_spm_style(tokenizer)) {
         corral_error_set(err, "tokenizer.json is a SentencePiece tokenizer's BPE (byte fallback, "
                          "Metaspace): give its tokenizer.model too");
         return NULL;
@@ -692,11 +746,12 @@ hf_vocab *hf_vocab_load(const json_t *tokenizer, const json_t *tokenizer_config,
         oom(err);
         return NULL;
     }
-    v->model = "gpt2";
+    v->model = wordpiece ? "bert" : "gpt2";
     const json_t *added = json_object_get(tokenizer, "added_tokens");
     if (json_is_null(added))
         added = NULL;
-    if (!read_tokens(v, model, added, vocab_size, err) || !read_merges(v, model, err) ||
+    if (!read_tokens(v, model, added, vocab_size, err) ||
+        (wordpiece ? !mark_word_starts(v, err) : !read_merges(v, model, err)) ||
         !name_pre_tokenizer(v, tokenizer, err) || !read_chat_template(v, tokenizer_config, err) ||
         !read_specials(v, added, tokenizer_config, generation_config, err)) {
         hf_vocab_free(v);
@@ -721,6 +776,8 @@ bool hf_vocab_write(const hf_vocab *v, gguf_writer *w, corral_error *err)
                                     v->n, err);
     if (ok && strcmp(v->model, "gpt2") == 0) /* a BPE model's, even when it has none */
         ok = gguf_writer_add_str_array(w, "tokenizer.ggml.merges", v->merges, v->n_merges, err);
+    if (ok && strcmp(v->model, "bert") == 0) /* BERT's two segments, as ollama writes it */
+        ok = gguf_writer_add_u32(w, "tokenizer.ggml.token_type_count", 2, err);
     if (ok && v->chat_template)
         ok = gguf_writer_add_str(w, "tokenizer.chat_template", v->chat_template,
                                  strlen(v->chat_template), err);
@@ -740,5 +797,10 @@ bool hf_vocab_write(const hf_vocab *v, gguf_writer *w, corral_error *err)
             ok = gguf_writer_add_array(w, key, GGUF_TYPE_INT32, sp->ids, sp->n_ids, err);
         }
     }
+    static const char *const eog_keys[2] = {"tokenizer.ggml.eot_token_id",
+                                            "tokenizer.ggml.eom_token_id"};
+    for (size_t i = 0; ok && i < 2; i++)
+        if (v->eog[i].found)
+            ok = gguf_writer_add_u32(w, eog_keys[i], v->eog[i].id, err);
     return ok;
 }

@@ -1,9 +1,11 @@
 /*
- * A Hugging Face tokenizer (tokenizer.json's byte-level BPE or a SentencePiece tokenizer.model,
+ * A Hugging Face tokenizer (tokenizer.json's byte-level BPE or WordPiece, or a SentencePiece
+ * tokenizer.model,
  * with tokenizer_config.json and generation_config.json beside it) as GGUF tokenizer.* metadata,
  * as llama.cpp's and ollama's converters write it. For BPE: the "gpt2" model, tokens by id with
  * their types (special added tokens are control tokens, other added tokens user-defined),
- * merges, the pre-tokenizer named from its Split patterns; for SentencePiece the "llama" model
+ * merges, the pre-tokenizer named from its Split patterns; for WordPiece the "bert" model (its
+ * tokens in that model's spelling, see hf_tokenizer.c); for SentencePiece the "llama" model
  * (see hf_vocab_load_spm). Both: the chat template, and the special tokens that
  * tokenizer_config.json names (their add_*_token flags too; eos_token_ids from
  * generation_config.json's lists).
@@ -44,13 +46,20 @@ hf_vocab *hf_vocab_load_spm(const void *model, size_t model_len, const json_t *t
                             const json_t *tokenizer_config, const json_t *generation_config,
                             const char *chat_template, uint64_t vocab_size, corral_error *err);
 
+/* generation_config.json's second and third end-of-sequence ids (eos_token_id's list) as the
+ * end-of-turn and end-of-message tokens, as ollama's GLM-4 MoE Lite converter writes them. */
+void hf_vocab_eog_from_eos_ids(hf_vocab *vocab);
+
+/* The pre-tokenizer's name as given (a static string), whatever the tokenizer's patterns say. */
+void hf_vocab_set_pre(hf_vocab *vocab, const char *pre);
+
+/* The first n tokens only, where there are more (the special tokens past them forgotten), as
+ * ollama's EmbeddingGemma converter keeps those the embeddings have rows for. */
+void hf_vocab_truncate(hf_vocab *vocab, uint32_t n);
+
 void hf_vocab_free(hf_vocab *vocab);
 
 uint32_t hf_vocab_count(const hf_vocab *vocab);
-
-/* Name the pre-tokenizer pre (a static string) over the one its patterns give, for an
- * architecture whose converter fixes it. */
-void hf_vocab_set_pre(hf_vocab *vocab, const char *pre);
 
 /* The tokenizer.* keys. */
 bool hf_vocab_write(const hf_vocab *vocab, gguf_writer *w, corral_error *err);

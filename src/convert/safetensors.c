@@ -31,6 +31,7 @@ static const struct {
     {"F16", SAFETENSORS_F16, 2},
     {"BF16", SAFETENSORS_BF16, 2},
     {"U8", SAFETENSORS_U8, 1},
+    {"I64", SAFETENSORS_I64, 8},
 };
 
 size_t safetensors_dtype_size(safetensors_dtype dtype)
@@ -107,7 +108,8 @@ static bool parse_tensor(const char *file_name, const char *name, const json_t *
         d++;
     if (d == sizeof dtypes / sizeof dtypes[0]) {
         corral_error_set(err, "%s: tensor '%.200s' has dtype '%.20s': Corral converts F32, F16, "
-                         "BF16 and U8 (MXFP4 blocks and scales) weights", file_name, name, dtype);
+                         "BF16 and U8 (MXFP4 blocks and scales) weights (and skips I64 "
+                         "position ids)", file_name, name, dtype);
         return false;
     }
     t->dtype = dtypes[d].dtype;

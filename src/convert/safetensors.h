@@ -5,10 +5,10 @@
  * {"name": {"dtype", "shape", "data_offsets": [begin, end]}} (plus an optional "__metadata__"
  * object of strings), then the tensor data, offsets counting from the end of the header.
  * Every field is checked before safetensors_open returns: the header's size against
- * SAFETENSORS_MAX_HEADER_BYTES and the file, each dtype (F32, F16, BF16 and U8 are read), each
- * shape's element count times the dtype's size against its offsets (overflow-checked), each
- * range inside the data and no two ranges overlapping. After that every tensor's data pointer
- * and size can be trusted. Tensors are listed sorted by name.
+ * SAFETENSORS_MAX_HEADER_BYTES and the file, each dtype (F32, F16, BF16, U8 and I64 are
+ * read), each shape's element count times the dtype's size against its offsets
+ * (overflow-checked), each range inside the data and no two ranges overlapping. After that
+ * every tensor's data pointer and size can be trusted. Tensors are listed sorted by name.
  */
 #ifndef CORRAL_CONVERT_SAFETENSORS_H
 #define CORRAL_CONVERT_SAFETENSORS_H
@@ -28,6 +28,7 @@ typedef enum safetensors_dtype {
     SAFETENSORS_F16,
     SAFETENSORS_BF16,
     SAFETENSORS_U8, /* bytes: gpt-oss's MXFP4 blocks and scales, never read as numbers */
+    SAFETENSORS_I64, /* integers: a BERT's position ids, which conversion leaves out */
 } safetensors_dtype;
 
 typedef struct safetensors_tensor {

@@ -373,6 +373,9 @@ static bool apply_overrides(corral_vocab *v, const gguf_file *file, corral_error
 {
     if (!gguf_get_bool_opt(file, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix, err))
         return false;
+    /* WordPiece opens the text with [CLS]: ollama's converter names it only as cls */
+    if (v->kind == VOCAB_WPM)
+        override_id(v, file, "tokenizer.ggml.cls_token_id", &v->bos);
     override_id(v, file, "tokenizer.ggml.bos_token_id", &v->bos);
     override_id(v, file, "tokenizer.ggml.eos_token_id", &v->eos);
     override_id(v, file, "tokenizer.ggml.eot_token_id", &v->eot);

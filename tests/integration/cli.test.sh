@@ -4,7 +4,8 @@
 # vision model's Projector too), run (argument and piped stdin, --format json or a schema,
 # compared with the server's own /api/generate text; words after --), cp, rm, ps (and its
 # columns from a canned /api/ps), stop, create --quantize, create from a safetensors checkpoint
-# directory and with a PEFT adapter directory, Modelfile errors naming the line,
+# directory (a sentence-transformers one with its module folders too) and with a PEFT adapter
+# directory, Modelfile errors naming the line,
 # flags in the forms ollama reads (--verbose=false, -fPATH, --file=PATH, -q=LEVEL),
 # help, unknown commands, and the REPL in a pseudo-terminal (repl_pty.py).
 # Env: CORRAL_BIN, CORRAL_FIXTURES, CORRAL_CHECKPOINT_WRITER (test_convert). Exits non-zero on
@@ -308,6 +309,17 @@ expect "show reports the converted architecture" "qwen2" "$work/out"
 "$corral" run qwen2-hf hello >"$work/out" 2>"$work/err" </dev/null || fail "run of the converted model: $(cat "$work/err")"
 ok "the converted model runs"
 "$corral" stop qwen2-hf
+
+# FROM a sentence-transformers checkpoint: its modules' files one folder down (the pooling
+# module's config.json, EmbeddingGemma's Dense modules' config.json and model.safetensors) go
+# up with it
+"$CORRAL_CHECKPOINT_WRITER" --write-embedding-checkpoints "$work/src" >"$work/out" 2>&1 || fail "writing the embedding checkpoints: $(cat "$work/out")"
+for m in bert-hf embeddinggemma-hf; do
+    printf 'FROM ./%s\n' "$m" > "$work/src/Modelfile.$m"
+    "$corral" create "$m" -f "$work/src/Modelfile.$m" >"$work/out" 2>&1 || fail "create from $m: $(cat "$work/out")"
+    "$corral" show "$m" >"$work/out"
+    expect "the converted $m is an embedding model" "embedding" "$work/out"
+done
 
 # ADAPTER of a PEFT directory: the server converts the LoRA adapter for the model
 "$CORRAL_CHECKPOINT_WRITER" --write-adapter "$work/src/peft" >"$work/out" 2>&1 || fail "writing the adapter: $(cat "$work/out")"

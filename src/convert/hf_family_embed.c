@@ -1,0 +1,272 @@
+/*
+ * The encoder (embedding) architectures Corral converts (see hf_family_embed.h): BERT's tensor
+ * names as GGUF's and which tensors it has, the pooling, normalization and projections
+ * sentence-transformers' modules give an encoder, and the GGUF keys ollama's converter writes
+ * for each.
+ */
+#include "convert/hf_family_embed.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define MAX_MODULE_PATH 200
+
+bool hf_family_is_encoder(const hf_arch *a)
+{
+    return a->family == FAMILY_BERT || hf_family_is_gemma_embedding(a);
+}
+
+bool hf_family_is_gemma_embedding(const hf_arch *a)
+{
+    return !strcmp(a->gguf_name, "gemma-embedding");
+}
+
+/* Hugging Face name pieces and their GGUF names, tried in this order at each position. */
+static const char *const bert_renames[][2] = {
+    {"encoder.layers", "blk"}, /* before "encoder.layer", of which it is a longer spelling */
+    {"encoder.layer", "blk"},
+    {"embeddings.word_embeddings", "token_embd"},
+    {"embeddings.token_type_embeddings", "token_types"},
+    {"embeddings.position_embeddings", "position_embd"},
+    {"embeddings.LayerNorm", "token_embd_norm"},
+    {"attention.self.query", "attn_q"},
+    {"attention.self.key", "attn_k"},
+    {"attention.self.value", "attn_v"},
+    {"attention.output.dense", "attn_output"},
+    {"attention.output.LayerNorm", "attn_output_norm"},
+    {"intermediate.dense", "ffn_up"},
+    {"output.dense", "ffn_down"},
+    {"output.LayerNorm", "layer_output_norm"},
+};
+
+/* nomic-embed-text's names (NomicBertModel), as llama.cpp's converter maps them: q, k and v
+ * in one matrix, a SwiGLU FFN (fc11 up, fc12 gate), the LayerNorms after attention and FFN. */
+static const char *const nomic_renames[][2] = {
+    {"encoder.layers", "blk"},
+    {"embeddings.word_embeddings", "token_embd"},
+    {"embeddings.token_type_embeddings", "token_types"},
+    {"emb_ln", "token_embd_norm"},
+    {"attn.Wqkv", "attn_qkv"},
+    {"attn.out_proj", "attn_output"},
+    {"norm1", "attn_output_norm"},
+    {"norm2", "layer_output_norm"},
+    {"mlp.fc11", "ffn_up"},
+    {"mlp.fc12", "ffn_gate"},
+    {"mlp.fc2", "ffn_down"},
+};
+
+static bool is_nomic(const hf_arch *a)
+{
+    return !strcmp(a->gguf_name, "nomic-bert");
+}
+
+void hf_embed_rename(const hf_arch *a, const char *in, char *out, size_t cap)
+{
+    const char *const(*renames)[2] = is_nomic(a) ? nomic_renames : bert_renames;
+    size_t o = 0, n = is_nomic(a) ? sizeof nomic_renames / sizeof nomic_renames[0]
+                                  : sizeof bert_renames / sizeof bert_renames[0];
+    for (const char *s = in; *s && o + 1 < cap;) {
+        const char *const *pair = NULL;
+        for (size_t r = 0; !pair && r < n; r++)
+            if (strncmp(s, renames[r][0], strlen(renames[r][0])) == 0)
+                pair = renames[r];
+        const char *piece = pair ? pair[1] : s;
+        size_t len = pair ? strlen(piece) : 1;
+        for (size_t i = 0; i < len && o + 1 < cap; i++)
+            out[o++] = piece[i];
+        s += pair ? strlen(pair[0]) : 1;
+    }
+    out[o] = '\0';
+}
+
+bool hf_embed_skipped_tensor(const char *name)
+{
+    /* positions are the token indices; the pooler serves next-sentence prediction only */
+    return !strcmp(name, "embeddings.position_ids") || !strcmp(name, "pooler.dense.weight") ||
+           !strcmp(name, "pooler.dense.bias");
+}
+
+bool hf_embed_known_tensor(const hf_params *p, const char *name)
+{
+    bool nomic = is_nomic(p->arch); /* RoPE, not learned positions */
+    static const char *const whole[] = {"token_embd.weight", "token_types.weight",
+                                        "token_embd_norm.weight", "token_embd_norm.bias",
+                                        "position_embd.weight"};
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0] - nomic; i++)
+        if (!strcmp(name, whole[i]))
+            return true;
+    unsigned layer;
+    char prefix[32];
+    if (sscanf(name, "blk.%u.", &layer) != 1 || layer >= p->n_layer)
+        return false;
+    int used = snprintf(prefix, sizeof prefix, "blk.%u.", layer);
+    if (strncmp(name, prefix, (size_t)used) != 0) /* "blk.01." or "blk.+1." */
+        return false;
+    static const char *const parts[] = {"attn_q",           "attn_k", "attn_v",
+                                        "attn_output",      "attn_output_norm",
+                                        "layer_output_norm", "ffn_up", "ffn_down"};
+    static const char *const nomic_parts[] = {"attn_qkv",          "attn_output",
+                                              "attn_output_norm",  "layer_output_norm",
+                                              "ffn_up",            "ffn_gate",
+                                              "ffn_down"};
+    const char *rest = name + used;
+    const char *const *names = nomic ? nomic_parts : parts;
+    size_t n_names = nomic ? sizeof nomic_parts / sizeof nomic_parts[0]
+                           : sizeof parts / sizeof parts[0];
+    for (size_t i = 0; i < n_names; i++) {
+        size_t n = strlen(names[i]);
+        if (!strncmp(rest, names[i], n) &&
+            (!strcmp(rest + n, ".weight") || !strcmp(rest + n, ".bias")))
+            return true;
+    }
+    return false;
+}
+
+/* A module's folder as the checkpoint's files name it: one folder, no "." or "..". */
+static bool module_folder(const json_t *path)
+{
+    const char *dir = json_string_value(path);
+    size_t len = json_string_length(path);
+    return dir && len > 0 && len <= MAX_MODULE_PATH && strlen(dir) == len && !strchr(dir, '/') &&
+           strcmp(dir, ".") != 0 && strcmp(dir, "..") != 0;
+}
+
+json_t *hf_embed_nomic_config(const json_t *config)
+{
+    static const char *const aliases[][2] = {
+        {"n_layer", "num_hidden_layers"},       {"n_embd", "hidden_size"},
+        {"n_inner", "intermediate_size"},       {"n_head", "num_attention_heads"},
+        {"n_positions", "max_position_embeddings"},
+        {"layer_norm_epsilon", "layer_norm_eps"}, {"rotary_emb_base", "rope_theta"},
+    };
+    json_t *merged = json_copy((json_t *)config);
+    for (size_t i = 0; merged && i < sizeof aliases / sizeof aliases[0]; i++) {
+        json_t *v = json_object_get(merged, aliases[i][0]);
+        if (v && !json_object_get(merged, aliases[i][1]) &&
+            json_object_set(merged, aliases[i][1], v) != 0) {
+            json_decref(merged);
+            return NULL;
+        }
+    }
+    return merged;
+}
+
+hf_status hf_embed_read_modules(const json_t *modules, hf_params *p, hf_modules *m,
+                                corral_error *err)
+{
+    memset(m, 0, sizeof *m);
+    if (!json_is_array(modules)) {
+        corral_error_set(err, "modules.json must be a list of sentence-transformers modules");
+        return HF_INVALID;
+    }
+    bool gemma = hf_family_is_gemma_embedding(p->arch);
+    size_t i;
+    const json_t *module;
+    json_array_foreach(modules, i, module) {
+        const char *type = json_string_value(json_object_get(module, "type"));
+        const json_t *path = json_object_get(module, "path");
+        if (!type || (path && !json_is_string(path))) {
+            corral_error_set(err, "modules.json: module %zu needs a type and a path string", i);
+            return HF_INVALID;
+        }
+        bool pooling = !strcmp(type, "sentence_transformers.models.Pooling");
+        bool dense = !strcmp(type, "sentence_transformers.models.Dense");
+        if (!strcmp(type, "sentence_transformers.models.Normalize"))
+            p->normalize = true;
+        if (!pooling && !dense)
+            continue;
+        if (!module_folder(path)) {
+            corral_error_set(err, "modules.json: module %zu's path must name one folder of at "
+                             "most %u characters", i, MAX_MODULE_PATH);
+            return HF_INVALID;
+        }
+        const char *dir = json_string_value(path);
+        if (pooling) {
+            snprintf(m->pooling, sizeof m->pooling, "%s/config.json", dir);
+        } else if (!gemma) {
+            corral_error_set(err, "modules.json: a %s with a Dense module ('%s') is not "
+                             "converted (its projection would be left out)", p->arch->hf_name,
+                             dir);
+            return HF_INVALID;
+        } else if (!strcmp(dir, "2_Dense") || !strcmp(dir, "3_Dense")) {
+            unsigned which = dir[0] == '2' ? 0 : 1; /* ollama's: dense_2 and dense_3 */
+            snprintf(m->dense_config[which], sizeof m->dense_config[which], "%s/config.json",
+                     dir);
+            snprintf(m->dense_weights[which], sizeof m->dense_weights[which],
+                     "%s/model.safetensors", dir);
+        }
+    }
+    if (gemma && (!m->dense_config[0][0] || !m->dense_config[1][0])) {
+        corral_error_set(err, "modules.json: a %s needs its 2_Dense and 3_Dense modules",
+                         p->arch->hf_name);
+        return HF_INVALID;
+    }
+    return HF_OK;
+}
+
+hf_status hf_embed_read_pooling(const json_t *pooling, hf_params *p, corral_error *err)
+{
+    const char *const keys[] = {"pooling_mode_mean_tokens", "pooling_mode_cls_token"};
+    bool on[2];
+    for (int k = 0; k < 2; k++) {
+        const json_t *v = json_object_get(pooling, keys[k]);
+        if (v && !json_is_boolean(v)) {
+            corral_error_set(err, "the pooling module's config.json: %s must be true or false",
+                             keys[k]);
+            return HF_INVALID;
+        }
+        on[k] = json_is_true(v);
+    }
+    /* ollama's reading: mean over cls where both are set; neither is none, but EmbeddingGemma's
+     * mean */
+    p->pooling_type = on[0] ? 1 : on[1] ? 2 : hf_family_is_gemma_embedding(p->arch) ? 1 : 0;
+    return HF_OK;
+}
+
+hf_status hf_embed_read_dense(const json_t *dense, unsigned which, hf_params *p,
+                              corral_error *err)
+{
+    const json_t *in = json_object_get(dense, "in_features");
+    const json_t *out = json_object_get(dense, "out_features");
+    const json_t *bias = json_object_get(dense, "bias");
+    if (!json_is_integer(in) || !json_is_integer(out) || json_integer_value(in) < 1 ||
+        json_integer_value(out) < 1 || json_integer_value(in) > (1 << 20) ||
+        json_integer_value(out) > (1 << 20) || (bias && !json_is_boolean(bias))) {
+        corral_error_set(err, "%u_Dense/config.json: in_features and out_features must be "
+                         "integers from 1 to %u, bias true or false", which + 2, 1u << 20);
+        return HF_INVALID;
+    }
+    if (json_is_true(bias)) {
+        corral_error_set(err, "%u_Dense/config.json: a projection with a bias is not "
+                         "converted", which + 2);
+        return HF_INVALID;
+    }
+    p->dense_in[which] = (uint32_t)json_integer_value(in);
+    p->dense_out[which] = (uint32_t)json_integer_value(out);
+    return HF_OK;
+}
+
+bool hf_embed_write_keys(const hf_params *p, gguf_writer *w, corral_error *err)
+{
+    const char *a = p->arch->gguf_name;
+    char key[96];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
+    bool ok = gguf_writer_add_u32(w, KEY("pooling_type"), p->pooling_type, err);
+    if (ok && hf_family_is_gemma_embedding(p->arch)) {
+        ok = gguf_writer_add_f32(w, KEY("rope.freq_base_swa"),
+                                 p->rope_local_theta > 0 ? p->rope_local_theta : 10000.0f, err);
+        for (unsigned i = 0; ok && i < 2; i++) {
+            snprintf(key, sizeof key, "%s.dense_%u_feat_in", a, i + 2);
+            ok = gguf_writer_add_u32(w, key, p->dense_in[i], err);
+            snprintf(key, sizeof key, "%s.dense_%u_feat_out", a, i + 2);
+            ok = ok && gguf_writer_add_u32(w, key, p->dense_out[i], err);
+        }
+        return ok;
+    }
+    ok = ok && gguf_writer_add_bool(w, KEY("attention.causal"), false, err) &&
+         gguf_writer_add_bool(w, KEY("normalize_embeddings"), p->normalize, err);
+    if (ok && p->has_ln_eps)
+        ok = gguf_writer_add_f32(w, KEY("attention.layer_norm_epsilon"), p->ln_eps, err);
+#undef KEY
+    return ok;
+}
