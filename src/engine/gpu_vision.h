@@ -3,7 +3,7 @@
  * device, as vision.c's block runs them (LayerNorm, the query, key, value and output
  * products with their optional biases, attention of every row over every row, a padding row
  * over the rows that are not padding, optional one-value gates on the two branches, a GELU
- * MLP). The blocks' weights go to the device once; a run takes rows in, through a range of
+ * MLP: by erf, by tanh or quick, each as the CPU computes it). The blocks' weights go to the device once; a run takes rows in, through a range of
  * the blocks, and back out, so a tower keeps its own steps between ranges on the CPU. The
  * Vulkan backend implements it (vulkan/vk_vision.c); a build without it has this header's
  * inline versions, which take nothing to a device.
@@ -19,9 +19,10 @@
 typedef struct gpu_vision gpu_vision;
 
 #ifdef CORRAL_VULKAN
-/* Whether a device runs block l of a tower of hp as the CPU does: LayerNorm, a GELU MLP by
- * erf (mllama's), matrices of types the device multiplies, F32 vectors, heads of even width,
- * none of the other towers' extras (clamps, head norms, post norms, output scale). */
+/* Whether a device runs block l of a tower of hp as the CPU does: LayerNorm, a GELU MLP (by
+ * erf, by tanh or quick), matrices of types the device multiplies, F32 vectors, heads of even
+ * width, none of the other towers' extras (clamps, head norms, post norms, output scale, a
+ * gated MLP). */
 bool gpu_vision_supports(const vision_hparams *hp, const vision_layer *l);
 
 /* The device memory gpu_vision_create takes on device (-1: the best usable one) for these
@@ -40,6 +41,9 @@ gpu_vision *gpu_vision_create(int device, const vision_hparams *hp,
  * a time. */
 bool gpu_vision_run(gpu_vision *v, float *x, uint32_t n_rows, const uint8_t *padding,
                     uint32_t first, uint32_t count, corral_error *err);
+
+/* The most rows one run takes (gpu_vision_create's max_rows). */
+uint32_t gpu_vision_max_rows(const gpu_vision *v);
 
 /* The device's name, for messages. */
 const char *gpu_vision_device(const gpu_vision *v);
@@ -79,6 +83,12 @@ static inline bool gpu_vision_run(gpu_vision *v, float *x, uint32_t n_rows,
     (void)v, (void)x, (void)n_rows, (void)padding, (void)first, (void)count;
     corral_error_set(err, "this build has no GPU backend (built without CORRAL_VULKAN)");
     return false;
+}
+
+static inline uint32_t gpu_vision_max_rows(const gpu_vision *v)
+{
+    (void)v;
+    return 0;
 }
 
 static inline const char *gpu_vision_device(const gpu_vision *v)

@@ -324,11 +324,22 @@ void vk_op_swiglu(vk_commands *c, vk_span gate, vk_span up, uint32_t n)
     record(c, VK_PIPE_SWIGLU, spans, &n, sizeof n, stride_groups(n, 256), 1, 1);
 }
 
-void vk_op_gelu(vk_commands *c, vk_span table, vk_span x, vk_span up, uint32_t n)
+static void gelu_table_op(vk_commands *c, vk_span table, vk_span x, vk_span up, uint32_t n,
+                          bool whole)
 {
-    struct { uint32_t n, gated; } p = {n, up.buffer != VK_NULL_HANDLE};
+    struct { uint32_t n, gated, whole; } p = {n, up.buffer != VK_NULL_HANDLE, whole};
     vk_span spans[VK_BINDINGS] = {[0] = x, [1] = up, [2] = table};
     record(c, VK_PIPE_GELU, spans, &p, sizeof p, stride_groups(n, 256), 1, 1);
+}
+
+void vk_op_gelu(vk_commands *c, vk_span table, vk_span x, vk_span up, uint32_t n)
+{
+    gelu_table_op(c, table, x, up, n, false);
+}
+
+void vk_op_gelu_quick(vk_commands *c, vk_span table, vk_span x, uint32_t n)
+{
+    gelu_table_op(c, table, x, (vk_span){0}, n, true);
 }
 
 void vk_op_binary(vk_commands *c, enum vk_binary op, vk_span x, vk_span y, uint32_t n,

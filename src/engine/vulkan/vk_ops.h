@@ -209,6 +209,11 @@ enum { VK_GELU_TABLE_BYTES = 65536 * 2 };
  * copy of block_gelu_f16_table). */
 void vk_op_gelu(vk_commands *c, vk_span table, vk_span x, vk_span up, uint32_t n);
 
+/* In place over n floats: x = quick_gelu(x) = x * sigmoid(1.702 x) as the CPU has it, x
+ * rounded to fp16 and looked up in `table` (a copy of vision_gelu_quick_f16_table) for every
+ * x. */
+void vk_op_gelu_quick(vk_commands *c, vk_span table, vk_span x, uint32_t n);
+
 enum vk_binary { VK_ADD, VK_MUL, VK_SCALE, VK_MUL_ROWS, VK_RELU_SQR, VK_MUL_SIGMOID,
                  VK_GELU_ERF };
 /* In place over n floats: x += y, x *= y (y repeating every y_n floats), x *= scale,

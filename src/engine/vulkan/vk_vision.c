@@ -58,7 +58,9 @@ static bool is_matrix(int i)
 bool gpu_vision_supports(const vision_hparams *hp, const vision_layer *l)
 {
     if (hp->norm != VISION_LAYER_NORM ||
-        (hp->ffn != VISION_FFN_GELU && hp->ffn != VISION_FFN_GELU_ERF) || hp->n_head == 0 ||
+        (hp->ffn != VISION_FFN_GELU && hp->ffn != VISION_FFN_GELU_ERF &&
+         hp->ffn != VISION_FFN_GELU_QUICK) ||
+        hp->n_head == 0 ||
         hp->n_embd % hp->n_head != 0 || (hp->n_embd / hp->n_head) % 2 != 0 || l->clamp ||
         l->q_norm.data || l->k_norm.data || l->attn_post_norm.data || l->ffn_post_norm.data ||
         l->out_scale.data || l->gate.data)
@@ -188,8 +190,10 @@ gpu_vision *gpu_vision_create(int device, const vision_hparams *hp,
     for (size_t i = 0; ok && i < 11; i++)
         ok = device_buffer(v, sizes[i], false, scratch[i], err);
     ok = ok && device_buffer(v, VK_GELU_TABLE_BYTES, false, &v->gelu_table, err) &&
-         vk_buffer_write(dev, &v->gelu_table, 0, block_gelu_f16_table(), VK_GELU_TABLE_BYTES,
-                         err) &&
+         vk_buffer_write(dev, &v->gelu_table, 0,
+                         hp->ffn == VISION_FFN_GELU_QUICK ? vision_gelu_quick_f16_table()
+                                                          : block_gelu_f16_table(),
+                         VK_GELU_TABLE_BYTES, err) &&
          device_buffer(v, (uint64_t)max_rows * 3 * sizeof(uint32_t), true, &v->query_tokens,
                        err) &&
          device_buffer(v, (uint64_t)max_rows * 2 * sizeof(uint32_t), true, &v->store_all, err) &&
@@ -201,6 +205,11 @@ gpu_vision *gpu_vision_create(int device, const vision_hparams *hp,
         return NULL;
     }
     return v;
+}
+
+uint32_t gpu_vision_max_rows(const gpu_vision *v)
+{
+    return v->max_rows;
 }
 
 const char *gpu_vision_device(const gpu_vision *v)
@@ -277,6 +286,8 @@ static void record_block(gpu_vision *v, const vk_vision_block *b, uint32_t n)
     product(v, &w[W_UP], &w[W_UP_B], &v->xn, &v->ff, E, F, n);
     if (hp->ffn == VISION_FFN_GELU_ERF)
         vk_op_binary(&v->cmd, VK_GELU_ERF, vk_whole(&v->ff), (vk_span){0}, n * F, 0, 0.0f);
+    else if (hp->ffn == VISION_FFN_GELU_QUICK)
+        vk_op_gelu_quick(&v->cmd, vk_whole(&v->gelu_table), vk_whole(&v->ff), n * F);
     else
         vk_op_gelu(&v->cmd, vk_whole(&v->gelu_table), vk_whole(&v->ff), (vk_span){0}, n * F);
     product(v, &w[W_DOWN], &w[W_DOWN_B], &v->ff, &v->xn, F, E, n);
