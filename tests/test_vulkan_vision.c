@@ -169,6 +169,14 @@ static void assert_close(const char *what, const float *got, const float *want, 
                      (double)got[i], (double)want[i]);
 }
 
+/* x's n rows through blocks [first, first + count) on the device, padding as given. */
+static bool run_padded(gpu_vision *v, float *x, uint32_t n, const uint8_t *padding,
+                       uint32_t first, uint32_t count, corral_error *err)
+{
+    gpu_vision_rows rows = {.x = x, .n_rows = n, .padding = padding};
+    return gpu_vision_run(v, &rows, first, count, err);
+}
+
 /* The blocks on the device, holding the memory gpu_vision_bytes counts for them. */
 static gpu_vision *device_blocks(const blocks *b, uint32_t max_rows)
 {
@@ -200,19 +208,19 @@ static void test_blocks_match_the_cpu(void **state)
     gpu_vision *v = device_blocks(&b, N + 5); /* more room than the run takes */
     corral_error err = {0};
     memcpy(got, b.x, sizeof got);
-    if (!gpu_vision_run(v, got, N, b.padding, 0, 1, &err))
+    if (!run_padded(v, got, N, b.padding, 0, 1, &err))
         fail_msg("%s", err.message);
     assert_close("the F32 block", got, first, N * E, F32_TOLERANCE);
     memcpy(got, first, sizeof got);
-    if (!gpu_vision_run(v, got, N, b.padding, 1, 1, &err))
+    if (!run_padded(v, got, N, b.padding, 1, 1, &err))
         fail_msg("%s", err.message);
     assert_close("the gated F16 block", got, second, N * E, F16_TOLERANCE);
     /* a range of blocks is its blocks one run each */
     memcpy(whole, b.x, sizeof whole);
     memcpy(got, b.x, sizeof got);
-    if (!gpu_vision_run(v, whole, N, b.padding, 0, 2, &err) ||
-        !gpu_vision_run(v, got, N, b.padding, 0, 1, &err) ||
-        !gpu_vision_run(v, got, N, b.padding, 1, 1, &err))
+    if (!run_padded(v, whole, N, b.padding, 0, 2, &err) ||
+        !run_padded(v, got, N, b.padding, 0, 1, &err) ||
+        !run_padded(v, got, N, b.padding, 1, 1, &err))
         fail_msg("%s", err.message);
     assert_memory_equal(whole, got, sizeof got);
     gpu_vision_free(v);
@@ -231,8 +239,8 @@ static void test_padding_rows_see_no_padding(void **state)
     corral_error err = {0};
     memcpy(masked, b.x, sizeof masked);
     memcpy(open, b.x, sizeof open);
-    if (!gpu_vision_run(v, masked, N, b.padding, 0, 1, &err) ||
-        !gpu_vision_run(v, open, N, NULL, 0, 1, &err))
+    if (!run_padded(v, masked, N, b.padding, 0, 1, &err) ||
+        !run_padded(v, open, N, NULL, 0, 1, &err))
         fail_msg("%s", err.message);
     size_t apart = 0;
     for (size_t r = 0; r < N; r++) {
@@ -252,22 +260,102 @@ static void test_refuses_what_it_cannot_run(void **state)
     (void)state;
     static blocks b;
     blocks_init(&b);
-    vision_hparams rms = HP;
-    rms.norm = VISION_RMS_NORM;
-    assert_false(gpu_vision_supports(&rms, &b.layers[0]));
-    vision_hparams swiglu = HP;
+    vision_hparams geglu = HP;
+    geglu.ffn = VISION_FFN_GEGLU_QUICK;
+    assert_false(gpu_vision_supports(&geglu, &b.layers[0]));
+    vision_hparams swiglu = HP; /* and no gate */
     swiglu.ffn = VISION_FFN_SWIGLU;
     assert_false(gpu_vision_supports(&swiglu, &b.layers[0]));
+    vision_layer head_norms = b.layers[0];
+    head_norms.q_norm = b.layers[0].ln1;
+    assert_false(gpu_vision_supports(&HP, &head_norms));
     assert_true(gpu_vision_supports(&HP, &b.layers[1]));
     gpu_vision *v = device_blocks(&b, N);
     static float x[N * E];
     corral_error err = {0};
-    assert_false(gpu_vision_run(v, x, N + 1, NULL, 0, 1, &err));
+    assert_false(run_padded(v, x, N + 1, NULL, 0, 1, &err));
     assert_non_null(strstr(err.message, "beyond"));
-    assert_false(gpu_vision_run(v, x, N, NULL, 1, 2, &err));
+    assert_false(run_padded(v, x, N, NULL, 1, 2, &err));
     gpu_vision_free(v);
     for (size_t i = 0; i < 2; i++)
         layer_free(&b.layers[i]);
+}
+
+/* Qwen's and pixtral's blocks: RMS norms, a SwiGLU MLP, the rows' rotary angles on the
+ * queries and keys (pairs (i, i + d/2), or adjacent), the first block attending within
+ * windows of uneven sizes and the second fully (n_wa_pattern 2), against the CPU's; F32
+ * arithmetic in another order, as test_blocks_match_the_cpu's, the rotation and the SiLU's
+ * exponential each within a few roundings. */
+static void check_rope_blocks(bool adjacent, bool windows)
+{
+    enum { ROWS = 24 };
+    static const uint32_t window[ROWS] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                          1, 1, 1, 1, 2, 2, 2, 2};
+    vision_hparams hp = HP;
+    hp.norm = VISION_RMS_NORM;
+    hp.ffn = VISION_FFN_SWIGLU;
+    hp.n_layer = 2;
+    hp.n_wa_pattern = 2;
+    vision_layer layers[2];
+    for (size_t i = 0; i < 2; i++) {
+        layer_init(&layers[i], TENSOR_TYPE_F32, i == 0, false);
+        free((void *)layers[i].ln1_b.data), free((void *)layers[i].ln2_b.data);
+        layers[i].ln1_b = layers[i].ln2_b = (weight){0};
+        layers[i].gate = random_weight(TENSOR_TYPE_F32, E, FF, 2.0f / sqrtf((float)E), 0.0f);
+        layers[i].gate_b = vector(FF, 0.1f, 0.0f);
+    }
+    uint32_t at[2 * ROWS];
+    for (uint32_t r = 0; r < ROWS; r++)
+        at[2 * r] = r / 6, at[2 * r + 1] = r % 6;
+    static float cs[ROWS * (E / HEADS)], x[ROWS * E], want[ROWS * E], got[ROWS * E];
+    vision_patch_angles(at, ROWS, E / HEADS, cs);
+    for (size_t i = 0; i < ROWS * E; i++)
+        x[i] = uniform();
+
+    corral_mmproj mm = {0};
+    mm.hp = hp;
+    mm.layers = layers;
+    mm.patch_embd = (weight){.type = TENSOR_TYPE_F32, .n_in = 16, .n_out = E};
+    corral_error err = {0};
+    threadpool *pool = threadpool_create(1, &err);
+    assert_non_null(pool);
+    vision_run run;
+    if (!vision_run_init(&run, &mm, pool, ROWS, 0, &err))
+        fail_msg("%s", err.message);
+    memcpy(run.x, x, sizeof x);
+    run.rope_cs = cs;
+    run.rope_adjacent = adjacent;
+    run.window = windows ? window : NULL;
+    vision_block(&run, 0);
+    vision_block(&run, 1);
+    memcpy(want, run.x, sizeof want);
+    vision_run_free(&run);
+    threadpool_free(pool);
+
+    const vision_layer *ptrs[2] = {&layers[0], &layers[1]};
+    for (size_t i = 0; i < 2; i++)
+        assert_true(gpu_vision_supports(&hp, ptrs[i]));
+    gpu_vision *v = gpu_vision_create(-1, &hp, ptrs, 2, ROWS, &err);
+    if (!v)
+        fail_msg("%s", err.message);
+    memcpy(got, x, sizeof got);
+    gpu_vision_rows rows = {.x = got, .n_rows = ROWS, .rope_cs = cs, .rope_adjacent = adjacent,
+                            .window = windows ? window : NULL};
+    if (!gpu_vision_run(v, &rows, 0, 2, &err))
+        fail_msg("%s", err.message);
+    assert_close(adjacent ? "adjacent pairs" : "windows", got, want, ROWS * E, F32_TOLERANCE);
+    gpu_vision_free(v);
+    for (size_t i = 0; i < 2; i++) {
+        layer_free(&layers[i]);
+        free((void *)layers[i].gate.data), free((void *)layers[i].gate_b.data);
+    }
+}
+
+static void test_rope_windows_swiglu_match_the_cpu(void **state)
+{
+    (void)state;
+    check_rope_blocks(false, true);
+    check_rope_blocks(true, false);
 }
 
 /* The n ints after "\nkey n " in text. */
@@ -414,10 +502,10 @@ static void encode_both(const char *path, const float *pixels, uint32_t nx, uint
 }
 
 /* The tower in file on pixels (nx x ny) on the device: the CPU's embeddings within the
- * tolerances, but not all of them to the last bit (the device's own sums). gpu: its
- * embeddings, or NULL. */
+ * tolerances, but (unless exact) not all of them to the last bit (the device's own sums).
+ * gpu: its embeddings, or NULL. */
 static void check_tower_on(const char *file, const float *pixels, uint32_t nx, uint32_t ny,
-                           corral_image_embd *gpu_out)
+                           bool exact, corral_image_embd *gpu_out)
 {
     corral_image_embd cpu, gpu;
     encode_both(fixture(file), pixels, nx, ny, &cpu, &gpu);
@@ -427,7 +515,8 @@ static void check_tower_on(const char *file, const float *pixels, uint32_t nx, u
     for (size_t i = 0; i < count; i++)
         mean += fabs((double)gpu.data[i] - (double)cpu.data[i]) / (double)count;
     printf("%s %ux%u: max %g, mean %g\n", file, nx, ny, (double)diff, mean);
-    if (!(diff > 0.0f && diff <= TOWER_TOLERANCE && mean <= TOWER_MEAN_TOLERANCE))
+    if (!((exact ? diff == 0.0f : diff > 0.0f) && diff <= TOWER_TOLERANCE &&
+          mean <= TOWER_MEAN_TOLERANCE))
         fail_msg("%s: the device's embeddings differ from the CPU's by %g (mean %g)", file,
                  (double)diff, mean);
     corral_image_embd_free(&cpu);
@@ -437,8 +526,8 @@ static void check_tower_on(const char *file, const float *pixels, uint32_t nx, u
         corral_image_embd_free(&gpu);
 }
 
-/* The same on a pattern of the tower's square (lfm2: of 8 x 8 tokens). */
-static void check_tower(const char *file)
+/* The same on a pattern of the tower's square (smart resizing: of 8 x 8 tokens). */
+static void check_tower(const char *file, bool exact)
 {
     corral_error err;
     corral_mmproj *mm = corral_mmproj_load(fixture(file), &err);
@@ -449,7 +538,7 @@ static void check_tower(const char *file)
     corral_mmproj_free(mm);
     uint32_t side = params.resize == CORRAL_IMAGE_SMART ? 8 * params.align : params.image_size;
     float *pixels = pattern(side, side);
-    check_tower_on(file, pixels, side, side, NULL);
+    check_tower_on(file, pixels, side, side, exact, NULL);
     free(pixels);
 }
 
@@ -462,7 +551,7 @@ static void test_gemma3_tower_on_the_device(void **state)
     float *pixels = file_fixture_read(fixture("vision/gemma3.square.pixels.f32"), &size);
     assert_int_equal(size, (size_t)64 * 64 * 3 * sizeof(float));
     corral_image_embd gpu;
-    check_tower_on("vision/gemma3-mmproj.gguf", pixels, 64, 64, &gpu);
+    check_tower_on("vision/gemma3-mmproj.gguf", pixels, 64, 64, false, &gpu);
     char *ref = file_fixture_read(vision_fixture("gemma3.square.ref.txt"), NULL);
     char logits[2048];
     snprintf(logits, sizeof logits, "%s", vision_fixture("gemma3.square.logits.txt"));
@@ -486,7 +575,7 @@ static void test_gemma3_tower_on_the_device(void **state)
 static void test_llava_tower_on_the_device(void **state)
 {
     (void)state;
-    check_tower("vision/llava15-mmproj.gguf");
+    check_tower("vision/llava15-mmproj.gguf", false);
 }
 
 /* minicpm-v's square on the device; a part of more patches than the device holds rows for
@@ -494,7 +583,7 @@ static void test_llava_tower_on_the_device(void **state)
 static void test_minicpmv_tower_on_the_device(void **state)
 {
     (void)state;
-    check_tower("vision/minicpmv-mmproj.gguf");
+    check_tower("vision/minicpmv-mmproj.gguf", false);
     float *pixels = pattern(128, 12);
     corral_image_embd cpu, gpu;
     encode_both(fixture("vision/minicpmv-mmproj.gguf"), pixels, 128, 12, &cpu, &gpu);
@@ -507,16 +596,41 @@ static void test_minicpmv_tower_on_the_device(void **state)
 static void test_lfm2_tower_on_the_device(void **state)
 {
     (void)state;
-    check_tower("vision/lfm2v-mmproj.gguf");
+    check_tower("vision/lfm2v-mmproj.gguf", false);
 }
 
-/* A kind whose blocks need steps the device lacks (qwen's rotary angles and windows) stays on
- * the CPU, and says so. */
+/* Qwen's towers (RMS norms, SwiGLU and windows in 2.5-VL; deepstack taps between blocks in
+ * 3-VL and qwen35), pixtral's (adjacent pairs, RMS, SwiGLU) and llama4's (a class row among
+ * the turned ones). */
+static void test_rope_towers_on_the_device(void **state)
+{
+    (void)state;
+    check_tower("vision/qwen25vl-mmproj.gguf", false);
+    /* its fused attn_qkv's bias bound as three vectors of E floats each: what the device
+     * uploads of each (row_bytes x n_out) stays within the tensor */
+    corral_error err;
+    corral_mmproj *mm = corral_mmproj_load(fixture("vision/qwen3vl-mmproj.gguf"), &err);
+    if (!mm)
+        fail_msg("%s", err.message);
+    const vision_layer *l = &mm->layers[0];
+    assert_non_null(l->bv.data);
+    assert_int_equal(l->bv.row_bytes * l->bv.n_out, mm->hp.n_embd * sizeof(float));
+    assert_ptr_equal((const float *)l->bv.data, (const float *)l->bq.data + 2 * mm->hp.n_embd);
+    corral_mmproj_free(mm);
+    check_tower("vision/qwen3vl-mmproj.gguf", false);
+    check_tower("vision/qwen35v-mmproj.gguf", false);
+    check_tower("vision/mistral3-mmproj.gguf", false);
+    /* its 17 rows of 32 sum in the CPU's order on lavapipe: equal to the bit */
+    check_tower("vision/llama4-mmproj.gguf", true);
+}
+
+/* A kind whose blocks need steps the device lacks (gemma4v's head norms, clamps and rotary
+ * halves) stays on the CPU, and says so. */
 static void test_other_towers_stay_on_the_cpu(void **state)
 {
     (void)state;
     corral_error err;
-    corral_mmproj *mm = corral_mmproj_load(fixture("vision/qwen25vl-mmproj.gguf"), &err);
+    corral_mmproj *mm = corral_mmproj_load(fixture("vision/gemma4v-mmproj.gguf"), &err);
     if (!mm)
         fail_msg("%s", err.message);
     uint64_t bytes = 1;
@@ -539,11 +653,13 @@ int main(void)
         cmocka_unit_test(test_blocks_match_the_cpu),
         cmocka_unit_test(test_padding_rows_see_no_padding),
         cmocka_unit_test(test_refuses_what_it_cannot_run),
+        cmocka_unit_test(test_rope_windows_swiglu_match_the_cpu),
         cmocka_unit_test(test_mllama_tower_on_the_device),
         cmocka_unit_test(test_gemma3_tower_on_the_device),
         cmocka_unit_test(test_llava_tower_on_the_device),
         cmocka_unit_test(test_minicpmv_tower_on_the_device),
         cmocka_unit_test(test_lfm2_tower_on_the_device),
+        cmocka_unit_test(test_rope_towers_on_the_device),
         cmocka_unit_test(test_other_towers_stay_on_the_cpu),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

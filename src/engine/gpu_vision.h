@@ -1,9 +1,10 @@
 /*
  * The engine's seam to a GPU backend for vision towers: a tower's pre-norm ViT blocks on a
- * device, as vision.c's block runs them (LayerNorm, the query, key, value and output
- * products with their optional biases, attention of every row over every row, a padding row
- * over the rows that are not padding, optional one-value gates on the two branches, a GELU
- * MLP: by erf, by tanh or quick, each as the CPU computes it). The blocks' weights go to the device once; a run takes rows in, through a range of
+ * device, as vision.c's block runs them (LayerNorm or RMS norm, the query, key, value and
+ * output products with their optional biases, the queries and keys turned by the rows'
+ * rotary angles, attention of every row over every row or within windows of rows, a padding
+ * row over the rows that are not padding, optional one-value gates on the two branches, a
+ * GELU MLP (by erf, by tanh or quick, each as the CPU computes it) or a SwiGLU one). The blocks' weights go to the device once; a run takes rows in, through a range of
  * the blocks, and back out, so a tower keeps its own steps between ranges on the CPU. The
  * Vulkan backend implements it (vulkan/vk_vision.c); a build without it has this header's
  * inline versions, which take nothing to a device.
@@ -18,11 +19,25 @@
 
 typedef struct gpu_vision gpu_vision;
 
+/* A run's rows and what comes with them (vision_run's fields of the same names). */
+typedef struct gpu_vision_rows {
+    float *x;        /* n_rows rows of n_embd floats, in place */
+    uint32_t n_rows;
+    const uint8_t *padding;  /* per row whether it is padding, which sees no other padding;
+                              * NULL: none */
+    const float *rope_cs;    /* per row a head's width of floats: cos and sin of each pair;
+                              * NULL: no rotation */
+    bool rope_adjacent;      /* pairs (2i, 2i + 1) turn, not (i, i + d/2) */
+    const uint32_t *window;  /* per row its window, a window's rows together: the blocks
+                              * that do not attend fully (vision_hparams.n_wa_pattern) attend
+                              * within them; NULL: every block fully */
+} gpu_vision_rows;
+
 #ifdef CORRAL_VULKAN
-/* Whether a device runs block l of a tower of hp as the CPU does: LayerNorm, a GELU MLP (by
- * erf, by tanh or quick), matrices of types the device multiplies, F32 vectors, heads of even
- * width, none of the other towers' extras (clamps, head norms, post norms, output scale, a
- * gated MLP). */
+/* Whether a device runs block l of a tower of hp as the CPU does: LayerNorm or RMS norm, a
+ * GELU MLP (by erf, by tanh or quick) or a SwiGLU one, matrices of types the device
+ * multiplies, F32 vectors, heads of even width, none of the other towers' extras (clamps,
+ * head norms, post norms, output scale, GeGLU). */
 bool gpu_vision_supports(const vision_hparams *hp, const vision_layer *l);
 
 /* The device memory gpu_vision_create takes on device (-1: the best usable one) for these
@@ -36,11 +51,9 @@ gpu_vision *gpu_vision_create(int device, const vision_hparams *hp,
                               const vision_layer *const *layers, uint32_t n_layers,
                               uint32_t max_rows, corral_error *err);
 
-/* x's n_rows rows of n_embd floats through blocks [first, first + count), in place; padding
- * (NULL: none) says per row whether it is padding, which sees no other padding. One run at
- * a time. */
-bool gpu_vision_run(gpu_vision *v, float *x, uint32_t n_rows, const uint8_t *padding,
-                    uint32_t first, uint32_t count, corral_error *err);
+/* rows through blocks [first, first + count), in place. One run at a time. */
+bool gpu_vision_run(gpu_vision *v, const gpu_vision_rows *rows, uint32_t first, uint32_t count,
+                    corral_error *err);
 
 /* The most rows one run takes (gpu_vision_create's max_rows). */
 uint32_t gpu_vision_max_rows(const gpu_vision *v);
@@ -76,11 +89,10 @@ static inline gpu_vision *gpu_vision_create(int device, const vision_hparams *hp
     return NULL;
 }
 
-static inline bool gpu_vision_run(gpu_vision *v, float *x, uint32_t n_rows,
-                                  const uint8_t *padding, uint32_t first, uint32_t count,
-                                  corral_error *err)
+static inline bool gpu_vision_run(gpu_vision *v, const gpu_vision_rows *rows, uint32_t first,
+                                  uint32_t count, corral_error *err)
 {
-    (void)v, (void)x, (void)n_rows, (void)padding, (void)first, (void)count;
+    (void)v, (void)rows, (void)first, (void)count;
     corral_error_set(err, "this build has no GPU backend (built without CORRAL_VULKAN)");
     return false;
 }

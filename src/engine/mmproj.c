@@ -223,6 +223,7 @@ static bool bind_fused_qkv(corral_mmproj *mm, vision_layer *l, uint32_t il, bool
         if (qkv_b.data) {
             *biases[i] = qkv_b;
             biases[i]->n_in = E;
+            biases[i]->row_bytes = E * sizeof(float);
             biases[i]->data = (const float *)qkv_b.data + i * E;
         }
     }

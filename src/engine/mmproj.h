@@ -285,6 +285,9 @@ bool vision_run_blocks(vision_run *run, uint32_t first, uint32_t count, corral_e
 /* A tower's blocks on a GPU (corral_mmproj_gpu_bytes, corral_mmproj_use_gpu) for the kinds
  * with gpu_rows: the device memory they take, and their upload. */
 bool vision_gpu_bytes(const corral_mmproj *mm, int device, uint64_t *out, corral_error *err);
+/* The patches of the largest image corral_mmproj_image_params lets through (max_pixels): the
+ * gpu_rows of a kind that encodes the image whole. */
+size_t vision_gpu_rows_of_pixels(const corral_mmproj *mm);
 bool vision_use_gpu(corral_mmproj *mm, int device, corral_error *err);
 /* Qwen's 2-D rotary angles: per patch at (row, col) pairs (at), cos and sin of its d/2 pairs
  * (d: the head's width) into cs, n * d floats. */

@@ -651,6 +651,13 @@ static const vision_layer **gpu_tower(const corral_mmproj *mm, uint32_t *n, uint
     return blocks;
 }
 
+size_t vision_gpu_rows_of_pixels(const corral_mmproj *mm)
+{
+    corral_image_params params;
+    corral_mmproj_image_params(mm, &params);
+    return (size_t)(params.max_pixels / ((uint64_t)mm->hp.patch_size * mm->hp.patch_size));
+}
+
 bool vision_gpu_bytes(const corral_mmproj *mm, int device, uint64_t *out, corral_error *err)
 {
     uint32_t n, rows;
@@ -676,10 +683,16 @@ bool vision_run_blocks(vision_run *run, uint32_t first, uint32_t count, corral_e
     const corral_mmproj *mm = run->mm;
     assert(first <= blocks_run(mm) && count <= blocks_run(mm) - first);
     /* the kinds that take a GPU set none of the steps it does not run */
-    assert(!run->rope_cs && !run->window && !run->v_norm && run->kq_scale == 0.0f);
-    if (mm->gpu && run->n_patches <= gpu_vision_max_rows(mm->gpu))
-        return gpu_vision_run(mm->gpu, run->x, (uint32_t)run->n_patches, run->padding, first,
-                              count, err);
+    assert(!run->rope_split && !run->v_norm && run->kq_scale == 0.0f);
+    if (mm->gpu && run->n_patches <= gpu_vision_max_rows(mm->gpu)) {
+        gpu_vision_rows rows = {.x = run->x,
+                                .n_rows = (uint32_t)run->n_patches,
+                                .padding = run->padding,
+                                .rope_cs = run->rope_cs,
+                                .rope_adjacent = run->rope_adjacent,
+                                .window = run->window};
+        return gpu_vision_run(mm->gpu, &rows, first, count, err);
+    }
     for (uint32_t il = first; il < first + count; il++)
         vision_block(run, il);
     return true;

@@ -318,6 +318,19 @@ void vk_op_attention_sinks(vk_commands *c, vk_span tokens, vk_span q, vk_span k,
     record(c, VK_PIPE_ATTENTION, spans, &p, sizeof p, s->n_tokens, s->n_head, 1);
 }
 
+void vk_op_attention_from(vk_commands *c, vk_span tokens, vk_span q, vk_span k, vk_span v,
+                          vk_span out, const vk_attention_shape *s, uint32_t first_at)
+{
+    struct {
+        uint32_t n_head, n_head_kv, head_dim_k, head_dim_v, n_cells, f16;
+        float scale, softcap;
+        uint32_t window, last_at, has_sinks, first_at;
+    } p = {s->n_head, s->n_head_kv, s->head_dim_k, s->head_dim_v, s->n_cells, s->f16,
+           s->scale, s->softcap, s->window, s->last_at, 0, first_at};
+    vk_span spans[VK_BINDINGS] = {tokens, q, k, v, out};
+    record(c, VK_PIPE_ATTENTION, spans, &p, sizeof p, s->n_tokens, s->n_head, 1);
+}
+
 void vk_op_swiglu(vk_commands *c, vk_span gate, vk_span up, uint32_t n)
 {
     vk_span spans[VK_BINDINGS] = {[0] = gate, [1] = up};

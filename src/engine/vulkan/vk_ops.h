@@ -117,6 +117,11 @@ void vk_op_attention(vk_commands *c, vk_span tokens, vk_span q, vk_span k, vk_sp
 void vk_op_attention_sinks(vk_commands *c, vk_span tokens, vk_span q, vk_span k, vk_span v,
                            vk_span sinks, vk_span out, const vk_attention_shape *shape);
 
+/* vk_op_attention with token t seeing from cell tokens[first_at + t] on (first_at not 0; in
+ * words from the start of tokens): a vision tower's windows of rows, up to last_at's cells. */
+void vk_op_attention_from(vk_commands *c, vk_span tokens, vk_span q, vk_span k, vk_span v,
+                          vk_span out, const vk_attention_shape *shape, uint32_t first_at);
+
 /* rows rows of width floats from src to dst, row r's from src[src_offset + r * src_stride]
  * to dst[dst_offset + r * dst_stride] (offsets and strides in floats). */
 typedef struct vk_rows {
