@@ -3,8 +3,11 @@
  * (vision.c's vision_block_of) on random weights: a block of F32 matrices with every bias,
  * then one of F16 matrices with mllama's gates and no projection biases, over rows of which
  * some are padding (each tile's last rows and a whole tile, as mllama pads); a run of both
- * blocks gives what two runs of one give. Then the tiny mllama tower of test_vision_mllama with
- * its blocks on the device: the CPU's states, and the reference's 16 greedy ids from them.
+ * blocks gives what two runs of one give; RMS-normed SwiGLU blocks with rotary angles and
+ * windows (vision_block). Then the tiny mllama tower of test_vision_mllama with its blocks on
+ * the device: the CPU's states, and the reference's 16 greedy ids from them; and each other
+ * kind's tiny tower whose blocks the device takes, against its CPU embeddings (gemma3's also
+ * giving the reference's greedy ids), and one it does not take.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -600,7 +603,8 @@ static void test_lfm2_tower_on_the_device(void **state)
 }
 
 /* Qwen's towers (RMS norms, SwiGLU and windows in 2.5-VL; deepstack taps between blocks in
- * 3-VL and qwen35), pixtral's (adjacent pairs, RMS, SwiGLU) and llama4's (a class row among
+ * 3-VL and qwen35), pixtral's (adjacent pairs, RMS, SwiGLU), glm4v's (per-head query and key
+ * norms), deepseek-ocr's CLIP (over SAM's states, quick GELU) and llama4's (a class row among
  * the turned ones). */
 static void test_rope_towers_on_the_device(void **state)
 {
@@ -620,11 +624,13 @@ static void test_rope_towers_on_the_device(void **state)
     check_tower("vision/qwen3vl-mmproj.gguf", false);
     check_tower("vision/qwen35v-mmproj.gguf", false);
     check_tower("vision/mistral3-mmproj.gguf", false);
+    check_tower("vision/glm4v-mmproj.gguf", false);
+    check_tower("vision/deepseekocr-mmproj.gguf", false);
     /* its 17 rows of 32 sum in the CPU's order on lavapipe: equal to the bit */
     check_tower("vision/llama4-mmproj.gguf", true);
 }
 
-/* A kind whose blocks need steps the device lacks (gemma4v's head norms, clamps and rotary
+/* A kind whose blocks need steps the device lacks (gemma4v's value norms, clamps and rotary
  * halves) stays on the CPU, and says so. */
 static void test_other_towers_stay_on_the_cpu(void **state)
 {

@@ -1,8 +1,8 @@
 /*
  * The engine's seam to a GPU backend for vision towers: a tower's pre-norm ViT blocks on a
  * device, as vision.c's block runs them (LayerNorm or RMS norm, the query, key, value and
- * output products with their optional biases, the queries and keys turned by the rows'
- * rotary angles, attention of every row over every row or within windows of rows, a padding
+ * output products with their optional biases, optional RMS norms of each query and key
+ * head, the queries and keys turned by the rows' rotary angles, attention of every row over every row or within windows of rows, a padding
  * row over the rows that are not padding, optional one-value gates on the two branches, a
  * GELU MLP (by erf, by tanh or quick, each as the CPU computes it) or a SwiGLU one). The blocks' weights go to the device once; a run takes rows in, through a range of
  * the blocks, and back out, so a tower keeps its own steps between ranges on the CPU. The
@@ -36,8 +36,8 @@ typedef struct gpu_vision_rows {
 #ifdef CORRAL_VULKAN
 /* Whether a device runs block l of a tower of hp as the CPU does: LayerNorm or RMS norm, a
  * GELU MLP (by erf, by tanh or quick) or a SwiGLU one, matrices of types the device
- * multiplies, F32 vectors, heads of even width, none of the other towers' extras (clamps,
- * head norms, post norms, output scale, GeGLU). */
+ * multiplies, F32 vectors, heads of even width, per-head query and key norms or none, none of
+ * the other towers' extras (clamps, post norms, output scale, GeGLU). */
 bool gpu_vision_supports(const vision_hparams *hp, const vision_layer *l);
 
 /* The device memory gpu_vision_create takes on device (-1: the best usable one) for these

@@ -24,7 +24,7 @@ typedef struct vk_vision_weight {
 } vk_vision_weight;
 
 enum { W_LN1, W_LN1_B, W_LN2, W_LN2_B, W_Q, W_BQ, W_K, W_BK, W_V, W_BV, W_O, W_BO, W_UP,
-       W_UP_B, W_DOWN, W_DOWN_B, W_GATE, W_GATE_B, W_COUNT };
+       W_UP_B, W_DOWN, W_DOWN_B, W_GATE, W_GATE_B, W_Q_NORM, W_K_NORM, W_COUNT };
 
 /* The attention's tokens, in words of query_tokens: per row its (sequence, cell), then per
  * row the last cell it reads (every row, or the padding's mask), then the first and last
@@ -55,7 +55,7 @@ static void block_weights(const vision_layer *l, const weight *out[W_COUNT])
     const weight *w[W_COUNT] = {&l->ln1, &l->ln1_b, &l->ln2, &l->ln2_b, &l->wq, &l->bq,
                                 &l->wk,  &l->bk,    &l->wv,  &l->bv,    &l->wo, &l->bo,
                                 &l->up,  &l->up_b,  &l->down, &l->down_b, &l->gate,
-                                &l->gate_b};
+                                &l->gate_b, &l->q_norm, &l->k_norm};
     memcpy(out, w, sizeof w);
 }
 
@@ -73,7 +73,7 @@ bool gpu_vision_supports(const vision_hparams *hp, const vision_layer *l)
          hp->ffn != VISION_FFN_GELU_QUICK && !swiglu) ||
         hp->n_head == 0 ||
         hp->n_embd % hp->n_head != 0 || (hp->n_embd / hp->n_head) % 2 != 0 || l->clamp ||
-        l->q_norm.data || l->k_norm.data || l->attn_post_norm.data || l->ffn_post_norm.data ||
+        l->attn_post_norm.data || l->ffn_post_norm.data ||
         l->out_scale.data || (!swiglu && (l->gate.data || l->gate_b.data)))
         return false;
     const weight *w[W_COUNT];
@@ -88,6 +88,10 @@ bool gpu_vision_supports(const vision_hparams *hp, const vision_layer *l)
             return false;
         }
     }
+    const weight *head_norms[] = {&l->q_norm, &l->k_norm};
+    for (size_t i = 0; i < 2; i++)
+        if (head_norms[i]->data && head_norms[i]->n_in != hp->n_embd / hp->n_head)
+            return false;
     const weight *gates[] = {&l->attn_out_gate, &l->ffn_out_gate};
     for (size_t i = 0; i < 2; i++)
         if (gates[i]->data && gates[i]->type != TENSOR_TYPE_F32)
@@ -306,6 +310,12 @@ static void record_block(gpu_vision *v, uint32_t il, uint32_t n, bool rope, bool
     product(v, &w[W_Q], &w[W_BQ], &v->xn, &v->q, E, E, n);
     product(v, &w[W_K], &w[W_BK], &v->xn, &v->k, E, E, n);
     product(v, &w[W_V], &w[W_BV], &v->xn, &v->v, E, E, n);
+    if (w[W_Q_NORM].b.buffer) /* each head RMS-normed on its own, in place */
+        vk_op_rmsnorm(&v->cmd, vk_whole(&w[W_Q_NORM].b), vk_whole(&v->q), vk_whole(&v->q), d,
+                      n * H, hp->eps);
+    if (w[W_K_NORM].b.buffer)
+        vk_op_rmsnorm(&v->cmd, vk_whole(&w[W_K_NORM].b), vk_whole(&v->k), vk_whole(&v->k), d,
+                      n * H, hp->eps);
     if (rope) {
         vk_op_rope(&v->cmd, vk_whole(&v->rope), vk_whole(&v->q), n, H, d, d, !adjacent);
         vk_op_rope(&v->cmd, vk_whole(&v->rope), vk_whole(&v->k), n, H, d, d, !adjacent);
