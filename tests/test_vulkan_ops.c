@@ -625,7 +625,7 @@ static void test_gelu_quick(void **state)
     vk_buffer table = device_buffer(vision_gelu_quick_f16_table(), VK_GELU_TABLE_BYTES);
     vk_buffer bx = device_buffer(x, N * 4);
     vk_commands c = begin();
-    vk_op_gelu_quick(&c, vk_whole(&table), vk_whole(&bx), N);
+    vk_op_gelu_quick(&c, vk_whole(&table), vk_whole(&bx), (vk_span){0}, N);
     submit(&c);
     read_back(&bx, got, N * 4);
     assert_close("quick gelu", got, want, N, 0.0);

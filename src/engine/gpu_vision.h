@@ -1,12 +1,14 @@
 /*
  * The engine's seam to a GPU backend for vision towers: a tower's pre-norm ViT blocks on a
  * device, as vision.c's block runs them (LayerNorm or RMS norm, the query, key, value and
- * output products with their optional biases, optional RMS norms of each query and key
- * head, the queries and keys turned by the rows' rotary angles, attention of every row over every row or within windows of rows, a padding
- * row over the rows that are not padding, optional one-value gates on the two branches, a
- * GELU MLP (by erf, by tanh or quick, each as the CPU computes it) or a SwiGLU one). The blocks' weights go to the device once; a run takes rows in, through a range of
- * the blocks, and back out, so a tower keeps its own steps between ranges on the CPU. The
- * Vulkan backend implements it (vulkan/vk_vision.c); a build without it has this header's
+ * output products with their optional biases (clipped linears' bounds too), optional RMS
+ * norms of each query, key and value head, the queries and keys turned by the rows' rotary
+ * angles, attention of every row over every row or within windows of rows, a padding row
+ * over the rows that are not padding, optional post norms, one-value gates on the two
+ * branches and an output scale, a GELU MLP (by erf, by tanh or quick, each as the CPU
+ * computes it), a SwiGLU or a quick GeGLU one). The blocks' weights go to the device once;
+ * a run takes rows in, through a range of the blocks, and back out, so a tower keeps its own
+ * steps between ranges on the CPU. The Vulkan backend implements it (vulkan/vk_vision.c); a build without it has this header's
  * inline versions, which take nothing to a device.
  */
 #ifndef CORRAL_ENGINE_GPU_VISION_H
@@ -28,6 +30,9 @@ typedef struct gpu_vision_rows {
     const float *rope_cs;    /* per row a head's width of floats: cos and sin of each pair;
                               * NULL: no rotation */
     bool rope_adjacent;      /* pairs (2i, 2i + 1) turn, not (i, i + d/2) */
+    bool rope_halves;        /* each half of a head turns on its own (vision_run.rope_split) */
+    float kq_scale;          /* the scores' scale; 0: 1 / sqrt(head width) */
+    bool v_norm;             /* values RMS-normed per head, without a weight */
     const uint32_t *window;  /* per row its window, a window's rows together: the blocks
                               * that do not attend fully (vision_hparams.n_wa_pattern) attend
                               * within them; NULL: every block fully */
@@ -35,9 +40,9 @@ typedef struct gpu_vision_rows {
 
 #ifdef CORRAL_VULKAN
 /* Whether a device runs block l of a tower of hp as the CPU does: LayerNorm or RMS norm, a
- * GELU MLP (by erf, by tanh or quick) or a SwiGLU one, matrices of types the device
- * multiplies, F32 vectors, heads of even width, per-head query and key norms or none, none of
- * the other towers' extras (clamps, post norms, output scale, GeGLU). */
+ * GELU MLP (by erf, by tanh or quick), a SwiGLU or a quick GeGLU one, matrices of types the
+ * device multiplies, F32 vectors (head norms a head wide, post norms and a per-channel
+ * output scale n_embd), heads of even width. */
 bool gpu_vision_supports(const vision_hparams *hp, const vision_layer *l);
 
 /* The device memory gpu_vision_create takes on device (-1: the best usable one) for these

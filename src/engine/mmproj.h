@@ -177,8 +177,8 @@ struct projector_kind {
                    uint32_t ny, corral_image_embd *out, corral_error *err);
     /* The most rows one run of the tower's blocks takes from the parts its preprocessing
      * makes (corral_mmproj_image_params): a GPU's room for them (vision_use_gpu); a larger
-     * run stays on the CPU. NULL: the blocks run on the CPU (their runs need steps a GPU
-     * does not run), or by the kind's own (mllama_use_gpu). */
+     * run stays on the CPU. NULL for mllama alone, whose blocks go by its own
+     * (mllama_use_gpu). */
     size_t (*gpu_rows)(const corral_mmproj *mm);
 };
 
@@ -272,18 +272,16 @@ void vision_gelu_quick(float *x, size_t n);
 const uint16_t *vision_gelu_quick_f16_table(void);
 /* That kernel's sum of a . b over n (a multiple of 8) half values. */
 float vision_dot8(const float *a, const float *b, size_t n);
-/* Block il over run->x; vision_blocks: every block in turn (on the CPU: the kinds a GPU does
- * not take); vision_block_of: a block of the kind's own (mllama's global layers), attending
- * to every patch. */
+/* Block il over run->x on the CPU; vision_block_of: a block of the kind's own (mllama's
+ * global layers), attending to every patch. */
 void vision_block(vision_run *run, uint32_t il);
 void vision_block_of(vision_run *run, const vision_layer *l);
-void vision_blocks(vision_run *run);
-/* Blocks [first, first + count) over run->x, for a kind whose blocks a GPU may take
- * (projector_kind.gpu_rows): on the tower's GPU when it has one (vision_use_gpu) and the run
- * fits the rows made there, else on the CPU. False with the reason when the device fails. */
+/* Blocks [first, first + count) over run->x: on the tower's GPU when it has one
+ * (vision_use_gpu) and the run fits the rows made there, else on the CPU. False with the
+ * reason when the device fails. */
 bool vision_run_blocks(vision_run *run, uint32_t first, uint32_t count, corral_error *err);
-/* A tower's blocks on a GPU (corral_mmproj_gpu_bytes, corral_mmproj_use_gpu) for the kinds
- * with gpu_rows: the device memory they take, and their upload. */
+/* A tower's blocks on a GPU (corral_mmproj_gpu_bytes, corral_mmproj_use_gpu) for every kind
+ * but mllama: the device memory they take, and their upload. */
 bool vision_gpu_bytes(const corral_mmproj *mm, int device, uint64_t *out, corral_error *err);
 /* The patches of the largest image corral_mmproj_image_params lets through (max_pixels): the
  * gpu_rows of a kind that encodes the image whole. */

@@ -3,8 +3,8 @@
  * convolution as one matrix product over the patches' pixels), pre-norm blocks with exact F32
  * softmax attention (full, or within windows) and a GELU or SwiGLU MLP, and the norms. Matrix
  * products and attention run on the thread pool; the GELU is ggml's fp16 table, as
- * llama.cpp's CPU backend computes it. The blocks of the kinds a GPU takes go to it through
- * gpu_vision.h when the tower has one (vision_use_gpu, vision_run_blocks).
+ * llama.cpp's CPU backend computes it. The blocks go to a GPU through gpu_vision.h when the
+ * tower has one (vision_use_gpu, vision_run_blocks).
  */
 #include <assert.h>
 #include <math.h>
@@ -602,13 +602,6 @@ void vision_block_of(vision_run *run, const vision_layer *l)
     layer_block(run, l, true);
 }
 
-void vision_blocks(vision_run *run)
-{
-    assert(!run->mm->gpu); /* a kind whose blocks a GPU takes runs them by vision_run_blocks */
-    for (uint32_t il = 0; il < run->mm->hp.n_layer; il++)
-        vision_block(run, il);
-}
-
 /* ---- the blocks on a GPU ---- */
 
 /* The blocks a kind runs: llava's up to its deepest feature layer, the others' all. */
@@ -618,14 +611,11 @@ static uint32_t blocks_run(const corral_mmproj *mm)
 }
 
 /* The tower's blocks in the order a GPU holds them, and the rows of its largest run; NULL
- * with the reason when its kind or a block needs what the device does not run. */
+ * with the reason when a block needs what the device does not run. */
 static const vision_layer **gpu_tower(const corral_mmproj *mm, uint32_t *n, uint32_t *rows,
                                       corral_error *err)
 {
-    if (!mm->kind->gpu_rows) {
-        corral_error_set(err, "%s's vision tower runs on the CPU only", mm->kind->name);
-        return NULL;
-    }
+    assert(mm->kind->gpu_rows); /* every kind's but mllama's, which has its own */
     size_t most = mm->kind->gpu_rows(mm);
     /* the attention's tokens take three words a row (vk_vision.c) */
     if (most == 0 || most > UINT32_MAX / 4) {
@@ -682,14 +672,15 @@ bool vision_run_blocks(vision_run *run, uint32_t first, uint32_t count, corral_e
 {
     const corral_mmproj *mm = run->mm;
     assert(first <= blocks_run(mm) && count <= blocks_run(mm) - first);
-    /* the kinds that take a GPU set none of the steps it does not run */
-    assert(!run->rope_split && !run->v_norm && run->kq_scale == 0.0f);
     if (mm->gpu && run->n_patches <= gpu_vision_max_rows(mm->gpu)) {
         gpu_vision_rows rows = {.x = run->x,
                                 .n_rows = (uint32_t)run->n_patches,
                                 .padding = run->padding,
                                 .rope_cs = run->rope_cs,
                                 .rope_adjacent = run->rope_adjacent,
+                                .rope_halves = run->rope_split,
+                                .kq_scale = run->kq_scale,
+                                .v_norm = run->v_norm,
                                 .window = run->window};
         return gpu_vision_run(mm->gpu, &rows, first, count, err);
     }

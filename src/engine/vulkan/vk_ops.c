@@ -270,6 +270,21 @@ void vk_op_rope(vk_commands *c, vk_span cos_sin, vk_span x, uint32_t n_tokens, u
     record(c, VK_PIPE_ROPE, spans, &p, sizeof p, n_tokens, n_heads, 1);
 }
 
+void vk_op_rope_halves(vk_commands *c, vk_span cos_sin, vk_span x, uint32_t n_tokens,
+                       uint32_t n_heads, uint32_t head_dim)
+{
+    struct { uint32_t n_heads, head_dim, n_rot, mode; } p = {n_heads, head_dim, head_dim, 2};
+    vk_span spans[VK_BINDINGS] = {[0] = cos_sin, [1] = x};
+    record(c, VK_PIPE_ROPE, spans, &p, sizeof p, n_tokens, n_heads, 1);
+}
+
+void vk_op_clamp(vk_commands *c, vk_span x, uint32_t n, float lo, float hi)
+{
+    struct { uint32_t n, y_n, op; float lo, hi; } p = {n, 1, 7, lo, hi};
+    vk_span spans[VK_BINDINGS] = {[0] = x};
+    record(c, VK_PIPE_BINARY, spans, &p, sizeof p, stride_groups(n, 256), 1, 1);
+}
+
 void vk_op_kv_store(vk_commands *c, vk_span tokens, vk_span x, vk_span cache,
                     const vk_cache_shape *shape, uint32_t n_tokens)
 {
@@ -350,9 +365,9 @@ void vk_op_gelu(vk_commands *c, vk_span table, vk_span x, vk_span up, uint32_t n
     gelu_table_op(c, table, x, up, n, false);
 }
 
-void vk_op_gelu_quick(vk_commands *c, vk_span table, vk_span x, uint32_t n)
+void vk_op_gelu_quick(vk_commands *c, vk_span table, vk_span x, vk_span up, uint32_t n)
 {
-    gelu_table_op(c, table, x, (vk_span){0}, n, true);
+    gelu_table_op(c, table, x, up, n, true);
 }
 
 void vk_op_binary(vk_commands *c, enum vk_binary op, vk_span x, vk_span y, uint32_t n,

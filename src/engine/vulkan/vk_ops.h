@@ -70,6 +70,15 @@ void vk_op_matmul_rows(vk_commands *c, uint32_t type, vk_span w, size_t row_byte
 void vk_op_rope(vk_commands *c, vk_span cos_sin, vk_span x, uint32_t n_tokens, uint32_t n_heads,
                 uint32_t head_dim, uint32_t n_rot, bool neox);
 
+/* vk_op_rope over whole heads (n_rot = head_dim) with each half of a head turning on its own
+ * as NEOX turns a whole one: pair i < head_dim / 4 is (i, i + head_dim / 4), pair
+ * head_dim / 4 + i is (head_dim / 2 + i, head_dim / 2 + i + head_dim / 4) (gemma4v's tower). */
+void vk_op_rope_halves(vk_commands *c, vk_span cos_sin, vk_span x, uint32_t n_tokens,
+                       uint32_t n_heads, uint32_t head_dim);
+
+/* In place over n floats: x = max(min(x, hi), lo), as the CPU's clamp_rows. */
+void vk_op_clamp(vk_commands *c, vk_span x, uint32_t n, float lo, float hi);
+
 /* A layer's cache: [sequence][KV head][cell][dim], F16 or F32. */
 typedef struct vk_cache_shape {
     uint32_t n_head_kv, head_dim, n_cells;
@@ -214,10 +223,10 @@ enum { VK_GELU_TABLE_BYTES = 65536 * 2 };
  * copy of block_gelu_f16_table). */
 void vk_op_gelu(vk_commands *c, vk_span table, vk_span x, vk_span up, uint32_t n);
 
-/* In place over n floats: x = quick_gelu(x) = x * sigmoid(1.702 x) as the CPU has it, x
- * rounded to fp16 and looked up in `table` (a copy of vision_gelu_quick_f16_table) for every
- * x. */
-void vk_op_gelu_quick(vk_commands *c, vk_span table, vk_span x, uint32_t n);
+/* In place over n floats: x = quick_gelu(x) * up, or x = quick_gelu(x) when up's buffer is
+ * NULL; quick_gelu(x) = x * sigmoid(1.702 x) as the CPU has it, x rounded to fp16 and looked
+ * up in `table` (a copy of vision_gelu_quick_f16_table) for every x. */
+void vk_op_gelu_quick(vk_commands *c, vk_span table, vk_span x, vk_span up, uint32_t n);
 
 enum vk_binary { VK_ADD, VK_MUL, VK_SCALE, VK_MUL_ROWS, VK_RELU_SQR, VK_MUL_SIGMOID,
                  VK_GELU_ERF };
