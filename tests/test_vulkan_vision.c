@@ -192,9 +192,9 @@ static gpu_vision *device_blocks(const blocks *b, uint32_t max_rows)
     if (!v)
         fail_msg("%s", err.message);
     /* counted as vk_buffer_footprint counts a buffer: rounded up to the memory's alignment,
-     * which a driver may not need, for each of the 43 buffers */
+     * which a driver may not need, for each of the 46 buffers */
     uint64_t used = vk_device_allocated(dev) - before;
-    if (!(used <= bytes && bytes - used < 43 * dev->memory_align))
+    if (!(used <= bytes && bytes - used < 46 * dev->memory_align))
         fail_msg("the blocks hold %llu bytes, counted as %llu", (unsigned long long)used,
                  (unsigned long long)bytes);
     return v;

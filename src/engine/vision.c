@@ -604,7 +604,8 @@ void vision_block_of(vision_run *run, const vision_layer *l)
 
 /* ---- the blocks on a GPU ---- */
 
-/* The blocks a kind runs: llava's up to its deepest feature layer, the others' all. */
+/* The blocks a kind runs: llava's up to its deepest feature layer, the others' all (as does
+ * llava's whose only feature layer is the first: none run, but they take their room). */
 static uint32_t blocks_run(const corral_mmproj *mm)
 {
     return mm->n_run_layers ? mm->n_run_layers : mm->hp.n_layer;
@@ -617,8 +618,8 @@ static const vision_layer **gpu_tower(const corral_mmproj *mm, uint32_t *n, uint
 {
     assert(mm->kind->gpu_rows); /* every kind's but mllama's, which has its own */
     size_t most = mm->kind->gpu_rows(mm);
-    /* the attention's tokens take three words a row (vk_vision.c) */
-    if (most == 0 || most > UINT32_MAX / 4) {
+    /* the attention's tokens take five words a row, addressed by 32-bit offsets (vk_vision.c) */
+    if (most == 0 || most > UINT32_MAX / 5) {
         corral_error_set(err, "%s's tower runs of %zu rows are beyond a GPU run",
                          mm->kind->name, most);
         return NULL;
