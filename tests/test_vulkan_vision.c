@@ -6,7 +6,7 @@
  * blocks gives what two runs of one give; RMS-normed SwiGLU blocks with rotary angles and
  * windows (vision_block). Then the tiny mllama tower of test_vision_mllama with its blocks on
  * the device: the CPU's states, and the reference's 16 greedy ids from them; and each other
- * kind's tiny tower whose blocks the device takes, against its CPU embeddings (gemma3's also
+ * kind's tiny tower on the device, against its CPU embeddings (gemma3's and qwen2.5-VL's also
  * giving the reference's greedy ids).
  */
 #include <math.h>
@@ -546,34 +546,52 @@ static void check_tower(const char *file, uint32_t side, bool exact)
     free(pixels);
 }
 
-/* gemma3's SigLIP on the reference's pixels, and the reference's 16 greedy ids (and last
- * logits, within test_vision's 1e-3) from the device's embeddings. */
-static void test_gemma3_tower_on_the_device(void **state)
+/* model's tower on the reference's pixels of image (its ref.txt's size) on the device, and
+ * the reference's 16 greedy ids (and last logits, within test_vision's 1e-3) from the
+ * device's embeddings; before and after: the prompt's text around the image. */
+static void check_reference(const char *model, const char *image, const char *before,
+                            const char *after)
 {
-    (void)state;
+    char name[128], mm_path[2048], logits[2048];
+    snprintf(name, sizeof name, "%s.%s.ref.txt", model, image);
+    char *ref = file_fixture_read(vision_fixture(name), NULL);
+    int32_t dims[2];
+    assert_int_equal(ints_of(line_of(ref, "pixels 0 nx "), dims, 1), 1);
+    assert_int_equal(ints_of(strstr(line_of(ref, "pixels 0 nx "), "ny ") + 3, dims + 1, 1), 1);
+    snprintf(name, sizeof name, "%s.%s.pixels.f32", model, image);
     size_t size;
-    float *pixels = file_fixture_read(fixture("vision/gemma3.square.pixels.f32"), &size);
-    assert_int_equal(size, (size_t)64 * 64 * 3 * sizeof(float));
+    float *pixels = file_fixture_read(vision_fixture(name), &size);
+    assert_int_equal(size, (size_t)dims[0] * dims[1] * 3 * sizeof(float));
+    snprintf(name, sizeof name, "vision/%s-mmproj.gguf", model);
+    snprintf(mm_path, sizeof mm_path, "%s", name);
     corral_image_embd gpu;
-    check_tower_on("vision/gemma3-mmproj.gguf", pixels, 64, 64, false, &gpu);
-    char *ref = file_fixture_read(vision_fixture("gemma3.square.ref.txt"), NULL);
-    char logits[2048];
-    snprintf(logits, sizeof logits, "%s", vision_fixture("gemma3.square.logits.txt"));
+    check_tower_on(mm_path, pixels, (uint32_t)dims[0], (uint32_t)dims[1], false, &gpu);
+    snprintf(name, sizeof name, "%s.%s.logits.txt", model, image);
+    snprintf(logits, sizeof logits, "%s", vision_fixture(name));
     corral_error err;
-    corral_mmproj *mm = corral_mmproj_load(fixture("vision/gemma3-mmproj.gguf"), &err);
+    corral_mmproj *mm = corral_mmproj_load(fixture(mm_path), &err);
     if (!mm)
         fail_msg("%s", err.message);
-    corral_model *m = vision_load_text(vision_fixture("gemma3-text.gguf"), mm);
+    snprintf(name, sizeof name, "%s-text.gguf", model);
+    corral_model *m = vision_load_text(vision_fixture(name), mm);
     vision_prompt prompt;
-    vision_prompt_ids(&prompt, m, mm, "", "Describe the picture.", ref, 2);
+    vision_prompt_ids(&prompt, m, mm, before, after, ref, 2);
     corral_context_params params;
     vision_context_params(&params, 128);
-    vision_check_text(m, &params, &prompt, &gpu, ref, logits, 1e-3f, 16, "gemma3 on the device");
+    snprintf(name, sizeof name, "%s %s on the device", model, image);
+    vision_check_text(m, &params, &prompt, &gpu, ref, logits, 1e-3f, 16, name);
     corral_model_free(m);
     corral_mmproj_free(mm);
     corral_image_embd_free(&gpu);
     free(ref);
     free(pixels);
+}
+
+/* gemma3's SigLIP on the reference's pixels. */
+static void test_gemma3_tower_on_the_device(void **state)
+{
+    (void)state;
+    check_reference("gemma3", "square", "", "Describe the picture.");
 }
 
 static void test_llava_tower_on_the_device(void **state)
@@ -603,14 +621,16 @@ static void test_lfm2_tower_on_the_device(void **state)
     check_tower("vision/lfm2v-mmproj.gguf", 8, false); /* its fewest: 64 tokens */
 }
 
-/* Qwen's towers (RMS norms, SwiGLU and windows in 2.5-VL; deepstack taps between blocks in
- * 3-VL and qwen35), pixtral's (adjacent pairs, RMS, SwiGLU), glm4v's (per-head query and key
- * norms), deepseek-ocr's CLIP (over SAM's states, quick GELU) and llama4's (a class row among
- * the turned ones). */
+/* Qwen's towers (RMS norms, SwiGLU and windows in 2.5-VL, with the reference's greedy ids;
+ * deepstack taps between blocks in 3-VL and qwen35), pixtral's (adjacent pairs, RMS,
+ * SwiGLU), glm4v's (per-head query and key norms), deepseek-ocr's CLIP (over SAM's states,
+ * quick GELU) and llama4's (a class row among the turned ones). */
 static void test_rope_towers_on_the_device(void **state)
 {
     (void)state;
-    check_tower("vision/qwen25vl-mmproj.gguf", 8, false); /* 8 x 8 tokens: four windows */
+    /* the reference's wide image: 6 x 3 tokens, two windows of 4 and 2 tokens across */
+    check_reference("qwen25vl", "wide", "<|im_start|>user\n",
+                    "Describe.<|im_end|>\n<|im_start|>assistant\n");
     /* its fused attn_qkv's bias bound as three vectors of E floats each: what the device
      * uploads of each (row_bytes x n_out) stays within the tensor */
     corral_error err;
