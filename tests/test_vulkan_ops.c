@@ -20,6 +20,7 @@
 #include "blocks.h"
 #include "delta_net.h"
 #include "mamba2.h"
+#include "mmproj.h"
 #include "moe.h"
 #include "quant.h"
 #include "vk_ops.h"
@@ -970,6 +971,28 @@ static void test_gelu_and_geglu(void **state)
     }
     vk_buffer_free(dev, &table);
     free(x), free(u), free(want), free(got);
+}
+
+/* Quick GELU through the CPU's fp16 table, read for every x (past -10 and 10 too): its bits
+ * exactly. */
+static void test_gelu_quick(void **state)
+{
+    (void)state;
+    enum { N = 300007 };
+    float *x = random_floats(N), *want = malloc(N * 4), *got = malloc(N * 4);
+    for (size_t i = 0; i < N; i++)
+        x[i] *= 14.0f; /* beyond the tanh form's cut-offs, where this table is still read */
+    memcpy(want, x, N * 4);
+    vision_gelu_quick(want, N);
+    vk_buffer table = device_buffer(vision_gelu_quick_f16_table(), VK_GELU_TABLE_BYTES);
+    vk_buffer bx = device_buffer(x, N * 4);
+    vk_commands c = begin();
+    vk_op_gelu_quick(&c, vk_whole(&table), vk_whole(&bx), (vk_span){0}, N);
+    submit(&c);
+    read_back(&bx, got, N * 4);
+    assert_close("quick gelu", got, want, N, 0.0);
+    vk_buffer_free(dev, &bx), vk_buffer_free(dev, &table);
+    free(x), free(want), free(got);
 }
 
 /* x *= y[row] for rows of 37 floats (a scale per token). */
@@ -2034,6 +2057,7 @@ int main(void)
         cmocka_unit_test(test_attention_window_and_both_ways),
         cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_gelu_and_geglu),
+        cmocka_unit_test(test_gelu_quick),
         cmocka_unit_test(test_mul_rows),
         cmocka_unit_test(test_mul_sigmoid),
         cmocka_unit_test(test_gelu_erf),

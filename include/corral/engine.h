@@ -497,12 +497,13 @@ void corral_image_embd_free(corral_image_embd *embd);
 
 /* The device memory mm's vision tower takes on a GPU (device -1: the best usable one, as
  * corral_context_params.gpu_device), for a context's fitting to leave free
- * (corral_context_params.gpu_reserve_bytes); false with the reason when the tower runs on
- * the CPU only (every kind but mllama's) or there is no usable device. */
+ * (corral_context_params.gpu_reserve_bytes); false with the reason when a block has a form
+ * the device does not run or there is no usable device. */
 bool corral_mmproj_gpu_bytes(const corral_mmproj *mm, int device, uint64_t *out,
                              corral_error *err);
-/* mm's tower blocks on a GPU from now on (mllama's; its patch and tile embeddings, norms and
- * projection stay on the CPU): their weights uploaded once. False with the reason, the tower
+/* mm's tower blocks on a GPU from now on (the kinds corral_mmproj_gpu_bytes names; their
+ * patch and position embeddings, norms outside the blocks and projections stay on the CPU):
+ * their weights uploaded once. False with the reason, the tower
  * then staying on the CPU. Not while an encoding runs. */
 bool corral_mmproj_use_gpu(corral_mmproj *mm, int device, corral_error *err);
 

@@ -223,6 +223,7 @@ static bool bind_fused_qkv(corral_mmproj *mm, vision_layer *l, uint32_t il, bool
         if (qkv_b.data) {
             *biases[i] = qkv_b;
             biases[i]->n_in = E;
+            biases[i]->row_bytes = E * sizeof(float);
             biases[i]->data = (const float *)qkv_b.data + i * E;
         }
     }
@@ -589,20 +590,18 @@ bool corral_mmproj_gpu_bytes(const corral_mmproj *mm, int device, uint64_t *out,
                              corral_error *err)
 {
     *out = 0;
-    if (mm->kind != &projector_mllama) {
-        corral_error_set(err, "%s's vision tower runs on the CPU only", mm->kind->name);
-        return false;
-    }
-    return mllama_gpu_bytes(mm, device, out, err);
+    if (mm->kind == &projector_mllama)
+        return mllama_gpu_bytes(mm, device, out, err);
+    return vision_gpu_bytes(mm, device, out, err);
 }
 
 bool corral_mmproj_use_gpu(corral_mmproj *mm, int device, corral_error *err)
 {
-    if (mm->kind != &projector_mllama) {
-        corral_error_set(err, "%s's vision tower runs on the CPU only", mm->kind->name);
-        return false;
-    }
-    return mm->gpu || mllama_use_gpu(mm, device, err);
+    if (mm->gpu)
+        return true;
+    if (mm->kind == &projector_mllama)
+        return mllama_use_gpu(mm, device, err);
+    return vision_use_gpu(mm, device, err);
 }
 
 void corral_image_embd_free(corral_image_embd *embd)

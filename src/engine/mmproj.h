@@ -175,6 +175,11 @@ struct projector_kind {
     /* pixels of nx x ny (already sized for the kind) into out->data and its grid */
     bool (*encode)(const corral_mmproj *mm, threadpool *pool, const float *pixels, uint32_t nx,
                    uint32_t ny, corral_image_embd *out, corral_error *err);
+    /* The most rows one run of the tower's blocks takes from the parts its preprocessing
+     * makes (corral_mmproj_image_params): a GPU's room for them (vision_use_gpu); a larger
+     * run stays on the CPU. NULL for mllama alone, whose blocks go by its own
+     * (mllama_use_gpu). */
+    size_t (*gpu_rows)(const corral_mmproj *mm);
 };
 
 extern const projector_kind projector_gemma3;
@@ -262,13 +267,26 @@ void vision_patch_embed_half(vision_run *run, const float *pixels, uint32_t nx,
                              const float *bias);
 /* In place: quick GELU through ggml's fp16 table (the tower's GEGLU_QUICK activation). */
 void vision_gelu_quick(float *x, size_t n);
+/* That table: the fp16 quick GELU of each fp16 bit pattern (built on first use), for a GPU
+ * to read the same values. */
+const uint16_t *vision_gelu_quick_f16_table(void);
 /* That kernel's sum of a . b over n (a multiple of 8) half values. */
 float vision_dot8(const float *a, const float *b, size_t n);
-/* Block il over run->x; vision_blocks: every block in turn; vision_block_of: a block of the
- * kind's own (mllama's global layers), attending to every patch. */
+/* Block il over run->x on the CPU; vision_block_of: a block of the kind's own (mllama's
+ * global layers), attending to every patch. */
 void vision_block(vision_run *run, uint32_t il);
 void vision_block_of(vision_run *run, const vision_layer *l);
-void vision_blocks(vision_run *run);
+/* Blocks [first, first + count) over run->x: on the tower's GPU when it has one
+ * (vision_use_gpu) and the run fits the rows made there, else on the CPU. False with the
+ * reason when the device fails. */
+bool vision_run_blocks(vision_run *run, uint32_t first, uint32_t count, corral_error *err);
+/* A tower's blocks on a GPU (corral_mmproj_gpu_bytes, corral_mmproj_use_gpu) for every kind
+ * but mllama: the device memory they take, and their upload. */
+bool vision_gpu_bytes(const corral_mmproj *mm, int device, uint64_t *out, corral_error *err);
+/* The patches of the largest image corral_mmproj_image_params lets through (max_pixels): the
+ * gpu_rows of a kind that encodes the image whole. */
+size_t vision_gpu_rows_of_pixels(const corral_mmproj *mm);
+bool vision_use_gpu(corral_mmproj *mm, int device, corral_error *err);
 /* Qwen's 2-D rotary angles: per patch at (row, col) pairs (at), cos and sin of its d/2 pairs
  * (d: the head's width) into cs, n * d floats. */
 void vision_patch_angles(const uint32_t *at, size_t n, size_t d, float *cs);

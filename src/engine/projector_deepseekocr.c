@@ -719,9 +719,9 @@ static void clip_positions(const corral_mmproj *mm, size_t g, float *pos)
 }
 
 /* A view's SAM states (g x g rows of E) through CLIP and mm.model.fc into out (g^2 rows of
- * T). */
-static void clip_view(vision_run *run, const float *sam, size_t g, float *pos, float *feat,
-                      float *out)
+ * T); false with the reason when the GPU fails. */
+static bool clip_view(vision_run *run, const float *sam, size_t g, float *pos, float *feat,
+                      float *out, corral_error *err)
 {
     const corral_mmproj *mm = run->mm;
     size_t E = mm->hp.n_embd, n = g * g;
@@ -732,7 +732,8 @@ static void clip_view(vision_run *run, const float *sam, size_t g, float *pos, f
     for (size_t i = 0; i < (n + 1) * E; i++)
         run->x[i] += pos[i];
     vision_norm_rows(mm, &mm->pre_ln, &mm->pre_ln_b, run->x, run->x, n + 1);
-    vision_blocks(run);
+    if (!vision_run_blocks(run, 0, mm->hp.n_layer, err))
+        return false;
     if (mm->post_ln.data)
         vision_norm_rows(mm, &mm->post_ln, &mm->post_ln_b, run->x, run->x, n + 1);
     for (size_t t = 0; t < n; t++) {
@@ -740,6 +741,7 @@ static void clip_view(vision_run *run, const float *sam, size_t g, float *pos, f
         memcpy(feat + t * 2 * E + E, sam + t * E, E * sizeof *feat);
     }
     vision_matmul(run->pool, &mm->mm0, &mm->mm0_b, feat, n, out, run->act);
+    return true;
 }
 
 static bool deepseekocr_encode(const corral_mmproj *mm, threadpool *pool, const float *pixels,
@@ -820,13 +822,15 @@ static bool deepseekocr_encode(const corral_mmproj *mm, threadpool *pool, const 
     if (ok) {
         sam_run r = {mm, s, pool, act, scratch, per_thread};
         float *dst = out->data;
-        for (uint32_t row = 0; row < rows; row++) {
+        for (uint32_t row = 0; ok && row < rows; row++) {
             /* the row's tiles, each through both towers */
-            for (uint32_t col = 0; col < cols; col++) {
+            for (uint32_t col = 0; ok && col < cols; col++) {
                 const float *at = pixels + ((size_t)row * TILE_SIZE * nx + (size_t)col * TILE_SIZE) * 3;
                 sam_view(&r, &b, at, (size_t)nx * 3, TILE_SIZE, sam);
-                clip_view(&run, sam, tg, pos, feat, tok + col * tg * tg * T);
+                ok = clip_view(&run, sam, tg, pos, feat, tok + col * tg * tg * T, err);
             }
+            if (!ok)
+                break;
             /* token rows: the tiles' rows side by side, then a newline */
             for (size_t y = 0; y < tg; y++) {
                 for (uint32_t col = 0; col < cols; col++, dst += tg * T)
@@ -836,15 +840,18 @@ static bool deepseekocr_encode(const corral_mmproj *mm, threadpool *pool, const 
             }
         }
         const float *global = pixels + (size_t)nx * TILE_SIZE * rows * 3;
-        sam_view(&r, &b, global, (size_t)BASE_SIZE * 3, BASE_SIZE, sam);
-        clip_view(&run, sam, g, pos, feat, tok);
-        for (size_t y = 0; y < g; y++) {
+        if (ok) {
+            sam_view(&r, &b, global, (size_t)BASE_SIZE * 3, BASE_SIZE, sam);
+            ok = clip_view(&run, sam, g, pos, feat, tok, err);
+        }
+        for (size_t y = 0; ok && y < g; y++) {
             memcpy(dst, tok + y * g * T, g * T * sizeof *dst);
             dst += g * T;
             memcpy(dst, s->newline.data, T * sizeof *dst);
             dst += T;
         }
-        memcpy(dst, s->separator.data, T * sizeof *dst);
+        if (ok)
+            memcpy(dst, s->separator.data, T * sizeof *dst);
         vision_run_free(&run);
     }
     float *bufs[] = {b.x,   b.xn,  b.win,   b.qkv,   b.attn,  b.proj, b.ff, b.qh, b.kh,
@@ -861,6 +868,14 @@ static bool deepseekocr_encode(const corral_mmproj *mm, threadpool *pool, const 
     return true;
 }
 
+/* CLIP's rows of the global view (the larger): its SAM grid and the class row. */
+static size_t deepseekocr_gpu_rows(const corral_mmproj *mm)
+{
+    (void)mm;
+    size_t g = BASE_SIZE / SAM_PATCH / SAM_REDUCE;
+    return g * g + 1;
+}
+
 const projector_kind projector_deepseekocr = {
     .name = "deepseekocr",
     .image_begin = "",
@@ -870,4 +885,5 @@ const projector_kind projector_deepseekocr = {
     .ffn = VISION_FFN_GELU_QUICK,
     .bind = deepseekocr_bind,
     .encode = deepseekocr_encode,
+    .gpu_rows = deepseekocr_gpu_rows,
 };

@@ -108,7 +108,10 @@ static bool gemma3_encode(const corral_mmproj *mm, threadpool *pool, const float
         for (size_t e = 0; e < E; e++)
             run.x[t * E + e] += run.xn[e];
     }
-    vision_blocks(&run);
+    if (!vision_run_blocks(&run, 0, hp->n_layer, err)) {
+        vision_run_free(&run);
+        return false;
+    }
     vision_norm_rows(mm, &mm->post_ln, &mm->post_ln_b, run.x, run.x, n);
 
     /* average pooling into xn, then the soft-embedding norm */
@@ -135,6 +138,13 @@ static bool gemma3_encode(const corral_mmproj *mm, threadpool *pool, const float
     return true;
 }
 
+/* Every image is one square of patches. */
+static size_t gemma3_gpu_rows(const corral_mmproj *mm)
+{
+    size_t side = mm->hp.image_size / mm->hp.patch_size;
+    return side * side;
+}
+
 const projector_kind projector_gemma3 = {
     .name = "gemma3",
     .image_begin = "<start_of_image>",
@@ -144,4 +154,5 @@ const projector_kind projector_gemma3 = {
     .ffn = VISION_FFN_GELU,
     .bind = gemma3_bind,
     .encode = gemma3_encode,
+    .gpu_rows = gemma3_gpu_rows,
 };

@@ -273,7 +273,14 @@ static bool gemma4v_encode(const corral_mmproj *mm, threadpool *pool, const floa
     run.rope_split = true;
     run.kq_scale = 1.0f;
     run.v_norm = true;
-    vision_blocks(&run);
+    if (!vision_run_blocks(&run, 0, hp->n_layer, err)) {
+        vision_run_free(&run);
+        free(at);
+        free(cs);
+        free(half);
+        free(row);
+        return false;
+    }
     if (mm->post_ln.data)
         vision_norm_rows(mm, &mm->post_ln, &mm->post_ln_b, run.x, run.x, n);
 
@@ -330,4 +337,5 @@ const projector_kind projector_gemma4v = {
     .ffn = VISION_FFN_GEGLU_QUICK,
     .bind = gemma4v_bind,
     .encode = gemma4v_encode,
+    .gpu_rows = vision_gpu_rows_of_pixels,
 };

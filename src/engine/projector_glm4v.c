@@ -267,7 +267,18 @@ static bool glm4v_encode(const corral_mmproj *mm, threadpool *pool, const float 
             for (size_t i = 0; i < E; i++)
                 row[i] += ((const float *)mm->norm_embd_b.data)[i];
     }
-    vision_blocks(&run);
+    if (!vision_run_blocks(&run, 0, hp->n_layer, err)) {
+        vision_run_free(&run);
+        free(at);
+        free(cs);
+        free(grouped);
+        free(merged);
+        free(fc);
+        free(gate);
+        free(up);
+        free(half);
+        return false;
+    }
     if (mm->post_ln.data)
         vision_norm_rows(mm, &mm->post_ln, &mm->post_ln_b, run.x, run.x, n);
     /* the merger's convolution: a group's input ordered as its kernel, channel then place */
@@ -323,4 +334,5 @@ const projector_kind projector_glm4v = {
     .ffn = VISION_FFN_SWIGLU,
     .bind = glm4v_bind,
     .encode = glm4v_encode,
+    .gpu_rows = vision_gpu_rows_of_pixels,
 };

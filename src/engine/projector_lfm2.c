@@ -196,7 +196,14 @@ static bool lfm2_encode(const corral_mmproj *mm, threadpool *pool, const float *
     lfm2_positions(table, side, E, px, py, pos);
     for (size_t i = 0; i < n * E; i++)
         run.x[i] += pos[i];
-    vision_blocks(&run);
+    if (!vision_run_blocks(&run, 0, hp->n_layer, err)) {
+        vision_run_free(&run);
+        free(table);
+        free(pos);
+        free(hidden);
+        free(at);
+        return false;
+    }
     if (mm->post_ln.data)
         vision_norm_rows(mm, &mm->post_ln, &mm->post_ln_b, run.x, run.x, n);
     /* each square's patches side by side, rows before columns: n_tokens rows of k * k * E
@@ -258,6 +265,16 @@ static const char *lfm2_part_text(const corral_mmproj *mm, uint32_t cols, uint32
     return r < 10 && c < 10 ? tile_marks[r][c] : mm->kind->image_end;
 }
 
+/* The larger of its parts: a thumbnail of at most max_pixels, a tile of tile_size a side. */
+static size_t lfm2_gpu_rows(const corral_mmproj *mm)
+{
+    corral_image_params params;
+    corral_mmproj_image_params(mm, &params);
+    uint64_t tile = (uint64_t)params.tile_size * params.tile_size;
+    uint64_t pixels = params.max_pixels > tile ? params.max_pixels : tile;
+    return (size_t)(pixels / ((uint64_t)mm->hp.patch_size * mm->hp.patch_size));
+}
+
 const projector_kind projector_lfm2 = {
     .name = "lfm2",
     /* llama.cpp d32676d77 marks every image's overview as the thumbnail, an untiled one too */
@@ -269,4 +286,5 @@ const projector_kind projector_lfm2 = {
     .bind = lfm2_bind,
     .part_text = lfm2_part_text,
     .encode = lfm2_encode,
+    .gpu_rows = lfm2_gpu_rows,
 };

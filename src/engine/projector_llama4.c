@@ -179,7 +179,7 @@ static bool llama4_encode(const corral_mmproj *mm, threadpool *pool, const float
     }
     run.rope_cs = cs;
     run.rope_adjacent = true;
-    for (size_t q = 0; q < squares; q++) {
+    for (size_t q = 0; ok && q < squares; q++) {
         run.n_patches = n;
         vision_patch_embed(&run, pixels + q * (size_t)S * S * 3, S, at);
         run.n_patches = n + 1;
@@ -192,7 +192,8 @@ static bool llama4_encode(const corral_mmproj *mm, threadpool *pool, const float
         }
         if (mm->pre_ln.data)
             vision_norm_rows(mm, &mm->pre_ln, &mm->pre_ln_b, run.x, run.x, n + 1);
-        vision_blocks(&run);
+        if (!(ok = vision_run_blocks(&run, 0, mm->hp.n_layer, err)))
+            break;
         if (mm->post_ln.data)
             vision_norm_rows(mm, &mm->post_ln, &mm->post_ln_b, run.x, run.x, n + 1);
         pixel_shuffle(run.x, side, s, E, shuffled);
@@ -212,7 +213,7 @@ static bool llama4_encode(const corral_mmproj *mm, threadpool *pool, const float
     out->nx = (uint32_t)out->n_tokens;
     out->ny = 1;
     out->n_embd = (uint32_t)T;
-    return true;
+    return ok;
 }
 
 size_t llama4_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t ny)
@@ -225,6 +226,13 @@ size_t llama4_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t ny)
     return (size_t)(ny / S) * side * side;
 }
 
+/* A square's patches and the class row. */
+static size_t llama4_gpu_rows(const corral_mmproj *mm)
+{
+    size_t side = mm->hp.image_size / mm->hp.patch_size;
+    return side * side + 1;
+}
+
 const projector_kind projector_llama4 = {
     .name = "llama4",
     .image_begin = "<|image_start|>",
@@ -234,4 +242,5 @@ const projector_kind projector_llama4 = {
     .ffn = VISION_FFN_GELU,
     .bind = llama4_bind,
     .encode = llama4_encode,
+    .gpu_rows = llama4_gpu_rows,
 };

@@ -178,9 +178,10 @@ static bool llava_bind(corral_mmproj *mm, corral_error *err)
 }
 
 /* One square (S x S pixels, rows of stride S) through the tower and the MLP into out's
- * n_patches rows. states: n_patches rows of the stacked width; hidden: of mm.0's. */
-static void encode_square(vision_run *run, const float *pixels, const uint32_t *at,
-                          float *states, float *hidden, float *out)
+ * n_patches rows. states: n_patches rows of the stacked width; hidden: of mm.0's. False with
+ * the reason when the GPU fails. */
+static bool encode_square(vision_run *run, const float *pixels, const uint32_t *at,
+                          float *states, float *hidden, float *out, corral_error *err)
 {
     const corral_mmproj *mm = run->mm;
     const vision_hparams *hp = &mm->hp;
@@ -203,8 +204,9 @@ static void encode_square(vision_run *run, const float *pixels, const uint32_t *
     if (mm->pre_ln.data)
         vision_norm_rows(mm, &mm->pre_ln, &mm->pre_ln_b, run->x, run->x, n_pos);
 
+    /* the blocks in runs from one feature layer's states to the next's */
     size_t slot = 0;
-    for (uint32_t il = 0; il <= mm->n_run_layers; il++) {
+    for (uint32_t il = 0;;) {
         if (il == mm->n_run_layers && mm->post_ln.data)
             vision_norm_rows(mm, &mm->post_ln, &mm->post_ln_b, run->x, run->x, n_pos);
         if (slot < K && mm->feature_layers[slot] == il) {
@@ -213,8 +215,12 @@ static void encode_square(vision_run *run, const float *pixels, const uint32_t *
                        E * sizeof(float));
             slot++;
         }
-        if (il < mm->n_run_layers)
-            vision_block(run, il);
+        if (il == mm->n_run_layers)
+            break;
+        uint32_t end = slot < K ? mm->feature_layers[slot] : mm->n_run_layers;
+        if (!vision_run_blocks(run, il, end - il, err))
+            return false;
+        il = end;
     }
     const float *in = K ? states : run->x + first * E;
     vision_matmul(run->pool, &mm->mm0, &mm->mm0_b, in, n, hidden, run->act);
@@ -223,6 +229,7 @@ static void encode_square(vision_run *run, const float *pixels, const uint32_t *
         vision_matmul(run->pool, &mm->mm2, &mm->mm2_b, hidden, n, out, run->act);
     else
         memcpy(out, hidden, n * mm->mm0.n_out * sizeof(float));
+    return true;
 }
 
 static bool llava_encode(const corral_mmproj *mm, threadpool *pool, const float *pixels,
@@ -267,9 +274,10 @@ static bool llava_encode(const corral_mmproj *mm, threadpool *pool, const float 
         at[2 * t] = (uint32_t)(t / side);
         at[2 * t + 1] = (uint32_t)(t % side);
     }
-    for (size_t q = 0; q < squares; q++)
-        encode_square(&run, pixels + q * (size_t)S * S * 3, at, states, hidden,
-                      out->data + q * n * T);
+    bool ok = true;
+    for (size_t q = 0; ok && q < squares; q++)
+        ok = encode_square(&run, pixels + q * (size_t)S * S * 3, at, states, hidden,
+                           out->data + q * n * T, err);
     vision_run_free(&run);
     free(at);
     free(states);
@@ -278,7 +286,14 @@ static bool llava_encode(const corral_mmproj *mm, threadpool *pool, const float 
     out->nx = (uint32_t)out->n_tokens;
     out->ny = 1;
     out->n_embd = (uint32_t)T;
-    return true;
+    return ok;
+}
+
+/* A square's patches and the class row. */
+static size_t llava_gpu_rows(const corral_mmproj *mm)
+{
+    size_t side = mm->hp.image_size / mm->hp.patch_size;
+    return side * side + (mm->class_embd.data ? 1 : 0);
 }
 
 const projector_kind projector_llava = {
@@ -290,4 +305,5 @@ const projector_kind projector_llava = {
     .ffn = VISION_FFN_GELU_QUICK,
     .bind = llava_bind,
     .encode = llava_encode,
+    .gpu_rows = llava_gpu_rows,
 };

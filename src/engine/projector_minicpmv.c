@@ -290,7 +290,11 @@ static bool minicpmv_encode(const corral_mmproj *mm, threadpool *pool, const flo
         for (size_t e = 0; e < E; e++)
             run.x[t * E + e] += run.xn[e];
     }
-    vision_blocks(&run);
+    if (!vision_run_blocks(&run, 0, hp->n_layer, err)) {
+        resampler_free(&bufs);
+        vision_run_free(&run);
+        return false;
+    }
     if (mm->post_ln.data)
         vision_norm_rows(mm, &mm->post_ln, &mm->post_ln_b, run.x, run.x, n);
     resample(mm, pool, run.x, n, cols, &bufs, out->data);
@@ -327,6 +331,15 @@ static const char *minicpmv_part_text(const corral_mmproj *mm, uint32_t cols, ui
     return row_end ? "</slice>\n<slice>" : "</slice><slice>";
 }
 
+/* A part is about the square's area, aspect kept, each side rounded to the nearest whole
+ * patch (image/slices.h): side + 1 patches a side hold every part up to an aspect of about
+ * 14; a thinner one's blocks stay on the CPU. */
+static size_t minicpmv_gpu_rows(const corral_mmproj *mm)
+{
+    size_t side = mm->hp.image_size / mm->hp.patch_size + 1;
+    return side * side;
+}
+
 const projector_kind projector_minicpmv = {
     .name = "resampler",
     .image_begin = "<image>",
@@ -337,4 +350,5 @@ const projector_kind projector_minicpmv = {
     .bind = minicpmv_bind,
     .part_text = minicpmv_part_text,
     .encode = minicpmv_encode,
+    .gpu_rows = minicpmv_gpu_rows,
 };

@@ -275,7 +275,8 @@ static bool local_layers(const corral_mmproj *mm, vision_run *run, float *kept, 
             continue;
         }
         if (mm->gpu) {
-            if (!gpu_vision_run(mm->gpu, run->x, (uint32_t)n, run->padding, il, end - il, err))
+            gpu_vision_rows rows = {.x = run->x, .n_rows = (uint32_t)n, .padding = run->padding};
+            if (!gpu_vision_run(mm->gpu, &rows, il, end - il, err))
                 return false;
         } else {
             for (uint32_t b = il; b < end; b++)
@@ -290,9 +291,9 @@ static bool local_layers(const corral_mmproj *mm, vision_run *run, float *kept, 
 static bool global_layers(const corral_mmproj *mm, vision_run *run, size_t n, corral_error *err)
 {
     const struct mllama_tower *t = mm->mllama;
+    gpu_vision_rows rows = {.x = run->x, .n_rows = (uint32_t)n, .padding = run->padding};
     if (mm->gpu)
-        return gpu_vision_run(mm->gpu, run->x, (uint32_t)n, run->padding, mm->hp.n_layer,
-                              t->n_global, err);
+        return gpu_vision_run(mm->gpu, &rows, mm->hp.n_layer, t->n_global, err);
     for (uint32_t il = 0; il < t->n_global; il++)
         vision_block_of(run, &t->global[il]);
     return true;

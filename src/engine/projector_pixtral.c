@@ -259,7 +259,14 @@ static bool pixtral_encode(const corral_mmproj *mm, threadpool *pool, const floa
     vision_patch_embed(&run, pixels, nx, at);
     if (mm->pre_ln.data)
         vision_norm_rows(mm, &mm->pre_ln, NULL, run.x, run.x, n);
-    vision_blocks(&run);
+    if (!vision_run_blocks(&run, 0, hp->n_layer, err)) {
+        vision_run_free(&run);
+        free(at);
+        free(cs);
+        free(hidden);
+        free(proj);
+        return false;
+    }
     if (mm->post_ln.data)
         vision_norm_rows(mm, &mm->post_ln, &mm->post_ln_b, run.x, run.x, n);
     const float *states = run.x; /* n_merged rows of E for the MLP */
@@ -315,4 +322,5 @@ const projector_kind projector_pixtral = {
     .ffn = VISION_FFN_SWIGLU,
     .bind = pixtral_bind,
     .encode = pixtral_encode,
+    .gpu_rows = vision_gpu_rows_of_pixels,
 };

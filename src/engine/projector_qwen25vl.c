@@ -96,7 +96,15 @@ static bool qwen25vl_encode(const corral_mmproj *mm, threadpool *pool, const flo
     run.rope_cs = cs;
     run.window = window;
     vision_patch_embed(&run, pixels, nx, at);
-    vision_blocks(&run);
+    if (!vision_run_blocks(&run, 0, hp->n_layer, err)) {
+        vision_run_free(&run);
+        free(at);
+        free(window);
+        free(row_of);
+        free(cs);
+        free(merged);
+        return false;
+    }
     vision_norm_rows(mm, &mm->post_ln, NULL, run.x, run.x, n);
     /* the merger: run.x is already n_merged rows of 4 * E */
     vision_matmul(pool, &mm->mm0, &mm->mm0_b, run.x, n_merged, run.q, run.act);
@@ -126,4 +134,5 @@ const projector_kind projector_qwen25vl = {
     .ffn = VISION_FFN_SWIGLU,
     .bind = qwen25vl_bind,
     .encode = qwen25vl_encode,
+    .gpu_rows = vision_gpu_rows_of_pixels,
 };

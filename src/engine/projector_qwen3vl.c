@@ -434,14 +434,25 @@ static bool qwen3vl_encode(const corral_mmproj *mm, threadpool *pool, const floa
         vision_patch_embed(&run, mm->patch_pixels_half ? half : pixels, nx, at);
     }
     add_positions(mm, table, side, nx / p, ny / p, at, n, run.x);
-    uint32_t k = 0;
-    for (uint32_t il = 0; il < hp->n_layer; il++) {
-        vision_block(&run, il);
-        if (k < mm->n_deepstack && mm->deepstack[k].layer == il) {
+    /* the blocks in runs up to each deepstack layer, whose states its merger takes */
+    for (uint32_t il = 0, k = 0; ok && il < hp->n_layer;) {
+        uint32_t end = k < mm->n_deepstack ? mm->deepstack[k].layer + 1 : hp->n_layer;
+        ok = vision_run_blocks(&run, il, end - il, err);
+        if (ok && k < mm->n_deepstack) {
             const vision_deepstack *ds = &mm->deepstack[k++];
             merge_mlp(&run, &ds->norm, &ds->norm_b, &ds->fc1, &ds->fc1_b, &ds->fc2, &ds->fc2_b,
                       run.x, n_merged, out->data + k * T, W, tmp);
         }
+        il = end;
+    }
+    if (!ok) {
+        vision_run_free(&run);
+        free(at);
+        free(cs);
+        free(table);
+        free(tmp);
+        free(half);
+        return false;
     }
     vision_norm_rows(mm, &mm->post_ln, &mm->post_ln_b, run.x, run.x, n);
     merge_mlp(&run, NULL, NULL, &mm->mm0, &mm->mm0_b, &mm->mm2, &mm->mm2_b, run.x, n_merged,
@@ -468,4 +479,5 @@ const projector_kind projector_qwen3vl = {
     .ffn = VISION_FFN_GELU,
     .bind = qwen3vl_bind,
     .encode = qwen3vl_encode,
+    .gpu_rows = vision_gpu_rows_of_pixels,
 };

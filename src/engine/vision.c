@@ -3,8 +3,10 @@
  * convolution as one matrix product over the patches' pixels), pre-norm blocks with exact F32
  * softmax attention (full, or within windows) and a GELU or SwiGLU MLP, and the norms. Matrix
  * products and attention run on the thread pool; the GELU is ggml's fp16 table, as
- * llama.cpp's CPU backend computes it.
+ * llama.cpp's CPU backend computes it. The blocks go to a GPU through gpu_vision.h when the
+ * tower has one (vision_use_gpu, vision_run_blocks).
  */
+#include <assert.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -12,6 +14,7 @@
 
 #include "blocks.h"
 #include "cpu.h"
+#include "gpu_vision.h"
 #include "mmproj.h"
 #include "quant_half.h"
 #include "tensor_type.h"
@@ -511,6 +514,12 @@ static void build_gelu_quick_table(void)
     }
 }
 
+const uint16_t *vision_gelu_quick_f16_table(void)
+{
+    pthread_once(&gelu_quick_once, build_gelu_quick_table);
+    return gelu_quick_table;
+}
+
 void vision_gelu_quick(float *x, size_t n)
 {
     pthread_once(&gelu_quick_once, build_gelu_quick_table);
@@ -593,10 +602,92 @@ void vision_block_of(vision_run *run, const vision_layer *l)
     layer_block(run, l, true);
 }
 
-void vision_blocks(vision_run *run)
+/* ---- the blocks on a GPU ---- */
+
+/* The blocks a kind runs: llava's up to its deepest feature layer, the others' all (as does
+ * llava's whose only feature layer is the first: none run, but they take their room). */
+static uint32_t blocks_run(const corral_mmproj *mm)
 {
-    for (uint32_t il = 0; il < run->mm->hp.n_layer; il++)
+    return mm->n_run_layers ? mm->n_run_layers : mm->hp.n_layer;
+}
+
+/* The tower's blocks in the order a GPU holds them, and the rows of its largest run; NULL
+ * with the reason when a block needs what the device does not run. */
+static const vision_layer **gpu_tower(const corral_mmproj *mm, uint32_t *n, uint32_t *rows,
+                                      corral_error *err)
+{
+    assert(mm->kind->gpu_rows); /* every kind's but mllama's, which has its own */
+    size_t most = mm->kind->gpu_rows(mm);
+    /* the attention's tokens take five words a row, addressed by 32-bit offsets (vk_vision.c) */
+    if (most == 0 || most > UINT32_MAX / 5) {
+        corral_error_set(err, "%s's tower runs of %zu rows are beyond a GPU run",
+                         mm->kind->name, most);
+        return NULL;
+    }
+    *n = blocks_run(mm);
+    *rows = (uint32_t)most;
+    for (uint32_t il = 0; il < *n; il++)
+        if (!gpu_vision_supports(&mm->hp, &mm->layers[il])) {
+            corral_error_set(err, "%s's tower block %u has a form the GPU does not run",
+                             mm->kind->name, il);
+            return NULL;
+        }
+    const vision_layer **blocks = calloc(*n ? *n : 1, sizeof *blocks);
+    if (!blocks) {
+        corral_error_set(err, "out of memory");
+        return NULL;
+    }
+    for (uint32_t il = 0; il < *n; il++)
+        blocks[il] = &mm->layers[il];
+    return blocks;
+}
+
+size_t vision_gpu_rows_of_pixels(const corral_mmproj *mm)
+{
+    corral_image_params params;
+    corral_mmproj_image_params(mm, &params);
+    return (size_t)(params.max_pixels / ((uint64_t)mm->hp.patch_size * mm->hp.patch_size));
+}
+
+bool vision_gpu_bytes(const corral_mmproj *mm, int device, uint64_t *out, corral_error *err)
+{
+    uint32_t n, rows;
+    *out = 0;
+    const vision_layer **blocks = gpu_tower(mm, &n, &rows, err);
+    bool ok = blocks && gpu_vision_bytes(device, &mm->hp, blocks, n, rows, out, err);
+    free(blocks);
+    return ok;
+}
+
+bool vision_use_gpu(corral_mmproj *mm, int device, corral_error *err)
+{
+    uint32_t n, rows;
+    const vision_layer **blocks = gpu_tower(mm, &n, &rows, err);
+    if (blocks)
+        mm->gpu = gpu_vision_create(device, &mm->hp, blocks, n, rows, err);
+    free(blocks);
+    return mm->gpu != NULL;
+}
+
+bool vision_run_blocks(vision_run *run, uint32_t first, uint32_t count, corral_error *err)
+{
+    const corral_mmproj *mm = run->mm;
+    assert(first <= blocks_run(mm) && count <= blocks_run(mm) - first);
+    if (mm->gpu && run->n_patches <= gpu_vision_max_rows(mm->gpu)) {
+        gpu_vision_rows rows = {.x = run->x,
+                                .n_rows = (uint32_t)run->n_patches,
+                                .padding = run->padding,
+                                .rope_cs = run->rope_cs,
+                                .rope_adjacent = run->rope_adjacent,
+                                .rope_halves = run->rope_split,
+                                .kq_scale = run->kq_scale,
+                                .v_norm = run->v_norm,
+                                .window = run->window};
+        return gpu_vision_run(mm->gpu, &rows, first, count, err);
+    }
+    for (uint32_t il = first; il < first + count; il++)
         vision_block(run, il);
+    return true;
 }
 
 /* Pairs [0, d/4) turn by row * s^i, pairs [d/4, d/2) by column * s^(i - d/4),

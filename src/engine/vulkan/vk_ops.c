@@ -421,6 +421,21 @@ void vk_op_rope(vk_commands *c, vk_span cos_sin, vk_span x, uint32_t n_tokens, u
     record(c, VK_PIPE_ROPE, spans, &p, sizeof p, n_tokens, n_heads, 1);
 }
 
+void vk_op_rope_halves(vk_commands *c, vk_span cos_sin, vk_span x, uint32_t n_tokens,
+                       uint32_t n_heads, uint32_t head_dim)
+{
+    struct { uint32_t n_heads, head_dim, n_rot, mode; } p = {n_heads, head_dim, head_dim, 2};
+    vk_span spans[VK_BINDINGS] = {[0] = cos_sin, [1] = x};
+    record(c, VK_PIPE_ROPE, spans, &p, sizeof p, n_tokens, n_heads, 1);
+}
+
+void vk_op_clamp(vk_commands *c, vk_span x, uint32_t n, float lo, float hi)
+{
+    struct { uint32_t n, y_n, op; float lo, hi; } p = {n, 1, 7, lo, hi};
+    vk_span spans[VK_BINDINGS] = {[0] = x};
+    record(c, VK_PIPE_BINARY, spans, &p, sizeof p, stride_groups(n, 256), 1, 1);
+}
+
 void vk_op_kv_store(vk_commands *c, vk_span tokens, vk_span x, vk_span cache,
                     const vk_cache_shape *shape, uint32_t n_tokens)
 {
@@ -477,17 +492,41 @@ void vk_op_attention_sinks(vk_commands *c, vk_span tokens, vk_span q, vk_span k,
     record(c, VK_PIPE_ATTENTION, spans, &p, sizeof p, s->n_tokens, s->n_head, 1);
 }
 
+void vk_op_attention_from(vk_commands *c, vk_span tokens, vk_span q, vk_span k, vk_span v,
+                          vk_span out, const vk_attention_shape *s, uint32_t first_at)
+{
+    struct {
+        uint32_t n_head, n_head_kv, head_dim_k, head_dim_v, n_cells, f16;
+        float scale, softcap;
+        uint32_t window, last_at, has_sinks, first_at;
+    } p = {s->n_head, s->n_head_kv, s->head_dim_k, s->head_dim_v, s->n_cells, s->f16,
+           s->scale, s->softcap, s->window, s->last_at, 0, first_at};
+    vk_span spans[VK_BINDINGS] = {tokens, q, k, v, out};
+    record(c, VK_PIPE_ATTENTION, spans, &p, sizeof p, s->n_tokens, s->n_head, 1);
+}
+
 void vk_op_swiglu(vk_commands *c, vk_span gate, vk_span up, uint32_t n)
 {
     vk_span spans[VK_BINDINGS] = {[0] = gate, [1] = up};
     record(c, VK_PIPE_SWIGLU, spans, &n, sizeof n, stride_groups(n, 256), 1, 1);
 }
 
-void vk_op_gelu(vk_commands *c, vk_span table, vk_span x, vk_span up, uint32_t n)
+static void gelu_table_op(vk_commands *c, vk_span table, vk_span x, vk_span up, uint32_t n,
+                          bool whole)
 {
-    struct { uint32_t n, gated; } p = {n, up.buffer != VK_NULL_HANDLE};
+    struct { uint32_t n, gated, whole; } p = {n, up.buffer != VK_NULL_HANDLE, whole};
     vk_span spans[VK_BINDINGS] = {[0] = x, [1] = up, [2] = table};
     record(c, VK_PIPE_GELU, spans, &p, sizeof p, stride_groups(n, 256), 1, 1);
+}
+
+void vk_op_gelu(vk_commands *c, vk_span table, vk_span x, vk_span up, uint32_t n)
+{
+    gelu_table_op(c, table, x, up, n, false);
+}
+
+void vk_op_gelu_quick(vk_commands *c, vk_span table, vk_span x, vk_span up, uint32_t n)
+{
+    gelu_table_op(c, table, x, up, n, true);
 }
 
 void vk_op_binary(vk_commands *c, enum vk_binary op, vk_span x, vk_span y, uint32_t n,

@@ -86,6 +86,15 @@ void vk_op_matmul_rows(vk_commands *c, uint32_t type, vk_span w, size_t row_byte
 void vk_op_rope(vk_commands *c, vk_span cos_sin, vk_span x, uint32_t n_tokens, uint32_t n_heads,
                 uint32_t head_dim, uint32_t n_rot, bool neox);
 
+/* vk_op_rope over whole heads (n_rot = head_dim) with each half of a head turning on its own
+ * as NEOX turns a whole one: pair i < head_dim / 4 is (i, i + head_dim / 4), pair
+ * head_dim / 4 + i is (head_dim / 2 + i, head_dim / 2 + i + head_dim / 4) (gemma4v's tower). */
+void vk_op_rope_halves(vk_commands *c, vk_span cos_sin, vk_span x, uint32_t n_tokens,
+                       uint32_t n_heads, uint32_t head_dim);
+
+/* In place over n floats: x = max(min(x, hi), lo), as the CPU's clamp_rows. */
+void vk_op_clamp(vk_commands *c, vk_span x, uint32_t n, float lo, float hi);
+
 /* A layer's cache: [sequence][KV head][cell][dim], F16 or F32. */
 typedef struct vk_cache_shape {
     uint32_t n_head_kv, head_dim, n_cells;
@@ -144,6 +153,11 @@ void vk_op_attention(vk_commands *c, vk_span tokens, vk_span q, vk_span k, vk_sp
  * denominator. */
 void vk_op_attention_sinks(vk_commands *c, vk_span tokens, vk_span q, vk_span k, vk_span v,
                            vk_span sinks, vk_span out, const vk_attention_shape *shape);
+
+/* vk_op_attention with token t seeing from cell tokens[first_at + t] on (first_at not 0; in
+ * words from the start of tokens): a vision tower's windows of rows, up to last_at's cells. */
+void vk_op_attention_from(vk_commands *c, vk_span tokens, vk_span q, vk_span k, vk_span v,
+                          vk_span out, const vk_attention_shape *shape, uint32_t first_at);
 
 /* rows rows of width floats from src to dst, row r's from src[src_offset + r * src_stride]
  * to dst[dst_offset + r * dst_stride] (offsets and strides in floats). */
@@ -243,6 +257,11 @@ enum { VK_GELU_TABLE_BYTES = 65536 * 2 };
  * NULL; GELU's tanh form as the CPU has it, x rounded to fp16 and looked up in `table` (a
  * copy of block_gelu_f16_table). */
 void vk_op_gelu(vk_commands *c, vk_span table, vk_span x, vk_span up, uint32_t n);
+
+/* In place over n floats: x = quick_gelu(x) * up, or x = quick_gelu(x) when up's buffer is
+ * NULL; quick_gelu(x) = x * sigmoid(1.702 x) as the CPU has it, x rounded to fp16 and looked
+ * up in `table` (a copy of vision_gelu_quick_f16_table) for every x. */
+void vk_op_gelu_quick(vk_commands *c, vk_span table, vk_span x, vk_span up, uint32_t n);
 
 enum vk_binary { VK_ADD, VK_MUL, VK_SCALE, VK_MUL_ROWS, VK_RELU_SQR, VK_MUL_SIGMOID,
                  VK_GELU_ERF };

@@ -2,7 +2,8 @@
 // Causal attention of one query head of one token over its sequence's cached cells
 // 0..pos (kv_store.comp's layout), or with a window the last `window` of them, or (last_at
 // not 0) up to the cell tokens[last_at + t] instead of its own, as an image's tokens that see
-// each other both ways do; an online softmax over chunks of 64 cells: each
+// each other both ways do, and (first_at not 0) from the cell tokens[first_at + t] on, as a
+// vision tower's windows of rows do; an online softmax over chunks of 64 cells: each
 // thread scores one cell of the chunk, then each thread folds the chunk into its share of
 // the output dimensions. Scores are scale * cap(q . k), cap(s) = softcap * tanh(s / softcap)
 // when softcap > 0. One group per (token, head). Heads of any even width: the query is held
@@ -21,7 +22,7 @@ layout(push_constant) uniform Params {
     uint n_head, n_head_kv, head_dim_k, head_dim_v, n_cells, f16;
     float scale, softcap;
     uint window, last_at;
-    uint has_sinks;
+    uint has_sinks, first_at;
 } p;
 
 shared float query[256];
@@ -43,6 +44,8 @@ void main()
     uint seq = tokens[2u * t], own = tokens[2u * t + 1u];
     uint n_visible = (p.last_at != 0u ? tokens[p.last_at + t] : own) + 1u;
     uint begin = p.window != 0u && own + 1u > p.window ? own + 1u - p.window : 0u;
+    if (p.first_at != 0u)
+        begin = tokens[p.first_at + t];
     uint first = (seq * p.n_head_kv + kv_head) * p.n_cells;
     uint q_base = (t * p.n_head + h) * p.head_dim_k;
     uint n_query_chunks = (p.head_dim_k + 255u) / 256u;

@@ -4,11 +4,12 @@
 // op 3: x *= y[i / y_n], a value per row of y_n elements. op 4: x = relu(x)², y unread (as
 // the CPU's block_relu_sqr: anything not above 0, a NaN too, becomes 0). op 5: x *= sigmoid(y)
 // (qwen35's gate on its attention's output). op 6: x = gelu(x) through erf, y unread (mllama's
-// vision MLP), erf by Abramowitz and Stegun's 7.1.26, within 1.5e-7 of it.
+// vision MLP), erf by Abramowitz and Stegun's 7.1.26, within 1.5e-7 of it. op 7: x =
+// max(min(x, hi), scale), y unread (gemma4v's clipped linears).
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) buffer X { float x[]; };
 layout(std430, binding = 1) readonly buffer Y { float y[]; };
-layout(push_constant) uniform Params { uint n, y_n, op; float scale; } p;
+layout(push_constant) uniform Params { uint n, y_n, op; float scale, hi; } p;
 
 void main()
 {
@@ -33,6 +34,8 @@ void main()
             float e = 1.0 - poly * exp(-z * z);
             x[i] = 0.5 * v * (1.0 + (v < 0.0 ? -e : e));
         }
+        else if (p.op == 7u)
+            x[i] = max(min(x[i], p.hi), p.scale);
         else
             x[i] *= p.scale;
     }
