@@ -2579,6 +2579,69 @@ static void test_forward_gptoss_mxfp4_dequantized_matches_llama_cpp(void **state
     unlink(dst);
 }
 
+/*
+ * quant/rand-e256-IQ4_XS.gguf (tools/iq4ref: ggml quantized the F32 model's matrices, ffn_down
+ * and output to IQ4_NL, the others to IQ4_XS) against the same weights dequantized to F32: the
+ * quant README's bound between a model and its deqf32 copy (up to ~0.4, ggml's activation
+ * rounding), cosine >= 0.999, and the same greedy ids while the F32 copy's margin exceeds
+ * twice that bound.
+ */
+static void test_forward_iq4_model_matches_its_weights_in_f32(void **state)
+{
+    (void)state;
+    enum { V = 512, STEPS = 16 };
+    const float bound = 0.4f;
+    corral_error err;
+    gguf_file *f = gguf_open(fixture("quant/rand-e256-IQ4_XS.gguf"), &err);
+    assert_non_null(f);
+    assert_int_equal(gguf_find_tensor(f, "token_embd.weight")->type, TENSOR_TYPE_IQ4_XS);
+    assert_int_equal(gguf_find_tensor(f, "blk.1.attn_q.weight")->type, TENSOR_TYPE_IQ4_XS);
+    assert_int_equal(gguf_find_tensor(f, "blk.1.ffn_down.weight")->type, TENSOR_TYPE_IQ4_NL);
+    assert_int_equal(gguf_find_tensor(f, "output.weight")->type, TENSOR_TYPE_IQ4_NL);
+    gguf_close(f);
+    char deq[] = "/tmp/corral-test-iq4-XXXXXX";
+    make_temp_file(deq);
+    write_dequantized(fixture("quant/rand-e256-IQ4_XS.gguf"), deq);
+
+    char *ref = read_file(fixture("quant/rand-e256-F32.ref.txt"));
+    int32_t prompt[16];
+    size_t n = ints_after(strstr(ref, "\nprompt_ids:") + 1, "prompt_ids:", prompt, 16);
+    free(ref);
+    static float logits[2][V], steps[2][STEPS * V];
+    corral_token ids[2][STEPS];
+    const char *models[2] = {"quant/rand-e256-IQ4_XS.gguf", deq};
+    for (int m = 0; m < 2; m++) {
+        runner r = open_runner(models[m], CORRAL_KV_F32, 512, 512, 1);
+        decode_or_fail(&r, prompt, n, NULL);
+        memcpy(logits[m], corral_get_logits(r.ctx, n - 1), sizeof logits[m]);
+        greedy(&r, logits[m], ids[m], STEPS, steps[m]);
+        close_runner(&r);
+    }
+    unlink(deq);
+    float diff = max_abs_diff(logits[0], logits[1], V);
+    double c = cosine(logits[0], logits[1], V);
+    if (diff > bound || c < 0.999)
+        fail_msg("IQ4 model vs its weights in F32: logits differ by %g, cosine %g", diff, c);
+    for (int i = 0; i < STEPS; i++) {
+        const float *l = steps[1] + i * V;
+        float top = -INFINITY, second = -INFINITY;
+        for (int k = 0; k < V; k++) {
+            if (l[k] > top) {
+                second = top;
+                top = l[k];
+            } else if (l[k] > second) {
+                second = l[k];
+            }
+        }
+        if (top - second <= 2 * bound)
+            break;
+        if (ids[0][i] != ids[1][i])
+            fail_msg("IQ4 model: greedy id %d is %d, %d in F32 (margin %g)", i, ids[0][i],
+                     ids[1][i], top - second);
+    }
+    print_message("IQ4 model vs F32: max |diff| %g, cosine %.6f\n", diff, c);
+}
+
 /* Expert counts the file gets wrong fail at load with what is wrong, not in the forward
  * pass: more experts used than there are, none used, an expert count the tensors do not
  * have, and a qwen3moe without experts. */
@@ -4361,6 +4424,7 @@ int main(void)
         cmocka_unit_test(test_forward_sliding_layers_keep_only_the_window),
         cmocka_unit_test(test_forward_disabling_the_window_diverges),
         cmocka_unit_test(test_forward_quant_models_match_llama_cpp),
+        cmocka_unit_test(test_forward_iq4_model_matches_its_weights_in_f32),
         cmocka_unit_test(test_forward_batch_chunks_give_same_greedy_ids),
         cmocka_unit_test(test_forward_gate_and_up_of_two_activation_types),
         cmocka_unit_test(test_forward_interleaved_gate_and_up_with_a_partial_block),

@@ -1115,6 +1115,218 @@ static void test_q8_k_activations_at_active_level_match_portable(void **state)
     free(want);
 }
 
+/* ---- IQ4_NL and IQ4_XS (quant/rand-e256-IQ4_*.blocks.txt, tools/iq4ref) ---------------- */
+
+/* Types the engine reads but cannot write: ops without a quantizer, fixtures from ggml. */
+static const struct { uint32_t type; const char *fixture; } read_only_types[] = {
+    {TENSOR_TYPE_IQ4_NL, "IQ4_NL"},
+    {TENSOR_TYPE_IQ4_XS, "IQ4_XS"},
+};
+enum { N_READ_ONLY = sizeof read_only_types / sizeof read_only_types[0] };
+
+/* The text after "\n<key>: " in text, or a failure naming the key. */
+static const char *fixture_value(const char *text, const char *key)
+{
+    char line_start[64];
+    snprintf(line_start, sizeof line_start, "\n%s: ", key);
+    const char *at = strstr(text, line_start);
+    if (!at)
+        fail_msg("fixture line '%s' is missing", key);
+    return at + strlen(line_start);
+}
+
+static void test_iq4_types_have_read_only_ops(void **state)
+{
+    (void)state;
+    static const uint32_t partners[N_READ_ONLY] = {TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q8_K};
+    for (int level = 0; level < CPU_LEVEL_COUNT; level++)
+        for (int i = 0; i < N_READ_ONLY; i++) {
+            const quant_ops *ops = quant_ops_get(read_only_types[i].type, (enum cpu_level)level);
+            assert_non_null(ops);
+            assert_int_equal(ops->type, read_only_types[i].type);
+            assert_true(ops->dequantize && ops->quantize_act && ops->dot && !ops->quantize);
+            assert_int_equal(ops->act_type, partners[i]);
+            /* the activations of the types sharing the partner at this level, so that a layer
+             * mixing them quantizes its input once (forward.c) */
+            const quant_ops *sharing = quant_ops_get(
+                partners[i] == TENSOR_TYPE_Q8_0 ? TENSOR_TYPE_Q8_0 : TENSOR_TYPE_Q4_K,
+                (enum cpu_level)level);
+            assert_ptr_equal(ops->quantize_act, sharing->quantize_act);
+        }
+}
+
+/* ggml's dequantized values bit for bit at the scalar and the active level, ggml's bytes for
+ * the activations, and ggml's dot products within dot_tolerance at both levels. */
+static void test_iq4_blocks_and_dots_match_ggml(void **state)
+{
+    (void)state;
+    for (int i = 0; i < N_READ_ONLY; i++) {
+        uint32_t type = read_only_types[i].type;
+        blocks_file f;
+        blocks_file_load(read_only_types[i].fixture, &f);
+        assert_int_equal(f.type, type);
+        assert_int_equal(f.block_elems, tensor_type_get(type)->block_elems);
+        assert_int_equal(f.block_bytes, tensor_type_get(type)->block_bytes);
+        const quant_ops *levels[2] = {quant_ops_get(type, CPU_LEVEL_SCALAR),
+                                      quant_ops_active(type)};
+        float out[256];
+        for (int l = 0; l < 2; l++)
+            for (size_t b = 0; b < f.n_blocks; b++) {
+                levels[l]->dequantize(f.bytes + b * f.block_bytes, out, f.block_elems);
+                for (size_t j = 0; j < f.block_elems; j++)
+                    if (float_bits(out[j]) != float_bits(f.dequant[b * f.block_elems + j]))
+                        fail_msg("%s at %s block %zu element %zu: got %.9g want %.9g",
+                                 read_only_types[i].fixture, l ? level_name() : "scalar", b, j,
+                                 out[j], f.dequant[b * f.block_elems + j]);
+            }
+
+        char relative[256];
+        snprintf(relative, sizeof relative, "quant/rand-e256-%s.blocks.txt",
+                 read_only_types[i].fixture);
+        char *text = read_fixture(relative);
+        enum { ROWS = 3, ACTS = 3 };
+        size_t n = f.n_blocks * f.block_elems / ROWS, w_bytes = row_bytes(type, n);
+        size_t a_bytes = quant_act_row_bytes(type, n);
+        assert_int_equal(strtoull(fixture_value(text, "act_row_bytes"), NULL, 10), a_bytes);
+        const quant_ops *act_ops = quant_ops_get(levels[0]->act_type, CPU_LEVEL_SCALAR);
+        float *a = malloc(n * sizeof *a), *ad = malloc(ACTS * n * sizeof *ad);
+        float *wd = malloc(ROWS * n * sizeof *wd);
+        uint8_t *act = malloc(ACTS * a_bytes), *mine = malloc(a_bytes);
+        assert_true(a && ad && wd && act && mine);
+        for (size_t s = 0; s < ACTS; s++) {
+            char key[32];
+            snprintf(key, sizeof key, "act %zu bytes", s);
+            parse_hex(fixture_value(text, key), act + s * a_bytes, a_bytes);
+            snprintf(key, sizeof key, "act %zu source_f32", s);
+            parse_floats(fixture_value(text, key), a, n);
+            for (int l = 0; l < 2; l++) {
+                quant_quantize_activations(levels[l], a, n, 1, mine);
+                if (memcmp(mine, act + s * a_bytes, a_bytes) != 0)
+                    fail_msg("%s: activation row %zu differs from ggml's at %s",
+                             read_only_types[i].fixture, s, l ? level_name() : "scalar");
+            }
+            act_ops->dequantize(act + s * a_bytes, ad + s * n, n);
+        }
+        levels[0]->dequantize(f.bytes, wd, ROWS * n);
+        for (size_t r = 0; r < ROWS; r++)
+            for (size_t s = 0; s < ACTS; s++) {
+                char key[32];
+                snprintf(key, sizeof key, "dot %zu %zu", r, s);
+                float want = strtof(fixture_value(text, key), NULL);
+                double sum_abs = 0.0;
+                for (size_t j = 0; j < n; j++)
+                    sum_abs += fabs((double)wd[r * n + j] * (double)ad[s * n + j]);
+                double tolerance = dot_tolerance(n, type, sum_abs);
+                for (int l = 0; l < 2; l++) {
+                    float got = levels[l]->dot(n, f.bytes + r * w_bytes, act + s * a_bytes);
+                    if (fabs((double)got - (double)want) > tolerance)
+                        fail_msg("%s row %zu . act %zu at %s: %.9g, ggml %.9g (tolerance %.3g)",
+                                 read_only_types[i].fixture, r, s, l ? level_name() : "scalar",
+                                 got, want, tolerance);
+                }
+            }
+        free(a), free(ad), free(wd), free(act), free(mine), free(text);
+        blocks_file_free(&f);
+    }
+}
+
+/* The FNV-1a 64 of ggml's dequantization of a whole tensor of rand-e256-IQ4_XS.gguf. */
+static void test_iq4_whole_tensor_matches_ggml_hash(void **state)
+{
+    (void)state;
+    for (int i = 0; i < N_READ_ONLY; i++) {
+        char relative[256];
+        snprintf(relative, sizeof relative, "quant/rand-e256-%s.blocks.txt",
+                 read_only_types[i].fixture);
+        char *text = read_fixture(relative);
+        uint64_t want = strtoull(fixture_value(text, "tensor_dequant_fnv1a64"), NULL, 16);
+        const char *name_at = fixture_value(text, "tensor");
+        char name[128];
+        size_t len = strcspn(name_at, "\n");
+        assert_true(len < sizeof name);
+        memcpy(name, name_at, len);
+        name[len] = '\0';
+        free(text);
+
+        gguf_file *file = open_quant_model("IQ4_XS");
+        const gguf_tensor *t = gguf_find_tensor(file, name);
+        assert_non_null(t);
+        assert_int_equal(t->type, read_only_types[i].type);
+        size_t n = (size_t)(t->ne[0] * t->ne[1]);
+        float *out = malloc(n * sizeof(float));
+        assert_non_null(out);
+        quant_ops_active(t->type)->dequantize(t->data, out, n);
+        uint64_t hash = 0xcbf29ce484222325ULL;
+        for (size_t j = 0; j < n; j++)
+            for (int k = 0; k < 4; k++) {
+                hash ^= (float_bits(out[j]) >> (8 * k)) & 0xff;
+                hash *= 0x100000001b3ULL;
+            }
+        if (hash != want)
+            fail_msg("%s: dequantized hash %016llx, ggml's %016llx", name,
+                     (unsigned long long)hash, (unsigned long long)want);
+        free(out);
+        gguf_close(file);
+    }
+}
+
+/* Random IQ4 blocks: any bytes are a valid block, once the f16 scale is a finite number. */
+static void fill_random_iq4(uint32_t type, uint8_t *w, size_t n)
+{
+    const tensor_type_info *info = tensor_type_get(type);
+    for (size_t b = 0; b < n / info->block_elems; b++) {
+        uint8_t *block = w + b * info->block_bytes;
+        for (size_t j = 0; j < info->block_bytes; j++)
+            block[j] = (uint8_t)(rng_uniform() * 256.0);
+        uint16_t d = quant_f32_to_f16((float)pow(10.0, 3.0 * rng_uniform() - 4.0));
+        memcpy(block, &d, sizeof d);
+    }
+}
+
+/* The active level's dots against the scalar level's, and those against an f64 sum of the
+ * dequantized operands, under dot_tolerance: blocks added in a different order and one
+ * rounding per block (or super-block) instead of several. */
+static void test_iq4_dot_at_active_level_matches_scalar(void **state)
+{
+    (void)state;
+    static const size_t sizes[] = {32, 96, 256, 768, 4096, 4128};
+    for (int i = 0; i < N_READ_ONLY; i++) {
+        uint32_t type = read_only_types[i].type;
+        const quant_ops *ops = quant_ops_active(type), *scalar = quant_ops_get(type, CPU_LEVEL_SCALAR);
+        const quant_ops *act_ops = quant_ops_get(ops->act_type, CPU_LEVEL_SCALAR);
+        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+            size_t n = sizes[k];
+            if (n % tensor_type_get(type)->block_elems != 0)
+                continue;
+            size_t a_bytes = quant_act_row_bytes(type, n);
+            uint8_t *w = malloc(row_bytes(type, n)), *act = malloc(a_bytes);
+            float *a = malloc(n * sizeof *a), *wd = malloc(n * sizeof *wd), *ad = malloc(n * sizeof *ad);
+            assert_true(w && act && a && wd && ad);
+            for (int round = 0; round < 4; round++) {
+                fill_random_iq4(type, w, n);
+                fill_random(a, n, round == 1);
+                quant_quantize_activations(ops, a, n, 1, act);
+                ops->dequantize(w, wd, n);
+                act_ops->dequantize(act, ad, n);
+                double sum_abs = 0.0, exact = 0.0;
+                for (size_t j = 0; j < n; j++) {
+                    sum_abs += fabs((double)wd[j] * (double)ad[j]);
+                    exact += (double)wd[j] * (double)ad[j];
+                }
+                double tolerance = dot_tolerance(n, type, sum_abs);
+                float got = ops->dot(n, w, act), want = scalar->dot(n, w, act);
+                if (fabs((double)got - (double)want) > tolerance)
+                    fail_msg("%s n=%zu at %s: %.9g vs scalar %.9g (tolerance %.3g)",
+                             tensor_type_name(type), n, level_name(), got, want, tolerance);
+                if (fabs((double)want - exact) > tolerance)
+                    fail_msg("%s n=%zu scalar %.9g vs f64 %.9g (tolerance %.3g)",
+                             tensor_type_name(type), n, want, exact, tolerance);
+            }
+            free(w), free(act), free(a), free(wd), free(ad);
+        }
+    }
+}
+
 int main(void)
 {
     const char *wanted = getenv("CORRAL_CPU");
@@ -1144,6 +1356,10 @@ int main(void)
         cmocka_unit_test(test_packed_matmul_equals_per_row_dots),
         cmocka_unit_test(test_packed_matmul_extremes_equal_dots),
         cmocka_unit_test(test_q8_k_activations_at_active_level_match_portable),
+        cmocka_unit_test(test_iq4_types_have_read_only_ops),
+        cmocka_unit_test(test_iq4_blocks_and_dots_match_ggml),
+        cmocka_unit_test(test_iq4_whole_tensor_matches_ggml_hash),
+        cmocka_unit_test(test_iq4_dot_at_active_level_matches_scalar),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,12 +1,14 @@
 /*
- * The ops table of every tensor type: picks the legacy (quant_legacy.c) or K-quant
- * (quant_k.c) kernels for a type and a clamped dispatch level, and the matrix entry points
- * built on a type's dot product. Owns no arithmetic of its own.
+ * The ops table of every tensor type: picks the legacy (quant_legacy.c), K-quant
+ * (quant_k.c), MXFP4 (quant_mxfp4.c) or IQ4 (quant_iq4.c) kernels for a type and a clamped
+ * dispatch level, and the matrix entry points built on a type's dot product. Owns no
+ * arithmetic of its own.
  */
 #include "quant.h"
 
 #include <assert.h>
 
+#include "quant_iq4.h"
 #include "quant_k.h"
 #include "quant_legacy.h"
 #include "quant_mxfp4.h"
@@ -19,6 +21,8 @@ const quant_ops *quant_ops_get(uint32_t type, enum cpu_level level)
         return quant_k_ops(type, level);
     if (type == TENSOR_TYPE_MXFP4)
         return quant_mxfp4_ops(type, level);
+    if (type == TENSOR_TYPE_IQ4_NL || type == TENSOR_TYPE_IQ4_XS)
+        return quant_iq4_ops(type, level);
     return quant_legacy_ops(type, level);
 }
 

@@ -696,7 +696,7 @@ enum legacy_slot { SLOT_F32, SLOT_F16, SLOT_BF16, SLOT_Q4_0, SLOT_Q4_1, SLOT_Q5_
 #define PACKED_AVX512(type) quant_matmul_packed_##type##_avx512
 
 static const quant_ops scalar_ops[SLOT_COUNT] =
-    LEVEL_TABLE(dequantize_f16, quantize_f16, quantize_act_q8_0, dot_f32, dot_f16, dot_bf16, dot_q4_0,
+    LEVEL_TABLE(dequantize_f16, quantize_f16, quant_quantize_act_q8_0, dot_f32, dot_f16, dot_bf16, dot_q4_0,
                 dot_q4_1, dot_q5_0, dot_q5_1, dot_q8_0, NO_TILE_KERNEL, NO_PACKED_KERNEL);
 
 /* The 32-element types take the packed maddubs kernels, the float types tile kernels. */

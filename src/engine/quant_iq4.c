@@ -1,0 +1,113 @@
+/*
+ * Scalar IQ4_NL and IQ4_XS arithmetic and their per-level ops (quant_iq4.h): dequantize as
+ * ggml does it, bit for bit, and the dot products with the activation types ggml pairs them
+ * with, Q8_0 for IQ4_NL and Q8_K for IQ4_XS, adding the same terms in the same order as ggml's
+ * portable code.
+ */
+#include "quant_iq4.h"
+
+#include "quant_k_blocks.h"
+#include "quant_legacy.h"
+
+/* The IQ4 formats' definition: code i stands for this value times the block's scale. */
+const int8_t quant_iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                     1,    13,   25,  38,  53,  69,  89,  113};
+
+/* 32 elements of nibbles qs (the IQ4_NL layout) times d. */
+static void dequantize_nibbles(const uint8_t qs[16], float d, float *out)
+{
+    for (int j = 0; j < 16; j++) {
+        out[j] = d * (float)quant_iq4_values[qs[j] & 0x0f];
+        out[j + 16] = d * (float)quant_iq4_values[qs[j] >> 4];
+    }
+}
+
+/* Sum over the 32 elements of nibbles qs times the activation quants q8, exact in int. */
+static int nibbles_dot(const uint8_t qs[16], const int8_t q8[32])
+{
+    int low = 0, high = 0;
+    for (int j = 0; j < 16; j++) {
+        low += q8[j] * quant_iq4_values[qs[j] & 0x0f];
+        high += q8[j + 16] * quant_iq4_values[qs[j] >> 4];
+    }
+    return low + high;
+}
+
+static void dequantize_iq4_nl(const void *blocks, float *out, size_t n)
+{
+    const block_iq4_nl *b = blocks;
+    for (size_t i = 0; i < n / QUANT_QK32; i++, out += QUANT_QK32)
+        dequantize_nibbles(b[i].qs, quant_f16_to_f32(b[i].d), out);
+}
+
+/* Each sub-block's scale is rounded to f32 before it multiplies the values, as in ggml. */
+static void dequantize_iq4_xs(const void *blocks, float *out, size_t n)
+{
+    const block_iq4_xs *b = blocks;
+    for (size_t i = 0; i < n / QK_K; i++) {
+        float d = quant_f16_to_f32(b[i].d);
+        for (int k = 0; k < QK_K / 32; k++, out += 32)
+            dequantize_nibbles(b[i].qs + 16 * k,
+                               d * (float)(quant_iq4_xs_sub_scale(&b[i], k) - 32), out);
+    }
+}
+
+static float dot_iq4_nl(size_t n, const void *w, const void *a)
+{
+    const block_iq4_nl *x = w;
+    const block_q8_0 *y = a;
+    float sumf = 0.0f;
+    for (size_t i = 0; i < n / QUANT_QK32; i++) {
+        float d = quant_f16_to_f32(y[i].d) * quant_f16_to_f32(x[i].d);
+        sumf += d * (float)nibbles_dot(x[i].qs, y[i].qs);
+    }
+    return sumf;
+}
+
+/* One f32 addition per sub-block, its scale d_w * d_a * (s - 32) rounded first. */
+static float dot_iq4_xs(size_t n, const void *w, const void *a)
+{
+    const block_iq4_xs *x = w;
+    const block_q8_k *y = a;
+    float sumf = 0.0f;
+    for (size_t i = 0; i < n / QK_K; i++) {
+        float d = quant_f16_to_f32(x[i].d) * q8k_d(&y[i]);
+        for (int k = 0; k < QK_K / 32; k++) {
+            float dk = d * (float)(quant_iq4_xs_sub_scale(&x[i], k) - 32);
+            sumf += dk * (float)nibbles_dot(x[i].qs + 16 * k, y[i].qs + 32 * k);
+        }
+    }
+    return sumf;
+}
+
+/*
+ * Activations are quantized by the same functions as for Q8_0 and the K-quants at each level,
+ * so a layer mixing these types with those shares one quantized input (forward.c). No level
+ * has packed kernels: products take the dot per row, tiled by quant_matmul_rows.
+ */
+#define IQ4_NL_OPS(act, dot_fn) \
+    {.type = TENSOR_TYPE_IQ4_NL, .dequantize = dequantize_iq4_nl, \
+     .act_type = TENSOR_TYPE_Q8_0, .quantize_act = (act), .dot = (dot_fn)}
+#define IQ4_XS_OPS(act, dot_fn) \
+    {.type = TENSOR_TYPE_IQ4_XS, .dequantize = dequantize_iq4_xs, \
+     .act_type = TENSOR_TYPE_Q8_K, .quantize_act = (act), .dot = (dot_fn)}
+
+static const quant_ops iq4_nl_ops[CPU_LEVEL_COUNT] = {
+    [CPU_LEVEL_SCALAR] = IQ4_NL_OPS(quant_quantize_act_q8_0, dot_iq4_nl),
+    [CPU_LEVEL_AVX2] = IQ4_NL_OPS(quant_quantize_act_q8_0_avx2, quant_dot_iq4_nl_avx2),
+    [CPU_LEVEL_AVX512] = IQ4_NL_OPS(quant_quantize_act_q8_0_avx2, quant_dot_iq4_nl_avx2),
+};
+static const quant_ops iq4_xs_ops[CPU_LEVEL_COUNT] = {
+    [CPU_LEVEL_SCALAR] = IQ4_XS_OPS(quant_k_quantize_q8_k, dot_iq4_xs),
+    [CPU_LEVEL_AVX2] = IQ4_XS_OPS(quant_k_quantize_q8_k, quant_dot_iq4_xs_avx2),
+    [CPU_LEVEL_AVX512] = IQ4_XS_OPS(quant_k_quantize_q8_k_avx512, quant_dot_iq4_xs_avx2),
+};
+
+const quant_ops *quant_iq4_ops(uint32_t type, enum cpu_level level)
+{
+    if (type == TENSOR_TYPE_IQ4_NL)
+        return &iq4_nl_ops[level];
+    if (type == TENSOR_TYPE_IQ4_XS)
+        return &iq4_xs_ops[level];
+    return NULL;
+}
