@@ -204,6 +204,21 @@ static void test_stream_refuses_a_line_that_is_not_json(void **state)
     assert_non_null(strstr(err.message, "not a JSON object"));
 }
 
+/* A generated NUL byte reaches the client as \u0000 (a random model's byte token): a line
+ * like any other, not a stream error. */
+static void test_stream_takes_a_nul_in_a_string(void **state)
+{
+    (void)state;
+    static char body[] = "{\"response\":\"a\\u0000b\"}\n{\"response\":\"c\",\"done\":true}\n";
+    canned c = {.head = "HTTP/1.1 200 OK", .body = body, .body_len = sizeof body - 1};
+    collected got = {0};
+    corral_error err = {{0}};
+    assert_int_equal(stream(&c, &got, &err), 200);
+    assert_int_equal(got.n_lines, 2);
+    assert_string_equal(got.texts[0], "a"); /* C text ends at the NUL */
+    assert_string_equal(got.texts[1], "c");
+}
+
 static void test_stream_stops_when_the_caller_says(void **state)
 {
     (void)state;
@@ -296,6 +311,7 @@ int main(void)
         cmocka_unit_test(test_stream_error_line_fails_with_its_message),
         cmocka_unit_test(test_stream_refuses_a_line_over_8_mb),
         cmocka_unit_test(test_stream_refuses_a_line_that_is_not_json),
+        cmocka_unit_test(test_stream_takes_a_nul_in_a_string),
         cmocka_unit_test(test_stream_stops_when_the_caller_says),
         cmocka_unit_test(test_error_status_carries_the_server_message),
         cmocka_unit_test(test_call_refuses_a_reply_that_is_not_json),

@@ -361,7 +361,7 @@ long client_call(corral_client *client, const char *method, const char *path, co
             status_error(status, got.data, got.len, err);
         } else if (reply && got.len) {
             json_error_t jerr;
-            *reply = json_loadb(got.data, got.len, 0, &jerr);
+            *reply = json_loadb(got.data, got.len, JSON_ALLOW_NUL, &jerr);
             if (!*reply) {
                 corral_error_set(err, "the server's reply to %s is not JSON: %s", path, jerr.text);
                 status = 0;
@@ -395,7 +395,8 @@ static bool deliver_line(stream_state *s, const char *text, size_t len)
     if (!len)
         return true;
     json_error_t jerr;
-    json_t *obj = json_loadb(text, len, 0, &jerr);
+    /* a model may generate a NUL byte, which the server sends as \u0000 */
+    json_t *obj = json_loadb(text, len, JSON_ALLOW_NUL, &jerr);
     if (!json_is_object(obj)) {
         corral_error_set(s->err, "the server sent a line that is not a JSON object: %.80s", text);
         json_decref(obj);
