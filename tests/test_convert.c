@@ -1153,6 +1153,9 @@ static void test_convert_deepseek2_round_trip(void **state)
     rewrite("config.json", "\"topk_group\": 2", "\"topk_group\": 5");
     expect_convert_refusal("config.json: 8 routed experts of width 32 in 4 groups (5 used)");
     rewrite("config.json", "\"topk_group\": 5", "\"topk_group\": 2");
+    rewrite("config.json", "\"topk_group\": 2", "\"topk_grp\": 2");
+    expect_convert_refusal("config.json gives n_group without topk_group");
+    rewrite("config.json", "\"topk_grp\": 2", "\"topk_group\": 2");
     rewrite("config.json", "\"first_k_dense_replace\": 1", "\"first_k_dense_replace\": 2");
     expect_convert_refusal("'model.layers.1.mlp.gate.e_score_correction_bias' is not one of a "
                            "DeepseekV3ForCausalLM's");

@@ -101,6 +101,12 @@ hf_status hf_deepseek2_read_config(const json_t *config, hf_params *p, corral_er
         p->expert_groups = p->expert_groups ? p->expert_groups : 1;
         p->expert_groups_used = p->expert_groups_used ? p->expert_groups_used : 1;
     }
+    /* groups with none used route no token; the engine refuses that file */
+    if (p->expert_groups && !p->expert_groups_used) {
+        corral_error_set(err, "config.json gives n_group without topk_group, the groups a "
+                         "token's experts come from");
+        return HF_INVALID;
+    }
     if (!p->n_expert || !p->n_ff_expert || p->qk_rope_dim % 2) {
         corral_error_set(err, "config.json: a %s needs n_routed_experts, num_experts_per_tok "
                          "and moe_intermediate_size, and an even qk_rope_head_dim",
