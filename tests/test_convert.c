@@ -251,6 +251,61 @@ static bool kv_equal(const gguf_kv *a, const gguf_kv *b)
     return true;
 }
 
+/* The keys a conversion writes its own way: the model's name and its file type. */
+static const char *const skipped[] = {"general.name", "general.file_type", NULL};
+
+/* Every metadata pair of want is in got with the same value, but those in skipped (a
+ * NULL-terminated list). */
+static void expect_same_keys(const gguf_file *want, const gguf_file *got,
+                             const char *const *skipped_keys)
+{
+    for (size_t i = 0; i < gguf_n_kv(want); i++) {
+        const gguf_kv *w = gguf_kv_at(want, i);
+        bool skip = false;
+        for (const char *const *k = skipped_keys; *k && !skip; k++)
+            skip = strcmp(*k, w->key) == 0;
+        if (skip)
+            continue;
+        const gguf_kv *g = gguf_find_kv(got, w->key);
+        if (!g || !kv_equal(w, g))
+            fail_msg("%s %s", w->key, g ? "differs" : "is missing");
+    }
+}
+
+/* Every tensor of from is in got under the name rename gives (NULL: its own), byte for byte. */
+static void expect_same_tensors(const gguf_file *from, const gguf_file *got,
+                                const char *(*rename)(const char *, char *, size_t))
+{
+    for (size_t i = 0; i < gguf_n_tensors(from); i++) {
+        const gguf_tensor *w = gguf_tensor_at(from, i);
+        char buf[128];
+        const char *name = rename ? rename(w->name, buf, sizeof buf) : w->name;
+        const gguf_tensor *g = gguf_find_tensor(got, name);
+        if (!g)
+            fail_msg("no %s", name);
+        if (g->type != w->type || memcmp(g->ne, w->ne, sizeof w->ne) != 0 ||
+            g->size_bytes != w->size_bytes || memcmp(g->data, w->data, w->size_bytes) != 0)
+            fail_msg("%s differs (%s, expected %s)", name, tensor_type_name(g->type),
+                     tensor_type_name(w->type));
+    }
+}
+
+/* The file at got_path holds the tensors of the one at want_path byte for byte and no others,
+ * and its keys but those in skipped_keys. */
+static void expect_same_file(const char *want_path, const char *got_path,
+                             const char *const *skipped_keys)
+{
+    corral_error err = {{0}};
+    gguf_file *want = gguf_open(want_path, &err), *got = gguf_open(got_path, &err);
+    if (!want || !got)
+        fail_msg("%s", err.message);
+    assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want));
+    expect_same_tensors(want, got, NULL);
+    expect_same_keys(want, got, skipped_keys);
+    gguf_close(want);
+    gguf_close(got);
+}
+
 /*
  * Convert the checkpoint written in g_root and hold the result against the GGUF at want_path
  * (a fixture, or one made from it): the same
@@ -332,17 +387,7 @@ static void check_round_trip(const char *want_path, const char *experts_name,
             expect_element(x, type, g->data, e, w->name);
         }
     }
-    for (size_t i = 0; i < gguf_n_kv(want); i++) {
-        const gguf_kv *w = gguf_kv_at(want, i);
-        bool skip = false;
-        for (const char *const *s = skipped; *s; s++)
-            skip = skip || strcmp(*s, w->key) == 0;
-        if (skip)
-            continue;
-        const gguf_kv *g = gguf_find_kv(got, w->key);
-        if (!g || !kv_equal(w, g))
-            fail_msg("%s: %s %s", want_path, w->key, g ? "differs" : "is missing");
-    }
+    expect_same_keys(want, got, skipped);
     uint32_t file_type = 0;
     assert_true(gguf_get_u32(got, "general.file_type", &file_type, &err));
     assert_int_equal(file_type, matrix_type == TENSOR_TYPE_BF16 ? 32 : 1);
@@ -396,8 +441,6 @@ static void same_tokens(const char *fixture_name)
     corral_vocab_free(want);
     corral_vocab_free(got);
 }
-
-static const char *const skipped[] = {"general.name", "general.file_type", NULL};
 
 static void test_convert_qwen2_round_trip_f16(void **state)
 {
@@ -1110,20 +1153,12 @@ static void test_convert_deepseek2_round_trip(void **state)
     }
     assert_int_equal(split, 3);
     assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want) - split);
-    static const char *const widths[] = {"deepseek2.attention.key_length",
-                                         "deepseek2.attention.value_length",
-                                         "deepseek2.attention.key_length_mla",
-                                         "deepseek2.attention.value_length_mla"};
-    for (size_t i = 0; i < gguf_n_kv(want); i++) {
-        const gguf_kv *w = gguf_kv_at(want, i);
-        bool skip = !strcmp(w->key, "general.name") || !strcmp(w->key, "general.file_type") ||
-                    !strcmp(w->key, "tokenizer.ggml.pre");
-        for (size_t k = 0; k < 4; k++)
-            skip = skip || !strcmp(w->key, widths[k]);
-        const gguf_kv *g = gguf_find_kv(got, w->key);
-        if (!skip && (!g || !kv_equal(w, g)))
-            fail_msg("%s %s", w->key, g ? "differs" : "is missing");
-    }
+    static const char *const deepseek2_skipped[] = {
+        "deepseek2.attention.key_length", "deepseek2.attention.value_length",
+        "deepseek2.attention.key_length_mla", "deepseek2.attention.value_length_mla",
+        "general.name", "general.file_type", "tokenizer.ggml.pre", NULL};
+    const char *const *widths = deepseek2_skipped; /* the heads' widths come first */
+    expect_same_keys(want, got, deepseek2_skipped);
     for (size_t k = 2; k < 4; k++)
         assert_null(gguf_find_kv(got, widths[k]));
     uint32_t key_length = 0, value_length = 0;
@@ -1276,31 +1311,10 @@ static void test_convert_gemma3_vision_to_one_file(void **state)
     write_as_converted(mmproj, mmproj_f16, true);
     onefile_fixture_write(text_f16, mmproj_f16, want_path, 16, NULL, NULL);
 
-    gguf_file *want = gguf_open(want_path, &err), *got = gguf_open(got_path, &err);
-    if (!want || !got)
-        fail_msg("%s", err.message);
-    assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want));
-    for (size_t i = 0; i < gguf_n_tensors(want); i++) {
-        const gguf_tensor *w = gguf_tensor_at(want, i), *g = gguf_find_tensor(got, w->name);
-        if (!g)
-            fail_msg("no %s", w->name);
-        if (g->type != w->type || memcmp(g->ne, w->ne, sizeof w->ne) != 0 ||
-            g->size_bytes != w->size_bytes || memcmp(g->data, w->data, w->size_bytes) != 0)
-            fail_msg("%s differs (%s, expected %s)", w->name, tensor_type_name(g->type),
-                     tensor_type_name(w->type));
-    }
-    for (size_t i = 0; i < gguf_n_kv(want); i++) {
-        const gguf_kv *w = gguf_kv_at(want, i);
-        /* the projector's projection_dim, which ollama's converter does not write */
-        if (!strcmp(w->key, "general.name") || !strcmp(w->key, "general.file_type") ||
-            !strcmp(w->key, "gemma3.vision.projection_dim"))
-            continue;
-        const gguf_kv *g = gguf_find_kv(got, w->key);
-        if (!g || !kv_equal(w, g))
-            fail_msg("%s %s", w->key, g ? "differs" : "is missing");
-    }
-    gguf_close(want);
-    gguf_close(got);
+    /* the projector's projection_dim, which ollama's converter does not write */
+    static const char *const gemma3_skipped[] = {"general.name", "general.file_type",
+                                                 "gemma3.vision.projection_dim", NULL};
+    expect_same_file(want_path, got_path, gemma3_skipped);
 
     corral_image_embd a = image_embeddings(want_path, "vision/gemma3.square.pixels.f32", 64);
     corral_image_embd b = image_embeddings(got_path, "vision/gemma3.square.pixels.f32", 64);
@@ -1322,7 +1336,8 @@ static void test_convert_gemma3_vision_to_one_file(void **state)
     hf_fixture_write_vision(text, mmproj, g_root, 16, SAFETENSORS_BF16);
     if (convert("out.gguf", &err) != HF_OK)
         fail_msg("%s", err.message);
-    assert_non_null(got = gguf_open(got_path, &err));
+    gguf_file *got = gguf_open(got_path, &err);
+    assert_non_null(got);
     static const struct {
         const char *name;
         uint32_t type;
@@ -1369,29 +1384,7 @@ static void test_convert_qwen25vl_to_one_file(void **state)
     write_as_converted(mmproj, mmproj_f16, false);
     onefile_fixture_write(text_f16, mmproj_f16, want_path, 0, NULL, NULL);
 
-    gguf_file *want = gguf_open(want_path, &err), *got = gguf_open(got_path, &err);
-    if (!want || !got)
-        fail_msg("%s", err.message);
-    assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want));
-    for (size_t i = 0; i < gguf_n_tensors(want); i++) {
-        const gguf_tensor *w = gguf_tensor_at(want, i), *g = gguf_find_tensor(got, w->name);
-        if (!g)
-            fail_msg("no %s", w->name);
-        if (g->type != w->type || memcmp(g->ne, w->ne, sizeof w->ne) != 0 ||
-            g->size_bytes != w->size_bytes || memcmp(g->data, w->data, w->size_bytes) != 0)
-            fail_msg("%s differs (%s, expected %s)", w->name, tensor_type_name(g->type),
-                     tensor_type_name(w->type));
-    }
-    for (size_t i = 0; i < gguf_n_kv(want); i++) {
-        const gguf_kv *w = gguf_kv_at(want, i);
-        if (!strcmp(w->key, "general.name") || !strcmp(w->key, "general.file_type"))
-            continue;
-        const gguf_kv *g = gguf_find_kv(got, w->key);
-        if (!g || !kv_equal(w, g))
-            fail_msg("%s %s", w->key, g ? "differs" : "is missing");
-    }
-    gguf_close(want);
-    gguf_close(got);
+    expect_same_file(want_path, got_path, skipped);
 
     corral_image_embd a = image_embeddings(want_path, "vision/qwen25vl.square.pixels.f32", 84);
     corral_image_embd b = image_embeddings(got_path, "vision/qwen25vl.square.pixels.f32", 84);
@@ -1445,31 +1438,13 @@ static void test_convert_qwen3vl_to_one_file(void **state)
     static const int32_t deepstack[2] = {0, 2};
     qwen3vl_single_fixture_write(text_f16, mmproj_f16, want_path, NULL, deepstack, 2);
 
-    gguf_file *want = gguf_open(want_path, &err), *got = gguf_open(got_path, &err);
-    if (!want || !got)
+    expect_same_file(want_path, got_path, skipped);
+    gguf_file *got = gguf_open(got_path, &err);
+    if (!got)
         fail_msg("%s", err.message);
-    assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want));
-    for (size_t i = 0; i < gguf_n_tensors(want); i++) {
-        const gguf_tensor *w = gguf_tensor_at(want, i), *g = gguf_find_tensor(got, w->name);
-        if (!g)
-            fail_msg("no %s", w->name);
-        if (g->type != w->type || memcmp(g->ne, w->ne, sizeof w->ne) != 0 ||
-            g->size_bytes != w->size_bytes || memcmp(g->data, w->data, w->size_bytes) != 0)
-            fail_msg("%s differs (%s, expected %s)", w->name, tensor_type_name(g->type),
-                     tensor_type_name(w->type));
-    }
-    for (size_t i = 0; i < gguf_n_kv(want); i++) {
-        const gguf_kv *w = gguf_kv_at(want, i);
-        if (!strcmp(w->key, "general.name") || !strcmp(w->key, "general.file_type"))
-            continue;
-        const gguf_kv *g = gguf_find_kv(got, w->key);
-        if (!g || !kv_equal(w, g))
-            fail_msg("%s %s", w->key, g ? "differs" : "is missing");
-    }
     uint32_t edge = 0;
     assert_true(gguf_get_u32(got, "qwen3vl.vision.longest_edge", &edge, &err));
     assert_int_equal(edge, 4 * 4 * 4096);
-    gguf_close(want);
     gguf_close(got);
     corral_model *model = corral_model_load(got_path, &err);
     corral_mmproj *mm = model ? corral_mmproj_load(got_path, &err) : NULL;
@@ -1534,16 +1509,10 @@ static void test_convert_qwen3vlmoe_experts(void **state)
             expect_element(x, type, g->data, e, w->name);
         }
     }
-    for (size_t i = 0; i < gguf_n_kv(want); i++) {
-        const gguf_kv *w = gguf_kv_at(want, i);
-        if (!strcmp(w->key, "general.name") || !strcmp(w->key, "general.file_type") ||
-            !strcmp(w->key, "qwen3vlmoe.rope.dimension_sections") ||
-            !strcmp(w->key, "qwen3vlmoe.n_deepstack_layers"))
-            continue;
-        const gguf_kv *g = gguf_find_kv(got, w->key);
-        if (!g || !kv_equal(w, g))
-            fail_msg("%s %s", w->key, g ? "differs" : "is missing");
-    }
+    static const char *const qwen3vlmoe_skipped[] = {
+        "general.name", "general.file_type", "qwen3vlmoe.rope.dimension_sections",
+        "qwen3vlmoe.n_deepstack_layers", NULL};
+    expect_same_keys(want, got, qwen3vlmoe_skipped);
     const gguf_kv *sections = gguf_find_kv(got, "qwen3vlmoe.rope.mrope_section");
     assert_non_null(sections);
     assert_int_equal(sections->n, 3);
@@ -1601,24 +1570,6 @@ static const char *llama4_ollama_name(const char *name, char *buf, size_t size)
     return buf;
 }
 
-/* Every tensor of from is in got under the name rename gives (NULL: its own), byte for byte. */
-static void expect_same_tensors(const gguf_file *from, const gguf_file *got,
-                                const char *(*rename)(const char *, char *, size_t))
-{
-    for (size_t i = 0; i < gguf_n_tensors(from); i++) {
-        const gguf_tensor *w = gguf_tensor_at(from, i);
-        char buf[128];
-        const char *name = rename ? rename(w->name, buf, sizeof buf) : w->name;
-        const gguf_tensor *g = gguf_find_tensor(got, name);
-        if (!g)
-            fail_msg("no %s", name);
-        if (g->type != w->type || memcmp(g->ne, w->ne, sizeof w->ne) != 0 ||
-            g->size_bytes != w->size_bytes || memcmp(g->data, w->data, w->size_bytes) != 0)
-            fail_msg("%s differs (%s, expected %s)", name, tensor_type_name(g->type),
-                     tensor_type_name(w->type));
-    }
-}
-
 /* The Llama4ForConditionalGeneration checkpoint of the llama4 vision fixtures converts to the
  * one file ollama's converter writes: the text model's tensors (Q/K as the checkpoint keeps
  * them, each layer's packed experts split and transposed) and the tower's under ollama's
@@ -1650,14 +1601,7 @@ static void test_convert_llama4_to_one_file(void **state)
     assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want_text) + gguf_n_tensors(want_mm));
     expect_same_tensors(want_text, got, NULL);
     expect_same_tensors(want_mm, got, llama4_ollama_name);
-    for (size_t i = 0; i < gguf_n_kv(want_text); i++) {
-        const gguf_kv *w = gguf_kv_at(want_text, i);
-        if (!strcmp(w->key, "general.name") || !strcmp(w->key, "general.file_type"))
-            continue;
-        const gguf_kv *g = gguf_find_kv(got, w->key);
-        if (!g || !kv_equal(w, g))
-            fail_msg("%s %s", w->key, g ? "differs" : "is missing");
-    }
+    expect_same_keys(want_text, got, skipped);
     static const struct {
         const char *key;
         uint32_t value;
@@ -1767,14 +1711,7 @@ static void test_convert_mllama_to_one_file(void **state)
             fail_msg("%s differs (%s, expected %s)", w->name, tensor_type_name(g->type),
                      tensor_type_name(w->type));
     }
-    for (size_t i = 0; i < gguf_n_kv(want); i++) {
-        const gguf_kv *w = gguf_kv_at(want, i);
-        if (!strcmp(w->key, "general.name") || !strcmp(w->key, "general.file_type"))
-            continue;
-        const gguf_kv *g = gguf_find_kv(got, w->key);
-        if (!g || !kv_equal(w, g))
-            fail_msg("%s %s", w->key, g ? "differs" : "is missing");
-    }
+    expect_same_keys(want, got, skipped);
     gguf_close(want);
     gguf_close(got);
     corral_model *model = corral_model_load(got_path, &err);
@@ -1891,14 +1828,7 @@ static void test_convert_mistral3_vision_to_one_file(void **state)
         n_tower += name != NULL;
     }
     assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(text) + n_tower);
-    for (size_t i = 0; i < gguf_n_kv(text); i++) {
-        const gguf_kv *w = gguf_kv_at(text, i);
-        if (!strcmp(w->key, "general.name") || !strcmp(w->key, "general.file_type"))
-            continue;
-        const gguf_kv *g = gguf_find_kv(got, w->key);
-        if (!g || !kv_equal(w, g))
-            fail_msg("%s %s", w->key, g ? "differs" : "is missing");
-    }
+    expect_same_keys(text, got, skipped);
     static const struct {
         const char *key;
         uint32_t value;
