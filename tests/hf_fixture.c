@@ -122,6 +122,37 @@ static void hf_name(const char *gguf, bool sandwich, bool phi3, bool mixtral, bo
     fail_msg("no Hugging Face name for %s", gguf);
 }
 
+/* The Hugging Face name of GGUF tensor gguf, into out: after the first piece of a row of
+ * whole (n_whole pairs) that begins it, that row's other piece and the rest; else, for
+ * "blk.L." and a part of parts (n_parts pairs) after it, layers, ".L." and the part's
+ * Hugging Face piece. With kind_apart, a part stands before the last ".weight" or ".bias",
+ * which follows the Hugging Face piece too. */
+static void table_hf_name(const char *gguf, const char *const (*whole)[2], size_t n_whole,
+                          const char *const (*parts)[2], size_t n_parts, const char *layers,
+                          bool kind_apart, char *out, size_t cap)
+{
+    for (size_t i = 0; i < n_whole; i++)
+        if (!strncmp(gguf, whole[i][0], strlen(whole[i][0]))) {
+            snprintf(out, cap, "%s%s", whole[i][1], gguf + strlen(whole[i][0]));
+            return;
+        }
+    unsigned layer;
+    int used = 0;
+    char part[64], kind[16] = "";
+    bool ok = kind_apart ? sscanf(gguf, "blk.%u.%63[a-z_].%15s", &layer, part, kind) == 3
+                         : sscanf(gguf, "blk.%u.%n", &layer, &used) == 1 && used > 0;
+    if (!ok)
+        fail_msg("no Hugging Face name for %s", gguf);
+    const char *rest = kind_apart ? part : gguf + used;
+    for (size_t i = 0; i < n_parts; i++)
+        if (!strcmp(rest, parts[i][0])) {
+            snprintf(out, cap, "%s.%u.%s%s%s", layers, layer, parts[i][1], kind_apart ? "." : "",
+                     kind);
+            return;
+        }
+    fail_msg("no Hugging Face name for %s", gguf);
+}
+
 /* LFM2's block tensors, GGUF's name after "blk.L." and Hugging Face's after "model.layers.L." */
 static const char *const lfm2_names[][2] = {
     {"attn_norm.weight", "operator_norm.weight"},
@@ -144,21 +175,11 @@ static const char *const lfm2_names[][2] = {
 
 static void lfm2_hf_name(const char *gguf, char *out, size_t cap)
 {
-    if (!strcmp(gguf, "token_embd.weight") || !strcmp(gguf, "token_embd_norm.weight")) {
-        snprintf(out, cap, "model.%s", strcmp(gguf, "token_embd.weight") ? "embedding_norm.weight"
-                                                                         : "embed_tokens.weight");
-        return;
-    }
-    unsigned layer;
-    int used = 0;
-    if (sscanf(gguf, "blk.%u.%n", &layer, &used) != 1 || used == 0)
-        fail_msg("no Hugging Face name for %s", gguf);
-    for (size_t i = 0; i < sizeof lfm2_names / sizeof lfm2_names[0]; i++)
-        if (!strcmp(gguf + used, lfm2_names[i][0])) {
-            snprintf(out, cap, "model.layers.%u.%s", layer, lfm2_names[i][1]);
-            return;
-        }
-    fail_msg("no Hugging Face name for %s", gguf);
+    static const char *const whole[][2] = {{"token_embd.weight", "model.embed_tokens.weight"},
+                                           {"token_embd_norm.weight",
+                                            "model.embedding_norm.weight"}};
+    table_hf_name(gguf, whole, 2, lfm2_names, sizeof lfm2_names / sizeof lfm2_names[0],
+                  "model.layers", false, out, cap);
 }
 
 /* Nemotron-H's tensors, GGUF's name after "blk.L." and Hugging Face's after
@@ -190,21 +211,9 @@ static void nemotron_h_hf_name(const char *gguf, char *out, size_t cap)
     static const char *const whole[][2] = {{"token_embd.weight", "backbone.embeddings.weight"},
                                            {"output_norm.weight", "backbone.norm_f.weight"},
                                            {"output.weight", "lm_head.weight"}};
-    for (size_t i = 0; i < 3; i++)
-        if (!strcmp(gguf, whole[i][0])) {
-            snprintf(out, cap, "%s", whole[i][1]);
-            return;
-        }
-    unsigned layer;
-    int used = 0;
-    if (sscanf(gguf, "blk.%u.%n", &layer, &used) != 1 || used == 0)
-        fail_msg("no Hugging Face name for %s", gguf);
-    for (size_t i = 0; i < sizeof nemotron_h_names / sizeof nemotron_h_names[0]; i++)
-        if (!strcmp(gguf + used, nemotron_h_names[i][0])) {
-            snprintf(out, cap, "backbone.layers.%u.%s", layer, nemotron_h_names[i][1]);
-            return;
-        }
-    fail_msg("no Hugging Face name for %s", gguf);
+    table_hf_name(gguf, whole, 3, nemotron_h_names,
+                  sizeof nemotron_h_names / sizeof nemotron_h_names[0], "backbone.layers", false,
+                  out, cap);
 }
 
 /* A "bert" model's GGUF names and BertModel's */
@@ -239,40 +248,15 @@ static const char *const nomic_names[][2] = {
 
 static void nomic_hf_name(const char *gguf, char *out, size_t cap)
 {
-    for (size_t i = 0; i < 3; i++)
-        if (!strncmp(gguf, nomic_names[i][0], strlen(nomic_names[i][0]))) {
-            snprintf(out, cap, "%s%s", nomic_names[i][1], gguf + strlen(nomic_names[i][0]));
-            return;
-        }
-    unsigned layer;
-    char part[64], kind[16];
-    if (sscanf(gguf, "blk.%u.%63[a-z_].%15s", &layer, part, kind) != 3)
-        fail_msg("no Hugging Face name for %s", gguf);
-    for (size_t i = 3; i < sizeof nomic_names / sizeof nomic_names[0]; i++)
-        if (!strcmp(part, nomic_names[i][0])) {
-            snprintf(out, cap, "encoder.layers.%u.%s.%s", layer, nomic_names[i][1], kind);
-            return;
-        }
-    fail_msg("no Hugging Face name for %s", gguf);
+    table_hf_name(gguf, nomic_names, 3, nomic_names + 3,
+                  sizeof nomic_names / sizeof nomic_names[0] - 3, "encoder.layers", true, out,
+                  cap);
 }
 
 static void bert_hf_name(const char *gguf, char *out, size_t cap)
 {
-    for (size_t i = 0; i < 4; i++)
-        if (!strncmp(gguf, bert_names[i][0], strlen(bert_names[i][0]))) {
-            snprintf(out, cap, "%s%s", bert_names[i][1], gguf + strlen(bert_names[i][0]));
-            return;
-        }
-    unsigned layer;
-    char part[64], kind[16];
-    if (sscanf(gguf, "blk.%u.%63[a-z_].%15s", &layer, part, kind) != 3)
-        fail_msg("no Hugging Face name for %s", gguf);
-    for (size_t i = 4; i < sizeof bert_names / sizeof bert_names[0]; i++)
-        if (!strcmp(part, bert_names[i][0])) {
-            snprintf(out, cap, "encoder.layer.%u.%s.%s", layer, bert_names[i][1], kind);
-            return;
-        }
-    fail_msg("no Hugging Face name for %s", gguf);
+    table_hf_name(gguf, bert_names, 4, bert_names + 4,
+                  sizeof bert_names / sizeof bert_names[0] - 4, "encoder.layer", true, out, cap);
 }
 
 static uint32_t get_u32(const gguf_file *f, const char *key)
