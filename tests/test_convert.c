@@ -1209,6 +1209,28 @@ static void test_convert_mixtral_round_trip(void **state)
                TENSOR_TYPE_F16, skipped);
 }
 
+/* The files a one-file vision test holds side by side: its fixtures' text model and tower
+ * as converted from the checkpoint (text_f16, mmproj_f16), the one file made of them (want)
+ * and the conversion's (got). */
+typedef struct vision_paths {
+    char text_f16[512], mmproj_f16[512], want[512], got[512];
+} vision_paths;
+
+/* Converts the checkpoint in g_root to out.gguf; the paths of the files to compare. */
+static vision_paths convert_vision(void)
+{
+    corral_error err = {{0}};
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    vision_paths v;
+    snprintf(v.text_f16, sizeof v.text_f16, "%s", store_fixture_path(g_root, "text-f16.gguf"));
+    snprintf(v.mmproj_f16, sizeof v.mmproj_f16, "%s",
+             store_fixture_path(g_root, "mmproj-f16.gguf"));
+    snprintf(v.want, sizeof v.want, "%s", store_fixture_path(g_root, "want.gguf"));
+    snprintf(v.got, sizeof v.got, "%s", store_fixture_path(g_root, "out.gguf"));
+    return v;
+}
+
 /* ---- Gemma 3 with its vision tower ---- */
 
 /* src's keys and tensors as the converter writes an F16 checkpoint's values: matrices F16,
@@ -1299,33 +1321,27 @@ static void test_convert_gemma3_vision_to_one_file(void **state)
     snprintf(text, sizeof text, "%s", fixture("vision/gemma3-text.gguf"));
     snprintf(mmproj, sizeof mmproj, "%s", fixture("vision/gemma3-mmproj.gguf"));
     hf_fixture_write_vision(text, mmproj, g_root, 16, SAFETENSORS_F16);
+    vision_paths v = convert_vision();
     corral_error err = {{0}};
-    if (convert("out.gguf", &err) != HF_OK)
-        fail_msg("%s", err.message);
-    char text_f16[512], mmproj_f16[512], want_path[512], got_path[512];
-    snprintf(text_f16, sizeof text_f16, "%s", store_fixture_path(g_root, "text-f16.gguf"));
-    snprintf(mmproj_f16, sizeof mmproj_f16, "%s", store_fixture_path(g_root, "mmproj-f16.gguf"));
-    snprintf(want_path, sizeof want_path, "%s", store_fixture_path(g_root, "want.gguf"));
-    snprintf(got_path, sizeof got_path, "%s", store_fixture_path(g_root, "out.gguf"));
-    write_as_converted(text, text_f16, true);
-    write_as_converted(mmproj, mmproj_f16, true);
-    onefile_fixture_write(text_f16, mmproj_f16, want_path, 16, NULL, NULL);
+    write_as_converted(text, v.text_f16, true);
+    write_as_converted(mmproj, v.mmproj_f16, true);
+    onefile_fixture_write(v.text_f16, v.mmproj_f16, v.want, 16, NULL, NULL);
 
     /* the projector's projection_dim, which ollama's converter does not write */
     static const char *const gemma3_skipped[] = {"general.name", "general.file_type",
                                                  "gemma3.vision.projection_dim", NULL};
-    expect_same_file(want_path, got_path, gemma3_skipped);
+    expect_same_file(v.want, v.got, gemma3_skipped);
 
-    corral_image_embd a = image_embeddings(want_path, "vision/gemma3.square.pixels.f32", 64);
-    corral_image_embd b = image_embeddings(got_path, "vision/gemma3.square.pixels.f32", 64);
+    corral_image_embd a = image_embeddings(v.want, "vision/gemma3.square.pixels.f32", 64);
+    corral_image_embd b = image_embeddings(v.got, "vision/gemma3.square.pixels.f32", 64);
     assert_int_equal(a.n_tokens, 16);
     assert_int_equal(b.n_tokens, a.n_tokens);
     assert_int_equal(b.n_embd, a.n_embd);
     assert_memory_equal(b.data, a.data, a.n_tokens * a.n_embd * sizeof *a.data);
     corral_image_embd_free(&a);
     corral_image_embd_free(&b);
-    corral_model *model = corral_model_load(got_path, &err);
-    corral_mmproj *mm = model ? corral_mmproj_load(got_path, &err) : NULL;
+    corral_model *model = corral_model_load(v.got, &err);
+    corral_mmproj *mm = model ? corral_mmproj_load(v.got, &err) : NULL;
     if (!mm || !corral_mmproj_fits(mm, model, &err))
         fail_msg("%s", err.message);
     corral_mmproj_free(mm);
@@ -1336,7 +1352,7 @@ static void test_convert_gemma3_vision_to_one_file(void **state)
     hf_fixture_write_vision(text, mmproj, g_root, 16, SAFETENSORS_BF16);
     if (convert("out.gguf", &err) != HF_OK)
         fail_msg("%s", err.message);
-    gguf_file *got = gguf_open(got_path, &err);
+    gguf_file *got = gguf_open(v.got, &err);
     assert_non_null(got);
     static const struct {
         const char *name;
@@ -1351,7 +1367,7 @@ static void test_convert_gemma3_vision_to_one_file(void **state)
             fail_msg("%s is %s", types[i].name,
                      tensor_type_name(gguf_find_tensor(got, types[i].name)->type));
     gguf_close(got);
-    assert_int_equal(unlink(got_path), 0);
+    assert_int_equal(unlink(v.got), 0);
 
     rewrite("config.json", "\"image_size\": 64", "\"image_size\": 0");
     expect_convert_refusal("config.json: vision_config.image_size must be an integer from 1");
@@ -1372,35 +1388,29 @@ static void test_convert_qwen25vl_to_one_file(void **state)
     snprintf(text, sizeof text, "%s", fixture("vision/qwen25vl-text.gguf"));
     snprintf(mmproj, sizeof mmproj, "%s", fixture("vision/qwen25vl-mmproj.gguf"));
     hf_fixture_write_qwen25vl(text, mmproj, g_root, SAFETENSORS_F16);
+    vision_paths v = convert_vision();
     corral_error err = {{0}};
-    if (convert("out.gguf", &err) != HF_OK)
-        fail_msg("%s", err.message);
-    char text_f16[512], mmproj_f16[512], want_path[512], got_path[512];
-    snprintf(text_f16, sizeof text_f16, "%s", store_fixture_path(g_root, "text-f16.gguf"));
-    snprintf(mmproj_f16, sizeof mmproj_f16, "%s", store_fixture_path(g_root, "mmproj-f16.gguf"));
-    snprintf(want_path, sizeof want_path, "%s", store_fixture_path(g_root, "want.gguf"));
-    snprintf(got_path, sizeof got_path, "%s", store_fixture_path(g_root, "out.gguf"));
-    write_as_converted(text, text_f16, false);
-    write_as_converted(mmproj, mmproj_f16, false);
-    onefile_fixture_write(text_f16, mmproj_f16, want_path, 0, NULL, NULL);
+    write_as_converted(text, v.text_f16, false);
+    write_as_converted(mmproj, v.mmproj_f16, false);
+    onefile_fixture_write(v.text_f16, v.mmproj_f16, v.want, 0, NULL, NULL);
 
-    expect_same_file(want_path, got_path, skipped);
+    expect_same_file(v.want, v.got, skipped);
 
-    corral_image_embd a = image_embeddings(want_path, "vision/qwen25vl.square.pixels.f32", 84);
-    corral_image_embd b = image_embeddings(got_path, "vision/qwen25vl.square.pixels.f32", 84);
+    corral_image_embd a = image_embeddings(v.want, "vision/qwen25vl.square.pixels.f32", 84);
+    corral_image_embd b = image_embeddings(v.got, "vision/qwen25vl.square.pixels.f32", 84);
     assert_int_equal(a.n_tokens, 9);
     assert_int_equal(b.n_tokens, a.n_tokens);
     assert_int_equal(b.n_embd, a.n_embd);
     assert_memory_equal(b.data, a.data, a.n_tokens * a.n_embd * sizeof *a.data);
     corral_image_embd_free(&a);
     corral_image_embd_free(&b);
-    corral_model *model = corral_model_load(got_path, &err);
-    corral_mmproj *mm = model ? corral_mmproj_load(got_path, &err) : NULL;
+    corral_model *model = corral_model_load(v.got, &err);
+    corral_mmproj *mm = model ? corral_mmproj_load(v.got, &err) : NULL;
     if (!mm || !corral_mmproj_fits(mm, model, &err))
         fail_msg("%s", err.message);
     corral_mmproj_free(mm);
     corral_model_free(model);
-    assert_int_equal(unlink(got_path), 0);
+    assert_int_equal(unlink(v.got), 0);
 
     /* the tower's width (the text model's is followed by a wider intermediate_size) */
     rewrite("config.json", "\"hidden_size\": 64,\n  \"intermediate_size\": 96",
@@ -1423,36 +1433,30 @@ static void test_convert_qwen3vl_to_one_file(void **state)
     snprintf(text, sizeof text, "%s", fixture("vision/qwen3vl-text.gguf"));
     snprintf(mmproj, sizeof mmproj, "%s", fixture("vision/qwen3vl-mmproj.gguf"));
     hf_fixture_write_qwen3vl(text, mmproj, g_root, SAFETENSORS_F16);
+    vision_paths v = convert_vision();
     corral_error err = {{0}};
-    if (convert("out.gguf", &err) != HF_OK)
-        fail_msg("%s", err.message);
-    char text_f16[512], mmproj_f16[512], want_path[512], got_path[512];
-    snprintf(text_f16, sizeof text_f16, "%s", store_fixture_path(g_root, "text-f16.gguf"));
-    snprintf(mmproj_f16, sizeof mmproj_f16, "%s", store_fixture_path(g_root, "mmproj-f16.gguf"));
-    snprintf(want_path, sizeof want_path, "%s", store_fixture_path(g_root, "want.gguf"));
-    snprintf(got_path, sizeof got_path, "%s", store_fixture_path(g_root, "out.gguf"));
-    write_as_converted(text, text_f16, false);
+    write_as_converted(text, v.text_f16, false);
     /* the single file's writer makes its F16 Conv3D kernel from F32 kernels */
     static const char *const kernels[] = {"v.patch_embd.weight", NULL};
-    write_as_converted_but(mmproj, mmproj_f16, false, kernels);
+    write_as_converted_but(mmproj, v.mmproj_f16, false, kernels);
     static const int32_t deepstack[2] = {0, 2};
-    qwen3vl_single_fixture_write(text_f16, mmproj_f16, want_path, NULL, deepstack, 2);
+    qwen3vl_single_fixture_write(v.text_f16, v.mmproj_f16, v.want, NULL, deepstack, 2);
 
-    expect_same_file(want_path, got_path, skipped);
-    gguf_file *got = gguf_open(got_path, &err);
+    expect_same_file(v.want, v.got, skipped);
+    gguf_file *got = gguf_open(v.got, &err);
     if (!got)
         fail_msg("%s", err.message);
     uint32_t edge = 0;
     assert_true(gguf_get_u32(got, "qwen3vl.vision.longest_edge", &edge, &err));
     assert_int_equal(edge, 4 * 4 * 4096);
     gguf_close(got);
-    corral_model *model = corral_model_load(got_path, &err);
-    corral_mmproj *mm = model ? corral_mmproj_load(got_path, &err) : NULL;
+    corral_model *model = corral_model_load(v.got, &err);
+    corral_mmproj *mm = model ? corral_mmproj_load(v.got, &err) : NULL;
     if (!mm || !corral_mmproj_fits(mm, model, &err))
         fail_msg("%s", err.message);
     corral_mmproj_free(mm);
     corral_model_free(model);
-    assert_int_equal(unlink(got_path), 0);
+    assert_int_equal(unlink(v.got), 0);
 
     rewrite("config.json", "\"deepstack_visual_indexes\": [\n   0,\n   2\n  ]",
             "\"deepstack_visual_indexes\": [\n   2,\n   0\n  ]");
@@ -1582,20 +1586,15 @@ static void test_convert_llama4_to_one_file(void **state)
     snprintf(text, sizeof text, "%s", fixture("vision/llama4-text.gguf"));
     snprintf(mmproj, sizeof mmproj, "%s", fixture("vision/llama4-mmproj.gguf"));
     hf_fixture_write_llama4(text, mmproj, g_root, SAFETENSORS_F16);
+    vision_paths v = convert_vision();
     corral_error err = {{0}};
-    if (convert("out.gguf", &err) != HF_OK)
-        fail_msg("%s", err.message);
-    char text_f16[512], mmproj_f16[512], got_path[512];
-    snprintf(text_f16, sizeof text_f16, "%s", store_fixture_path(g_root, "text-f16.gguf"));
-    snprintf(mmproj_f16, sizeof mmproj_f16, "%s", store_fixture_path(g_root, "mmproj-f16.gguf"));
-    snprintf(got_path, sizeof got_path, "%s", store_fixture_path(g_root, "out.gguf"));
     /* the router and the position table are F32 in ollama's file */
     static const char *const routers[] = {".ffn_gate_inp.", NULL};
     static const char *const table[] = {"v.position_embd.weight", NULL};
-    write_as_converted_but(text, text_f16, false, routers);
-    write_as_converted_but(mmproj, mmproj_f16, false, table);
-    gguf_file *want_text = gguf_open(text_f16, &err), *want_mm = gguf_open(mmproj_f16, &err);
-    gguf_file *got = gguf_open(got_path, &err);
+    write_as_converted_but(text, v.text_f16, false, routers);
+    write_as_converted_but(mmproj, v.mmproj_f16, false, table);
+    gguf_file *want_text = gguf_open(v.text_f16, &err), *want_mm = gguf_open(v.mmproj_f16, &err);
+    gguf_file *got = gguf_open(v.got, &err);
     if (!want_text || !want_mm || !got)
         fail_msg("%s", err.message);
     assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want_text) + gguf_n_tensors(want_mm));
@@ -1630,13 +1629,13 @@ static void test_convert_llama4_to_one_file(void **state)
     gguf_close(want_text);
     gguf_close(want_mm);
     gguf_close(got);
-    corral_model *model = corral_model_load(got_path, &err);
-    corral_mmproj *mm = model ? corral_mmproj_load(got_path, &err) : NULL;
+    corral_model *model = corral_model_load(v.got, &err);
+    corral_mmproj *mm = model ? corral_mmproj_load(v.got, &err) : NULL;
     if (!mm || !corral_mmproj_fits(mm, model, &err))
         fail_msg("%s", err.message);
     corral_mmproj_free(mm);
     corral_model_free(model);
-    assert_int_equal(unlink(got_path), 0);
+    assert_int_equal(unlink(v.got), 0);
 
     rewrite("config.json", "\"intermediate_size_mlp\"", "\"intermediate_size_dense\"");
     expect_convert_refusal("config.json has no intermediate_size_mlp");
@@ -1649,7 +1648,7 @@ static void test_convert_llama4_to_one_file(void **state)
             "\"original_max_position_embeddings\": 8192}");
     if (convert("out.gguf", &err) != HF_OK)
         fail_msg("%s", err.message);
-    got = gguf_open(got_path, &err);
+    got = gguf_open(v.got, &err);
     if (!got)
         fail_msg("%s", err.message);
     const gguf_tensor *freqs = gguf_find_tensor(got, "rope_freqs.weight");
