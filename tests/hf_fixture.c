@@ -1149,6 +1149,32 @@ static void nest_qwen25vl_config(const gguf_file *text, const gguf_file *mm, con
     write_json(dir, "config.json", c);
 }
 
+/* The tower's patch kernel t (v.patch_embd.weight, [patch, patch, channels, outputs]) and
+ * its second temporal slice (v.patch_embd.weight.1) as one Conv3D tensor named name,
+ * [outputs, channels, 2, patch, patch]. */
+static void put_patch_kernel(shard *s, json_t *weight_map, const char *shard_name,
+                             const gguf_file *mm, const gguf_tensor *t, safetensors_dtype dtype,
+                             const char *name)
+{
+    const gguf_tensor *second = gguf_find_tensor(mm, "v.patch_embd.weight.1");
+    assert_non_null(second);
+    uint64_t area = (uint64_t)t->ne[0] * (uint64_t)t->ne[1];
+    uint64_t slices = (uint64_t)t->ne[2] * (uint64_t)t->ne[3]; /* channels x outputs */
+    float *stacked = malloc(2 * area * slices * sizeof *stacked);
+    assert_non_null(stacked);
+    for (uint64_t k = 0; k < slices; k++)
+        for (int p = 0; p < 2; p++)
+            memcpy(stacked + (2 * k + (uint64_t)p) * area,
+                   (const float *)(p ? second : t)->data + k * area, area * sizeof *stacked);
+    put_matrix(s, name, dtype, stacked, (uint64_t)t->ne[3], 2 * area * (uint64_t)t->ne[2], 0,
+               false);
+    json_object_set_new(json_object_get(s->header, name), "shape",
+                        json_pack("[I,I,I,I,I]", (json_int_t)t->ne[3], (json_int_t)t->ne[2],
+                                  (json_int_t)2, (json_int_t)t->ne[1], (json_int_t)t->ne[0]));
+    json_object_set_new(weight_map, name, json_string(shard_name));
+    free(stacked);
+}
+
 /* The qwen2.5vl_merger projector's tensors under Qwen2.5-VL's names (older transformers'
  * layout), fused as the checkpoint keeps them: the two temporal patch kernels into one
  * [width, channels, 2, patch, patch], each block's Q, K and V (and biases) into attn.qkv. */
@@ -1209,25 +1235,7 @@ static void put_qwen25vl_tower(shard *s, json_t *weight_map, const char *shard_n
         }
         if (strcmp(t->name, "v.patch_embd.weight") != 0)
             continue; /* attn_k, attn_v and the second kernel go with attn_q and the first */
-        const gguf_tensor *second = gguf_find_tensor(mm, "v.patch_embd.weight.1");
-        assert_non_null(second);
-        uint64_t area = (uint64_t)t->ne[0] * (uint64_t)t->ne[1];
-        uint64_t slices = (uint64_t)t->ne[2] * (uint64_t)t->ne[3]; /* channels x outputs */
-        float *stacked = malloc(2 * area * slices * sizeof *stacked);
-        assert_non_null(stacked);
-        for (uint64_t k = 0; k < slices; k++)
-            for (int p = 0; p < 2; p++)
-                memcpy(stacked + (2 * k + (uint64_t)p) * area,
-                       (const float *)(p ? second : t)->data + k * area, area * sizeof *stacked);
-        snprintf(name, sizeof name, "visual.patch_embed.proj.weight");
-        put_matrix(s, name, dtype, stacked, (uint64_t)t->ne[3], 2 * area * (uint64_t)t->ne[2], 0,
-                   false);
-        json_object_set_new(json_object_get(s->header, name), "shape",
-                            json_pack("[I,I,I,I,I]", (json_int_t)t->ne[3], (json_int_t)t->ne[2],
-                                      (json_int_t)2, (json_int_t)t->ne[1],
-                                      (json_int_t)t->ne[0]));
-        json_object_set_new(weight_map, name, json_string(shard_name));
-        free(stacked);
+        put_patch_kernel(s, weight_map, shard_name, mm, t, dtype, "visual.patch_embed.proj.weight");
     }
 }
 
@@ -1347,25 +1355,7 @@ static void put_qwen3vl_tower(shard *s, json_t *weight_map, const char *shard_na
         }
         if (strcmp(t->name, "v.patch_embd.weight") != 0)
             continue; /* the second kernel goes with the first */
-        const gguf_tensor *second = gguf_find_tensor(mm, "v.patch_embd.weight.1");
-        assert_non_null(second);
-        uint64_t area = (uint64_t)t->ne[0] * (uint64_t)t->ne[1];
-        uint64_t slices = (uint64_t)t->ne[2] * (uint64_t)t->ne[3]; /* channels x outputs */
-        float *stacked = malloc(2 * area * slices * sizeof *stacked);
-        assert_non_null(stacked);
-        for (uint64_t k = 0; k < slices; k++)
-            for (int p = 0; p < 2; p++)
-                memcpy(stacked + (2 * k + (uint64_t)p) * area,
-                       (const float *)(p ? second : t)->data + k * area, area * sizeof *stacked);
-        snprintf(name, sizeof name, "model.visual.patch_embed.proj.weight");
-        put_matrix(s, name, dtype, stacked, (uint64_t)t->ne[3], 2 * area * (uint64_t)t->ne[2], 0,
-                   false);
-        json_object_set_new(json_object_get(s->header, name), "shape",
-                            json_pack("[I,I,I,I,I]", (json_int_t)t->ne[3], (json_int_t)t->ne[2],
-                                      (json_int_t)2, (json_int_t)t->ne[1],
-                                      (json_int_t)t->ne[0]));
-        json_object_set_new(weight_map, name, json_string(shard_name));
-        free(stacked);
+        put_patch_kernel(s, weight_map, shard_name, mm, t, dtype, "model.visual.patch_embed.proj.weight");
     }
 }
 
