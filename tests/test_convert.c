@@ -32,6 +32,7 @@
 #include "quant_half.h"
 #include "file_fixture.h"
 #include "gguf_write_fixture.h"
+#include "ollama_name_fixture.h"
 #include "onefile_fixture.h"
 #include "qwen3vl_single_fixture.h"
 #include "reference_fixture.h"
@@ -1543,37 +1544,6 @@ static void test_convert_qwen3vlmoe_experts(void **state)
 
 /* ---- Llama 4 with its tower ---- */
 
-/* The name ollama's converter gives a llama.cpp llama4 projector's tensor: Hugging Face's
- * under "v." and "mm.", the blocks' as the text model's but the MLP's. */
-static const char *llama4_ollama_name(const char *name, char *buf, size_t size)
-{
-    static const char *const whole[][2] = {
-        {"v.patch_embd.weight", "v.patch_embedding.weight"},
-        {"v.class_embd", "v.class_embedding"},
-        {"v.position_embd.weight", "v.positional_embedding_vlm"},
-        {"v.pre_ln.weight", "v.layernorm_pre.weight"}, {"v.pre_ln.bias", "v.layernorm_pre.bias"},
-        {"v.post_ln.weight", "v.layernorm_post.weight"},
-        {"v.post_ln.bias", "v.layernorm_post.bias"},
-        {"mm.model.mlp.1.weight", "v.vision_adapter.mlp.fc1.weight"},
-        {"mm.model.mlp.2.weight", "v.vision_adapter.mlp.fc2.weight"},
-        {"mm.model.fc.weight", "mm.linear_1.weight"},
-    };
-    static const char *const part[][2] = {{".ln1.", ".attn_norm."}, {".ln2.", ".ffn_norm."},
-                                          {".attn_out.", ".attn_output."},
-                                          {".ffn_up.", ".mlp.fc1."}, {".ffn_down.", ".mlp.fc2."}};
-    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
-        if (strcmp(name, whole[i][0]) == 0)
-            return whole[i][1];
-    snprintf(buf, size, "%s", name);
-    for (size_t i = 0; i < sizeof part / sizeof part[0]; i++) {
-        const char *at = strstr(name, part[i][0]);
-        if (at)
-            snprintf(buf, size, "%.*s%s%s", (int)(at - name), name, part[i][1],
-                     at + strlen(part[i][0]));
-    }
-    return buf;
-}
-
 /* The Llama4ForConditionalGeneration checkpoint of the llama4 vision fixtures converts to the
  * one file ollama's converter writes: the text model's tensors (Q/K as the checkpoint keeps
  * them, each layer's packed experts split and transposed) and the tower's under ollama's
@@ -1599,7 +1569,7 @@ static void test_convert_llama4_to_one_file(void **state)
         fail_msg("%s", err.message);
     assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want_text) + gguf_n_tensors(want_mm));
     expect_same_tensors(want_text, got, NULL);
-    expect_same_tensors(want_mm, got, llama4_ollama_name);
+    expect_same_tensors(want_mm, got, ollama_name_fixture_llama4);
     expect_same_keys(want_text, got, skipped);
     static const struct {
         const char *key;
@@ -1732,34 +1702,6 @@ static void test_convert_mllama_to_one_file(void **state)
 /* the converted file's weights are F16 (the reference's projector F32 but its convolution) */
 #define MISTRAL3_F16_EMBD_TOLERANCE 5e-3f
 
-/* The name ollama's converter gives a llama.cpp pixtral projector's tensor; NULL for the
- * [IMG_BREAK] vector, which ollama's file keeps as that token's embedding. */
-static const char *pixtral_ollama_name(const char *name, char *buf, size_t size)
-{
-    static const char *const whole[][2] = {
-        {"v.patch_embd.weight", "v.patch_conv.weight"},
-        {"v.pre_ln.weight", "v.encoder_norm.weight"},
-        {"mm.input_norm.weight", "mm.norm.weight"},
-        {"mm.patch_merger.weight", "mm.patch_merger.merging_layer.weight"},
-        {"mm.1.weight", "mm.linear_1.weight"}, {"mm.1.bias", "mm.linear_1.bias"},
-        {"mm.2.weight", "mm.linear_2.weight"}, {"mm.2.bias", "mm.linear_2.bias"},
-        {"v.token_embd.img_break", NULL},
-    };
-    static const char *const part[][2] = {
-        {".ln1.", ".attn_norm."}, {".ln2.", ".ffn_norm."}, {".attn_out.", ".attn_output."}};
-    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
-        if (strcmp(name, whole[i][0]) == 0)
-            return whole[i][1];
-    snprintf(buf, size, "%s", name);
-    for (size_t i = 0; i < sizeof part / sizeof part[0]; i++) {
-        const char *at = strstr(name, part[i][0]);
-        if (at)
-            snprintf(buf, size, "%.*s%s%s", (int)(at - name), name, part[i][1],
-                     at + strlen(part[i][0]));
-    }
-    return buf;
-}
-
 /* got's tensor name holds want's values (src_row(r): want's row for got's row r), F16 but
  * for vectors, which stay F32. */
 static void expect_tensor_values(const gguf_file *got, const char *name, const gguf_tensor *want,
@@ -1820,7 +1762,7 @@ static void test_convert_mistral3_vision_to_one_file(void **state)
     for (size_t i = 0; i < gguf_n_tensors(mm); i++) {
         const gguf_tensor *t = gguf_tensor_at(mm, i);
         char buf[128];
-        const char *name = pixtral_ollama_name(t->name, buf, sizeof buf);
+        const char *name = ollama_name_fixture_pixtral(t->name, buf, sizeof buf);
         bool qk = strstr(t->name, ".attn_q.") || strstr(t->name, ".attn_k.");
         if (name)
             expect_tensor_values(got, name, t, qk ? 2 : 0, NULL, 0);
