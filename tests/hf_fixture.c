@@ -991,6 +991,30 @@ static void finish_shard(shard *s, const char *dir, const char *name)
     json_decref(s->header);
 }
 
+/* A tower tensor's Hugging Face name, into out: whole's (n_whole pairs) for a name it lists,
+ * else for "v.blk.L.part.kind" blocks, ".L.", the Hugging Face piece parts (n_parts pairs)
+ * gives part, "." and kind. False when neither names it. */
+static bool tower_hf_name(const char *gguf, const char *const (*whole)[2], size_t n_whole,
+                          const char *const (*parts)[2], size_t n_parts, const char *blocks,
+                          char *out, size_t cap)
+{
+    for (size_t i = 0; i < n_whole; i++)
+        if (!strcmp(gguf, whole[i][0])) {
+            snprintf(out, cap, "%s", whole[i][1]);
+            return true;
+        }
+    unsigned layer;
+    char part[32], kind[16];
+    if (sscanf(gguf, "v.blk.%u.%31[a-z_0-9].%15s", &layer, part, kind) != 3)
+        return false;
+    for (size_t i = 0; i < n_parts; i++)
+        if (!strcmp(part, parts[i][0])) {
+            snprintf(out, cap, "%s.%u.%s.%s", blocks, layer, parts[i][1], kind);
+            return true;
+        }
+    return false;
+}
+
 /* The Hugging Face names of a llama.cpp projector's tensors (gemma3's) in a Gemma 3
  * multimodal checkpoint, older transformers' layout. */
 static void vision_hf_name(const char *gguf, char *out, size_t cap)
@@ -1010,22 +1034,10 @@ static void vision_hf_name(const char *gguf, char *out, size_t cap)
         {"attn_k", "self_attn.k_proj"}, {"attn_v", "self_attn.v_proj"},
         {"attn_out", "self_attn.out_proj"}, {"ffn_up", "mlp.fc1"}, {"ffn_down", "mlp.fc2"},
     };
-    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
-        if (strcmp(gguf, whole[i][0]) == 0) {
-            snprintf(out, cap, "%s", whole[i][1]);
-            return;
-        }
-    unsigned layer;
-    char part[32], kind[16];
-    if (sscanf(gguf, "v.blk.%u.%31[a-z_0-9].%15s", &layer, part, kind) != 3)
+    if (!tower_hf_name(gguf, whole, sizeof whole / sizeof whole[0], parts,
+                       sizeof parts / sizeof parts[0], "vision_tower.vision_model.encoder.layers",
+                       out, cap))
         fail_msg("no Hugging Face name for %s", gguf);
-    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
-        if (strcmp(part, parts[i][0]) == 0) {
-            snprintf(out, cap, "vision_tower.vision_model.encoder.layers.%u.%s.%s", layer,
-                     parts[i][1], kind);
-            return;
-        }
-    fail_msg("no Hugging Face name for %s", gguf);
 }
 
 /* The Hugging Face names of a llama.cpp pixtral projector's tensors in a Mistral 3
@@ -1042,7 +1054,6 @@ static const char *pixtral_hf_name(const char *gguf, char *out, size_t cap)
         {"mm.1.bias", "multi_modal_projector.linear_1.bias"},
         {"mm.2.weight", "multi_modal_projector.linear_2.weight"},
         {"mm.2.bias", "multi_modal_projector.linear_2.bias"},
-        {"v.token_embd.img_break", NULL},
     };
     static const char *const parts[][2] = {
         {"ln1", "attention_norm"},  {"ln2", "ffn_norm"},
@@ -1051,20 +1062,13 @@ static const char *pixtral_hf_name(const char *gguf, char *out, size_t cap)
         {"ffn_gate", "feed_forward.gate_proj"}, {"ffn_up", "feed_forward.up_proj"},
         {"ffn_down", "feed_forward.down_proj"},
     };
-    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
-        if (strcmp(gguf, whole[i][0]) == 0)
-            return whole[i][1] ? (snprintf(out, cap, "%s", whole[i][1]), out) : NULL;
-    unsigned layer;
-    char part[32], kind[16];
-    if (sscanf(gguf, "v.blk.%u.%31[a-z_0-9].%15s", &layer, part, kind) == 3)
-        for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
-            if (strcmp(part, parts[i][0]) == 0) {
-                snprintf(out, cap, "vision_tower.transformer.layers.%u.%s.%s", layer,
-                         parts[i][1], kind);
-                return out;
-            }
-    fail_msg("no Hugging Face name for %s", gguf);
-    return NULL;
+    if (!strcmp(gguf, "v.token_embd.img_break"))
+        return NULL;
+    if (!tower_hf_name(gguf, whole, sizeof whole / sizeof whole[0], parts,
+                       sizeof parts / sizeof parts[0], "vision_tower.transformer.layers", out,
+                       cap))
+        fail_msg("no Hugging Face name for %s", gguf);
+    return out;
 }
 
 /* The id of the token spelled text in f's vocabulary. */
@@ -1198,16 +1202,8 @@ static void put_qwen25vl_tower(shard *s, json_t *weight_map, const char *shard_n
         uint64_t cols = gguf_tensor_n_elems(t) / (rows ? rows : 1);
         unsigned layer;
         char part[32], kind[16];
-        name[0] = '\0';
-        for (size_t w = 0; w < sizeof whole / sizeof whole[0]; w++)
-            if (!strcmp(t->name, whole[w][0]))
-                snprintf(name, sizeof name, "%s", whole[w][1]);
-        if (!name[0] && sscanf(t->name, "v.blk.%u.%31[a-z_0-9].%15s", &layer, part, kind) == 3)
-            for (size_t p = 0; p < sizeof parts / sizeof parts[0]; p++)
-                if (!strcmp(part, parts[p][0]))
-                    snprintf(name, sizeof name, "visual.blocks.%u.%s.%s", layer, parts[p][1],
-                             kind);
-        if (name[0]) {
+        if (tower_hf_name(t->name, whole, sizeof whole / sizeof whole[0], parts,
+                          sizeof parts / sizeof parts[0], "visual.blocks", name, sizeof name)) {
             put_matrix(s, name, t->n_dims == 1 ? SAFETENSORS_F32 : dtype, t->data, rows, cols,
                        0, false);
             json_object_set_new(weight_map, name, json_string(shard_name));
@@ -1686,18 +1682,9 @@ static void put_llama4_tower(shard *s, json_t *weight_map, const char *shard_nam
         assert_int_equal(t->type, TENSOR_TYPE_F32);
         uint64_t rows = t->n_dims == 1 ? 0 : (uint64_t)t->ne[t->n_dims - 1];
         uint64_t cols = gguf_tensor_n_elems(t) / (rows ? rows : 1);
-        unsigned layer;
-        char part[32], kind[16];
-        name[0] = '\0';
-        for (size_t w = 0; w < sizeof whole / sizeof whole[0]; w++)
-            if (!strcmp(t->name, whole[w][0]))
-                snprintf(name, sizeof name, "%s", whole[w][1]);
-        if (!name[0] && sscanf(t->name, "v.blk.%u.%31[a-z_0-9].%15s", &layer, part, kind) == 3)
-            for (size_t p = 0; p < sizeof parts / sizeof parts[0]; p++)
-                if (!strcmp(part, parts[p][0]))
-                    snprintf(name, sizeof name, "vision_model.model.layers.%u.%s.%s", layer,
-                             parts[p][1], kind);
-        if (!name[0])
+        if (!tower_hf_name(t->name, whole, sizeof whole / sizeof whole[0], parts,
+                           sizeof parts / sizeof parts[0], "vision_model.model.layers", name,
+                           sizeof name))
             fail_msg("no Hugging Face name for %s", t->name);
         put_matrix(s, name, t->n_dims == 1 ? SAFETENSORS_F32 : dtype, t->data, rows, cols, 0,
                    false);
