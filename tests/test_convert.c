@@ -1210,6 +1210,18 @@ static void test_convert_mixtral_round_trip(void **state)
                TENSOR_TYPE_F16, skipped);
 }
 
+/* The engine loads the file at path as a model and a tower that fits it. */
+static void expect_tower_fits(const char *path)
+{
+    corral_error err = {{0}};
+    corral_model *model = corral_model_load(path, &err);
+    corral_mmproj *mm = model ? corral_mmproj_load(path, &err) : NULL;
+    if (!mm || !corral_mmproj_fits(mm, model, &err))
+        fail_msg("%s", err.message);
+    corral_mmproj_free(mm);
+    corral_model_free(model);
+}
+
 /* The files a one-file vision test holds side by side: its fixtures' text model and tower
  * as converted from the checkpoint (text_f16, mmproj_f16), the one file made of them (want)
  * and the conversion's (got). */
@@ -1341,12 +1353,7 @@ static void test_convert_gemma3_vision_to_one_file(void **state)
     assert_memory_equal(b.data, a.data, a.n_tokens * a.n_embd * sizeof *a.data);
     corral_image_embd_free(&a);
     corral_image_embd_free(&b);
-    corral_model *model = corral_model_load(v.got, &err);
-    corral_mmproj *mm = model ? corral_mmproj_load(v.got, &err) : NULL;
-    if (!mm || !corral_mmproj_fits(mm, model, &err))
-        fail_msg("%s", err.message);
-    corral_mmproj_free(mm);
-    corral_model_free(model);
+    expect_tower_fits(v.got);
 
     /* from BF16, as ollama's converter: the text model's matrices and the projection BF16,
      * the tower's F16 */
@@ -1390,7 +1397,6 @@ static void test_convert_qwen25vl_to_one_file(void **state)
     snprintf(mmproj, sizeof mmproj, "%s", fixture("vision/qwen25vl-mmproj.gguf"));
     hf_fixture_write_qwen25vl(text, mmproj, g_root, SAFETENSORS_F16);
     vision_paths v = convert_vision();
-    corral_error err = {{0}};
     write_as_converted(text, v.text_f16, false);
     write_as_converted(mmproj, v.mmproj_f16, false);
     onefile_fixture_write(v.text_f16, v.mmproj_f16, v.want, 0, NULL, NULL);
@@ -1405,12 +1411,7 @@ static void test_convert_qwen25vl_to_one_file(void **state)
     assert_memory_equal(b.data, a.data, a.n_tokens * a.n_embd * sizeof *a.data);
     corral_image_embd_free(&a);
     corral_image_embd_free(&b);
-    corral_model *model = corral_model_load(v.got, &err);
-    corral_mmproj *mm = model ? corral_mmproj_load(v.got, &err) : NULL;
-    if (!mm || !corral_mmproj_fits(mm, model, &err))
-        fail_msg("%s", err.message);
-    corral_mmproj_free(mm);
-    corral_model_free(model);
+    expect_tower_fits(v.got);
     assert_int_equal(unlink(v.got), 0);
 
     /* the tower's width (the text model's is followed by a wider intermediate_size) */
@@ -1451,12 +1452,7 @@ static void test_convert_qwen3vl_to_one_file(void **state)
     assert_true(gguf_get_u32(got, "qwen3vl.vision.longest_edge", &edge, &err));
     assert_int_equal(edge, 4 * 4 * 4096);
     gguf_close(got);
-    corral_model *model = corral_model_load(v.got, &err);
-    corral_mmproj *mm = model ? corral_mmproj_load(v.got, &err) : NULL;
-    if (!mm || !corral_mmproj_fits(mm, model, &err))
-        fail_msg("%s", err.message);
-    corral_mmproj_free(mm);
-    corral_model_free(model);
+    expect_tower_fits(v.got);
     assert_int_equal(unlink(v.got), 0);
 
     rewrite("config.json", "\"deepstack_visual_indexes\": [\n   0,\n   2\n  ]",
@@ -1599,12 +1595,7 @@ static void test_convert_llama4_to_one_file(void **state)
     gguf_close(want_text);
     gguf_close(want_mm);
     gguf_close(got);
-    corral_model *model = corral_model_load(v.got, &err);
-    corral_mmproj *mm = model ? corral_mmproj_load(v.got, &err) : NULL;
-    if (!mm || !corral_mmproj_fits(mm, model, &err))
-        fail_msg("%s", err.message);
-    corral_mmproj_free(mm);
-    corral_model_free(model);
+    expect_tower_fits(v.got);
     assert_int_equal(unlink(v.got), 0);
 
     rewrite("config.json", "\"intermediate_size_mlp\"", "\"intermediate_size_dense\"");
@@ -1683,12 +1674,7 @@ static void test_convert_mllama_to_one_file(void **state)
     expect_same_keys(want, got, skipped);
     gguf_close(want);
     gguf_close(got);
-    corral_model *model = corral_model_load(got_path, &err);
-    corral_mmproj *mm = model ? corral_mmproj_load(got_path, &err) : NULL;
-    if (!mm || !corral_mmproj_fits(mm, model, &err))
-        fail_msg("%s", err.message);
-    corral_mmproj_free(mm);
-    corral_model_free(model);
+    expect_tower_fits(got_path);
     assert_int_equal(unlink(got_path), 0);
 
     rewrite("config.json", "\"cross_attention_layers\": [\n   1,\n   3\n  ]",
