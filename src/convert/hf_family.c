@@ -374,25 +374,35 @@ static bool read_ministral_rope(family *c)
     return ok;
 }
 
-/* Ministral 3's YaRN keys beyond the common ones, and its attention temperature. */
-static bool write_ministral_keys(family *c, gguf_writer *w, const char *a)
+typedef struct f32_key {
+    const char *key; /* after the architecture's name */
+    float value;
+} f32_key;
+
+/* Each of the n keys whose value is above zero (or zero too, with zero_given) under the
+ * architecture a: the others' config.json did not give them. */
+static bool write_given_f32s(family *c, gguf_writer *w, const char *a, const f32_key *keys,
+                             size_t n, bool zero_given)
 {
-    const hf_params *p = &c->p;
-    const struct {
-        const char *key;
-        float value;
-    } keys[] = {{"rope.scaling.yarn_beta_fast", p->yarn_beta_fast},
-                {"rope.scaling.yarn_beta_slow", p->yarn_beta_slow},
-                {"rope.scaling.yarn_log_multiplier", p->yarn_log_multiplier},
-                {"attention.temperature_scale", p->temperature_scale}};
     char key[96];
     bool ok = true;
-    for (size_t i = 0; ok && i < sizeof keys / sizeof keys[0]; i++)
-        if (keys[i].value >= 0) {
+    for (size_t i = 0; ok && i < n; i++)
+        if (keys[i].value > 0 || (zero_given && keys[i].value == 0)) {
             snprintf(key, sizeof key, "%s.%s", a, keys[i].key);
             ok = gguf_writer_add_f32(w, key, keys[i].value, c->err);
         }
     return ok;
+}
+
+/* Ministral 3's YaRN keys beyond the common ones, and its attention temperature. */
+static bool write_ministral_keys(family *c, gguf_writer *w, const char *a)
+{
+    const hf_params *p = &c->p;
+    const f32_key keys[] = {{"rope.scaling.yarn_beta_fast", p->yarn_beta_fast},
+                            {"rope.scaling.yarn_beta_slow", p->yarn_beta_slow},
+                            {"rope.scaling.yarn_log_multiplier", p->yarn_log_multiplier},
+                            {"attention.temperature_scale", p->temperature_scale}};
+    return write_given_f32s(c, w, a, keys, sizeof keys / sizeof keys[0], true);
 }
 
 /* Qwen 3.5's M-RoPE sections (rope_parameters' or rope_scaling's mrope_section, else
@@ -2075,21 +2085,11 @@ static bool write_window_keys(family *c, gguf_writer *w, const char *a)
 static bool write_scales(family *c, gguf_writer *w, const char *a)
 {
     const hf_params *p = &c->p;
-    const struct {
-        const char *key;
-        float value;
-    } scales[] = {{"embedding_scale", p->embedding_scale},
-                  {"residual_scale", p->residual_scale},
-                  {"attention.scale", p->attention_scale},
-                  {"logit_scale", p->logit_scale}};
-    char key[96];
-    bool ok = true;
-    for (size_t i = 0; ok && i < sizeof scales / sizeof scales[0]; i++)
-        if (scales[i].value > 0) {
-            snprintf(key, sizeof key, "%s.%s", a, scales[i].key);
-            ok = gguf_writer_add_f32(w, key, scales[i].value, c->err);
-        }
-    return ok;
+    const f32_key scales[] = {{"embedding_scale", p->embedding_scale},
+                              {"residual_scale", p->residual_scale},
+                              {"attention.scale", p->attention_scale},
+                              {"logit_scale", p->logit_scale}};
+    return write_given_f32s(c, w, a, scales, sizeof scales / sizeof scales[0], false);
 }
 
 /* Qwen 3.5's Gated DeltaNet sizes (under llama.cpp's ssm.* names), its attention layers'
