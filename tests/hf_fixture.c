@@ -122,6 +122,37 @@ static void hf_name(const char *gguf, bool sandwich, bool phi3, bool mixtral, bo
     fail_msg("no Hugging Face name for %s", gguf);
 }
 
+/* The Hugging Face name of GGUF tensor gguf, into out: after the first piece of a row of
+ * whole (n_whole pairs) that begins it, that row's other piece and the rest; else, for
+ * "blk.L." and a part of parts (n_parts pairs) after it, layers, ".L." and the part's
+ * Hugging Face piece. With kind_apart, a part stands before the last ".weight" or ".bias",
+ * which follows the Hugging Face piece too. */
+static void table_hf_name(const char *gguf, const char *const (*whole)[2], size_t n_whole,
+                          const char *const (*parts)[2], size_t n_parts, const char *layers,
+                          bool kind_apart, char *out, size_t cap)
+{
+    for (size_t i = 0; i < n_whole; i++)
+        if (!strncmp(gguf, whole[i][0], strlen(whole[i][0]))) {
+            snprintf(out, cap, "%s%s", whole[i][1], gguf + strlen(whole[i][0]));
+            return;
+        }
+    unsigned layer;
+    int used = 0;
+    char part[64], kind[16] = "";
+    bool ok = kind_apart ? sscanf(gguf, "blk.%u.%63[a-z_].%15s", &layer, part, kind) == 3
+                         : sscanf(gguf, "blk.%u.%n", &layer, &used) == 1 && used > 0;
+    if (!ok)
+        fail_msg("no Hugging Face name for %s", gguf);
+    const char *rest = kind_apart ? part : gguf + used;
+    for (size_t i = 0; i < n_parts; i++)
+        if (!strcmp(rest, parts[i][0])) {
+            snprintf(out, cap, "%s.%u.%s%s%s", layers, layer, parts[i][1], kind_apart ? "." : "",
+                     kind);
+            return;
+        }
+    fail_msg("no Hugging Face name for %s", gguf);
+}
+
 /* LFM2's block tensors, GGUF's name after "blk.L." and Hugging Face's after "model.layers.L." */
 static const char *const lfm2_names[][2] = {
     {"attn_norm.weight", "operator_norm.weight"},
@@ -144,21 +175,11 @@ static const char *const lfm2_names[][2] = {
 
 static void lfm2_hf_name(const char *gguf, char *out, size_t cap)
 {
-    if (!strcmp(gguf, "token_embd.weight") || !strcmp(gguf, "token_embd_norm.weight")) {
-        snprintf(out, cap, "model.%s", strcmp(gguf, "token_embd.weight") ? "embedding_norm.weight"
-                                                                         : "embed_tokens.weight");
-        return;
-    }
-    unsigned layer;
-    int used = 0;
-    if (sscanf(gguf, "blk.%u.%n", &layer, &used) != 1 || used == 0)
-        fail_msg("no Hugging Face name for %s", gguf);
-    for (size_t i = 0; i < sizeof lfm2_names / sizeof lfm2_names[0]; i++)
-        if (!strcmp(gguf + used, lfm2_names[i][0])) {
-            snprintf(out, cap, "model.layers.%u.%s", layer, lfm2_names[i][1]);
-            return;
-        }
-    fail_msg("no Hugging Face name for %s", gguf);
+    static const char *const whole[][2] = {{"token_embd.weight", "model.embed_tokens.weight"},
+                                           {"token_embd_norm.weight",
+                                            "model.embedding_norm.weight"}};
+    table_hf_name(gguf, whole, 2, lfm2_names, sizeof lfm2_names / sizeof lfm2_names[0],
+                  "model.layers", false, out, cap);
 }
 
 /* Nemotron-H's tensors, GGUF's name after "blk.L." and Hugging Face's after
@@ -190,21 +211,9 @@ static void nemotron_h_hf_name(const char *gguf, char *out, size_t cap)
     static const char *const whole[][2] = {{"token_embd.weight", "backbone.embeddings.weight"},
                                            {"output_norm.weight", "backbone.norm_f.weight"},
                                            {"output.weight", "lm_head.weight"}};
-    for (size_t i = 0; i < 3; i++)
-        if (!strcmp(gguf, whole[i][0])) {
-            snprintf(out, cap, "%s", whole[i][1]);
-            return;
-        }
-    unsigned layer;
-    int used = 0;
-    if (sscanf(gguf, "blk.%u.%n", &layer, &used) != 1 || used == 0)
-        fail_msg("no Hugging Face name for %s", gguf);
-    for (size_t i = 0; i < sizeof nemotron_h_names / sizeof nemotron_h_names[0]; i++)
-        if (!strcmp(gguf + used, nemotron_h_names[i][0])) {
-            snprintf(out, cap, "backbone.layers.%u.%s", layer, nemotron_h_names[i][1]);
-            return;
-        }
-    fail_msg("no Hugging Face name for %s", gguf);
+    table_hf_name(gguf, whole, 3, nemotron_h_names,
+                  sizeof nemotron_h_names / sizeof nemotron_h_names[0], "backbone.layers", false,
+                  out, cap);
 }
 
 /* A "bert" model's GGUF names and BertModel's */
@@ -239,40 +248,15 @@ static const char *const nomic_names[][2] = {
 
 static void nomic_hf_name(const char *gguf, char *out, size_t cap)
 {
-    for (size_t i = 0; i < 3; i++)
-        if (!strncmp(gguf, nomic_names[i][0], strlen(nomic_names[i][0]))) {
-            snprintf(out, cap, "%s%s", nomic_names[i][1], gguf + strlen(nomic_names[i][0]));
-            return;
-        }
-    unsigned layer;
-    char part[64], kind[16];
-    if (sscanf(gguf, "blk.%u.%63[a-z_].%15s", &layer, part, kind) != 3)
-        fail_msg("no Hugging Face name for %s", gguf);
-    for (size_t i = 3; i < sizeof nomic_names / sizeof nomic_names[0]; i++)
-        if (!strcmp(part, nomic_names[i][0])) {
-            snprintf(out, cap, "encoder.layers.%u.%s.%s", layer, nomic_names[i][1], kind);
-            return;
-        }
-    fail_msg("no Hugging Face name for %s", gguf);
+    table_hf_name(gguf, nomic_names, 3, nomic_names + 3,
+                  sizeof nomic_names / sizeof nomic_names[0] - 3, "encoder.layers", true, out,
+                  cap);
 }
 
 static void bert_hf_name(const char *gguf, char *out, size_t cap)
 {
-    for (size_t i = 0; i < 4; i++)
-        if (!strncmp(gguf, bert_names[i][0], strlen(bert_names[i][0]))) {
-            snprintf(out, cap, "%s%s", bert_names[i][1], gguf + strlen(bert_names[i][0]));
-            return;
-        }
-    unsigned layer;
-    char part[64], kind[16];
-    if (sscanf(gguf, "blk.%u.%63[a-z_].%15s", &layer, part, kind) != 3)
-        fail_msg("no Hugging Face name for %s", gguf);
-    for (size_t i = 4; i < sizeof bert_names / sizeof bert_names[0]; i++)
-        if (!strcmp(part, bert_names[i][0])) {
-            snprintf(out, cap, "encoder.layer.%u.%s.%s", layer, bert_names[i][1], kind);
-            return;
-        }
-    fail_msg("no Hugging Face name for %s", gguf);
+    table_hf_name(gguf, bert_names, 4, bert_names + 4,
+                  sizeof bert_names / sizeof bert_names[0] - 4, "encoder.layer", true, out, cap);
 }
 
 static uint32_t get_u32(const gguf_file *f, const char *key)
@@ -1007,6 +991,30 @@ static void finish_shard(shard *s, const char *dir, const char *name)
     json_decref(s->header);
 }
 
+/* A tower tensor's Hugging Face name, into out: whole's (n_whole pairs) for a name it lists,
+ * else for "v.blk.L.part.kind" blocks, ".L.", the Hugging Face piece parts (n_parts pairs)
+ * gives part, "." and kind. False when neither names it. */
+static bool tower_hf_name(const char *gguf, const char *const (*whole)[2], size_t n_whole,
+                          const char *const (*parts)[2], size_t n_parts, const char *blocks,
+                          char *out, size_t cap)
+{
+    for (size_t i = 0; i < n_whole; i++)
+        if (!strcmp(gguf, whole[i][0])) {
+            snprintf(out, cap, "%s", whole[i][1]);
+            return true;
+        }
+    unsigned layer;
+    char part[32], kind[16];
+    if (sscanf(gguf, "v.blk.%u.%31[a-z_0-9].%15s", &layer, part, kind) != 3)
+        return false;
+    for (size_t i = 0; i < n_parts; i++)
+        if (!strcmp(part, parts[i][0])) {
+            snprintf(out, cap, "%s.%u.%s.%s", blocks, layer, parts[i][1], kind);
+            return true;
+        }
+    return false;
+}
+
 /* The Hugging Face names of a llama.cpp projector's tensors (gemma3's) in a Gemma 3
  * multimodal checkpoint, older transformers' layout. */
 static void vision_hf_name(const char *gguf, char *out, size_t cap)
@@ -1026,22 +1034,10 @@ static void vision_hf_name(const char *gguf, char *out, size_t cap)
         {"attn_k", "self_attn.k_proj"}, {"attn_v", "self_attn.v_proj"},
         {"attn_out", "self_attn.out_proj"}, {"ffn_up", "mlp.fc1"}, {"ffn_down", "mlp.fc2"},
     };
-    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
-        if (strcmp(gguf, whole[i][0]) == 0) {
-            snprintf(out, cap, "%s", whole[i][1]);
-            return;
-        }
-    unsigned layer;
-    char part[32], kind[16];
-    if (sscanf(gguf, "v.blk.%u.%31[a-z_0-9].%15s", &layer, part, kind) != 3)
+    if (!tower_hf_name(gguf, whole, sizeof whole / sizeof whole[0], parts,
+                       sizeof parts / sizeof parts[0], "vision_tower.vision_model.encoder.layers",
+                       out, cap))
         fail_msg("no Hugging Face name for %s", gguf);
-    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
-        if (strcmp(part, parts[i][0]) == 0) {
-            snprintf(out, cap, "vision_tower.vision_model.encoder.layers.%u.%s.%s", layer,
-                     parts[i][1], kind);
-            return;
-        }
-    fail_msg("no Hugging Face name for %s", gguf);
 }
 
 /* The Hugging Face names of a llama.cpp pixtral projector's tensors in a Mistral 3
@@ -1058,7 +1054,6 @@ static const char *pixtral_hf_name(const char *gguf, char *out, size_t cap)
         {"mm.1.bias", "multi_modal_projector.linear_1.bias"},
         {"mm.2.weight", "multi_modal_projector.linear_2.weight"},
         {"mm.2.bias", "multi_modal_projector.linear_2.bias"},
-        {"v.token_embd.img_break", NULL},
     };
     static const char *const parts[][2] = {
         {"ln1", "attention_norm"},  {"ln2", "ffn_norm"},
@@ -1067,20 +1062,13 @@ static const char *pixtral_hf_name(const char *gguf, char *out, size_t cap)
         {"ffn_gate", "feed_forward.gate_proj"}, {"ffn_up", "feed_forward.up_proj"},
         {"ffn_down", "feed_forward.down_proj"},
     };
-    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
-        if (strcmp(gguf, whole[i][0]) == 0)
-            return whole[i][1] ? (snprintf(out, cap, "%s", whole[i][1]), out) : NULL;
-    unsigned layer;
-    char part[32], kind[16];
-    if (sscanf(gguf, "v.blk.%u.%31[a-z_0-9].%15s", &layer, part, kind) == 3)
-        for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
-            if (strcmp(part, parts[i][0]) == 0) {
-                snprintf(out, cap, "vision_tower.transformer.layers.%u.%s.%s", layer,
-                         parts[i][1], kind);
-                return out;
-            }
-    fail_msg("no Hugging Face name for %s", gguf);
-    return NULL;
+    if (!strcmp(gguf, "v.token_embd.img_break"))
+        return NULL;
+    if (!tower_hf_name(gguf, whole, sizeof whole / sizeof whole[0], parts,
+                       sizeof parts / sizeof parts[0], "vision_tower.transformer.layers", out,
+                       cap))
+        fail_msg("no Hugging Face name for %s", gguf);
+    return out;
 }
 
 /* The id of the token spelled text in f's vocabulary. */
@@ -1165,6 +1153,32 @@ static void nest_qwen25vl_config(const gguf_file *text, const gguf_file *mm, con
     write_json(dir, "config.json", c);
 }
 
+/* The tower's patch kernel t (v.patch_embd.weight, [patch, patch, channels, outputs]) and
+ * its second temporal slice (v.patch_embd.weight.1) as one Conv3D tensor named name,
+ * [outputs, channels, 2, patch, patch]. */
+static void put_patch_kernel(shard *s, json_t *weight_map, const char *shard_name,
+                             const gguf_file *mm, const gguf_tensor *t, safetensors_dtype dtype,
+                             const char *name)
+{
+    const gguf_tensor *second = gguf_find_tensor(mm, "v.patch_embd.weight.1");
+    assert_non_null(second);
+    uint64_t area = (uint64_t)t->ne[0] * (uint64_t)t->ne[1];
+    uint64_t slices = (uint64_t)t->ne[2] * (uint64_t)t->ne[3]; /* channels x outputs */
+    float *stacked = malloc(2 * area * slices * sizeof *stacked);
+    assert_non_null(stacked);
+    for (uint64_t k = 0; k < slices; k++)
+        for (int p = 0; p < 2; p++)
+            memcpy(stacked + (2 * k + (uint64_t)p) * area,
+                   (const float *)(p ? second : t)->data + k * area, area * sizeof *stacked);
+    put_matrix(s, name, dtype, stacked, (uint64_t)t->ne[3], 2 * area * (uint64_t)t->ne[2], 0,
+               false);
+    json_object_set_new(json_object_get(s->header, name), "shape",
+                        json_pack("[I,I,I,I,I]", (json_int_t)t->ne[3], (json_int_t)t->ne[2],
+                                  (json_int_t)2, (json_int_t)t->ne[1], (json_int_t)t->ne[0]));
+    json_object_set_new(weight_map, name, json_string(shard_name));
+    free(stacked);
+}
+
 /* The qwen2.5vl_merger projector's tensors under Qwen2.5-VL's names (older transformers'
  * layout), fused as the checkpoint keeps them: the two temporal patch kernels into one
  * [width, channels, 2, patch, patch], each block's Q, K and V (and biases) into attn.qkv. */
@@ -1188,16 +1202,8 @@ static void put_qwen25vl_tower(shard *s, json_t *weight_map, const char *shard_n
         uint64_t cols = gguf_tensor_n_elems(t) / (rows ? rows : 1);
         unsigned layer;
         char part[32], kind[16];
-        name[0] = '\0';
-        for (size_t w = 0; w < sizeof whole / sizeof whole[0]; w++)
-            if (!strcmp(t->name, whole[w][0]))
-                snprintf(name, sizeof name, "%s", whole[w][1]);
-        if (!name[0] && sscanf(t->name, "v.blk.%u.%31[a-z_0-9].%15s", &layer, part, kind) == 3)
-            for (size_t p = 0; p < sizeof parts / sizeof parts[0]; p++)
-                if (!strcmp(part, parts[p][0]))
-                    snprintf(name, sizeof name, "visual.blocks.%u.%s.%s", layer, parts[p][1],
-                             kind);
-        if (name[0]) {
+        if (tower_hf_name(t->name, whole, sizeof whole / sizeof whole[0], parts,
+                          sizeof parts / sizeof parts[0], "visual.blocks", name, sizeof name)) {
             put_matrix(s, name, t->n_dims == 1 ? SAFETENSORS_F32 : dtype, t->data, rows, cols,
                        0, false);
             json_object_set_new(weight_map, name, json_string(shard_name));
@@ -1225,25 +1231,7 @@ static void put_qwen25vl_tower(shard *s, json_t *weight_map, const char *shard_n
         }
         if (strcmp(t->name, "v.patch_embd.weight") != 0)
             continue; /* attn_k, attn_v and the second kernel go with attn_q and the first */
-        const gguf_tensor *second = gguf_find_tensor(mm, "v.patch_embd.weight.1");
-        assert_non_null(second);
-        uint64_t area = (uint64_t)t->ne[0] * (uint64_t)t->ne[1];
-        uint64_t slices = (uint64_t)t->ne[2] * (uint64_t)t->ne[3]; /* channels x outputs */
-        float *stacked = malloc(2 * area * slices * sizeof *stacked);
-        assert_non_null(stacked);
-        for (uint64_t k = 0; k < slices; k++)
-            for (int p = 0; p < 2; p++)
-                memcpy(stacked + (2 * k + (uint64_t)p) * area,
-                       (const float *)(p ? second : t)->data + k * area, area * sizeof *stacked);
-        snprintf(name, sizeof name, "visual.patch_embed.proj.weight");
-        put_matrix(s, name, dtype, stacked, (uint64_t)t->ne[3], 2 * area * (uint64_t)t->ne[2], 0,
-                   false);
-        json_object_set_new(json_object_get(s->header, name), "shape",
-                            json_pack("[I,I,I,I,I]", (json_int_t)t->ne[3], (json_int_t)t->ne[2],
-                                      (json_int_t)2, (json_int_t)t->ne[1],
-                                      (json_int_t)t->ne[0]));
-        json_object_set_new(weight_map, name, json_string(shard_name));
-        free(stacked);
+        put_patch_kernel(s, weight_map, shard_name, mm, t, dtype, "visual.patch_embed.proj.weight");
     }
 }
 
@@ -1363,25 +1351,7 @@ static void put_qwen3vl_tower(shard *s, json_t *weight_map, const char *shard_na
         }
         if (strcmp(t->name, "v.patch_embd.weight") != 0)
             continue; /* the second kernel goes with the first */
-        const gguf_tensor *second = gguf_find_tensor(mm, "v.patch_embd.weight.1");
-        assert_non_null(second);
-        uint64_t area = (uint64_t)t->ne[0] * (uint64_t)t->ne[1];
-        uint64_t slices = (uint64_t)t->ne[2] * (uint64_t)t->ne[3]; /* channels x outputs */
-        float *stacked = malloc(2 * area * slices * sizeof *stacked);
-        assert_non_null(stacked);
-        for (uint64_t k = 0; k < slices; k++)
-            for (int p = 0; p < 2; p++)
-                memcpy(stacked + (2 * k + (uint64_t)p) * area,
-                       (const float *)(p ? second : t)->data + k * area, area * sizeof *stacked);
-        snprintf(name, sizeof name, "model.visual.patch_embed.proj.weight");
-        put_matrix(s, name, dtype, stacked, (uint64_t)t->ne[3], 2 * area * (uint64_t)t->ne[2], 0,
-                   false);
-        json_object_set_new(json_object_get(s->header, name), "shape",
-                            json_pack("[I,I,I,I,I]", (json_int_t)t->ne[3], (json_int_t)t->ne[2],
-                                      (json_int_t)2, (json_int_t)t->ne[1],
-                                      (json_int_t)t->ne[0]));
-        json_object_set_new(weight_map, name, json_string(shard_name));
-        free(stacked);
+        put_patch_kernel(s, weight_map, shard_name, mm, t, dtype, "model.visual.patch_embed.proj.weight");
     }
 }
 
@@ -1712,18 +1682,9 @@ static void put_llama4_tower(shard *s, json_t *weight_map, const char *shard_nam
         assert_int_equal(t->type, TENSOR_TYPE_F32);
         uint64_t rows = t->n_dims == 1 ? 0 : (uint64_t)t->ne[t->n_dims - 1];
         uint64_t cols = gguf_tensor_n_elems(t) / (rows ? rows : 1);
-        unsigned layer;
-        char part[32], kind[16];
-        name[0] = '\0';
-        for (size_t w = 0; w < sizeof whole / sizeof whole[0]; w++)
-            if (!strcmp(t->name, whole[w][0]))
-                snprintf(name, sizeof name, "%s", whole[w][1]);
-        if (!name[0] && sscanf(t->name, "v.blk.%u.%31[a-z_0-9].%15s", &layer, part, kind) == 3)
-            for (size_t p = 0; p < sizeof parts / sizeof parts[0]; p++)
-                if (!strcmp(part, parts[p][0]))
-                    snprintf(name, sizeof name, "vision_model.model.layers.%u.%s.%s", layer,
-                             parts[p][1], kind);
-        if (!name[0])
+        if (!tower_hf_name(t->name, whole, sizeof whole / sizeof whole[0], parts,
+                           sizeof parts / sizeof parts[0], "vision_model.model.layers", name,
+                           sizeof name))
             fail_msg("no Hugging Face name for %s", t->name);
         put_matrix(s, name, t->n_dims == 1 ? SAFETENSORS_F32 : dtype, t->data, rows, cols, 0,
                    false);

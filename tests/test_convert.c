@@ -32,6 +32,7 @@
 #include "quant_half.h"
 #include "file_fixture.h"
 #include "gguf_write_fixture.h"
+#include "ollama_name_fixture.h"
 #include "onefile_fixture.h"
 #include "qwen3vl_single_fixture.h"
 #include "reference_fixture.h"
@@ -251,6 +252,61 @@ static bool kv_equal(const gguf_kv *a, const gguf_kv *b)
     return true;
 }
 
+/* The keys a conversion writes its own way: the model's name and its file type. */
+static const char *const skipped[] = {"general.name", "general.file_type", NULL};
+
+/* Every metadata pair of want is in got with the same value, but those in skipped (a
+ * NULL-terminated list). */
+static void expect_same_keys(const gguf_file *want, const gguf_file *got,
+                             const char *const *skipped_keys)
+{
+    for (size_t i = 0; i < gguf_n_kv(want); i++) {
+        const gguf_kv *w = gguf_kv_at(want, i);
+        bool skip = false;
+        for (const char *const *k = skipped_keys; *k && !skip; k++)
+            skip = strcmp(*k, w->key) == 0;
+        if (skip)
+            continue;
+        const gguf_kv *g = gguf_find_kv(got, w->key);
+        if (!g || !kv_equal(w, g))
+            fail_msg("%s %s", w->key, g ? "differs" : "is missing");
+    }
+}
+
+/* Every tensor of from is in got under the name rename gives (NULL: its own), byte for byte. */
+static void expect_same_tensors(const gguf_file *from, const gguf_file *got,
+                                const char *(*rename)(const char *, char *, size_t))
+{
+    for (size_t i = 0; i < gguf_n_tensors(from); i++) {
+        const gguf_tensor *w = gguf_tensor_at(from, i);
+        char buf[128];
+        const char *name = rename ? rename(w->name, buf, sizeof buf) : w->name;
+        const gguf_tensor *g = gguf_find_tensor(got, name);
+        if (!g)
+            fail_msg("no %s", name);
+        if (g->type != w->type || memcmp(g->ne, w->ne, sizeof w->ne) != 0 ||
+            g->size_bytes != w->size_bytes || memcmp(g->data, w->data, w->size_bytes) != 0)
+            fail_msg("%s differs (%s, expected %s)", name, tensor_type_name(g->type),
+                     tensor_type_name(w->type));
+    }
+}
+
+/* The file at got_path holds the tensors of the one at want_path byte for byte and no others,
+ * and its keys but those in skipped_keys. */
+static void expect_same_file(const char *want_path, const char *got_path,
+                             const char *const *skipped_keys)
+{
+    corral_error err = {{0}};
+    gguf_file *want = gguf_open(want_path, &err), *got = gguf_open(got_path, &err);
+    if (!want || !got)
+        fail_msg("%s", err.message);
+    assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want));
+    expect_same_tensors(want, got, NULL);
+    expect_same_keys(want, got, skipped_keys);
+    gguf_close(want);
+    gguf_close(got);
+}
+
 /*
  * Convert the checkpoint written in g_root and hold the result against the GGUF at want_path
  * (a fixture, or one made from it): the same
@@ -332,17 +388,7 @@ static void check_round_trip(const char *want_path, const char *experts_name,
             expect_element(x, type, g->data, e, w->name);
         }
     }
-    for (size_t i = 0; i < gguf_n_kv(want); i++) {
-        const gguf_kv *w = gguf_kv_at(want, i);
-        bool skip = false;
-        for (const char *const *s = skipped; *s; s++)
-            skip = skip || strcmp(*s, w->key) == 0;
-        if (skip)
-            continue;
-        const gguf_kv *g = gguf_find_kv(got, w->key);
-        if (!g || !kv_equal(w, g))
-            fail_msg("%s: %s %s", want_path, w->key, g ? "differs" : "is missing");
-    }
+    expect_same_keys(want, got, skipped);
     uint32_t file_type = 0;
     assert_true(gguf_get_u32(got, "general.file_type", &file_type, &err));
     assert_int_equal(file_type, matrix_type == TENSOR_TYPE_BF16 ? 32 : 1);
@@ -396,8 +442,6 @@ static void same_tokens(const char *fixture_name)
     corral_vocab_free(want);
     corral_vocab_free(got);
 }
-
-static const char *const skipped[] = {"general.name", "general.file_type", NULL};
 
 static void test_convert_qwen2_round_trip_f16(void **state)
 {
@@ -1110,25 +1154,16 @@ static void test_convert_deepseek2_round_trip(void **state)
     }
     assert_int_equal(split, 3);
     assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want) - split);
-    static const char *const widths[] = {"deepseek2.attention.key_length",
-                                         "deepseek2.attention.value_length",
-                                         "deepseek2.attention.key_length_mla",
-                                         "deepseek2.attention.value_length_mla"};
-    for (size_t i = 0; i < gguf_n_kv(want); i++) {
-        const gguf_kv *w = gguf_kv_at(want, i);
-        bool skip = !strcmp(w->key, "general.name") || !strcmp(w->key, "general.file_type") ||
-                    !strcmp(w->key, "tokenizer.ggml.pre");
-        for (size_t k = 0; k < 4; k++)
-            skip = skip || !strcmp(w->key, widths[k]);
-        const gguf_kv *g = gguf_find_kv(got, w->key);
-        if (!skip && (!g || !kv_equal(w, g)))
-            fail_msg("%s %s", w->key, g ? "differs" : "is missing");
-    }
-    for (size_t k = 2; k < 4; k++)
-        assert_null(gguf_find_kv(got, widths[k]));
+    static const char *const deepseek2_skipped[] = {
+        "deepseek2.attention.key_length", "deepseek2.attention.value_length",
+        "deepseek2.attention.key_length_mla", "deepseek2.attention.value_length_mla",
+        "general.name", "general.file_type", "tokenizer.ggml.pre", NULL};
+    expect_same_keys(want, got, deepseek2_skipped);
+    assert_null(gguf_find_kv(got, "deepseek2.attention.key_length_mla"));
+    assert_null(gguf_find_kv(got, "deepseek2.attention.value_length_mla"));
     uint32_t key_length = 0, value_length = 0;
-    assert_true(gguf_get_u32(got, widths[0], &key_length, &err));
-    assert_true(gguf_get_u32(got, widths[1], &value_length, &err));
+    assert_true(gguf_get_u32(got, "deepseek2.attention.key_length", &key_length, &err));
+    assert_true(gguf_get_u32(got, "deepseek2.attention.value_length", &value_length, &err));
     assert_int_equal(key_length, 24 + 16);
     assert_int_equal(value_length, 32);
     gguf_str pre; /* ollama's converter names DeepSeek V3's pre-tokenizer whatever its patterns */
@@ -1153,6 +1188,9 @@ static void test_convert_deepseek2_round_trip(void **state)
     rewrite("config.json", "\"topk_group\": 2", "\"topk_group\": 5");
     expect_convert_refusal("config.json: 8 routed experts of width 32 in 4 groups (5 used)");
     rewrite("config.json", "\"topk_group\": 5", "\"topk_group\": 2");
+    rewrite("config.json", "\"topk_group\": 2", "\"topk_grp\": 2");
+    expect_convert_refusal("config.json gives n_group without topk_group");
+    rewrite("config.json", "\"topk_grp\": 2", "\"topk_group\": 2");
     rewrite("config.json", "\"first_k_dense_replace\": 1", "\"first_k_dense_replace\": 2");
     expect_convert_refusal("'model.layers.1.mlp.gate.e_score_correction_bias' is not one of a "
                            "DeepseekV3ForCausalLM's");
@@ -1169,6 +1207,40 @@ static void test_convert_mixtral_round_trip(void **state)
     (void)state;
     round_trip("arch/llama-moe.gguf", "MixtralForCausalLM", SAFETENSORS_F16, NULL,
                TENSOR_TYPE_F16, skipped);
+}
+
+/* The engine loads the file at path as a model and a tower that fits it. */
+static void expect_tower_fits(const char *path)
+{
+    corral_error err = {{0}};
+    corral_model *model = corral_model_load(path, &err);
+    corral_mmproj *mm = model ? corral_mmproj_load(path, &err) : NULL;
+    if (!mm || !corral_mmproj_fits(mm, model, &err))
+        fail_msg("%s", err.message);
+    corral_mmproj_free(mm);
+    corral_model_free(model);
+}
+
+/* The files a one-file vision test holds side by side: its fixtures' text model and tower
+ * as converted from the checkpoint (text_f16, mmproj_f16), the one file made of them (want)
+ * and the conversion's (got). */
+typedef struct vision_paths {
+    char text_f16[512], mmproj_f16[512], want[512], got[512];
+} vision_paths;
+
+/* Converts the checkpoint in g_root to out.gguf; the paths of the files to compare. */
+static vision_paths convert_vision(void)
+{
+    corral_error err = {{0}};
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    vision_paths v;
+    snprintf(v.text_f16, sizeof v.text_f16, "%s", store_fixture_path(g_root, "text-f16.gguf"));
+    snprintf(v.mmproj_f16, sizeof v.mmproj_f16, "%s",
+             store_fixture_path(g_root, "mmproj-f16.gguf"));
+    snprintf(v.want, sizeof v.want, "%s", store_fixture_path(g_root, "want.gguf"));
+    snprintf(v.got, sizeof v.got, "%s", store_fixture_path(g_root, "out.gguf"));
+    return v;
 }
 
 /* ---- Gemma 3 with its vision tower ---- */
@@ -1261,65 +1333,34 @@ static void test_convert_gemma3_vision_to_one_file(void **state)
     snprintf(text, sizeof text, "%s", fixture("vision/gemma3-text.gguf"));
     snprintf(mmproj, sizeof mmproj, "%s", fixture("vision/gemma3-mmproj.gguf"));
     hf_fixture_write_vision(text, mmproj, g_root, 16, SAFETENSORS_F16);
+    vision_paths v = convert_vision();
     corral_error err = {{0}};
-    if (convert("out.gguf", &err) != HF_OK)
-        fail_msg("%s", err.message);
-    char text_f16[512], mmproj_f16[512], want_path[512], got_path[512];
-    snprintf(text_f16, sizeof text_f16, "%s", store_fixture_path(g_root, "text-f16.gguf"));
-    snprintf(mmproj_f16, sizeof mmproj_f16, "%s", store_fixture_path(g_root, "mmproj-f16.gguf"));
-    snprintf(want_path, sizeof want_path, "%s", store_fixture_path(g_root, "want.gguf"));
-    snprintf(got_path, sizeof got_path, "%s", store_fixture_path(g_root, "out.gguf"));
-    write_as_converted(text, text_f16, true);
-    write_as_converted(mmproj, mmproj_f16, true);
-    onefile_fixture_write(text_f16, mmproj_f16, want_path, 16, NULL, NULL);
+    write_as_converted(text, v.text_f16, true);
+    write_as_converted(mmproj, v.mmproj_f16, true);
+    onefile_fixture_write(v.text_f16, v.mmproj_f16, v.want, 16, NULL, NULL);
 
-    gguf_file *want = gguf_open(want_path, &err), *got = gguf_open(got_path, &err);
-    if (!want || !got)
-        fail_msg("%s", err.message);
-    assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want));
-    for (size_t i = 0; i < gguf_n_tensors(want); i++) {
-        const gguf_tensor *w = gguf_tensor_at(want, i), *g = gguf_find_tensor(got, w->name);
-        if (!g)
-            fail_msg("no %s", w->name);
-        if (g->type != w->type || memcmp(g->ne, w->ne, sizeof w->ne) != 0 ||
-            g->size_bytes != w->size_bytes || memcmp(g->data, w->data, w->size_bytes) != 0)
-            fail_msg("%s differs (%s, expected %s)", w->name, tensor_type_name(g->type),
-                     tensor_type_name(w->type));
-    }
-    for (size_t i = 0; i < gguf_n_kv(want); i++) {
-        const gguf_kv *w = gguf_kv_at(want, i);
-        /* the projector's projection_dim, which ollama's converter does not write */
-        if (!strcmp(w->key, "general.name") || !strcmp(w->key, "general.file_type") ||
-            !strcmp(w->key, "gemma3.vision.projection_dim"))
-            continue;
-        const gguf_kv *g = gguf_find_kv(got, w->key);
-        if (!g || !kv_equal(w, g))
-            fail_msg("%s %s", w->key, g ? "differs" : "is missing");
-    }
-    gguf_close(want);
-    gguf_close(got);
+    /* the projector's projection_dim, which ollama's converter does not write */
+    static const char *const gemma3_skipped[] = {"general.name", "general.file_type",
+                                                 "gemma3.vision.projection_dim", NULL};
+    expect_same_file(v.want, v.got, gemma3_skipped);
 
-    corral_image_embd a = image_embeddings(want_path, "vision/gemma3.square.pixels.f32", 64);
-    corral_image_embd b = image_embeddings(got_path, "vision/gemma3.square.pixels.f32", 64);
+    corral_image_embd a = image_embeddings(v.want, "vision/gemma3.square.pixels.f32", 64);
+    corral_image_embd b = image_embeddings(v.got, "vision/gemma3.square.pixels.f32", 64);
     assert_int_equal(a.n_tokens, 16);
     assert_int_equal(b.n_tokens, a.n_tokens);
     assert_int_equal(b.n_embd, a.n_embd);
     assert_memory_equal(b.data, a.data, a.n_tokens * a.n_embd * sizeof *a.data);
     corral_image_embd_free(&a);
     corral_image_embd_free(&b);
-    corral_model *model = corral_model_load(got_path, &err);
-    corral_mmproj *mm = model ? corral_mmproj_load(got_path, &err) : NULL;
-    if (!mm || !corral_mmproj_fits(mm, model, &err))
-        fail_msg("%s", err.message);
-    corral_mmproj_free(mm);
-    corral_model_free(model);
+    expect_tower_fits(v.got);
 
     /* from BF16, as ollama's converter: the text model's matrices and the projection BF16,
      * the tower's F16 */
     hf_fixture_write_vision(text, mmproj, g_root, 16, SAFETENSORS_BF16);
     if (convert("out.gguf", &err) != HF_OK)
         fail_msg("%s", err.message);
-    assert_non_null(got = gguf_open(got_path, &err));
+    gguf_file *got = gguf_open(v.got, &err);
+    assert_non_null(got);
     static const struct {
         const char *name;
         uint32_t type;
@@ -1333,7 +1374,7 @@ static void test_convert_gemma3_vision_to_one_file(void **state)
             fail_msg("%s is %s", types[i].name,
                      tensor_type_name(gguf_find_tensor(got, types[i].name)->type));
     gguf_close(got);
-    assert_int_equal(unlink(got_path), 0);
+    assert_int_equal(unlink(v.got), 0);
 
     rewrite("config.json", "\"image_size\": 64", "\"image_size\": 0");
     expect_convert_refusal("config.json: vision_config.image_size must be an integer from 1");
@@ -1354,57 +1395,23 @@ static void test_convert_qwen25vl_to_one_file(void **state)
     snprintf(text, sizeof text, "%s", fixture("vision/qwen25vl-text.gguf"));
     snprintf(mmproj, sizeof mmproj, "%s", fixture("vision/qwen25vl-mmproj.gguf"));
     hf_fixture_write_qwen25vl(text, mmproj, g_root, SAFETENSORS_F16);
-    corral_error err = {{0}};
-    if (convert("out.gguf", &err) != HF_OK)
-        fail_msg("%s", err.message);
-    char text_f16[512], mmproj_f16[512], want_path[512], got_path[512];
-    snprintf(text_f16, sizeof text_f16, "%s", store_fixture_path(g_root, "text-f16.gguf"));
-    snprintf(mmproj_f16, sizeof mmproj_f16, "%s", store_fixture_path(g_root, "mmproj-f16.gguf"));
-    snprintf(want_path, sizeof want_path, "%s", store_fixture_path(g_root, "want.gguf"));
-    snprintf(got_path, sizeof got_path, "%s", store_fixture_path(g_root, "out.gguf"));
-    write_as_converted(text, text_f16, false);
-    write_as_converted(mmproj, mmproj_f16, false);
-    onefile_fixture_write(text_f16, mmproj_f16, want_path, 0, NULL, NULL);
+    vision_paths v = convert_vision();
+    write_as_converted(text, v.text_f16, false);
+    write_as_converted(mmproj, v.mmproj_f16, false);
+    onefile_fixture_write(v.text_f16, v.mmproj_f16, v.want, 0, NULL, NULL);
 
-    gguf_file *want = gguf_open(want_path, &err), *got = gguf_open(got_path, &err);
-    if (!want || !got)
-        fail_msg("%s", err.message);
-    assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want));
-    for (size_t i = 0; i < gguf_n_tensors(want); i++) {
-        const gguf_tensor *w = gguf_tensor_at(want, i), *g = gguf_find_tensor(got, w->name);
-        if (!g)
-            fail_msg("no %s", w->name);
-        if (g->type != w->type || memcmp(g->ne, w->ne, sizeof w->ne) != 0 ||
-            g->size_bytes != w->size_bytes || memcmp(g->data, w->data, w->size_bytes) != 0)
-            fail_msg("%s differs (%s, expected %s)", w->name, tensor_type_name(g->type),
-                     tensor_type_name(w->type));
-    }
-    for (size_t i = 0; i < gguf_n_kv(want); i++) {
-        const gguf_kv *w = gguf_kv_at(want, i);
-        if (!strcmp(w->key, "general.name") || !strcmp(w->key, "general.file_type"))
-            continue;
-        const gguf_kv *g = gguf_find_kv(got, w->key);
-        if (!g || !kv_equal(w, g))
-            fail_msg("%s %s", w->key, g ? "differs" : "is missing");
-    }
-    gguf_close(want);
-    gguf_close(got);
+    expect_same_file(v.want, v.got, skipped);
 
-    corral_image_embd a = image_embeddings(want_path, "vision/qwen25vl.square.pixels.f32", 84);
-    corral_image_embd b = image_embeddings(got_path, "vision/qwen25vl.square.pixels.f32", 84);
+    corral_image_embd a = image_embeddings(v.want, "vision/qwen25vl.square.pixels.f32", 84);
+    corral_image_embd b = image_embeddings(v.got, "vision/qwen25vl.square.pixels.f32", 84);
     assert_int_equal(a.n_tokens, 9);
     assert_int_equal(b.n_tokens, a.n_tokens);
     assert_int_equal(b.n_embd, a.n_embd);
     assert_memory_equal(b.data, a.data, a.n_tokens * a.n_embd * sizeof *a.data);
     corral_image_embd_free(&a);
     corral_image_embd_free(&b);
-    corral_model *model = corral_model_load(got_path, &err);
-    corral_mmproj *mm = model ? corral_mmproj_load(got_path, &err) : NULL;
-    if (!mm || !corral_mmproj_fits(mm, model, &err))
-        fail_msg("%s", err.message);
-    corral_mmproj_free(mm);
-    corral_model_free(model);
-    assert_int_equal(unlink(got_path), 0);
+    expect_tower_fits(v.got);
+    assert_int_equal(unlink(v.got), 0);
 
     /* the tower's width (the text model's is followed by a wider intermediate_size) */
     rewrite("config.json", "\"hidden_size\": 64,\n  \"intermediate_size\": 96",
@@ -1427,54 +1434,25 @@ static void test_convert_qwen3vl_to_one_file(void **state)
     snprintf(text, sizeof text, "%s", fixture("vision/qwen3vl-text.gguf"));
     snprintf(mmproj, sizeof mmproj, "%s", fixture("vision/qwen3vl-mmproj.gguf"));
     hf_fixture_write_qwen3vl(text, mmproj, g_root, SAFETENSORS_F16);
+    vision_paths v = convert_vision();
     corral_error err = {{0}};
-    if (convert("out.gguf", &err) != HF_OK)
-        fail_msg("%s", err.message);
-    char text_f16[512], mmproj_f16[512], want_path[512], got_path[512];
-    snprintf(text_f16, sizeof text_f16, "%s", store_fixture_path(g_root, "text-f16.gguf"));
-    snprintf(mmproj_f16, sizeof mmproj_f16, "%s", store_fixture_path(g_root, "mmproj-f16.gguf"));
-    snprintf(want_path, sizeof want_path, "%s", store_fixture_path(g_root, "want.gguf"));
-    snprintf(got_path, sizeof got_path, "%s", store_fixture_path(g_root, "out.gguf"));
-    write_as_converted(text, text_f16, false);
+    write_as_converted(text, v.text_f16, false);
     /* the single file's writer makes its F16 Conv3D kernel from F32 kernels */
     static const char *const kernels[] = {"v.patch_embd.weight", NULL};
-    write_as_converted_but(mmproj, mmproj_f16, false, kernels);
+    write_as_converted_but(mmproj, v.mmproj_f16, false, kernels);
     static const int32_t deepstack[2] = {0, 2};
-    qwen3vl_single_fixture_write(text_f16, mmproj_f16, want_path, NULL, deepstack, 2);
+    qwen3vl_single_fixture_write(v.text_f16, v.mmproj_f16, v.want, NULL, deepstack, 2);
 
-    gguf_file *want = gguf_open(want_path, &err), *got = gguf_open(got_path, &err);
-    if (!want || !got)
+    expect_same_file(v.want, v.got, skipped);
+    gguf_file *got = gguf_open(v.got, &err);
+    if (!got)
         fail_msg("%s", err.message);
-    assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want));
-    for (size_t i = 0; i < gguf_n_tensors(want); i++) {
-        const gguf_tensor *w = gguf_tensor_at(want, i), *g = gguf_find_tensor(got, w->name);
-        if (!g)
-            fail_msg("no %s", w->name);
-        if (g->type != w->type || memcmp(g->ne, w->ne, sizeof w->ne) != 0 ||
-            g->size_bytes != w->size_bytes || memcmp(g->data, w->data, w->size_bytes) != 0)
-            fail_msg("%s differs (%s, expected %s)", w->name, tensor_type_name(g->type),
-                     tensor_type_name(w->type));
-    }
-    for (size_t i = 0; i < gguf_n_kv(want); i++) {
-        const gguf_kv *w = gguf_kv_at(want, i);
-        if (!strcmp(w->key, "general.name") || !strcmp(w->key, "general.file_type"))
-            continue;
-        const gguf_kv *g = gguf_find_kv(got, w->key);
-        if (!g || !kv_equal(w, g))
-            fail_msg("%s %s", w->key, g ? "differs" : "is missing");
-    }
     uint32_t edge = 0;
     assert_true(gguf_get_u32(got, "qwen3vl.vision.longest_edge", &edge, &err));
     assert_int_equal(edge, 4 * 4 * 4096);
-    gguf_close(want);
     gguf_close(got);
-    corral_model *model = corral_model_load(got_path, &err);
-    corral_mmproj *mm = model ? corral_mmproj_load(got_path, &err) : NULL;
-    if (!mm || !corral_mmproj_fits(mm, model, &err))
-        fail_msg("%s", err.message);
-    corral_mmproj_free(mm);
-    corral_model_free(model);
-    assert_int_equal(unlink(got_path), 0);
+    expect_tower_fits(v.got);
+    assert_int_equal(unlink(v.got), 0);
 
     rewrite("config.json", "\"deepstack_visual_indexes\": [\n   0,\n   2\n  ]",
             "\"deepstack_visual_indexes\": [\n   2,\n   0\n  ]");
@@ -1531,16 +1509,10 @@ static void test_convert_qwen3vlmoe_experts(void **state)
             expect_element(x, type, g->data, e, w->name);
         }
     }
-    for (size_t i = 0; i < gguf_n_kv(want); i++) {
-        const gguf_kv *w = gguf_kv_at(want, i);
-        if (!strcmp(w->key, "general.name") || !strcmp(w->key, "general.file_type") ||
-            !strcmp(w->key, "qwen3vlmoe.rope.dimension_sections") ||
-            !strcmp(w->key, "qwen3vlmoe.n_deepstack_layers"))
-            continue;
-        const gguf_kv *g = gguf_find_kv(got, w->key);
-        if (!g || !kv_equal(w, g))
-            fail_msg("%s %s", w->key, g ? "differs" : "is missing");
-    }
+    static const char *const qwen3vlmoe_skipped[] = {
+        "general.name", "general.file_type", "qwen3vlmoe.rope.dimension_sections",
+        "qwen3vlmoe.n_deepstack_layers", NULL};
+    expect_same_keys(want, got, qwen3vlmoe_skipped);
     const gguf_kv *sections = gguf_find_kv(got, "qwen3vlmoe.rope.mrope_section");
     assert_non_null(sections);
     assert_int_equal(sections->n, 3);
@@ -1567,55 +1539,6 @@ static void test_convert_qwen3vlmoe_experts(void **state)
 
 /* ---- Llama 4 with its tower ---- */
 
-/* The name ollama's converter gives a llama.cpp llama4 projector's tensor: Hugging Face's
- * under "v." and "mm.", the blocks' as the text model's but the MLP's. */
-static const char *llama4_ollama_name(const char *name, char *buf, size_t size)
-{
-    static const char *const whole[][2] = {
-        {"v.patch_embd.weight", "v.patch_embedding.weight"},
-        {"v.class_embd", "v.class_embedding"},
-        {"v.position_embd.weight", "v.positional_embedding_vlm"},
-        {"v.pre_ln.weight", "v.layernorm_pre.weight"}, {"v.pre_ln.bias", "v.layernorm_pre.bias"},
-        {"v.post_ln.weight", "v.layernorm_post.weight"},
-        {"v.post_ln.bias", "v.layernorm_post.bias"},
-        {"mm.model.mlp.1.weight", "v.vision_adapter.mlp.fc1.weight"},
-        {"mm.model.mlp.2.weight", "v.vision_adapter.mlp.fc2.weight"},
-        {"mm.model.fc.weight", "mm.linear_1.weight"},
-    };
-    static const char *const part[][2] = {{".ln1.", ".attn_norm."}, {".ln2.", ".ffn_norm."},
-                                          {".attn_out.", ".attn_output."},
-                                          {".ffn_up.", ".mlp.fc1."}, {".ffn_down.", ".mlp.fc2."}};
-    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
-        if (strcmp(name, whole[i][0]) == 0)
-            return whole[i][1];
-    snprintf(buf, size, "%s", name);
-    for (size_t i = 0; i < sizeof part / sizeof part[0]; i++) {
-        const char *at = strstr(name, part[i][0]);
-        if (at)
-            snprintf(buf, size, "%.*s%s%s", (int)(at - name), name, part[i][1],
-                     at + strlen(part[i][0]));
-    }
-    return buf;
-}
-
-/* Every tensor of from is in got under the name rename gives (NULL: its own), byte for byte. */
-static void expect_same_tensors(const gguf_file *from, const gguf_file *got,
-                                const char *(*rename)(const char *, char *, size_t))
-{
-    for (size_t i = 0; i < gguf_n_tensors(from); i++) {
-        const gguf_tensor *w = gguf_tensor_at(from, i);
-        char buf[128];
-        const char *name = rename ? rename(w->name, buf, sizeof buf) : w->name;
-        const gguf_tensor *g = gguf_find_tensor(got, name);
-        if (!g)
-            fail_msg("no %s", name);
-        if (g->type != w->type || memcmp(g->ne, w->ne, sizeof w->ne) != 0 ||
-            g->size_bytes != w->size_bytes || memcmp(g->data, w->data, w->size_bytes) != 0)
-            fail_msg("%s differs (%s, expected %s)", name, tensor_type_name(g->type),
-                     tensor_type_name(w->type));
-    }
-}
-
 /* The Llama4ForConditionalGeneration checkpoint of the llama4 vision fixtures converts to the
  * one file ollama's converter writes: the text model's tensors (Q/K as the checkpoint keeps
  * them, each layer's packed experts split and transposed) and the tower's under ollama's
@@ -1628,33 +1551,21 @@ static void test_convert_llama4_to_one_file(void **state)
     snprintf(text, sizeof text, "%s", fixture("vision/llama4-text.gguf"));
     snprintf(mmproj, sizeof mmproj, "%s", fixture("vision/llama4-mmproj.gguf"));
     hf_fixture_write_llama4(text, mmproj, g_root, SAFETENSORS_F16);
+    vision_paths v = convert_vision();
     corral_error err = {{0}};
-    if (convert("out.gguf", &err) != HF_OK)
-        fail_msg("%s", err.message);
-    char text_f16[512], mmproj_f16[512], got_path[512];
-    snprintf(text_f16, sizeof text_f16, "%s", store_fixture_path(g_root, "text-f16.gguf"));
-    snprintf(mmproj_f16, sizeof mmproj_f16, "%s", store_fixture_path(g_root, "mmproj-f16.gguf"));
-    snprintf(got_path, sizeof got_path, "%s", store_fixture_path(g_root, "out.gguf"));
     /* the router and the position table are F32 in ollama's file */
     static const char *const routers[] = {".ffn_gate_inp.", NULL};
     static const char *const table[] = {"v.position_embd.weight", NULL};
-    write_as_converted_but(text, text_f16, false, routers);
-    write_as_converted_but(mmproj, mmproj_f16, false, table);
-    gguf_file *want_text = gguf_open(text_f16, &err), *want_mm = gguf_open(mmproj_f16, &err);
-    gguf_file *got = gguf_open(got_path, &err);
+    write_as_converted_but(text, v.text_f16, false, routers);
+    write_as_converted_but(mmproj, v.mmproj_f16, false, table);
+    gguf_file *want_text = gguf_open(v.text_f16, &err), *want_mm = gguf_open(v.mmproj_f16, &err);
+    gguf_file *got = gguf_open(v.got, &err);
     if (!want_text || !want_mm || !got)
         fail_msg("%s", err.message);
     assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want_text) + gguf_n_tensors(want_mm));
     expect_same_tensors(want_text, got, NULL);
-    expect_same_tensors(want_mm, got, llama4_ollama_name);
-    for (size_t i = 0; i < gguf_n_kv(want_text); i++) {
-        const gguf_kv *w = gguf_kv_at(want_text, i);
-        if (!strcmp(w->key, "general.name") || !strcmp(w->key, "general.file_type"))
-            continue;
-        const gguf_kv *g = gguf_find_kv(got, w->key);
-        if (!g || !kv_equal(w, g))
-            fail_msg("%s %s", w->key, g ? "differs" : "is missing");
-    }
+    expect_same_tensors(want_mm, got, ollama_name_fixture_llama4);
+    expect_same_keys(want_text, got, skipped);
     static const struct {
         const char *key;
         uint32_t value;
@@ -1683,13 +1594,8 @@ static void test_convert_llama4_to_one_file(void **state)
     gguf_close(want_text);
     gguf_close(want_mm);
     gguf_close(got);
-    corral_model *model = corral_model_load(got_path, &err);
-    corral_mmproj *mm = model ? corral_mmproj_load(got_path, &err) : NULL;
-    if (!mm || !corral_mmproj_fits(mm, model, &err))
-        fail_msg("%s", err.message);
-    corral_mmproj_free(mm);
-    corral_model_free(model);
-    assert_int_equal(unlink(got_path), 0);
+    expect_tower_fits(v.got);
+    assert_int_equal(unlink(v.got), 0);
 
     rewrite("config.json", "\"intermediate_size_mlp\"", "\"intermediate_size_dense\"");
     expect_convert_refusal("config.json has no intermediate_size_mlp");
@@ -1702,7 +1608,7 @@ static void test_convert_llama4_to_one_file(void **state)
             "\"original_max_position_embeddings\": 8192}");
     if (convert("out.gguf", &err) != HF_OK)
         fail_msg("%s", err.message);
-    got = gguf_open(got_path, &err);
+    got = gguf_open(v.got, &err);
     if (!got)
         fail_msg("%s", err.message);
     const gguf_tensor *freqs = gguf_find_tensor(got, "rope_freqs.weight");
@@ -1764,22 +1670,10 @@ static void test_convert_mllama_to_one_file(void **state)
             fail_msg("%s differs (%s, expected %s)", w->name, tensor_type_name(g->type),
                      tensor_type_name(w->type));
     }
-    for (size_t i = 0; i < gguf_n_kv(want); i++) {
-        const gguf_kv *w = gguf_kv_at(want, i);
-        if (!strcmp(w->key, "general.name") || !strcmp(w->key, "general.file_type"))
-            continue;
-        const gguf_kv *g = gguf_find_kv(got, w->key);
-        if (!g || !kv_equal(w, g))
-            fail_msg("%s %s", w->key, g ? "differs" : "is missing");
-    }
+    expect_same_keys(want, got, skipped);
     gguf_close(want);
     gguf_close(got);
-    corral_model *model = corral_model_load(got_path, &err);
-    corral_mmproj *mm = model ? corral_mmproj_load(got_path, &err) : NULL;
-    if (!mm || !corral_mmproj_fits(mm, model, &err))
-        fail_msg("%s", err.message);
-    corral_mmproj_free(mm);
-    corral_model_free(model);
+    expect_tower_fits(got_path);
     assert_int_equal(unlink(got_path), 0);
 
     rewrite("config.json", "\"cross_attention_layers\": [\n   1,\n   3\n  ]",
@@ -1792,34 +1686,6 @@ static void test_convert_mllama_to_one_file(void **state)
 
 /* the converted file's weights are F16 (the reference's projector F32 but its convolution) */
 #define MISTRAL3_F16_EMBD_TOLERANCE 5e-3f
-
-/* The name ollama's converter gives a llama.cpp pixtral projector's tensor; NULL for the
- * [IMG_BREAK] vector, which ollama's file keeps as that token's embedding. */
-static const char *pixtral_ollama_name(const char *name, char *buf, size_t size)
-{
-    static const char *const whole[][2] = {
-        {"v.patch_embd.weight", "v.patch_conv.weight"},
-        {"v.pre_ln.weight", "v.encoder_norm.weight"},
-        {"mm.input_norm.weight", "mm.norm.weight"},
-        {"mm.patch_merger.weight", "mm.patch_merger.merging_layer.weight"},
-        {"mm.1.weight", "mm.linear_1.weight"}, {"mm.1.bias", "mm.linear_1.bias"},
-        {"mm.2.weight", "mm.linear_2.weight"}, {"mm.2.bias", "mm.linear_2.bias"},
-        {"v.token_embd.img_break", NULL},
-    };
-    static const char *const part[][2] = {
-        {".ln1.", ".attn_norm."}, {".ln2.", ".ffn_norm."}, {".attn_out.", ".attn_output."}};
-    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
-        if (strcmp(name, whole[i][0]) == 0)
-            return whole[i][1];
-    snprintf(buf, size, "%s", name);
-    for (size_t i = 0; i < sizeof part / sizeof part[0]; i++) {
-        const char *at = strstr(name, part[i][0]);
-        if (at)
-            snprintf(buf, size, "%.*s%s%s", (int)(at - name), name, part[i][1],
-                     at + strlen(part[i][0]));
-    }
-    return buf;
-}
 
 /* got's tensor name holds want's values (src_row(r): want's row for got's row r), F16 but
  * for vectors, which stay F32. */
@@ -1881,21 +1747,14 @@ static void test_convert_mistral3_vision_to_one_file(void **state)
     for (size_t i = 0; i < gguf_n_tensors(mm); i++) {
         const gguf_tensor *t = gguf_tensor_at(mm, i);
         char buf[128];
-        const char *name = pixtral_ollama_name(t->name, buf, sizeof buf);
+        const char *name = ollama_name_fixture_pixtral(t->name, buf, sizeof buf);
         bool qk = strstr(t->name, ".attn_q.") || strstr(t->name, ".attn_k.");
         if (name)
             expect_tensor_values(got, name, t, qk ? 2 : 0, NULL, 0);
         n_tower += name != NULL;
     }
     assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(text) + n_tower);
-    for (size_t i = 0; i < gguf_n_kv(text); i++) {
-        const gguf_kv *w = gguf_kv_at(text, i);
-        if (!strcmp(w->key, "general.name") || !strcmp(w->key, "general.file_type"))
-            continue;
-        const gguf_kv *g = gguf_find_kv(got, w->key);
-        if (!g || !kv_equal(w, g))
-            fail_msg("%s %s", w->key, g ? "differs" : "is missing");
-    }
+    expect_same_keys(text, got, skipped);
     static const struct {
         const char *key;
         uint32_t value;

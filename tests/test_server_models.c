@@ -974,6 +974,18 @@ static void test_create_converts_a_safetensors_checkpoint(void **state)
     store_fixture_remove_root(dir);
 }
 
+/* Creates model, unquantized, from the checkpoint files uploaded; its /api/show details. */
+static json_t *create_and_show(const char *model, json_t *files)
+{
+    char *body = create_body(model, files, NULL);
+    response r = call_json("POST", "/api/create", body);
+    free(body);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "{\"status\":\"success\"}"));
+    free(r.body);
+    return show_details(model);
+}
+
 /* A sentence-transformers BERT (its pooling module's config.json one folder down) converts
  * to an embedding model. */
 static void test_create_converts_a_bert_checkpoint(void **state)
@@ -982,13 +994,7 @@ static void test_create_converts_a_bert_checkpoint(void **state)
     char *dir = store_fixture_make_root();
     hf_fixture_write(fixture_path("arch/bert.gguf"), dir, "BertModel", SAFETENSORS_F16, NULL);
     json_t *files = upload_checkpoint(dir);
-    char *body = create_body("bert-hf", files, NULL);
-    response r = call_json("POST", "/api/create", body);
-    free(body);
-    assert_int_equal(r.status, 200);
-    assert_non_null(strstr(r.body, "{\"status\":\"success\"}"));
-    free(r.body);
-    json_t *show = show_details("bert-hf");
+    json_t *show = create_and_show("bert-hf", files);
     assert_true(has_capability(show, "embedding"));
     json_t *info = json_object_get(show, "model_info");
     assert_int_equal(json_integer_value(json_object_get(info, "bert.pooling_type")), 1);
@@ -996,7 +1002,7 @@ static void test_create_converts_a_bert_checkpoint(void **state)
 
     /* without the pooling module's config.json the checkpoint is incomplete */
     json_object_del(files, "1_Pooling/config.json");
-    body = create_body("bert-hf-2", files, NULL);
+    char *body = create_body("bert-hf-2", files, NULL);
     expect_error("POST", "/api/create", body, 400,
                  "the checkpoint has no 1_Pooling/config.json");
     free(body);
@@ -1012,13 +1018,7 @@ static void test_create_converts_an_embeddinggemma_checkpoint(void **state)
     hf_fixture_write(fixture_path("arch/gemma-embedding.gguf"), dir, "Gemma3TextModel",
                      SAFETENSORS_BF16, NULL);
     json_t *files = upload_checkpoint(dir);
-    char *body = create_body("embeddinggemma-hf", files, NULL);
-    response r = call_json("POST", "/api/create", body);
-    free(body);
-    assert_int_equal(r.status, 200);
-    assert_non_null(strstr(r.body, "{\"status\":\"success\"}"));
-    free(r.body);
-    json_t *show = show_details("embeddinggemma-hf");
+    json_t *show = create_and_show("embeddinggemma-hf", files);
     assert_true(has_capability(show, "embedding"));
     json_t *info = json_object_get(show, "model_info");
     assert_int_equal(json_integer_value(json_object_get(info,
@@ -1039,13 +1039,7 @@ static void test_create_converts_a_gemma3_vision_checkpoint(void **state)
     snprintf(mmproj, sizeof mmproj, "%s", fixture_path("vision/gemma3-mmproj.gguf"));
     hf_fixture_write_vision(text, mmproj, dir, 16, SAFETENSORS_BF16);
     json_t *files = upload_checkpoint(dir);
-    char *body = create_body("gemma3-vision-hf", files, NULL);
-    response r = call_json("POST", "/api/create", body);
-    free(body);
-    assert_int_equal(r.status, 200);
-    assert_non_null(strstr(r.body, "{\"status\":\"success\"}"));
-    free(r.body);
-    json_t *show = show_details("gemma3-vision-hf");
+    json_t *show = create_and_show("gemma3-vision-hf", files);
     assert_true(has_capability(show, "vision"));
     assert_string_equal(json_string_value(json_object_get(json_object_get(show, "model_info"),
                                                           "general.architecture")), "gemma3");

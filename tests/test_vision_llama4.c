@@ -28,6 +28,7 @@
 #include "image/image.h"
 #include "image/preprocess.h"
 #include "image/projector_preprocess.h"
+#include "ollama_name_fixture.h"
 #include "reference_fixture.h"
 #include "vision_check.h"
 #include "vision_png_fixture.h"
@@ -210,37 +211,6 @@ static void test_refusals(void **state)
     vision_check_refusals(fixture(MMPROJ), path, cases, sizeof cases / sizeof cases[0]);
 }
 
-/* ollama's tensor name for one of the pair's projector tensors (its converter keeps Hugging
- * Face's names under "v." and "mm."). */
-static const char *ollama_name(const char *name, char *buf, size_t size)
-{
-    static const char *const whole[][2] = {
-        {"v.patch_embd.weight", "v.patch_embedding.weight"},
-        {"v.class_embd", "v.class_embedding"},
-        {"v.position_embd.weight", "v.positional_embedding_vlm"},
-        {"v.pre_ln.weight", "v.layernorm_pre.weight"}, {"v.pre_ln.bias", "v.layernorm_pre.bias"},
-        {"v.post_ln.weight", "v.layernorm_post.weight"},
-        {"v.post_ln.bias", "v.layernorm_post.bias"},
-        {"mm.model.mlp.1.weight", "v.vision_adapter.mlp.fc1.weight"},
-        {"mm.model.mlp.2.weight", "v.vision_adapter.mlp.fc2.weight"},
-        {"mm.model.fc.weight", "mm.linear_1.weight"},
-    };
-    static const char *const part[][2] = {{".ln1.", ".attn_norm."}, {".ln2.", ".ffn_norm."},
-                                          {".attn_out.", ".attn_output."},
-                                          {".ffn_up.", ".mlp.fc1."}, {".ffn_down.", ".mlp.fc2."}};
-    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
-        if (strcmp(name, whole[i][0]) == 0)
-            return whole[i][1];
-    snprintf(buf, size, "%s", name);
-    for (size_t i = 0; i < sizeof part / sizeof part[0]; i++) {
-        const char *at = strstr(name, part[i][0]);
-        if (at)
-            snprintf(buf, size, "%.*s%s%s", (int)(at - name), name, part[i][1],
-                     at + strlen(part[i][0]));
-    }
-    return buf;
-}
-
 /*
  * The pair as ollama's converter writes Llama 4: one llama4 GGUF, the tower's sizes under
  * llama4.vision.*, its epsilon as vision.layer_norm_epsilon, the shuffle as
@@ -290,7 +260,8 @@ static void write_single(const char *dst, const char *extra_key, float extra_val
         for (size_t i = 0; ok && i < gguf_n_tensors(mm); i++) {
             const gguf_tensor *t = gguf_tensor_at(mm, i);
             char buf[128];
-            ok = gguf_write_fixture_copy(w, pass, ollama_name(t->name, buf, sizeof buf), t, &err);
+            const char *name = ollama_name_fixture_llama4(t->name, buf, sizeof buf);
+            ok = gguf_write_fixture_copy(w, pass, name, t, &err);
         }
         if (pass == 0)
             ok = ok && gguf_writer_begin(w, dst, &err);

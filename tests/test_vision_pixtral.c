@@ -25,6 +25,7 @@
 #include "image/image.h"
 #include "image/preprocess.h"
 #include "image/projector_preprocess.h"
+#include "ollama_name_fixture.h"
 #include "reference_fixture.h"
 #include "vision_check.h"
 #include "vision_png_fixture.h"
@@ -156,33 +157,6 @@ static void test_refusals(void **state)
     vision_check_refusals(fixture(MMPROJ), path, cases, sizeof cases / sizeof cases[0]);
 }
 
-/* ollama's tensor name for one of the pair's projector tensors; NULL: ollama has none. */
-static const char *ollama_name(const char *name, char *buf, size_t size)
-{
-    static const char *const whole[][2] = {
-        {"v.patch_embd.weight", "v.patch_conv.weight"},
-        {"v.pre_ln.weight", "v.encoder_norm.weight"},
-        {"mm.input_norm.weight", "mm.norm.weight"},
-        {"mm.patch_merger.weight", "mm.patch_merger.merging_layer.weight"},
-        {"mm.1.weight", "mm.linear_1.weight"}, {"mm.1.bias", "mm.linear_1.bias"},
-        {"mm.2.weight", "mm.linear_2.weight"}, {"mm.2.bias", "mm.linear_2.bias"},
-        {"v.token_embd.img_break", NULL},
-    };
-    static const char *const part[][2] = {
-        {".ln1.", ".attn_norm."}, {".ln2.", ".ffn_norm."}, {".attn_out.", ".attn_output."}};
-    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
-        if (strcmp(name, whole[i][0]) == 0)
-            return whole[i][1];
-    snprintf(buf, size, "%s", name);
-    for (size_t i = 0; i < sizeof part / sizeof part[0]; i++) {
-        const char *at = strstr(name, part[i][0]);
-        if (at)
-            snprintf(buf, size, "%.*s%s%s", (int)(at - name), name, part[i][1],
-                     at + strlen(part[i][0]));
-    }
-    return buf;
-}
-
 /*
  * The pair as ollama's converter would have written it from the same checkpoint: one
  * mistral3 GGUF, the tower's sizes under mistral3.vision.*, ollama's names, the tower's Q and K
@@ -245,7 +219,7 @@ static void write_single(const char *dst, const char *extra_key, uint32_t extra_
         for (size_t i = 0; ok && i < gguf_n_tensors(mm); i++) {
             const gguf_tensor *t = gguf_tensor_at(mm, i);
             char buf[128];
-            const char *name = ollama_name(t->name, buf, sizeof buf);
+            const char *name = ollama_name_fixture_pixtral(t->name, buf, sizeof buf);
             bool qk = strstr(t->name, ".attn_q.") || strstr(t->name, ".attn_k.");
             if (!name || !qk || pass == 0) {
                 ok = !name || gguf_write_fixture_copy(w, pass, name, t, &err);

@@ -565,6 +565,21 @@ static hf_status check_experts(converter *c)
     return HF_OK;
 }
 
+/* Appends t, a part of a checkpoint tensor: named as name with part_suffix for its
+ * whole_suffix, refused when the checkpoint already gave that name. */
+static hf_status append_part(converter *c, out_tensor *t, const char *name,
+                             const char *whole_suffix, const char *part_suffix)
+{
+    snprintf(t->name, sizeof t->name, "%.*s%s", (int)(strlen(name) - strlen(whole_suffix)), name,
+             part_suffix);
+    if (find_tensor(c, t->name)) {
+        corral_error_set(c->err, "tensor '%.200s' is in the checkpoint twice", t->src->name);
+        return HF_INVALID;
+    }
+    c->any_bf16 = c->any_bf16 || t->type == TENSOR_TYPE_BF16;
+    return append_tensor(c, t);
+}
+
 /* Qwen3-Next's fused in_proj_qkvz (GGUF name blk.L.ssm_in.weight) as llama.cpp's converter
  * splits it: attn_qkv and attn_gate, read through qkvz_source. */
 static hf_status add_qkvz(converter *c, const safetensors_tensor *src, const char *name)
@@ -590,14 +605,8 @@ static hf_status add_qkvz(converter *c, const safetensors_tensor *src, const cha
         t.ne[0] = (int64_t)p->n_embd;
         t.ne[1] = (int64_t)t.qkvz_rows;
         t.ne[2] = t.ne[3] = 1;
-        snprintf(t.name, sizeof t.name, "%.*s%s", (int)(strlen(name) - strlen("ssm_in.weight")),
-                 name, part ? "attn_gate.weight" : "attn_qkv.weight");
-        if (find_tensor(c, t.name)) {
-            corral_error_set(c->err, "tensor '%.200s' is in the checkpoint twice", src->name);
-            return HF_INVALID;
-        }
-        c->any_bf16 = c->any_bf16 || t.type == TENSOR_TYPE_BF16;
-        hf_status status = append_tensor(c, &t);
+        hf_status status = append_part(c, &t, name, "ssm_in.weight",
+                                       part ? "attn_gate.weight" : "attn_qkv.weight");
         if (status != HF_OK)
             return status;
     }
@@ -633,14 +642,8 @@ static hf_status add_kv_b(converter *c, const safetensors_tensor *src, const cha
                         .group_rows = k ? lora : v, .group_stride = per * lora,
                         .row_stride = k ? 1 : lora, .offset = k ? 0 : nope * lora,
                         .col_stride = k ? lora : 1};
-        snprintf(t.name, sizeof t.name, "%.*s%s", (int)(strlen(name) - strlen("attn_kv_b.weight")),
-                 name, k ? "attn_k_b.weight" : "attn_v_b.weight");
-        if (find_tensor(c, t.name)) {
-            corral_error_set(c->err, "tensor '%.200s' is in the checkpoint twice", src->name);
-            return HF_INVALID;
-        }
-        c->any_bf16 = c->any_bf16 || t.type == TENSOR_TYPE_BF16;
-        hf_status status = append_tensor(c, &t);
+        hf_status status = append_part(c, &t, name, "attn_kv_b.weight",
+                                       k ? "attn_k_b.weight" : "attn_v_b.weight");
         if (status != HF_OK)
             return status;
     }

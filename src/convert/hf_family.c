@@ -374,25 +374,35 @@ static bool read_ministral_rope(family *c)
     return ok;
 }
 
-/* Ministral 3's YaRN keys beyond the common ones, and its attention temperature. */
-static bool write_ministral_keys(family *c, gguf_writer *w, const char *a)
+typedef struct f32_key {
+    const char *key; /* after the architecture's name */
+    float value;
+} f32_key;
+
+/* Each of the n keys whose value is above zero (or zero too, with zero_given) under the
+ * architecture a: the others' config.json did not give them. */
+static bool write_given_f32s(family *c, gguf_writer *w, const char *a, const f32_key *keys,
+                             size_t n, bool zero_given)
 {
-    const hf_params *p = &c->p;
-    const struct {
-        const char *key;
-        float value;
-    } keys[] = {{"rope.scaling.yarn_beta_fast", p->yarn_beta_fast},
-                {"rope.scaling.yarn_beta_slow", p->yarn_beta_slow},
-                {"rope.scaling.yarn_log_multiplier", p->yarn_log_multiplier},
-                {"attention.temperature_scale", p->temperature_scale}};
     char key[96];
     bool ok = true;
-    for (size_t i = 0; ok && i < sizeof keys / sizeof keys[0]; i++)
-        if (keys[i].value >= 0) {
+    for (size_t i = 0; ok && i < n; i++)
+        if (keys[i].value > 0 || (zero_given && keys[i].value == 0)) {
             snprintf(key, sizeof key, "%s.%s", a, keys[i].key);
             ok = gguf_writer_add_f32(w, key, keys[i].value, c->err);
         }
     return ok;
+}
+
+/* Ministral 3's YaRN keys beyond the common ones, and its attention temperature. */
+static bool write_ministral_keys(family *c, gguf_writer *w, const char *a)
+{
+    const hf_params *p = &c->p;
+    const f32_key keys[] = {{"rope.scaling.yarn_beta_fast", p->yarn_beta_fast},
+                            {"rope.scaling.yarn_beta_slow", p->yarn_beta_slow},
+                            {"rope.scaling.yarn_log_multiplier", p->yarn_log_multiplier},
+                            {"attention.temperature_scale", p->temperature_scale}};
+    return write_given_f32s(c, w, a, keys, sizeof keys / sizeof keys[0], true);
 }
 
 /* Qwen 3.5's M-RoPE sections (rope_parameters' or rope_scaling's mrope_section, else
@@ -1208,6 +1218,17 @@ void hf_family_params_free(hf_params *p)
     p->text_config = NULL;
 }
 
+const char *const *hf_family_rename_in(const char *const (*renames)[2], size_t n,
+                                       const char *s)
+{
+    for (size_t r = 0; r < n; r++)
+        if (strncmp(s, renames[r][0], strlen(renames[r][0])) == 0)
+            return renames[r];
+    return NULL;
+}
+
+#define RENAME_IN(table, s) hf_family_rename_in(table, sizeof table / sizeof table[0], s)
+
 /* The pair of the rename tables that starts s, or NULL. */
 static const char *const *rename_at(const hf_arch *a, const char *s)
 {
@@ -1217,35 +1238,19 @@ static const char *const *rename_at(const hf_arch *a, const char *s)
                                                           : NULL;
     if (own)
         return own;
-    size_t n = sizeof sandwich_renames / sizeof sandwich_renames[0];
-    for (size_t r = 0; has_sandwich_norms(a) && r < n; r++)
-        if (strncmp(s, sandwich_renames[r][0], strlen(sandwich_renames[r][0])) == 0)
-            return sandwich_renames[r];
-    n = sizeof qwen35_renames / sizeof qwen35_renames[0];
-    for (size_t r = 0; a->family == FAMILY_QWEN35 && r < n; r++)
-        if (strncmp(s, qwen35_renames[r][0], strlen(qwen35_renames[r][0])) == 0)
-            return qwen35_renames[r];
-    n = sizeof gemma3n_renames / sizeof gemma3n_renames[0];
-    for (size_t r = 0; a->family == FAMILY_GEMMA3N && r < n; r++)
-        if (strncmp(s, gemma3n_renames[r][0], strlen(gemma3n_renames[r][0])) == 0)
-            return gemma3n_renames[r];
-    n = sizeof mllama_renames / sizeof mllama_renames[0];
-    for (size_t r = 0; a->family == FAMILY_MLLAMA && r < n; r++)
-        if (strncmp(s, mllama_renames[r][0], strlen(mllama_renames[r][0])) == 0)
-            return mllama_renames[r];
-    n = sizeof llama4_renames / sizeof llama4_renames[0];
-    for (size_t r = 0; a->family == FAMILY_LLAMA4 && r < n; r++)
-        if (strncmp(s, llama4_renames[r][0], strlen(llama4_renames[r][0])) == 0)
-            return llama4_renames[r];
-    n = sizeof gptoss_renames / sizeof gptoss_renames[0];
-    for (size_t r = 0; a->family == FAMILY_GPTOSS && r < n; r++)
-        if (strncmp(s, gptoss_renames[r][0], strlen(gptoss_renames[r][0])) == 0)
-            return gptoss_renames[r];
-    n = sizeof renames / sizeof renames[0];
-    for (size_t r = 0; r < n; r++)
-        if (strncmp(s, renames[r][0], strlen(renames[r][0])) == 0)
-            return renames[r];
-    return NULL;
+    if (has_sandwich_norms(a) && (own = RENAME_IN(sandwich_renames, s)))
+        return own;
+    if (a->family == FAMILY_QWEN35 && (own = RENAME_IN(qwen35_renames, s)))
+        return own;
+    if (a->family == FAMILY_GEMMA3N && (own = RENAME_IN(gemma3n_renames, s)))
+        return own;
+    if (a->family == FAMILY_MLLAMA && (own = RENAME_IN(mllama_renames, s)))
+        return own;
+    if (a->family == FAMILY_LLAMA4 && (own = RENAME_IN(llama4_renames, s)))
+        return own;
+    if (a->family == FAMILY_GPTOSS && (own = RENAME_IN(gptoss_renames, s)))
+        return own;
+    return RENAME_IN(renames, s);
 }
 
 /* A multimodal checkpoint's prefixes (older and newer transformers' layouts): its text model's
@@ -1372,10 +1377,8 @@ void hf_family_rename(const hf_arch *a, const char *in, char *out, size_t cap)
                                        : sizeof vision_renames / sizeof vision_renames[0];
     size_t o = 0;
     for (const char *s = in; *s && o + 1 < cap;) {
-        const char *const *pair = NULL;
-        for (size_t r = 0; tower && !pair && r < n_tower_renames; r++)
-            if (strncmp(s, tower_renames[r][0], strlen(tower_renames[r][0])) == 0)
-                pair = tower_renames[r];
+        const char *const *pair = tower ? hf_family_rename_in(tower_renames, n_tower_renames, s)
+                                        : NULL;
         if (!pair)
             pair = rename_at(a, s);
         const char *piece = pair ? pair[1] : s;
@@ -1760,6 +1763,42 @@ bool hf_family_adds_one(const hf_arch *a, const char *gguf_name)
     return a->family == FAMILY_QWEN35 && norm && !strstr(gguf_name, ".ssm_norm.");
 }
 
+bool hf_family_listed(const char *s, const char *const *names, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(s, names[i]))
+            return true;
+    return false;
+}
+
+const char *hf_family_layer_suffix(const hf_params *p, const char *name, unsigned *layer)
+{
+    char prefix[32];
+    if (sscanf(name, "blk.%u.", layer) != 1 || *layer >= p->n_layer)
+        return NULL;
+    int used = snprintf(prefix, sizeof prefix, "blk.%u.", *layer);
+    if (strncmp(name, prefix, (size_t)used) != 0) /* "blk.01." or "blk.+1." */
+        return NULL;
+    return name + used;
+}
+
+bool hf_family_read_count(const json_t *config, const char *key, bool required, uint32_t max,
+                          uint32_t *out, corral_error *err)
+{
+    const json_t *v = json_object_get(config, key);
+    if (!v || json_is_null(v)) {
+        if (required)
+            corral_error_set(err, "config.json has no %s", key);
+        return !required;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > max) {
+        corral_error_set(err, "config.json: %s must be an integer from 1 to %u", key, max);
+        return false;
+    }
+    *out = (uint32_t)json_integer_value(v);
+    return true;
+}
+
 bool hf_family_known_tensor(const hf_params *p, const char *name)
 {
     if (p->arch->vision && (!strncmp(name, "v.", 2) || !strncmp(name, "mm.", 3)))
@@ -1777,13 +1816,9 @@ bool hf_family_known_tensor(const hf_params *p, const char *name)
         (f == FAMILY_LFM2 && !strcmp(name, "token_embd_norm.weight"))) /* its final norm */
         return true;
     unsigned layer;
-    char prefix[32];
-    if (sscanf(name, "blk.%u.", &layer) != 1 || layer >= p->n_layer)
+    const char *suffix = hf_family_layer_suffix(p, name, &layer);
+    if (!suffix)
         return false;
-    int used = snprintf(prefix, sizeof prefix, "blk.%u.", layer);
-    if (strncmp(name, prefix, (size_t)used) != 0) /* "blk.01." or "blk.+1." */
-        return false;
-    const char *suffix = name + used;
     if (f == FAMILY_GPTOSS)
         return known_gptoss_tensor(suffix);
     if (f == FAMILY_LFM2)
@@ -2050,21 +2085,11 @@ static bool write_window_keys(family *c, gguf_writer *w, const char *a)
 static bool write_scales(family *c, gguf_writer *w, const char *a)
 {
     const hf_params *p = &c->p;
-    const struct {
-        const char *key;
-        float value;
-    } scales[] = {{"embedding_scale", p->embedding_scale},
-                  {"residual_scale", p->residual_scale},
-                  {"attention.scale", p->attention_scale},
-                  {"logit_scale", p->logit_scale}};
-    char key[96];
-    bool ok = true;
-    for (size_t i = 0; ok && i < sizeof scales / sizeof scales[0]; i++)
-        if (scales[i].value > 0) {
-            snprintf(key, sizeof key, "%s.%s", a, scales[i].key);
-            ok = gguf_writer_add_f32(w, key, scales[i].value, c->err);
-        }
-    return ok;
+    const f32_key scales[] = {{"embedding_scale", p->embedding_scale},
+                              {"residual_scale", p->residual_scale},
+                              {"attention.scale", p->attention_scale},
+                              {"logit_scale", p->logit_scale}};
+    return write_given_f32s(c, w, a, scales, sizeof scales / sizeof scales[0], false);
 }
 
 /* Qwen 3.5's Gated DeltaNet sizes (under llama.cpp's ssm.* names), its attention layers'

@@ -227,6 +227,23 @@ void hf_family_rename(const hf_arch *a, const char *in, char *out, size_t cap);
 /* Whether a GGUF name is one of the architecture's tensors (experts' stacks aside). */
 bool hf_family_known_tensor(const hf_params *p, const char *name);
 
+/* The row of renames (n pairs of a Hugging Face name piece and its GGUF piece) whose first
+ * piece begins s, or NULL. */
+const char *const *hf_family_rename_in(const char *const (*renames)[2], size_t n,
+                                       const char *s);
+
+/* Whether s is one of the n names. */
+bool hf_family_listed(const char *s, const char *const *names, size_t n);
+
+/* What follows "blk.N." in a GGUF name, with N (below p->n_layer, written as the converter
+ * writes it: not "blk.01." or "blk.+1.") in *layer; NULL for any other name. */
+const char *hf_family_layer_suffix(const hf_params *p, const char *name, unsigned *layer);
+
+/* A positive integer key of config: absent (refused when required, else *out left as it is)
+ * or 1 to max. */
+bool hf_family_read_count(const json_t *config, const char *key, bool required, uint32_t max,
+                          uint32_t *out, corral_error *err);
+
 /*
  * An expert's matrix ("model.layers.L.mlp.experts.E.gate_proj.weight", Mixtral's
  * "model.layers.L.block_sparse_moe.experts.E.w1.weight", LFM2's

@@ -23,24 +23,6 @@ const char *hf_deepseek2_pre_tokenizer(const hf_arch *a)
     return hf_deepseek2_splits_kv_b(a) ? "glm4" : "deepseek-v3";
 }
 
-/* A positive integer key: absent (refused when required, else left) or 1 to max. */
-static bool read_count(const json_t *config, const char *key, bool required, uint32_t max,
-                       uint32_t *out, corral_error *err)
-{
-    const json_t *v = json_object_get(config, key);
-    if (!v || json_is_null(v)) {
-        if (required)
-            corral_error_set(err, "config.json has no %s", key);
-        return !required;
-    }
-    if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > max) {
-        corral_error_set(err, "config.json: %s must be an integer from 1 to %u", key, max);
-        return false;
-    }
-    *out = (uint32_t)json_integer_value(v);
-    return true;
-}
-
 /* V3's scoring_func (GLM-4 MoE Lite's routing is sigmoid's) and YaRN's log multiplier. */
 static hf_status read_v3_config(const json_t *config, hf_params *p, corral_error *err)
 {
@@ -77,14 +59,14 @@ hf_status hf_deepseek2_read_config(const json_t *config, hf_params *p, corral_er
     const json_t *norm = json_object_get(config, "norm_topk_prob");
     const json_t *scale = json_object_get(config, "routed_scaling_factor");
     const json_t *dense = json_object_get(config, "first_k_dense_replace");
-    if (!read_count(config, "q_lora_rank", glm, 1u << 20, &p->q_lora_rank, err) ||
-        !read_count(config, "kv_lora_rank", true, 1u << 20, &p->kv_lora_rank, err) ||
-        !read_count(config, "qk_nope_head_dim", true, 65536, &p->qk_nope_dim, err) ||
-        !read_count(config, "qk_rope_head_dim", true, 65536, &p->qk_rope_dim, err) ||
-        !read_count(config, "v_head_dim", true, 65536, &p->v_head_dim, err) ||
-        !read_count(config, "n_shared_experts", false, 4096, &p->n_shared_experts, err) ||
-        !read_count(config, "n_group", false, 4096, &p->expert_groups, err) ||
-        !read_count(config, "topk_group", false, 4096, &p->expert_groups_used, err))
+    if (!hf_family_read_count(config, "q_lora_rank", glm, 1u << 20, &p->q_lora_rank, err) ||
+        !hf_family_read_count(config, "kv_lora_rank", true, 1u << 20, &p->kv_lora_rank, err) ||
+        !hf_family_read_count(config, "qk_nope_head_dim", true, 65536, &p->qk_nope_dim, err) ||
+        !hf_family_read_count(config, "qk_rope_head_dim", true, 65536, &p->qk_rope_dim, err) ||
+        !hf_family_read_count(config, "v_head_dim", true, 65536, &p->v_head_dim, err) ||
+        !hf_family_read_count(config, "n_shared_experts", false, 4096, &p->n_shared_experts, err) ||
+        !hf_family_read_count(config, "n_group", false, 4096, &p->expert_groups, err) ||
+        !hf_family_read_count(config, "topk_group", false, 4096, &p->expert_groups_used, err))
         return HF_INVALID;
     if ((norm && !json_is_null(norm) && !json_is_boolean(norm)) ||
         (scale && !json_is_null(scale) &&
@@ -100,6 +82,12 @@ hf_status hf_deepseek2_read_config(const json_t *config, hf_params *p, corral_er
     if (glm) { /* ollama's defaults for it */
         p->expert_groups = p->expert_groups ? p->expert_groups : 1;
         p->expert_groups_used = p->expert_groups_used ? p->expert_groups_used : 1;
+    }
+    /* groups with none used route no token; the engine refuses that file */
+    if (p->expert_groups && !p->expert_groups_used) {
+        corral_error_set(err, "config.json gives n_group without topk_group, the groups a "
+                         "token's experts come from");
+        return HF_INVALID;
     }
     if (!p->n_expert || !p->n_ff_expert || p->qk_rope_dim % 2) {
         corral_error_set(err, "config.json: a %s needs n_routed_experts, num_experts_per_tok "
@@ -145,24 +133,14 @@ static const char *const deepseek2_renames[][2] = {
 
 const char *const *hf_deepseek2_rename_at(const char *s)
 {
-    for (size_t r = 0; r < sizeof deepseek2_renames / sizeof deepseek2_renames[0]; r++)
-        if (strncmp(s, deepseek2_renames[r][0], strlen(deepseek2_renames[r][0])) == 0)
-            return deepseek2_renames[r];
-    return NULL;
+    return hf_family_rename_in(deepseek2_renames,
+                               sizeof deepseek2_renames / sizeof deepseek2_renames[0], s);
 }
 
 bool hf_deepseek2_skipped_tensor(const hf_params *p, const char *name)
 {
     unsigned layer;
     return sscanf(name, "model.layers.%u.", &layer) == 1 && layer >= p->n_layer;
-}
-
-static bool listed(const char *suffix, const char *const *names, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!strcmp(suffix, names[i]))
-            return true;
-    return false;
 }
 
 bool hf_deepseek2_known_tensor(const hf_params *p, unsigned layer, const char *suffix)
@@ -177,9 +155,9 @@ bool hf_deepseek2_known_tensor(const hf_params *p, unsigned layer, const char *s
     static const char *const moe[] = {"ffn_gate_inp.weight",   "exp_probs_b.bias",
                                       "ffn_gate_shexp.weight", "ffn_up_shexp.weight",
                                       "ffn_down_shexp.weight"};
-    return listed(suffix, attention, sizeof attention / sizeof attention[0]) ||
-           (p->q_lora_rank ? listed(suffix, q_lora, 3) : !strcmp(suffix, "attn_q.weight")) ||
-           (layer < p->n_dense_lead ? listed(suffix, ffn, 3) : listed(suffix, moe, 5));
+    return hf_family_listed(suffix, attention, sizeof attention / sizeof attention[0]) ||
+           (p->q_lora_rank ? hf_family_listed(suffix, q_lora, 3) : !strcmp(suffix, "attn_q.weight")) ||
+           (layer < p->n_dense_lead ? hf_family_listed(suffix, ffn, 3) : hf_family_listed(suffix, moe, 5));
 }
 
 bool hf_deepseek2_write_keys(const hf_params *p, gguf_writer *w, corral_error *err)

@@ -66,10 +66,7 @@ void hf_embed_rename(const hf_arch *a, const char *in, char *out, size_t cap)
     size_t o = 0, n = is_nomic(a) ? sizeof nomic_renames / sizeof nomic_renames[0]
                                   : sizeof bert_renames / sizeof bert_renames[0];
     for (const char *s = in; *s && o + 1 < cap;) {
-        const char *const *pair = NULL;
-        for (size_t r = 0; !pair && r < n; r++)
-            if (strncmp(s, renames[r][0], strlen(renames[r][0])) == 0)
-                pair = renames[r];
+        const char *const *pair = hf_family_rename_in(renames, n, s);
         const char *piece = pair ? pair[1] : s;
         size_t len = pair ? strlen(piece) : 1;
         for (size_t i = 0; i < len && o + 1 < cap; i++)
@@ -96,11 +93,8 @@ bool hf_embed_known_tensor(const hf_params *p, const char *name)
         if (!strcmp(name, whole[i]))
             return true;
     unsigned layer;
-    char prefix[32];
-    if (sscanf(name, "blk.%u.", &layer) != 1 || layer >= p->n_layer)
-        return false;
-    int used = snprintf(prefix, sizeof prefix, "blk.%u.", layer);
-    if (strncmp(name, prefix, (size_t)used) != 0) /* "blk.01." or "blk.+1." */
+    const char *rest = hf_family_layer_suffix(p, name, &layer);
+    if (!rest)
         return false;
     static const char *const parts[] = {"attn_q",           "attn_k", "attn_v",
                                         "attn_output",      "attn_output_norm",
@@ -109,7 +103,6 @@ bool hf_embed_known_tensor(const hf_params *p, const char *name)
                                               "attn_output_norm",  "layer_output_norm",
                                               "ffn_up",            "ffn_gate",
                                               "ffn_down"};
-    const char *rest = name + used;
     const char *const *names = nomic ? nomic_parts : parts;
     size_t n_names = nomic ? sizeof nomic_parts / sizeof nomic_parts[0]
                            : sizeof parts / sizeof parts[0];

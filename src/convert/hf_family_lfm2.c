@@ -156,18 +156,7 @@ static const char *const lfm2_renames[][2] = {
 
 const char *const *hf_lfm2_rename_at(const char *s)
 {
-    for (size_t r = 0; r < sizeof lfm2_renames / sizeof lfm2_renames[0]; r++)
-        if (strncmp(s, lfm2_renames[r][0], strlen(lfm2_renames[r][0])) == 0)
-            return lfm2_renames[r];
-    return NULL;
-}
-
-static bool listed(const char *suffix, const char *const *names, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!strcmp(suffix, names[i]))
-            return true;
-    return false;
+    return hf_family_rename_in(lfm2_renames, sizeof lfm2_renames / sizeof lfm2_renames[0], s);
 }
 
 bool hf_lfm2_known_tensor(const hf_params *p, unsigned layer, const char *suffix)
@@ -181,10 +170,10 @@ bool hf_lfm2_known_tensor(const hf_params *p, unsigned layer, const char *suffix
     static const char *const ffn[] = {"ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"};
     static const char *const router[] = {"ffn_gate_inp.weight", "exp_probs_b.bias"};
     bool experts = p->n_expert && layer >= p->n_dense_lead;
-    return listed(suffix, both, 2) ||
-           (p->kv_heads_per_layer[layer] ? listed(suffix, attention, 6)
-                                         : listed(suffix, conv, 3)) ||
-           (experts ? listed(suffix, router, 2) : listed(suffix, ffn, 3));
+    return hf_family_listed(suffix, both, 2) ||
+           (p->kv_heads_per_layer[layer] ? hf_family_listed(suffix, attention, 6)
+                                         : hf_family_listed(suffix, conv, 3)) ||
+           (experts ? hf_family_listed(suffix, router, 2) : hf_family_listed(suffix, ffn, 3));
 }
 
 bool hf_lfm2_write_keys(const hf_params *p, gguf_writer *w, corral_error *err)

@@ -19,24 +19,6 @@ bool hf_family_is_nemotron_h(const hf_arch *a)
     return a->family == FAMILY_NEMOTRON_H;
 }
 
-/* A positive integer key: absent (left as it is, or refused when required) or 1 to max. */
-static bool read_count(const json_t *config, const char *key, bool required, uint32_t max,
-                       uint32_t *out, corral_error *err)
-{
-    const json_t *v = json_object_get(config, key);
-    if (!v || json_is_null(v)) {
-        if (required)
-            corral_error_set(err, "config.json has no %s", key);
-        return !required;
-    }
-    if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > max) {
-        corral_error_set(err, "config.json: %s must be an integer from 1 to %u", key, max);
-        return false;
-    }
-    *out = (uint32_t)json_integer_value(v);
-    return true;
-}
-
 /* A number key of at least 0 (above 0 when positive): absent leaves *out. */
 static bool read_number(const json_t *config, const char *key, bool positive, float *out,
                         corral_error *err)
@@ -91,23 +73,23 @@ hf_status hf_nemotron_h_read_config(const json_t *config, hf_params *p, corral_e
     p->ssm_groups = 1;
     uint32_t shared = 0, shared_ff = 0, groups = 0, groups_used = 0;
     const json_t *norm_topk = json_object_get(config, "norm_topk_prob");
-    if (!read_count(config, "conv_kernel", true, 64, &p->conv_kernel, err) ||
-        !read_count(config, "ssm_state_size", true, 65536, &p->ssm_state, err) ||
-        !read_count(config, "mamba_num_heads", true, 65536, &p->ssm_heads, err) ||
-        !read_count(config, "mamba_head_dim", true, 65536, &p->ssm_head_dim, err) ||
-        !read_count(config, "n_groups", false, 65536, &p->ssm_groups, err) ||
+    if (!hf_family_read_count(config, "conv_kernel", true, 64, &p->conv_kernel, err) ||
+        !hf_family_read_count(config, "ssm_state_size", true, 65536, &p->ssm_state, err) ||
+        !hf_family_read_count(config, "mamba_num_heads", true, 65536, &p->ssm_heads, err) ||
+        !hf_family_read_count(config, "mamba_head_dim", true, 65536, &p->ssm_head_dim, err) ||
+        !hf_family_read_count(config, "n_groups", false, 65536, &p->ssm_groups, err) ||
         !read_number(config, json_object_get(config, "norm_eps") ? "norm_eps"
                                                                   : "layer_norm_epsilon",
                      true, &eps, err) ||
         !read_number(config, "partial_rotary_factor", true, &partial, err) ||
-        !read_count(config, json_object_get(config, "n_shared_experts") ? "n_shared_experts"
+        !hf_family_read_count(config, json_object_get(config, "n_shared_experts") ? "n_shared_experts"
                                                                         : "num_shared_experts",
                     false, 4096, &shared, err) ||
-        !read_count(config, "moe_shared_expert_intermediate_size", false, MAX_WIDTH,
+        !hf_family_read_count(config, "moe_shared_expert_intermediate_size", false, MAX_WIDTH,
                     &shared_ff, err) ||
         !read_number(config, "routed_scaling_factor", false, &p->expert_weights_scale, err) ||
-        !read_count(config, "n_group", false, 4096, &groups, err) ||
-        !read_count(config, "topk_group", false, 4096, &groups_used, err) ||
+        !hf_family_read_count(config, "n_group", false, 4096, &groups, err) ||
+        !hf_family_read_count(config, "topk_group", false, 4096, &groups_used, err) ||
         !read_pattern(config, p, err))
         return HF_INVALID;
     if (norm_topk && !json_is_null(norm_topk) && !json_is_boolean(norm_topk)) {
@@ -193,23 +175,13 @@ static const char *const nemotron_h_renames[][2] = {
 
 const char *const *hf_nemotron_h_rename_at(const char *s)
 {
-    for (size_t r = 0; r < sizeof nemotron_h_renames / sizeof nemotron_h_renames[0]; r++)
-        if (strncmp(s, nemotron_h_renames[r][0], strlen(nemotron_h_renames[r][0])) == 0)
-            return nemotron_h_renames[r];
-    return NULL;
+    return hf_family_rename_in(nemotron_h_renames,
+                               sizeof nemotron_h_renames / sizeof nemotron_h_renames[0], s);
 }
 
 bool hf_nemotron_h_skipped_tensor(const char *name)
 {
     return strncmp(name, "mtp.", 4) == 0;
-}
-
-static bool listed(const char *suffix, const char *const *names, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!strcmp(suffix, names[i]))
-            return true;
-    return false;
 }
 
 bool hf_nemotron_h_known_tensor(const hf_params *p, unsigned layer, const char *suffix)
@@ -231,10 +203,10 @@ bool hf_nemotron_h_known_tensor(const hf_params *p, unsigned layer, const char *
     if (!strcmp(suffix, "attn_norm.weight"))
         return true;
     switch (p->layer_kinds[layer]) {
-    case 'M': return listed(suffix, mamba, sizeof mamba / sizeof mamba[0]);
-    case '*': return listed(suffix, attention, sizeof attention / sizeof attention[0]);
-    case '-': return listed(suffix, ffn, sizeof ffn / sizeof ffn[0]);
-    default: return listed(suffix, experts, sizeof experts / sizeof experts[0]);
+    case 'M': return hf_family_listed(suffix, mamba, sizeof mamba / sizeof mamba[0]);
+    case '*': return hf_family_listed(suffix, attention, sizeof attention / sizeof attention[0]);
+    case '-': return hf_family_listed(suffix, ffn, sizeof ffn / sizeof ffn[0]);
+    default: return hf_family_listed(suffix, experts, sizeof experts / sizeof experts[0]);
     }
 }
 
