@@ -6,6 +6,8 @@
  */
 #include "quant_iq4.h"
 
+#include <string.h>
+
 #include "quant_k_blocks.h"
 #include "quant_legacy.h"
 
@@ -80,10 +82,31 @@ static float dot_iq4_xs(size_t n, const void *w, const void *a)
     return sumf;
 }
 
+/* Every super-block of every row into its group's lanes (the layout of quant_iq4.h). */
+void quant_iq4_pack_xs(const void *w, size_t n, size_t n_rows, void *packed)
+{
+    const block_iq4_xs *rows = w;
+    size_t n_blocks = n / QK_K;
+    uint8_t *out = packed;
+    for (size_t g = 0; g < n_rows / QUANT_PACK_ROWS; g++)
+        for (size_t b = 0; b < n_blocks; b++, out += QUANT_PACK_ROWS * sizeof(block_iq4_xs))
+            for (size_t r = 0; r < QUANT_PACK_ROWS; r++) {
+                const block_iq4_xs *src = &rows[(g * QUANT_PACK_ROWS + r) * n_blocks + b];
+                memcpy(out + 2 * r, &src->d, 2);
+                memcpy(out + IQ4XS_SCALES_H_AT + 2 * r, &src->scales_h, 2);
+                memcpy(out + IQ4XS_SCALES_L_AT + 4 * r, src->scales_l, 4);
+                for (size_t v = 0; v < sizeof src->qs / 4; v++)
+                    memcpy(out + IQ4XS_QS_AT + 64 * v + 4 * r, src->qs + 4 * v, 4);
+            }
+}
+
 /*
  * Activations are quantized by the same functions as for Q8_0 and the K-quants at each level,
- * so a layer mixing these types with those shares one quantized input (forward.c). No level
- * has packed kernels: products take the dot per row, tiled by quant_matmul_rows.
+ * so a layer mixing these types with those shares one quantized input (forward.c). IQ4_XS
+ * has a packed kernel at the x86 levels (AVX-512 takes the AVX2 one); it reads no sums but
+ * names the K-quants' sub-block sums, as every packed K type does, because a Q4_K or Q5_K
+ * product sharing its input may read the sums its ops prepare. IQ4_NL's products take the
+ * dot per row, tiled by quant_matmul_rows.
  */
 #define IQ4_NL_OPS(act, dot_fn) \
     {.type = TENSOR_TYPE_IQ4_NL, .dequantize = dequantize_iq4_nl, \
@@ -91,6 +114,11 @@ static float dot_iq4_xs(size_t n, const void *w, const void *a)
 #define IQ4_XS_OPS(act, dot_fn) \
     {.type = TENSOR_TYPE_IQ4_XS, .dequantize = dequantize_iq4_xs, \
      .act_type = TENSOR_TYPE_Q8_K, .quantize_act = (act), .dot = (dot_fn)}
+#define IQ4_XS_PACKED_OPS(act, dot_fn, packed_fn) \
+    {.type = TENSOR_TYPE_IQ4_XS, .dequantize = dequantize_iq4_xs, \
+     .act_type = TENSOR_TYPE_Q8_K, .quantize_act = (act), .dot = (dot_fn), \
+     .pack = quant_iq4_pack_xs, .act_sums = quant_k_sub_block_sums, \
+     .matmul_packed = (packed_fn)}
 
 static const quant_ops iq4_nl_ops[CPU_LEVEL_COUNT] = {
     [CPU_LEVEL_SCALAR] = IQ4_NL_OPS(quant_quantize_act_q8_0, dot_iq4_nl),
@@ -99,8 +127,10 @@ static const quant_ops iq4_nl_ops[CPU_LEVEL_COUNT] = {
 };
 static const quant_ops iq4_xs_ops[CPU_LEVEL_COUNT] = {
     [CPU_LEVEL_SCALAR] = IQ4_XS_OPS(quant_k_quantize_q8_k, dot_iq4_xs),
-    [CPU_LEVEL_AVX2] = IQ4_XS_OPS(quant_k_quantize_q8_k, quant_dot_iq4_xs_avx2),
-    [CPU_LEVEL_AVX512] = IQ4_XS_OPS(quant_k_quantize_q8_k_avx512, quant_dot_iq4_xs_avx2),
+    [CPU_LEVEL_AVX2] = IQ4_XS_PACKED_OPS(quant_k_quantize_q8_k, quant_dot_iq4_xs_avx2,
+                                         quant_iq4_matmul_packed_xs_avx2),
+    [CPU_LEVEL_AVX512] = IQ4_XS_PACKED_OPS(quant_k_quantize_q8_k_avx512, quant_dot_iq4_xs_avx2,
+                                           quant_iq4_matmul_packed_xs_avx2),
 };
 
 const quant_ops *quant_iq4_ops(uint32_t type, enum cpu_level level)

@@ -35,6 +35,17 @@ typedef struct block_iq4_xs {
 _Static_assert(sizeof(block_iq4_nl) == 18, "iq4_nl block");
 _Static_assert(sizeof(block_iq4_xs) == 136, "iq4_xs block");
 
+/*
+ * IQ4_XS rows repacked in groups of QUANT_PACK_ROWS = 16, one 4-byte lane per row (a 256-bit
+ * vector holds 8 rows): per super-block the 16 d (f16), the 16 scales_h (u16), the 16
+ * scales_l words, then qs word w (bytes 4w..4w + 3: sub-block w / 4) of every row in vector
+ * w. A group has exactly the bytes of its 16 rows. Plain C, at load.
+ */
+enum { IQ4XS_SCALES_H_AT = 32, IQ4XS_SCALES_L_AT = 64, IQ4XS_QS_AT = 128 };
+_Static_assert(IQ4XS_QS_AT + 32 * 64 == QUANT_PACK_ROWS * sizeof(block_iq4_xs),
+               "packed IQ4_XS group");
+void quant_iq4_pack_xs(const void *w, size_t n, size_t n_rows, void *packed);
+
 /* The codebook: the values the 16 codes stand for, before the scale. */
 extern const int8_t quant_iq4_values[16];
 
@@ -52,5 +63,10 @@ const quant_ops *quant_iq4_ops(uint32_t type, enum cpu_level level);
  * super-blocks (IQ4_XS) are added in order with one fused multiply-add each. */
 float quant_dot_iq4_nl_avx2(size_t n, const void *w, const void *a);
 float quant_dot_iq4_xs_avx2(size_t n, const void *w, const void *a);
+/* Packed IQ4_XS (quant_iq4_pack_xs) against Q8_K, 8 rows per vector; each result has the
+ * bits of quant_dot_iq4_xs_avx2. Reads no sums. */
+void quant_iq4_matmul_packed_xs_avx2(size_t n, const void *packed, size_t n_groups,
+                                     const void *act, size_t act_row_bytes, const void *sums,
+                                     size_t n_tokens, float *y, size_t ldy);
 
 #endif
