@@ -103,9 +103,9 @@ void quant_iq4_pack_xs(const void *w, size_t n, size_t n_rows, void *packed)
 /*
  * Activations are quantized by the same functions as for Q8_0 and the K-quants at each level,
  * so a layer mixing these types with those shares one quantized input (forward.c). IQ4_XS
- * has a packed kernel at the x86 levels (AVX-512 takes the AVX2 one); it reads no sums but
- * names the K-quants' sub-block sums, as every packed K type does, because a Q4_K or Q5_K
- * product sharing its input may read the sums its ops prepare. IQ4_NL's products take the
+ * has packed kernels at the x86 levels (AVX2's at avx512 without VNNI; the VNNI one reads the
+ * K-quants' sub-block sums, and the AVX2 one names them too, as every packed K type does,
+ * because a Q4_K or Q5_K product sharing its input may read the sums its ops prepare). IQ4_NL's products take the
  * dot per row, tiled by quant_matmul_rows.
  */
 #define IQ4_NL_OPS(act, dot_fn) \
@@ -133,10 +133,16 @@ static const quant_ops iq4_xs_ops[CPU_LEVEL_COUNT] = {
                                            quant_iq4_matmul_packed_xs_avx2),
 };
 
+/* IQ4_XS at level avx512 with VNNI: the same, but the 16-row packed kernel. */
+static const quant_ops iq4_xs_vnni_ops = IQ4_XS_PACKED_OPS(
+    quant_k_quantize_q8_k_avx512, quant_dot_iq4_xs_avx2, quant_iq4_matmul_packed_xs_avx512);
+
 const quant_ops *quant_iq4_ops(uint32_t type, enum cpu_level level)
 {
     if (type == TENSOR_TYPE_IQ4_NL)
         return &iq4_nl_ops[level];
+    if (type == TENSOR_TYPE_IQ4_XS && level == CPU_LEVEL_AVX512 && cpu_has_avx512_vnni())
+        return &iq4_xs_vnni_ops;
     if (type == TENSOR_TYPE_IQ4_XS)
         return &iq4_xs_ops[level];
     return NULL;

@@ -68,5 +68,9 @@ float quant_dot_iq4_xs_avx2(size_t n, const void *w, const void *a);
 void quant_iq4_matmul_packed_xs_avx2(size_t n, const void *packed, size_t n_groups,
                                      const void *act, size_t act_row_bytes, const void *sums,
                                      size_t n_tokens, float *y, size_t ldy);
+/* The same at level avx512 with VNNI, 16 rows per vector; reads quant_k_sub_block_sums. */
+void quant_iq4_matmul_packed_xs_avx512(size_t n, const void *packed, size_t n_groups,
+                                       const void *act, size_t act_row_bytes, const void *sums,
+                                       size_t n_tokens, float *y, size_t ldy);
 
 #endif
