@@ -3,8 +3,8 @@
  * codebook values with one byte shuffle, the products with the activation quants are summed
  * exactly in i16 / i32, and the blocks (IQ4_NL) or super-blocks (IQ4_XS) are added in order
  * into one f32 sum with a fused multiply-add each, so results differ from the scalar level by
- * rounding only. Also the packed IQ4_XS kernel, which keeps those steps for 8 rows a vector
- * and so gives each row its dot's bits.
+ * rounding only. Also the packed IQ4_XS and IQ4_NL kernels, which keep those steps for 8 rows
+ * a vector and so give each row its dot's bits.
  */
 #include "cpu.h"
 #include "quant_iq4.h"
@@ -171,5 +171,76 @@ void quant_iq4_matmul_packed_xs_avx2(size_t n, const void *packed, size_t n_grou
             float *out = y + t * ldy + g * PACK_ROWS;
             X86_PACKED_GROUP_SWITCH(group_iq4_xs, n_tok, rows);
         }
+    }
+}
+
+/* ---- packed IQ4_NL ---------------------------------------------------------------------- */
+
+enum { NL_BLOCK_BYTES = PACK_ROWS * sizeof(block_iq4_nl) };
+
+/*
+ * Half `half` (8 rows) of a group against n_tok tokens, block by block: word m of the
+ * block's codes (m < 4 the low nibbles of bytes 4m..4m + 3, else the high ones of bytes
+ * 4(m - 4)..) meets activation bytes 4m..4m + 3; each word's pair sums are widened on their
+ * own, as in the IQ4_XS kernel, then one fused multiply-add per block: the dot's steps.
+ * dy holds each token's block scales as f32 (quant_prepare_packed_act_avx2).
+ */
+static inline __attribute__((always_inline)) void
+half_iq4_nl(size_t n_blocks, const uint8_t *group, int half, const block_q8_0 *const *y,
+            const float *const *dy, size_t n_tok, __m256 *acc)
+{
+    const __m256i table = codebook(), low4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    for (size_t b = 0; b < n_blocks; b++, group += NL_BLOCK_BYTES) {
+        __m256i isum[TILE_TOKENS];
+        for (size_t t = 0; t < n_tok; t++)
+            isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int m = 0; m < 8; m++) {
+            __m256i bytes = load256(group + IQ4NL_QS_AT + 64 * (m % 4) + 32 * half);
+            __m256i values = _mm256_shuffle_epi8(
+                table, _mm256_and_si256(m < 4 ? bytes : _mm256_srli_epi16(bytes, 4), low4));
+            __m256i magnitudes = _mm256_abs_epi8(values);
+            for (size_t t = 0; t < n_tok; t++) {
+                __m256i quants = x86_set1_word(y[t][b].qs + 4 * m);
+                __m256i pairs = _mm256_maddubs_epi16(magnitudes, _mm256_sign_epi8(quants, values));
+                isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pairs, ones));
+            }
+        }
+        __m256 dx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(group + 16 * half)));
+        for (size_t t = 0; t < n_tok; t++)
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dy[t][b]), dx),
+                                     _mm256_cvtepi32_ps(isum[t]), acc[t]);
+    }
+}
+
+void quant_iq4_matmul_packed_nl_avx2(size_t n, const void *packed, size_t n_groups,
+                                     const void *act, size_t act_row_bytes, const void *sums,
+                                     size_t n_tokens, float *y, size_t ldy)
+{
+    size_t n_blocks = n / QUANT_QK32, group_bytes = n_blocks * NL_BLOCK_BYTES;
+    size_t sums_bytes = quant_packed_sums_bytes(n);
+    for (size_t t = 0; t < n_tokens; t += TILE_TOKENS) {
+        size_t n_tok = n_tokens - t < TILE_TOKENS ? n_tokens - t : TILE_TOKENS;
+        const block_q8_0 *rows[TILE_TOKENS];
+        const float *dy[TILE_TOKENS];
+        for (size_t k = 0; k < n_tok; k++) {
+            rows[k] = (const block_q8_0 *)((const char *)act + (t + k) * act_row_bytes);
+            dy[k] = (const float *)((const char *)sums + (t + k) * sums_bytes);
+        }
+        for (size_t g = 0; g < n_groups; g++)
+            for (int half = 0; half < 2; half++) {
+                __m256 acc[TILE_TOKENS];
+                for (size_t k = 0; k < TILE_TOKENS; k++)
+                    acc[k] = _mm256_setzero_ps();
+                const uint8_t *group = (const uint8_t *)packed + g * group_bytes;
+                switch (n_tok) {
+                case 4: half_iq4_nl(n_blocks, group, half, rows, dy, 4, acc); break;
+                case 3: half_iq4_nl(n_blocks, group, half, rows, dy, 3, acc); break;
+                case 2: half_iq4_nl(n_blocks, group, half, rows, dy, 2, acc); break;
+                default: half_iq4_nl(n_blocks, group, half, rows, dy, 1, acc); break;
+                }
+                for (size_t k = 0; k < n_tok; k++)
+                    _mm256_storeu_ps(y + (t + k) * ldy + g * PACK_ROWS + 8 * half, acc[k]);
+            }
     }
 }

@@ -1,10 +1,11 @@
 /*
- * The AVX-512 VNNI packed IQ4_XS kernel (quant_iq4.h): the 16 rows of a group in one 512-bit
- * vector, against tiles of 1..4 tokens. Codes become their codebook values plus 128 with one
- * byte shuffle (unsigned, as vpdpbusd wants them); each sub-block's products start from -128
- * times its activation sum (quant_k_sub_block_sums), so its i32 sum is the exact signed one,
- * then times the sub-block's scale. The float step per super-block is the AVX2 dot's, so
- * every product has the bits of quant_dot_iq4_xs_avx2.
+ * The AVX-512 VNNI packed IQ4_XS and IQ4_NL kernels (quant_iq4.h): the 16 rows of a group in
+ * one 512-bit vector, against tiles of 1..4 tokens. Codes become their codebook values plus
+ * 128 with one byte shuffle (unsigned, as vpdpbusd wants them); each IQ4_XS sub-block's
+ * products start from -128 times its activation sum (quant_k_sub_block_sums), so its i32 sum
+ * is the exact signed one, then times the sub-block's scale; an IQ4_NL block's start from
+ * the -128 start values of the packed Q8_0 sums. The float steps are the AVX2 dots', so every
+ * product has the bits of quant_dot_iq4_xs_avx2 / quant_dot_iq4_nl_avx2.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include "cpu.h"
 #include "quant_iq4.h"
 #include "quant_k_blocks.h"
+#include "quant_legacy.h"
 #include "quant_x86.h"
 
 enum { PACK_ROWS = QUANT_PACK_ROWS, TILE_TOKENS = 4 };
@@ -123,6 +125,75 @@ void quant_iq4_matmul_packed_xs_avx512(size_t n, const void *packed, size_t n_gr
             case 2: GROUP_CALL(2); break;
             default: GROUP_CALL(1); break;
             }
+        }
+    }
+}
+
+/* ---- packed IQ4_NL ---------------------------------------------------------------------- */
+
+enum { NL_BLOCK_BYTES = PACK_ROWS * sizeof(block_iq4_nl) };
+/* where quant_prepare_packed_act_avx2's -128 * sum(qy) start values sit: after dy and the
+ * -8 ones */
+enum { START_128_ARRAY = 1 };
+
+/* The 16 rows of a group against n_tok tokens, block by block: codes as value + 128 through
+ * vpdpbusd from -128 times the block's quant sum (the exact signed sum: at most 32 * 241 *
+ * 127 on the way), one fused multiply-add per block, the dot's float step. */
+static inline __attribute__((always_inline)) void
+group_iq4_nl(size_t n_blocks, const uint8_t *group, const block_q8_0 *const *y,
+             const float *const *dy, const int32_t *const *start, size_t n_tok, bool prefetch,
+             __m512 *acc)
+{
+    const __m512i table = shifted_codebook(), low4 = _mm512_set1_epi8(0x0f);
+    for (size_t b = 0; b < n_blocks; b++, group += NL_BLOCK_BYTES) {
+        if (prefetch)
+            x86_prefetch_ahead(group, NL_BLOCK_BYTES, X86_PREFETCH_BYTES);
+        __m512i u[8];
+        for (int j = 0; j < 4; j++) {
+            __m512i bytes = _mm512_loadu_si512(group + IQ4NL_QS_AT + 64 * j);
+            u[j] = _mm512_shuffle_epi8(table, _mm512_and_si512(bytes, low4));
+            u[4 + j] =
+                _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(bytes, 4), low4));
+        }
+        __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)group));
+        for (size_t t = 0; t < n_tok; t++) {
+            const int8_t *qy = y[t][b].qs;
+            __m512i low = _mm512_set1_epi32(start[t][b]), high = _mm512_setzero_si512();
+            for (int j = 0; j < 4; j++) {
+                low = x86_dpbusd_word(low, u[j], qy + 4 * j);
+                high = x86_dpbusd_word(high, u[4 + j], qy + 16 + 4 * j);
+            }
+            __m512 d = _mm512_mul_ps(_mm512_set1_ps(dy[t][b]), dx);
+            acc[t] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_add_epi32(low, high)), acc[t]);
+        }
+    }
+}
+
+void quant_iq4_matmul_packed_nl_avx512(size_t n, const void *packed, size_t n_groups,
+                                       const void *act, size_t act_row_bytes, const void *sums,
+                                       size_t n_tokens, float *y, size_t ldy)
+{
+    size_t n_blocks = n / QUANT_QK32, group_bytes = n_blocks * NL_BLOCK_BYTES;
+    size_t sums_bytes = quant_packed_sums_bytes(n);
+    bool prefetch_one = cpu_prefetch_single_stream();
+    for (size_t t = 0; t < n_tokens; t += TILE_TOKENS) {
+        size_t n_tok = n_tokens - t < TILE_TOKENS ? n_tokens - t : TILE_TOKENS;
+        const block_q8_0 *rows[TILE_TOKENS];
+        const float *dy[TILE_TOKENS];
+        const int32_t *start[TILE_TOKENS];
+        for (size_t k = 0; k < n_tok; k++) {
+            rows[k] = (const block_q8_0 *)((const char *)act + (t + k) * act_row_bytes);
+            dy[k] = (const float *)((const char *)sums + (t + k) * sums_bytes);
+            start[k] = (const int32_t *)(dy[k] + n_blocks) + START_128_ARRAY * n_blocks;
+        }
+        for (size_t g = 0; g < n_groups; g++) {
+            __m512 acc[TILE_TOKENS];
+            for (size_t k = 0; k < TILE_TOKENS; k++)
+                acc[k] = _mm512_setzero_ps();
+            group_iq4_nl(n_blocks, (const uint8_t *)packed + g * group_bytes, rows, dy, start,
+                         n_tok, n_tok > 1 || prefetch_one, acc);
+            for (size_t k = 0; k < n_tok; k++)
+                _mm512_storeu_ps(y + (t + k) * ldy + g * PACK_ROWS, acc[k]);
         }
     }
 }
