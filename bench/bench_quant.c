@@ -177,7 +177,10 @@ static bool packed_init(packed_bench *p, const quant_ops *ops, size_t total_byte
         free(w);
         return false;
     }
-    ops->quantize(source, w, ROW_ELEMS);
+    if (ops->quantize)
+        ops->quantize(source, w, ROW_ELEMS);
+    else
+        fill_read_only_row(ops, w);
     for (size_t r = 1; r < p->n_rows; r++)
         memcpy(w + r * row_bytes, w, row_bytes);
     quant_pack_rows(ops, w, ROW_ELEMS, 0, p->n_rows, p->packed);

@@ -882,6 +882,9 @@ typedef struct packed_weights {
     uint8_t *w, *packed;
 } packed_weights;
 
+static void fill_random_iq4(uint32_t type, uint8_t *w, size_t n);
+
+/* Types without a quantizer (the IQ4 ones) take random blocks. */
 static packed_weights packed_weights_make(const quant_ops *ops, size_t n)
 {
     size_t w_bytes = row_bytes(ops->type, n);
@@ -890,7 +893,10 @@ static packed_weights packed_weights_make(const quant_ops *ops, size_t n)
     assert_true(x && pw.w && pw.packed);
     fill_random(x, n * PACKED_ROWS, false);
     for (int r = 0; r < PACKED_ROWS; r++)
-        ops->quantize(x + r * n, pw.w + r * w_bytes, n);
+        if (ops->quantize)
+            ops->quantize(x + r * n, pw.w + r * w_bytes, n);
+        else
+            fill_random_iq4(ops->type, pw.w + r * w_bytes, n);
     quant_pack_rows(ops, pw.w, n, 0, PACKED_ROW_BEGIN, pw.packed);
     quant_pack_rows(ops, pw.w, n, PACKED_ROW_BEGIN, PACKED_ROWS, pw.packed);
     free(x);
@@ -987,7 +993,9 @@ static void test_packed_matmul_equals_per_row_dots(void **state)
  * or -4; Q2_K: 3 or 0), d = 1. Q4_1 / Q5_1 take m = -0.5, Q4_K / Q5_K every scale and min 63, Q2_K every scale and min
  * 15 (dmin 0.5 for those three); Q3_K every scale 31 in rows 0, 1 (mod 4) and -32 in rows
  * 2, 3, so each sign of the quants meets each sign of the scales. MXFP4 takes every code
- * +12 in even rows and -12 in odd ones.
+ * +12 in even rows and -12 in odd ones; IQ4_NL and IQ4_XS the largest value (+113) in even
+ * rows and the smallest (-127) in odd ones, IQ4_XS under sub-block scales as Q3_K's (+31 or
+ * -32).
  */
 static void fill_extreme_block(uint32_t type, uint8_t *block, size_t block_bytes, size_t r)
 {
@@ -1019,6 +1027,11 @@ static void fill_extreme_block(uint32_t type, uint8_t *block, size_t block_bytes
         block[0] = 0x00, block[1] = 0x3c; /* d = 1.0 */
         block[2] = 0x00, block[3] = 0xb8; /* m = -0.5 */
         break;
+    case TENSOR_TYPE_IQ4_XS: /* d = 1; every scale 63 (+31) in rows 0, 1 (mod 4), 0 (-32)
+                              * in rows 2, 3; codes 15 (+113) or 0 (-127) */
+        block[0] = 0x00, block[1] = 0x3c;
+        memset(block + 2, r % 4 < 2 ? 0xff : 0x00, 6);
+        break;
     case TENSOR_TYPE_MXFP4: /* scale 2^-1; every code 7 (+12) or 15 (-12) */
         block[0] = 127;
         memset(block + 1, r % 2 ? 0xff : 0x77, 16);
@@ -1042,7 +1055,8 @@ static void test_packed_matmul_extremes_equal_dots(void **state)
     const uint32_t types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q4_1, TENSOR_TYPE_Q5_0,
                               TENSOR_TYPE_Q5_1, TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q2_K,
                               TENSOR_TYPE_Q3_K, TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q5_K,
-                              TENSOR_TYPE_Q6_K, TENSOR_TYPE_MXFP4};
+                              TENSOR_TYPE_Q6_K, TENSOR_TYPE_MXFP4, TENSOR_TYPE_IQ4_NL,
+                              TENSOR_TYPE_IQ4_XS};
     static float a[TOKENS * N];
     for (size_t i = 0; i < N; i++) {
         a[i] = 1.0f;
@@ -1152,6 +1166,9 @@ static void test_iq4_types_have_read_only_ops(void **state)
                 partners[i] == TENSOR_TYPE_Q8_0 ? TENSOR_TYPE_Q8_0 : TENSOR_TYPE_Q4_K,
                 (enum cpu_level)level);
             assert_ptr_equal(ops->quantize_act, sharing->quantize_act);
+            /* and a packed product prepares the sums a packed Q4_K one sharing its input reads */
+            if (ops->matmul_packed)
+                assert_ptr_equal(ops->act_sums, sharing->act_sums);
         }
 }
 
@@ -1327,6 +1344,30 @@ static void test_iq4_dot_at_active_level_matches_scalar(void **state)
     }
 }
 
+/* Packed IQ4 rows (random blocks) give each product its dot's bits, as the other packed types
+ * do (check_packed_matmul_equals_dots); every x86 level packs them. */
+static void test_iq4_packed_matmul_equals_dots(void **state)
+{
+    (void)state;
+    const size_t batch_sizes[] = {1, 3, 4, 5, 9}, one_token[] = {1};
+    enum { N_BATCH_SIZES = sizeof batch_sizes / sizeof batch_sizes[0] };
+    for (int i = 0; i < N_READ_ONLY; i++) {
+        const quant_ops *ops = quant_ops_active(read_only_types[i].type);
+        if (strcmp(level_name(), "scalar") == 0) {
+            assert_false(quant_packable(ops, 512, QUANT_PACK_ROWS));
+            continue;
+        }
+        assert_true(quant_packable(ops, 512, QUANT_PACK_ROWS));
+        check_packed_batches(ops, 512, batch_sizes, N_BATCH_SIZES);
+        if (ops->type == TENSOR_TYPE_IQ4_NL) { /* 19 blocks */
+            check_packed_batches(ops, 608, batch_sizes, N_BATCH_SIZES);
+        } else { /* 3 and 9 super-blocks */
+            check_packed_batches(ops, 3 * 256, batch_sizes, N_BATCH_SIZES);
+            check_packed_batches(ops, 9 * 256, one_token, 1);
+        }
+    }
+}
+
 int main(void)
 {
     const char *wanted = getenv("CORRAL_CPU");
@@ -1360,6 +1401,7 @@ int main(void)
         cmocka_unit_test(test_iq4_blocks_and_dots_match_ggml),
         cmocka_unit_test(test_iq4_whole_tensor_matches_ggml_hash),
         cmocka_unit_test(test_iq4_dot_at_active_level_matches_scalar),
+        cmocka_unit_test(test_iq4_packed_matmul_equals_dots),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
