@@ -530,25 +530,27 @@ static void test_four_sequences_batched_experts(void **state)
     check_four_sequences("arch/qwen3moe.gguf");
 }
 
-/* A 64-token prompt in one micro-batch, every position's logits: each expert takes many of
- * the batch's (token, expert) pairs (grouped by expert on the device: whole tiles of 8 and
- * their tails). */
-static void check_long_prompt(const char *file, float tolerance, bool flips)
+/* A prompt of n_tokens (at most 128) in one micro-batch, every position's logits: each
+ * expert takes many of the batch's (token, expert) pairs (grouped by expert on the device:
+ * whole tiles and their tails). */
+static void check_long_prompt(const char *file, size_t n_tokens, float tolerance, bool flips)
 {
     corral_error err = {{0}};
     corral_model *m = corral_model_load(fixture(file), &err);
     if (!m)
         fail_msg("%s: %s", file, err.message);
     size_t V = corral_model_n_vocab(m);
-    corral_context *cpu = context(m, 0, 1), *gpu = context(m, -1, 1);
+    corral_context *cpu = context_batch(m, 0, 1, (uint32_t)n_tokens);
+    corral_context *gpu = context_batch(m, -1, 1, (uint32_t)n_tokens);
     assert_int_equal(corral_context_gpu_layers(gpu), corral_model_n_layer(m));
-    corral_token ids[64];
-    bool all[64];
-    for (size_t i = 0; i < 64; i++)
+    corral_token ids[128];
+    bool all[128];
+    assert_true(n_tokens <= 128);
+    for (size_t i = 0; i < n_tokens; i++)
         ids[i] = (corral_token)((i * 29 + 5) % V), all[i] = true;
-    decode(cpu, ids, NULL, 64, all);
-    decode(gpu, ids, NULL, 64, all);
-    for (size_t t = 0; t < 64; t++) {
+    decode(cpu, ids, NULL, n_tokens, all);
+    decode(gpu, ids, NULL, n_tokens, all);
+    for (size_t t = 0; t < n_tokens; t++) {
         float diff = max_abs_diff(corral_get_logits(gpu, t), corral_get_logits(cpu, t), V);
         if (!close_enough(file, "prompt position", t, diff, tolerance, flips))
             fail_msg("%s: prompt position %zu logits differ by %g (tolerance %g)", file, t,
@@ -559,12 +561,21 @@ static void check_long_prompt(const char *file, float tolerance, bool flips)
     corral_model_free(m);
 }
 
+/* 64 tokens: 128 pairs over 8 experts, in the per-row kernel's tiles of 8 */
 static void test_long_prompt_experts(void **state)
 {
     (void)state;
-    check_long_prompt("arch/qwen3moe.gguf", 1e-3f, false);
-    check_long_prompt("arch/gpt-oss-mxfp4.gguf", 1e-2f, true);
-    check_long_prompt("arch/deepseek2.gguf", 1e-3f, false);
+    check_long_prompt("arch/qwen3moe.gguf", 64, 1e-3f, false);
+    check_long_prompt("arch/gpt-oss-mxfp4.gguf", 64, 1e-2f, true);
+    check_long_prompt("arch/deepseek2.gguf", 64, 1e-3f, false);
+}
+
+/* 128 tokens: 256 pairs over 8 experts, 32 an expert on average, in the tiled kernel's
+ * tiles of 64 (vk_moe_tile); gpt-oss's MXFP4 experts with their biases */
+static void test_long_prompt_experts_tiled(void **state)
+{
+    (void)state;
+    check_long_prompt("arch/gpt-oss-mxfp4.gguf", 128, 1e-2f, true);
 }
 
 /* Three sequences under cohere2's window of 4 in micro-batches of 4: each sequence's sliding
@@ -1149,7 +1160,7 @@ static void test_glm4moe(void **state)
 {
     (void)state;
     check_model("arch/glm4moe.gguf", 1e-3f, false, true);
-    check_long_prompt("arch/glm4moe.gguf", 1e-3f, false);
+    check_long_prompt("arch/glm4moe.gguf", 64, 1e-3f, false);
     check_four_sequences("arch/glm4moe.gguf");
     check_estimate("arch/glm4moe.gguf", 1);
 }
@@ -1341,6 +1352,7 @@ int main(void)
         cmocka_unit_test(test_four_sequences_batched),
         cmocka_unit_test(test_four_sequences_batched_experts),
         cmocka_unit_test(test_long_prompt_experts),
+        cmocka_unit_test(test_long_prompt_experts_tiled),
         cmocka_unit_test(test_sequences_slide_apart),
         cmocka_unit_test(test_many_logits_from_the_cpu_output),
         cmocka_unit_test(test_context_shift),

@@ -1275,7 +1275,7 @@ static void check_expert_tiles(uint32_t type, size_t n_in)
         uint32_t t = i / USED, j = i % USED;
         ids[i] = j == 0 ? 0 : 1 + (t * 3 + j) % 4;
     }
-    uint32_t max_tiles = vk_moe_max_tiles(PAIRS, EXPERTS);
+    uint32_t max_tiles = vk_moe_max_tiles(PAIRS, EXPERTS, VK_MOE_ROW_TILE);
     vk_buffer parts[2] = {device_buffer(w, FIRST * expert_bytes),
                           device_buffer(w + FIRST * expert_bytes, (EXPERTS - FIRST) * expert_bytes)};
     vk_buffer bx = device_buffer(x, n_in * TOKENS * 4), bi = device_buffer(ids, sizeof ids);
@@ -1294,14 +1294,14 @@ static void check_expert_tiles(uint32_t type, size_t n_in)
                              p ? EXPERTS - FIRST : FIRST);
     vk_op_moe_combine(&c, vk_whole(&by), vk_whole(&bw), vk_whole(&bo), ROWS, USED, TOKENS);
     vk_op_moe_group(&c, vk_whole(&bi), vk_whole(&bslot), vk_whole(&brows), vk_whole(&bsid),
-                    vk_whole(&btiles), PAIRS, EXPERTS, USED);
+                    vk_whole(&btiles), PAIRS, EXPERTS, USED, VK_MOE_ROW_TILE);
     vk_op_get_rows(&c, TENSOR_TYPE_F32, vk_whole(&bx), n_in * 4, vk_whole(&brows),
                    vk_whole(&bxg), (uint32_t)n_in, PAIRS);
     for (uint32_t p = 0; p < 2; p++)
         vk_op_matmul_expert_tiles(&c, type, vk_whole(&parts[p]), row_bytes, vk_whole(&bxg),
                                   vk_whole(&bq), vk_whole(&bs), vk_whole(&btiles),
                                   vk_whole(&byt), (uint32_t)n_in, ROWS, PAIRS, max_tiles,
-                                  p ? FIRST : 0, p ? EXPERTS - FIRST : FIRST);
+                                  VK_MOE_ROW_TILE, p ? FIRST : 0, p ? EXPERTS - FIRST : FIRST);
     vk_op_moe_combine_slots(&c, vk_whole(&byt), vk_whole(&bw), vk_whole(&bslot), vk_whole(&bot),
                             ROWS, USED, TOKENS);
     submit(&c);
@@ -1360,6 +1360,119 @@ static void test_matmul_expert_tiles(void **state)
     const uint32_t k_types[] = {TENSOR_TYPE_Q2_K, TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q6_K};
     for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++)
         check_expert_tiles(k_types[i], 512);
+}
+
+
+/* A prompt's pairs past vk_moe_tile's threshold grouped in tiles of 64 and multiplied by the
+ * tiled kernel (matmul_tiled.glsl), for every weight type, as the CPU's product of each
+ * pair's expert rows with its token's quantized input; with and without integer dot
+ * products, the same bits. Ragged loads: expert 0 takes a pair of every token (100: a tile
+ * and 36), expert 4 66 (a tile and 2), expert 2 34, experts 1, 3 and 5 none; 70 rows an
+ * expert (a row tile and 6); the experts in two buffers (3 and 3). */
+static void check_expert_tiles_tiled(uint32_t type, size_t n_in)
+{
+    enum { EXPERTS = 6, ROWS = 70, TOKENS = 100, USED = 2, PAIRS = TOKENS * USED, FIRST = 3 };
+    assert_int_equal(vk_moe_tile(dev, PAIRS, EXPERTS), VK_MOE_TILED_TILE);
+    const quant_ops *ops = quant_ops_get(type, CPU_LEVEL_SCALAR);
+    size_t row_bytes, expert_bytes, act_bytes = quant_act_row_bytes(type, n_in);
+    assert_true(tensor_type_row_bytes(type, n_in, &row_bytes));
+    expert_bytes = row_bytes * ROWS;
+    float *wf = random_floats(n_in * ROWS * EXPERTS), *x = random_floats(n_in * TOKENS);
+    uint8_t *w = malloc(expert_bytes * EXPERTS), *act = malloc(act_bytes * TOKENS);
+    float *want = malloc(PAIRS * ROWS * sizeof *want), *got = malloc(PAIRS * ROWS * sizeof *got);
+    float *other = malloc(PAIRS * ROWS * sizeof *other);
+    assert_true(w && act && want && got && other);
+    for (size_t r = 0; r < ROWS * EXPERTS; r++)
+        ops->quantize(wf + r * n_in, w + r * row_bytes, n_in);
+    quant_quantize_activations(ops, x, n_in, TOKENS, act);
+    uint32_t ids[PAIRS];
+    for (uint32_t i = 0; i < PAIRS; i++) {
+        uint32_t t = i / USED;
+        ids[i] = i % USED == 0 ? 0 : t % 3 == 0 ? 2 : 4;
+        quant_matmul_rows(ops, w + ids[i] * expert_bytes, n_in, 0, ROWS, act + t * act_bytes,
+                          1, want + i * ROWS, ROWS);
+    }
+    uint32_t max_tiles = vk_moe_max_tiles(PAIRS, EXPERTS, VK_MOE_TILED_TILE);
+    vk_buffer parts[2] = {device_buffer(w, FIRST * expert_bytes),
+                          device_buffer(w + FIRST * expert_bytes, (EXPERTS - FIRST) * expert_bytes)};
+    vk_buffer bx = device_buffer(x, n_in * TOKENS * 4), bi = device_buffer(ids, sizeof ids);
+    vk_buffer bq = device_buffer(NULL, vk_matmul_quants_bytes(n_in * PAIRS));
+    vk_buffer bs = device_buffer(NULL, vk_matmul_scales_bytes(n_in * PAIRS));
+    vk_buffer by = device_buffer(NULL, PAIRS * ROWS * 4), bxg = device_buffer(NULL, n_in * PAIRS * 4);
+    vk_buffer bslot = device_buffer(NULL, PAIRS * 4), brows = device_buffer(NULL, PAIRS * 4);
+    vk_buffer bsid = device_buffer(NULL, PAIRS * 4), btiles = device_buffer(NULL, max_tiles * 12);
+    bool first = dev->int_dot;
+    for (int way = 0; way < (dev->has_int_dot ? 2 : 1); way++) {
+        use_int_dot(way == 0 ? first : !first);
+        vk_commands c = begin();
+        vk_op_moe_group(&c, vk_whole(&bi), vk_whole(&bslot), vk_whole(&brows), vk_whole(&bsid),
+                        vk_whole(&btiles), PAIRS, EXPERTS, USED, VK_MOE_TILED_TILE);
+        vk_op_get_rows(&c, TENSOR_TYPE_F32, vk_whole(&bx), n_in * 4, vk_whole(&brows),
+                       vk_whole(&bxg), (uint32_t)n_in, PAIRS);
+        for (uint32_t p = 0; p < 2; p++)
+            vk_op_matmul_expert_tiles(&c, type, vk_whole(&parts[p]), row_bytes, vk_whole(&bxg),
+                                      vk_whole(&bq), vk_whole(&bs), vk_whole(&btiles),
+                                      vk_whole(&by), (uint32_t)n_in, ROWS, PAIRS, max_tiles,
+                                      VK_MOE_TILED_TILE, p ? FIRST : 0, FIRST);
+        submit(&c);
+        read_back(&by, way == 0 ? got : other, PAIRS * ROWS * 4);
+    }
+    use_int_dot(first);
+    uint32_t slot_of[PAIRS], *tiles = malloc(max_tiles * 12);
+    assert_non_null(tiles);
+    read_back(&bslot, slot_of, sizeof slot_of), read_back(&btiles, tiles, max_tiles * 12);
+    const uint32_t want_tiles[][2] = {{0, 64}, {0, 36}, {2, 34}, {4, 64}, {4, 2}};
+    for (uint32_t t = 0; t < max_tiles; t++) {
+        uint32_t count = t < 5 ? want_tiles[t][1] : 0;
+        assert_int_equal(tiles[3 * t + 2], count);
+        if (count)
+            assert_int_equal(tiles[3 * t], want_tiles[t][0]);
+    }
+    char what[96];
+    snprintf(what, sizeof what, "tiled expert products %s, %zu wide", tensor_type_name(type),
+             n_in);
+    float *in_pairs = malloc(PAIRS * ROWS * sizeof *in_pairs);
+    assert_non_null(in_pairs);
+    for (uint32_t i = 0; i < PAIRS; i++) {
+        assert_true(slot_of[i] < PAIRS);
+        memcpy(in_pairs + i * ROWS, got + slot_of[i] * ROWS, ROWS * sizeof *got);
+    }
+    assert_close(what, in_pairs, want, PAIRS * ROWS, 1e-5);
+    if (dev->has_int_dot && memcmp(got, other, PAIRS * ROWS * sizeof *got) != 0)
+        fail_msg("%s: the products differ with and without integer dot products", what);
+    vk_buffer *bufs[] = {&parts[0], &parts[1], &bx, &bi, &bq, &bs, &by, &bxg, &bslot, &brows,
+                         &bsid, &btiles};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        vk_buffer_free(dev, bufs[i]);
+    free(wf), free(x), free(w), free(act), free(want), free(got), free(other), free(tiles);
+    free(in_pairs);
+}
+
+static void test_matmul_expert_tiles_tiled(void **state)
+{
+    (void)state;
+    const uint32_t types[] = {TENSOR_TYPE_F32,  TENSOR_TYPE_F16,  TENSOR_TYPE_BF16,
+                              TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q4_1, TENSOR_TYPE_Q5_0,
+                              TENSOR_TYPE_Q5_1, TENSOR_TYPE_Q8_0, TENSOR_TYPE_MXFP4};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        check_expert_tiles_tiled(types[i], 160);
+    const uint32_t k_types[] = {TENSOR_TYPE_Q2_K, TENSOR_TYPE_Q3_K, TENSOR_TYPE_Q4_K,
+                                TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K};
+    for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++)
+        check_expert_tiles_tiled(k_types[i], 512);
+}
+
+/* The tiled kernel takes a prompt's experts from 32 pairs an expert on average, where the
+ * device's limits take its tile. */
+static void test_moe_tile_threshold(void **state)
+{
+    (void)state;
+    assert_int_equal(vk_moe_tile(dev, 32 * 6 - 1, 6), VK_MOE_ROW_TILE);
+    assert_int_equal(vk_moe_tile(dev, 32 * 6, 6), VK_MOE_TILED_TILE);
+    uint32_t invocations = dev->max_invocations;
+    dev->max_invocations = VK_TILED_INVOCATIONS / 2;
+    assert_int_equal(vk_moe_tile(dev, 32 * 6, 6), VK_MOE_ROW_TILE);
+    dev->max_invocations = invocations;
 }
 
 /* The pairs' rows plus their experts' biases, then each token's rows weighted and summed in
@@ -2053,6 +2166,8 @@ int main(void)
         cmocka_unit_test(test_moe_route_scored),
         cmocka_unit_test(test_matmul_experts),
         cmocka_unit_test(test_matmul_expert_tiles),
+        cmocka_unit_test(test_matmul_expert_tiles_tiled),
+        cmocka_unit_test(test_moe_tile_threshold),
         cmocka_unit_test(test_moe_bias_combine_and_swiglu_oai),
         cmocka_unit_test(test_attention_window_and_both_ways),
         cmocka_unit_test(test_layernorm),

@@ -13,7 +13,9 @@
  * workgroup each, their expert picked on the device by the pair's id (matmul.glsl's expert
  * products); a prompt's are first grouped by expert on the device (moe_group.comp), their
  * inputs gathered in that order, and each expert's rows read once for a tile of up to 8 of
- * its pairs (the tiled expert products), every value as the pair by pair path's. An expert
+ * its pairs (matmul.glsl's tiled expert products, every value as the pair by pair path's)
+ * or, from vk_moe_tile's threshold, unpacked once for a tile of up to 64 of its pairs by
+ * 64 rows (matmul_tiled.glsl's expert products). An expert
  * matrix larger than one buffer is split by whole experts; each part's product leaves the
  * pairs of the other parts' experts alone.
  */
@@ -293,7 +295,7 @@ static size_t scratch_list(vk_moe *moe, const corral_context *ctx, vk_buffer **b
 {
     const hparams *hp = &ctx->model->hp;
     uint64_t nb = ctx->n_batch, pairs = nb * hp->n_expert_used, f = sizeof(float);
-    uint64_t tiles = vk_moe_max_tiles((uint32_t)pairs, hp->n_expert);
+    uint64_t tiles = vk_moe_max_tiles((uint32_t)pairs, hp->n_expert, VK_MOE_ROW_TILE);
     /* the widest input a product quantizes; a prompt's expert products take each pair's row
      * of the input gathered (into out) */
     uint64_t W = max_u64(hp->n_embd, expert_width(hp)); /* n_embd, or a wider latent */
@@ -455,9 +457,9 @@ static void expert_product(vk_moe *moe, vk_commands *c, const moe_matrix *mat, v
 /* The same for a prompt's slots (vk_op_moe_group), in tiles: x has a row per slot. */
 static void expert_tiles_product(vk_moe *moe, vk_commands *c, const moe_matrix *mat,
                                  vk_buffer *x, vk_buffer *y, uint32_t n_pairs,
-                                 uint32_t n_expert)
+                                 uint32_t n_expert, uint32_t tile)
 {
-    uint32_t max_tiles = vk_moe_max_tiles(n_pairs, n_expert);
+    uint32_t max_tiles = vk_moe_max_tiles(n_pairs, n_expert, tile);
     for (uint32_t part = 0; part < mat->n_parts; part++) {
         uint32_t e0 = part * mat->experts_per_part;
         uint32_t count = n_expert - e0 < mat->experts_per_part ? n_expert - e0
@@ -465,7 +467,7 @@ static void expert_tiles_product(vk_moe *moe, vk_commands *c, const moe_matrix *
         vk_op_matmul_expert_tiles(c, mat->type, vk_whole(&mat->parts[part]), mat->row_bytes,
                                   vk_whole(x), vk_whole(&moe->quants), vk_whole(&moe->scales),
                                   vk_whole(&moe->tiles), vk_whole(y), mat->n_in, mat->rows,
-                                  n_pairs, max_tiles, e0, count);
+                                  n_pairs, max_tiles, tile, e0, count);
     }
 }
 
@@ -558,10 +560,11 @@ void vk_moe_record(vk_moe *moe, vk_commands *c, const corral_context *ctx, uint3
      * a few tokens' pairs one by one (the grouping would cost more than it saves) */
     bool grouped = n_pairs >= GROUP_MIN_PAIRS_PER_EXPERT * hp->n_expert;
     vk_buffer *ids = grouped ? &moe->slot_ids : &moe->ids;
+    uint32_t tile = vk_moe_tile(moe->dev, n_pairs, hp->n_expert);
     if (grouped) {
         vk_op_moe_group(c, vk_whole(&moe->ids), vk_whole(&moe->slot_of),
                         vk_whole(&moe->slot_rows), vk_whole(&moe->slot_ids),
-                        vk_whole(&moe->tiles), n_pairs, hp->n_expert, k);
+                        vk_whole(&moe->tiles), n_pairs, hp->n_expert, k, tile);
         /* each slot's input row gathered into out, free until the down product */
         vk_op_get_rows(c, TENSOR_TYPE_F32, vk_whole(pair_in), (size_t)W * sizeof(float),
                        vk_whole(&moe->slot_rows), vk_whole(&moe->out), W, n_pairs);
@@ -570,11 +573,12 @@ void vk_moe_record(vk_moe *moe, vk_commands *c, const corral_context *ctx, uint3
     bool gated = ml->gate.n_parts > 0;
     vk_buffer *up_rows = gated ? &moe->up : &moe->gate;
     if (gated && grouped)
-        expert_tiles_product(moe, c, &ml->gate, &moe->out, &moe->gate, n_pairs, hp->n_expert);
+        expert_tiles_product(moe, c, &ml->gate, &moe->out, &moe->gate, n_pairs, hp->n_expert,
+                             tile);
     else if (gated)
         expert_product(moe, c, &ml->gate, pair_in, &moe->gate, n_pairs, k, hp->n_expert);
     if (grouped)
-        expert_tiles_product(moe, c, &ml->up, &moe->out, up_rows, n_pairs, hp->n_expert);
+        expert_tiles_product(moe, c, &ml->up, &moe->out, up_rows, n_pairs, hp->n_expert, tile);
     else
         expert_product(moe, c, &ml->up, pair_in, up_rows, n_pairs, k, hp->n_expert);
     expert_bias(c, &ml->gate_bias, ids, &moe->gate, n_pairs);
@@ -591,7 +595,8 @@ void vk_moe_record(vk_moe *moe, vk_commands *c, const corral_context *ctx, uint3
     else
         vk_op_swiglu(c, vk_whole(&moe->gate), vk_whole(&moe->up), n_pairs * hp->n_ff_exp);
     if (grouped)
-        expert_tiles_product(moe, c, &ml->down, &moe->gate, &moe->out, n_pairs, hp->n_expert);
+        expert_tiles_product(moe, c, &ml->down, &moe->gate, &moe->out, n_pairs, hp->n_expert,
+                             tile);
     else
         expert_product(moe, c, &ml->down, &moe->gate, &moe->out, n_pairs, 1, hp->n_expert);
     expert_bias(c, &ml->down_bias, ids, &moe->out, n_pairs);

@@ -1,6 +1,7 @@
 /* Recording the backend's operations (vk_ops.h). */
 #include "vk_ops.h"
 
+#include <assert.h>
 #include <math.h>
 #include <string.h>
 
@@ -372,20 +373,32 @@ void vk_op_matmul_experts(vk_commands *c, uint32_t type, vk_span w, size_t row_b
            (expert_rows + rows_per_z - 1) / rows_per_z);
 }
 
-uint32_t vk_moe_max_tiles(uint32_t n_pairs, uint32_t n_expert)
+_Static_assert((int)VK_MOE_ROW_TILE == (int)MATMUL_TOKENS, "the per-row kernel's tile");
+_Static_assert((int)VK_MOE_TILED_TILE == (int)TILED_TOKENS, "the tiled kernel's tile");
+
+uint32_t vk_moe_tile(const vk_device *d, uint32_t n_pairs, uint32_t n_expert)
 {
-    /* an expert's run of c slots takes ceil(c / MATMUL_TOKENS) tiles: at most its whole
-     * tiles and one more, and no tile is empty */
-    uint32_t bound = n_pairs / MATMUL_TOKENS + n_expert;
+    /* as for a dense product, from TILED_FROM_TOKENS tokens an expert on average: below,
+     * most of a tile's tokens would be padding */
+    return vk_device_fits_tiled(d) && (uint64_t)n_pairs >= (uint64_t)TILED_FROM_TOKENS * n_expert
+               ? VK_MOE_TILED_TILE : VK_MOE_ROW_TILE;
+}
+
+uint32_t vk_moe_max_tiles(uint32_t n_pairs, uint32_t n_expert, uint32_t tile)
+{
+    /* an expert's run of c slots takes ceil(c / tile) tiles: at most its whole tiles and
+     * one more, and no tile is empty */
+    uint32_t bound = n_pairs / tile + n_expert;
     return bound < n_pairs ? bound : n_pairs;
 }
 
 void vk_op_moe_group(vk_commands *c, vk_span ids, vk_span slot_of, vk_span slot_rows,
                      vk_span slot_ids, vk_span tiles, uint32_t n_pairs, uint32_t n_expert,
-                     uint32_t pairs_per_row)
+                     uint32_t pairs_per_row, uint32_t tile)
 {
+    assert(tile == VK_MOE_ROW_TILE || tile == VK_MOE_TILED_TILE);
     struct { uint32_t n_pairs, n_expert, pairs_per_row, tile, max_tiles; } p = {
-        n_pairs, n_expert, pairs_per_row, MATMUL_TOKENS, vk_moe_max_tiles(n_pairs, n_expert)};
+        n_pairs, n_expert, pairs_per_row, tile, vk_moe_max_tiles(n_pairs, n_expert, tile)};
     vk_span spans[VK_BINDINGS] = {ids, slot_of, slot_rows, slot_ids, tiles};
     record(c, VK_PIPE_MOE_GROUP, spans, &p, sizeof p, 1, 1, 1);
 }
@@ -393,12 +406,31 @@ void vk_op_moe_group(vk_commands *c, vk_span ids, vk_span slot_of, vk_span slot_
 void vk_op_matmul_expert_tiles(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes,
                                vk_span x, vk_span quants, vk_span scales, vk_span tiles,
                                vk_span y, uint32_t n_in, uint32_t expert_rows,
-                               uint32_t n_slots, uint32_t max_tiles, uint32_t expert0,
-                               uint32_t n_experts)
+                               uint32_t n_slots, uint32_t max_tiles, uint32_t tile,
+                               uint32_t expert0, uint32_t n_experts)
 {
     bool quantized = quantize_input(c, type, x, quants, scales, n_in * n_slots);
-    uint32_t rows_per_z = expert_rows < c->dev->max_groups[0] ? expert_rows
-                                                               : c->dev->max_groups[0];
+    const vk_device *d = c->dev;
+    if (tile == VK_MOE_TILED_TILE) {
+        assert(vk_device_fits_tiled(d));
+        uint32_t row_tiles = (expert_rows + TILED_ROWS - 1) / TILED_ROWS;
+        uint32_t tiles_per_z = row_tiles < d->max_groups[0] ? row_tiles : d->max_groups[0];
+        struct {
+            uint32_t n_in, n_out, n_tokens, row_bytes, tiles_per_z, row0, ldy, expert0,
+                n_experts, experts;
+        } p = {n_in, expert_rows, n_slots, (uint32_t)row_bytes, tiles_per_z, 0, expert_rows,
+               expert0, n_experts, 1};
+        vk_span spans[VK_BINDINGS] = {[0] = w, [1] = x, [4] = y, [5] = tiles};
+        if (quantized) {
+            spans[2] = quants;
+            spans[3] = scales;
+        }
+        record(c, matmul_tiled_pipeline(type), spans, &p, sizeof p, tiles_per_z, max_tiles,
+               (row_tiles + tiles_per_z - 1) / tiles_per_z);
+        return;
+    }
+    assert(tile == VK_MOE_ROW_TILE);
+    uint32_t rows_per_z = expert_rows < d->max_groups[0] ? expert_rows : d->max_groups[0];
     struct {
         uint32_t n_in, n_out, n_tokens, row_bytes, rows_per_z, row0, ldy, pairs_per_x, expert0,
             n_experts, tiled;

@@ -215,26 +215,38 @@ void vk_op_matmul_experts(vk_commands *c, uint32_t type, vk_span w, size_t row_b
                           uint32_t expert_rows, uint32_t n_pairs, uint32_t pairs_per_x,
                           uint32_t expert0, uint32_t n_experts);
 
+/* The slots a tile of a prompt's grouped pairs takes: the per-row kernel's (matmul.glsl),
+ * or the tiled kernel's (matmul_tiled.glsl), whose tile unpacks each weight once for 64
+ * slots. VK_MOE_ROW_TILE gives the most tiles. */
+enum { VK_MOE_ROW_TILE = 8, VK_MOE_TILED_TILE = 64 };
+
+/* The tile for n_pairs pairs over n_expert experts on d: the tiled kernel's where d's
+ * limits take it and the experts have enough pairs on average to fill most of its tile. */
+uint32_t vk_moe_tile(const vk_device *d, uint32_t n_pairs, uint32_t n_expert);
+
 /* A prompt's pairs grouped by expert (moe_group.comp): for the n_pairs experts in ids, each
  * pair's slot into slot_of, each slot's input row (pair / pairs_per_row) and expert into
  * slot_rows and slot_ids (n_pairs each), the slots in runs of one expert each, and the runs
- * cut into tiles of a matrix product's workgroup (3 words each: expert, first slot, count;
- * vk_moe_max_tiles of them, those beyond the runs' with a count of 0). */
-uint32_t vk_moe_max_tiles(uint32_t n_pairs, uint32_t n_expert);
+ * cut into tiles of `tile` slots (VK_MOE_ROW_TILE or VK_MOE_TILED_TILE; 3 words each:
+ * expert, first slot, count; vk_moe_max_tiles of them, those beyond the runs' with a count
+ * of 0). */
+uint32_t vk_moe_max_tiles(uint32_t n_pairs, uint32_t n_expert, uint32_t tile);
 void vk_op_moe_group(vk_commands *c, vk_span ids, vk_span slot_of, vk_span slot_rows,
                      vk_span slot_ids, vk_span tiles, uint32_t n_pairs, uint32_t n_expert,
-                     uint32_t pairs_per_row);
+                     uint32_t pairs_per_row, uint32_t tile);
 
 /* y[slot] = W[expert] . x[slot] for the slots of each tile of vk_op_moe_group (up to
- * max_tiles), W's rows read once a tile: W holds experts [expert0, expert0 + n_experts) of
- * expert_rows rows each (a tile of another buffer's expert is left alone); x has n_slots
- * rows of n_in floats (quants and scales: vk_op_matmul's scratch), y rows of expert_rows
- * floats. Each slot's value is vk_op_matmul_experts' for its pair, to the bit. */
+ * max_tiles, of the same `tile`), W's rows read once a tile: W holds experts
+ * [expert0, expert0 + n_experts) of expert_rows rows each (a tile of another buffer's
+ * expert is left alone); x has n_slots rows of n_in floats (quants and scales:
+ * vk_op_matmul's scratch), y rows of expert_rows floats. With VK_MOE_ROW_TILE each slot's
+ * value is vk_op_matmul_experts' for its pair, to the bit; VK_MOE_TILED_TILE (only where
+ * vk_device_fits_tiled) takes the tiled kernel, whose sums go in another order. */
 void vk_op_matmul_expert_tiles(vk_commands *c, uint32_t type, vk_span w, size_t row_bytes,
                                vk_span x, vk_span quants, vk_span scales, vk_span tiles,
                                vk_span y, uint32_t n_in, uint32_t expert_rows,
-                               uint32_t n_slots, uint32_t max_tiles, uint32_t expert0,
-                               uint32_t n_experts);
+                               uint32_t n_slots, uint32_t max_tiles, uint32_t tile,
+                               uint32_t expert0, uint32_t n_experts);
 
 /* In place on n_pairs rows of n floats: each plus its expert's row of bias (a row per
  * expert). */

@@ -12,6 +12,10 @@
 // vk_ops.c dispatches a group per tile (rows beyond the device's group count in further z
 // layers) and chooses this kernel past a number of tokens where the device's limits allow
 // TILE_THREADS invocations and the shared memory below.
+// An expert product (experts != 0, vk_moe.c) takes a tile of moe_group.comp a group
+// (tiles: its expert, first slot and count): up to TILE_TOKENS slots of one expert, whose
+// input and output rows are the slots', its rows those of the expert among the experts
+// this buffer holds.
 #extension GL_GOOGLE_include_directive : require
 #if defined(INT_DOT)
 #extension GL_EXT_spirv_intrinsics : require
@@ -32,10 +36,12 @@ layout(std430, binding = 2) readonly buffer InputQuants { int xq[]; }; // 4 quan
 // a block's scale; Q8_1 blocks take two floats, the scale and the scaled sum
 layout(std430, binding = 3) readonly buffer InputScales { float xd[]; };
 layout(std430, binding = 4) writeonly buffer Output { float y[]; };
+layout(std430, binding = 5) readonly buffer ExpertTiles { uint tiles[]; };
 // n_out rows of W, written at columns row0.. of y's rows of ldy; tiles_per_z row tiles a
-// z layer of the dispatch
+// z layer of the dispatch; for an expert product n_out rows an expert, experts
+// [expert0, expert0 + n_experts) in this buffer
 layout(push_constant) uniform Params {
-    uint n_in, n_out, n_tokens, row_bytes, tiles_per_z, row0, ldy;
+    uint n_in, n_out, n_tokens, row_bytes, tiles_per_z, row0, ldy, expert0, n_experts, experts;
 } p;
 
 #include "common.glsl"
@@ -68,7 +74,20 @@ void main()
     uint first_row = (gl_WorkGroupID.x + gl_WorkGroupID.z * p.tiles_per_z) * TILE_ROWS;
     if (first_row >= p.n_out) // the whole group leaves together
         return;
-    uint first_token = gl_WorkGroupID.y * TILE_TOKENS;
+    // the tile's tokens [first_token, end_token), and the byte of W where its rows start
+    uint first_token = gl_WorkGroupID.y * TILE_TOKENS, end_token = p.n_tokens;
+    uint base = 0u;
+    if (p.experts != 0u) {
+        uint tile = 3u * gl_WorkGroupID.y;
+        uint count = tiles[tile + 2u], expert = tiles[tile];
+        if (count == 0u)
+            return; // beyond the tiles the grouping made
+        if (expert < p.expert0 || expert - p.expert0 >= p.n_experts)
+            return; // another buffer's expert
+        first_token = tiles[tile + 1u];
+        end_token = first_token + count;
+        base = (expert - p.expert0) * p.n_out * p.row_bytes;
+    }
     uint tid = gl_LocalInvocationID.x;
     uint tr = tid % ROW_THREADS, tt = tid / ROW_THREADS;
     float acc[BLOCK_ROWS][BLOCK_TOKENS];
@@ -85,11 +104,11 @@ void main()
             float wi = 0.0;
             if (row < p.n_out && i < p.n_in) {
 #if defined(WEIGHT_F32)
-                wi = uintBitsToFloat(w[row * (p.row_bytes >> 2) + i]);
+                wi = uintBitsToFloat(w[((base + row * p.row_bytes) >> 2) + i]);
 #elif defined(WEIGHT_F16)
-                wi = half_at(row * p.row_bytes + 2u * i);
+                wi = half_at(base + row * p.row_bytes + 2u * i);
 #else
-                wi = bfloat_at(row * p.row_bytes + 2u * i);
+                wi = bfloat_at(base + row * p.row_bytes + 2u * i);
 #endif
             }
             w_tile[k][r] = wi;
@@ -97,7 +116,7 @@ void main()
         for (uint at = tid; at < TILE_TOKENS * CHUNK; at += TILE_THREADS) {
             uint t = at / CHUNK, k = at % CHUNK, token = first_token + t, i = c0 + k;
             float xi = 0.0;
-            if (token < p.n_tokens && i < p.n_in) {
+            if (token < end_token && i < p.n_in) {
                 xi = x[token * p.n_in + i];
 #if defined(WEIGHT_F16)
                 xi = round_half(xi);
@@ -132,7 +151,7 @@ void main()
         uvec2 q = uvec2(0u);
         float scale = 0.0, low = 0.0;
         if (stage_row < p.n_out && run < n_runs) {
-            WeightRun wr = weight_run(stage_row * p.row_bytes, run);
+            WeightRun wr = weight_run(base + stage_row * p.row_bytes, run);
             q = uvec2(wr.q0, wr.q1);
 #if defined(WEIGHT_Q4_0) || defined(WEIGHT_Q5_0) || defined(WEIGHT_Q8_0) || \
     defined(WEIGHT_MXFP4) || defined(WEIGHT_Q4_1) || defined(WEIGHT_Q5_1)
@@ -151,7 +170,7 @@ void main()
         // block's scaled sum (Q8_1) or the run's quants' sum times the block's scale (Q8_K)
         ivec2 a = ivec2(0);
         float a_scale = 0.0, a_low = 0.0;
-        if (stage_token < p.n_tokens && run < n_runs) {
+        if (stage_token < end_token && run < n_runs) {
             uint aw = stage_token * (p.n_in / 4u) + 2u * run;
             uint ab = stage_token * n_blocks + run / (BLOCK_ELEMS / 8u);
             a = ivec2(xq[aw], xq[aw + 1u]);
@@ -203,7 +222,7 @@ void main()
         uint row = first_row + tr + i * ROW_THREADS;
         for (uint j = 0u; j < BLOCK_TOKENS; j++) {
             uint token = first_token + tt + j * ROW_THREADS;
-            if (row < p.n_out && token < p.n_tokens)
+            if (row < p.n_out && token < end_token)
                 y[token * p.ldy + p.row0 + row] = acc[i][j];
         }
     }
