@@ -1961,6 +1961,8 @@ static void test_convert_refuses_adapters_it_cannot_convert(void **state)
     }
     hf_fixture_write_adapter(fixture("lora/adapter-f16-qv.gguf"), fixture(ADAPTER_BASE), g_root);
     expect_adapter_refusal("arch/phi2.gguf", "not 'phi2'");
+    /* Qwen 3.5's linear attention is reshaped by the model's conversion, not by an adapter's */
+    expect_adapter_refusal("arch/qwen35.gguf", "does not convert adapters for qwen35 models");
     expect_adapter_refusal("lora/adapter-f16-qv.gguf", "the base model");
     assert_int_equal(unlink(store_fixture_path(g_root, HF_ADAPTER_CONFIG)), 0);
     expect_adapter_refusal(ADAPTER_BASE, HF_ADAPTER_CONFIG " is missing");
@@ -2157,6 +2159,34 @@ static void test_convert_refuses_malformed_gptoss_experts(void **state)
 
 /* One JSON file of the checkpoint with key set to value (a JSON text) in its object at path
  * ("" for the top, else one key). */
+/* One expert's matrix in a later shard than its layer's whole experts tensor (gpt-oss's
+ * gate_up_proj) is refused, not added to a stack that tensor is not. */
+static void test_convert_refuses_an_expert_beside_its_whole_stack(void **state)
+{
+    (void)state;
+    hf_fixture_write(fixture("arch/gpt-oss.gguf"), g_root, "GptOssForCausalLM",
+                     SAFETENSORS_BF16, hf_fixture_qwen2_regex);
+    static const char header[] = "{\"model.layers.0.mlp.experts.0.gate_proj.weight\":"
+                                 "{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]}}";
+    size_t size;
+    uint8_t *bytes = image(header, 16, &size);
+    store_fixture_write(g_root, "model-00003-of-00003.safetensors", bytes, size);
+    free(bytes);
+    checkpoint cp;
+    list_checkpoint(&cp);
+    char extra[512], out_path[512];
+    snprintf(extra, sizeof extra, "%s",
+             store_fixture_path(g_root, "model-00003-of-00003.safetensors"));
+    cp.files[cp.n++] = (hf_file){"model-00003-of-00003.safetensors", extra};
+    snprintf(out_path, sizeof out_path, "%s", store_fixture_path(g_root, "out.gguf"));
+    corral_error err = {{0}};
+    assert_int_equal(hf_convert(cp.files, cp.n, out_path, &err), HF_INVALID);
+    if (!strstr(err.message, "experts.0.gate_proj.weight' is a matrix of "
+                             "'blk.0.ffn_gate_exps.weight', which the checkpoint also holds whole"))
+        fail_msg("%s", err.message);
+    assert_false(store_fixture_exists(g_root, "out.gguf"));
+}
+
 static void set_json(const char *name, const char *path, const char *key, const char *value)
 {
     json_error_t jerr;
@@ -2368,6 +2398,40 @@ static void test_convert_refuses_malformed_tokenizers(void **state)
     gguf_close(got);
 }
 
+/* Ids no token has are padded with "[PAD<id>]" tokens, but at most 65536 of them: a few bytes
+ * of config.json or tokenizer.json cannot make a vocabulary of millions. */
+static void test_convert_caps_vocabulary_padding(void **state)
+{
+    (void)state;
+    hf_fixture_write(fixture("arch/qwen2.gguf"), g_root, "Qwen2ForCausalLM", SAFETENSORS_F16,
+                     hf_fixture_qwen2_regex);
+    set_json("config.json", "", "vocab_size", "16777216");
+    expect_convert_refusal("more than 65536 ids without a token");
+    hf_fixture_write(fixture("arch/qwen2.gguf"), g_root, "Qwen2ForCausalLM", SAFETENSORS_F16,
+                     hf_fixture_qwen2_regex);
+    set_json("tokenizer.json", "", "added_tokens",
+             "[{\"id\": 16777000, \"content\": \"<x>\", \"special\": true}]");
+    expect_convert_refusal("would be padded to 16777001 ids");
+
+    hf_fixture_write(fixture("arch/llama-gqa.gguf"), g_root, "LlamaForCausalLM",
+                     SAFETENSORS_F16, NULL); /* tokenizer.model, 512 pieces */
+    set_json("config.json", "", "vocab_size", "66048");
+    corral_error err = {{0}};
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    gguf_file *got = gguf_open(store_fixture_path(g_root, "out.gguf"), &err);
+    assert_non_null(got);
+    const gguf_kv *tokens = gguf_find_kv(got, "tokenizer.ggml.tokens");
+    assert_int_equal(tokens->n, 66048);
+    assert_int_equal(gguf_kv_str(tokens, 66047).size, 10);
+    assert_memory_equal(gguf_kv_str(tokens, 66047).data, "[PAD66047]", 10);
+    assert_int_equal(gguf_kv_i64(gguf_find_kv(got, "tokenizer.ggml.token_type"), 66047), 4);
+    gguf_close(got);
+    assert_int_equal(unlink(store_fixture_path(g_root, "out.gguf")), 0);
+    set_json("config.json", "", "vocab_size", "66049");
+    expect_convert_refusal("vocab_size 66049 is more than 65536 ids past tokenizer.model's 512");
+}
+
 /* For tests/integration/cli.test.sh: the qwen2 fixture's checkpoint into a directory. */
 static const char *g_write_dir;
 
@@ -2495,8 +2559,11 @@ int main(int argc, char **argv)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_convert_refuses_malformed_gptoss_experts, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_convert_refuses_an_expert_beside_its_whole_stack,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_refuses_malformed_tokenizers, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_convert_caps_vocabulary_padding, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

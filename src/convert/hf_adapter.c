@@ -88,6 +88,12 @@ static hf_status read_base(adapter *ad, const char *path)
         corral_error_set(ad->err, "Corral converts adapters for models of architectures %s, "
                          "not '%s'", "llama, qwen2, qwen3, qwen3moe, gemma, gemma2, gemma3, phi3",
                          ad->base.arch_name);
+    } else if (p->arch->family == FAMILY_QWEN35) {
+        /* the model's linear attention matrices are split and their value heads reordered on
+         * the way to GGUF; an adapter's B would have to follow, which this converter does not */
+        corral_error_set(ad->err, "Corral does not convert adapters for %s models (Qwen 3.5, "
+                         "Qwen3-Next): their linear attention's matrices change shape in GGUF",
+                         ad->base.arch_name);
     } else {
         char key[96];
         snprintf(key, sizeof key, "%s.block_count", ad->base.arch_name);

@@ -341,6 +341,11 @@ static hf_status add_to_stack(converter *c, const safetensors_tensor *src, const
         t = &c->tensors[c->n_tensors - 1];
         c->any_bf16 = c->any_bf16 || t->type == TENSOR_TYPE_BF16;
     }
+    if (!t->experts) { /* the name is taken by a whole tensor (gpt-oss's or packed experts) */
+        corral_error_set(c->err, "tensor '%.200s' is a matrix of '%s', which the checkpoint "
+                         "also holds whole", src->name, name);
+        return HF_INVALID;
+    }
     if (t->experts[index] || src->dtype != t->src->dtype ||
         src->shape[0] != t->src->shape[0] || src->shape[1] != t->src->shape[1]) {
         corral_error_set(c->err, "tensor '%.200s' %s", src->name,

@@ -21,6 +21,11 @@ static const struct {
 };
 #define N_SPECIAL (sizeof special_names / sizeof special_names[0])
 
+/* The most "[PAD<id>]" tokens a vocabulary is padded with (ids no token has, up to the largest
+ * id or config.json's vocab_size). Checkpoints pad to a round size, a few thousand ids at most;
+ * without a bound a few bytes of config.json or tokenizer.json would make millions of tokens. */
+#define MAX_PADDING (1u << 16)
+
 /*
  * The SHA-256 of a tokenizer's Split patterns, concatenated, names its pre-tokenizer (as
  * ollama's converter tells them apart); an unknown one falls back to "default".
@@ -57,7 +62,7 @@ struct hf_vocab {
     gguf_str *merges;
     size_t n_merges;
     char **owned;     /* strings made here (padding names, joined merge pairs) */
-    size_t n_owned;
+    size_t n_owned, owned_cap;
     const char *pre;
     char *chat_template;
     special_token special[N_SPECIAL];
@@ -116,14 +121,22 @@ uint32_t hf_vocab_count(const hf_vocab *v)
     return v->n;
 }
 
+/* Keep s (freed on failure); the list doubles as it fills, since a vocabulary's merges may
+ * make hundreds of thousands of strings. */
 static char *own(hf_vocab *v, char *s)
 {
-    char **grown = s ? realloc(v->owned, (v->n_owned + 1) * sizeof *grown) : NULL;
-    if (!grown) {
+    if (s && v->n_owned == v->owned_cap) {
+        size_t cap = v->owned_cap ? v->owned_cap * 2 : 256;
+        char **grown = realloc(v->owned, cap * sizeof *grown);
+        if (grown) {
+            v->owned = grown;
+            v->owned_cap = cap;
+        }
+    }
+    if (!s || v->n_owned == v->owned_cap) {
         free(s);
         return NULL;
     }
-    v->owned = grown;
     return v->owned[v->n_owned++] = s;
 }
 
@@ -190,6 +203,13 @@ static bool count_ids(const json_t *vocab, const json_t *added, uint64_t vocab_s
     if (n == 0 || n > HF_MAX_VOCAB) {
         corral_error_set(err, "tokenizer.json: %s", n ? "vocab_size is too large"
                                                       : "the vocabulary is empty");
+        return false;
+    }
+    uint64_t given = json_object_size(vocab) + json_array_size(added);
+    if (n > given && n - given > MAX_PADDING) {
+        corral_error_set(err, "tokenizer.json: its %llu tokens would be padded to %llu ids (the "
+                         "largest id or config.json's vocab_size): more than %u ids without a "
+                         "token", (unsigned long long)given, (unsigned long long)n, MAX_PADDING);
         return false;
     }
     *out = (uint32_t)n;
@@ -634,6 +654,12 @@ static bool pad_to(hf_vocab *v, uint64_t vocab_size, corral_error *err)
 {
     if (vocab_size <= v->n)
         return true;
+    if (vocab_size - v->n > MAX_PADDING) {
+        corral_error_set(err, "config.json: vocab_size %llu is more than %u ids past "
+                         "tokenizer.model's %u tokens", (unsigned long long)vocab_size,
+                         MAX_PADDING, v->n);
+        return false;
+    }
     if (!grow(v, (size_t)vocab_size, err))
         return false;
     for (uint64_t id = v->n; id < vocab_size; id++)
