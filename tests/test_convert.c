@@ -2187,6 +2187,32 @@ static void test_convert_refuses_an_expert_beside_its_whole_stack(void **state)
     assert_false(store_fixture_exists(g_root, "out.gguf"));
 }
 
+/* A tensor a later shard gives again (the converter finds names through its index). */
+static void test_convert_refuses_a_tensor_given_twice(void **state)
+{
+    (void)state;
+    hf_fixture_write(fixture("arch/gpt-oss.gguf"), g_root, "GptOssForCausalLM",
+                     SAFETENSORS_BF16, hf_fixture_qwen2_regex);
+    static const char header[] = "{\"model.norm.weight\":"
+                                 "{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}";
+    size_t size;
+    uint8_t *bytes = image(header, 16, &size);
+    store_fixture_write(g_root, "model-00003-of-00003.safetensors", bytes, size);
+    free(bytes);
+    checkpoint cp;
+    list_checkpoint(&cp);
+    char extra[512], out_path[512];
+    snprintf(extra, sizeof extra, "%s",
+             store_fixture_path(g_root, "model-00003-of-00003.safetensors"));
+    cp.files[cp.n++] = (hf_file){"model-00003-of-00003.safetensors", extra};
+    snprintf(out_path, sizeof out_path, "%s", store_fixture_path(g_root, "out.gguf"));
+    corral_error err = {{0}};
+    assert_int_equal(hf_convert(cp.files, cp.n, out_path, &err), HF_INVALID);
+    if (!strstr(err.message, "tensor 'model.norm.weight' is in the checkpoint twice"))
+        fail_msg("%s", err.message);
+    assert_false(store_fixture_exists(g_root, "out.gguf"));
+}
+
 static void set_json(const char *name, const char *path, const char *key, const char *value)
 {
     json_error_t jerr;
@@ -2561,6 +2587,8 @@ int main(int argc, char **argv)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_convert_refuses_an_expert_beside_its_whole_stack,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_refuses_a_tensor_given_twice, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_convert_refuses_malformed_tokenizers, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_convert_caps_vocabulary_padding, setup, teardown),

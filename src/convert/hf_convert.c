@@ -78,7 +78,12 @@ struct hf_converter {
     safetensors_file **shards;
     size_t n_shards;
     out_tensor *tensors;
-    size_t n_tensors;
+    size_t n_tensors, tensors_cap;
+    /* the tensors by name: open addressing over index_cap (a power of two, at least twice
+     * n_tensors) slots, each a tensor's index + 1 or 0; a checkpoint can hold a million
+     * tensors, which a scan per tensor would take hours over */
+    uint32_t *index;
+    size_t index_cap;
     hf_modules modules; /* an encoder's sentence-transformers modules' files */
     hf_extra_tensor extras[2]; /* RoPE factors made from config.json, written first */
     size_t n_extras;
@@ -302,15 +307,68 @@ static hf_status read_tokenizer(converter *c)
 
 /* ---- tensors ---- */
 
+static uint64_t name_hash(const char *name)
+{
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a, then a finaliser that spreads its low bits */
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+        h = (h ^ *p) * 0x100000001b3ull;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    return h ^ (h >> 33);
+}
+
+/* The output tensor named name, or NULL. */
+static out_tensor *find_tensor(converter *c, const char *name)
+{
+    if (!c->index_cap)
+        return NULL;
+    size_t mask = c->index_cap - 1;
+    for (size_t slot = name_hash(name) & mask; c->index[slot]; slot = (slot + 1) & mask)
+        if (strcmp(c->tensors[c->index[slot] - 1].name, name) == 0)
+            return &c->tensors[c->index[slot] - 1];
+    return NULL;
+}
+
+static void index_put(converter *c, size_t i)
+{
+    size_t mask = c->index_cap - 1, slot = name_hash(c->tensors[i].name) & mask;
+    while (c->index[slot])
+        slot = (slot + 1) & mask;
+    c->index[slot] = (uint32_t)(i + 1);
+}
+
 static hf_status append_tensor(converter *c, const out_tensor *t)
 {
-    out_tensor *grown = realloc(c->tensors, (c->n_tensors + 1) * sizeof *grown);
-    if (!grown) {
-        corral_error_set(c->err, "out of memory");
-        return HF_IO;
+    if (c->n_tensors >= SAFETENSORS_MAX_TENSORS * 4u) { /* a fused tensor splits into parts */
+        corral_error_set(c->err, "the checkpoint makes more than %u tensors",
+                         SAFETENSORS_MAX_TENSORS * 4u);
+        return HF_INVALID;
     }
-    c->tensors = grown;
-    c->tensors[c->n_tensors++] = *t;
+    if (c->n_tensors == c->tensors_cap) {
+        size_t cap = c->tensors_cap ? 2 * c->tensors_cap : 64;
+        out_tensor *grown = realloc(c->tensors, cap * sizeof *grown);
+        if (!grown) {
+            corral_error_set(c->err, "out of memory");
+            return HF_IO;
+        }
+        c->tensors = grown;
+        c->tensors_cap = cap;
+    }
+    if (2 * (c->n_tensors + 1) > c->index_cap) {
+        size_t cap = c->index_cap ? 2 * c->index_cap : 128;
+        uint32_t *index = calloc(cap, sizeof *index);
+        if (!index) {
+            corral_error_set(c->err, "out of memory");
+            return HF_IO;
+        }
+        free(c->index);
+        c->index = index;
+        c->index_cap = cap;
+        for (size_t i = 0; i < c->n_tensors; i++)
+            index_put(c, i);
+    }
+    c->tensors[c->n_tensors] = *t;
+    index_put(c, c->n_tensors++);
     return HF_OK;
 }
 
@@ -318,10 +376,7 @@ static hf_status append_tensor(converter *c, const out_tensor *t)
 static hf_status add_to_stack(converter *c, const safetensors_tensor *src, const char *name,
                               uint32_t index, uint32_t count)
 {
-    out_tensor *t = NULL;
-    for (size_t i = 0; i < c->n_tensors && !t; i++)
-        if (strcmp(c->tensors[i].name, name) == 0)
-            t = &c->tensors[i];
+    out_tensor *t = find_tensor(c, name);
     if (!t) {
         out_tensor stack = {.src = src, .n_dims = 3, .n_experts = count,
                             .ne = {(int64_t)src->shape[1], (int64_t)src->shape[0],
@@ -374,15 +429,6 @@ static hf_status add_expert(converter *c, const safetensors_tensor *src, unsigne
     char name[GGUF_MAX_NAME_BYTES + 1];
     snprintf(name, sizeof name, "blk.%u.ffn_%s_exps.weight", layer, kind);
     return add_to_stack(c, src, name, expert, p->n_expert);
-}
-
-/* The output tensor named name, or NULL. */
-static out_tensor *find_tensor(converter *c, const char *name)
-{
-    for (size_t i = 0; i < c->n_tensors; i++)
-        if (strcmp(c->tensors[i].name, name) == 0)
-            return &c->tensors[i];
-    return NULL;
 }
 
 /*
@@ -823,11 +869,10 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
         corral_error_set(c->err, "tensor '%.200s' has %u dimensions", src->name, src->n_dims);
         return HF_INVALID;
     }
-    for (size_t i = 0; i < c->n_tensors; i++)
-        if (strcmp(c->tensors[i].name, t.name) == 0) {
-            corral_error_set(c->err, "tensor '%.200s' is in the checkpoint twice", src->name);
-            return HF_INVALID;
-        }
+    if (find_tensor(c, t.name)) {
+        corral_error_set(c->err, "tensor '%.200s' is in the checkpoint twice", src->name);
+        return HF_INVALID;
+    }
     /* GGUF lists dimensions innermost first; a scalar is one element */
     t.n_dims = src->n_dims ? src->n_dims : 1;
     for (uint32_t d = 0; d < 4; d++)
@@ -1284,6 +1329,7 @@ static void converter_free(converter *c)
     for (size_t i = 0; i < c->n_tensors; i++)
         free(c->tensors[i].experts);
     free(c->tensors);
+    free(c->index);
     for (size_t i = 0; i < c->n_extras; i++)
         free(c->extras[i].data);
     hf_family_params_free(&c->p);
