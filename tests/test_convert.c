@@ -2159,15 +2159,12 @@ static void test_convert_refuses_malformed_gptoss_experts(void **state)
 
 /* One JSON file of the checkpoint with key set to value (a JSON text) in its object at path
  * ("" for the top, else one key). */
-/* One expert's matrix in a later shard than its layer's whole experts tensor (gpt-oss's
- * gate_up_proj) is refused, not added to a stack that tensor is not. */
-static void test_convert_refuses_an_expert_beside_its_whole_stack(void **state)
+/* The gpt-oss fixture's checkpoint with a third shard of one 16-byte tensor (header) is
+ * refused with message, and nothing is written. */
+static void expect_third_shard_refused(const char *header, const char *message)
 {
-    (void)state;
     hf_fixture_write(fixture("arch/gpt-oss.gguf"), g_root, "GptOssForCausalLM",
                      SAFETENSORS_BF16, hf_fixture_qwen2_regex);
-    static const char header[] = "{\"model.layers.0.mlp.experts.0.gate_proj.weight\":"
-                                 "{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]}}";
     size_t size;
     uint8_t *bytes = image(header, 16, &size);
     store_fixture_write(g_root, "model-00003-of-00003.safetensors", bytes, size);
@@ -2181,36 +2178,30 @@ static void test_convert_refuses_an_expert_beside_its_whole_stack(void **state)
     snprintf(out_path, sizeof out_path, "%s", store_fixture_path(g_root, "out.gguf"));
     corral_error err = {{0}};
     assert_int_equal(hf_convert(cp.files, cp.n, out_path, &err), HF_INVALID);
-    if (!strstr(err.message, "experts.0.gate_proj.weight' is a matrix of "
-                             "'blk.0.ffn_gate_exps.weight', which the checkpoint also holds whole"))
+    if (!strstr(err.message, message))
         fail_msg("%s", err.message);
     assert_false(store_fixture_exists(g_root, "out.gguf"));
+}
+
+/* One expert's matrix in a later shard than its layer's whole experts tensor (gpt-oss's
+ * gate_up_proj) is refused, not added to a stack that tensor is not. */
+static void test_convert_refuses_an_expert_beside_its_whole_stack(void **state)
+{
+    (void)state;
+    expect_third_shard_refused("{\"model.layers.0.mlp.experts.0.gate_proj.weight\":"
+                               "{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]}}",
+                               "experts.0.gate_proj.weight' is a matrix of "
+                               "'blk.0.ffn_gate_exps.weight', which the checkpoint also holds "
+                               "whole");
 }
 
 /* A tensor a later shard gives again (the converter finds names through its index). */
 static void test_convert_refuses_a_tensor_given_twice(void **state)
 {
     (void)state;
-    hf_fixture_write(fixture("arch/gpt-oss.gguf"), g_root, "GptOssForCausalLM",
-                     SAFETENSORS_BF16, hf_fixture_qwen2_regex);
-    static const char header[] = "{\"model.norm.weight\":"
-                                 "{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}";
-    size_t size;
-    uint8_t *bytes = image(header, 16, &size);
-    store_fixture_write(g_root, "model-00003-of-00003.safetensors", bytes, size);
-    free(bytes);
-    checkpoint cp;
-    list_checkpoint(&cp);
-    char extra[512], out_path[512];
-    snprintf(extra, sizeof extra, "%s",
-             store_fixture_path(g_root, "model-00003-of-00003.safetensors"));
-    cp.files[cp.n++] = (hf_file){"model-00003-of-00003.safetensors", extra};
-    snprintf(out_path, sizeof out_path, "%s", store_fixture_path(g_root, "out.gguf"));
-    corral_error err = {{0}};
-    assert_int_equal(hf_convert(cp.files, cp.n, out_path, &err), HF_INVALID);
-    if (!strstr(err.message, "tensor 'model.norm.weight' is in the checkpoint twice"))
-        fail_msg("%s", err.message);
-    assert_false(store_fixture_exists(g_root, "out.gguf"));
+    expect_third_shard_refused("{\"model.norm.weight\":"
+                               "{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}",
+                               "tensor 'model.norm.weight' is in the checkpoint twice");
 }
 
 static void set_json(const char *name, const char *path, const char *key, const char *value)
