@@ -1961,6 +1961,9 @@ static void test_convert_refuses_adapters_it_cannot_convert(void **state)
     }
     hf_fixture_write_adapter(fixture("lora/adapter-f16-qv.gguf"), fixture(ADAPTER_BASE), g_root);
     expect_adapter_refusal("arch/phi2.gguf", "not 'phi2'");
+    /* converted as models, but with matrices split or fused on the way (kv_b, conv) */
+    expect_adapter_refusal("arch/deepseek2.gguf", "not 'deepseek2'");
+    expect_adapter_refusal("arch/lfm2.gguf", "not 'lfm2'");
     /* Qwen 3.5's linear attention is reshaped by the model's conversion, not by an adapter's */
     expect_adapter_refusal("arch/qwen35.gguf", "does not convert adapters for qwen35 models");
     expect_adapter_refusal("lora/adapter-f16-qv.gguf", "the base model");

@@ -64,6 +64,21 @@ static const hf_file *find_file(const hf_file *files, size_t n, const char *name
     return NULL;
 }
 
+
+/* The base architectures whose adapters are converted: those whose projections keep their
+ * checkpoint names and shapes in GGUF (others split, fuse or reorder matrices that an
+ * adapter's A and B would have to follow). */
+#define ADAPTER_BASES "llama, qwen2, qwen3, qwen3moe, gemma, gemma2, gemma3, phi3"
+
+static bool adapter_base_converted(const char *gguf_name)
+{
+    static const char *const bases[] = {"llama", "qwen2", "qwen3", "qwen3moe",
+                                        "gemma", "gemma2", "gemma3", "phi3"};
+    for (size_t i = 0; i < sizeof bases / sizeof bases[0]; i++)
+        if (strcmp(bases[i], gguf_name) == 0)
+            return true;
+    return false;
+}
 static hf_status read_base(adapter *ad, const char *path)
 {
     corral_error why = {{0}};
@@ -84,16 +99,15 @@ static hf_status read_base(adapter *ad, const char *path)
     hf_status status = HF_INVALID;
     if (!ok) {
         corral_error_set(ad->err, "the base model has no architecture: %s", why.message);
-    } else if (!p->arch) {
-        corral_error_set(ad->err, "Corral converts adapters for models of architectures %s, "
-                         "not '%s'", "llama, qwen2, qwen3, qwen3moe, gemma, gemma2, gemma3, phi3",
-                         ad->base.arch_name);
-    } else if (p->arch->family == FAMILY_QWEN35) {
+    } else if (p->arch && p->arch->family == FAMILY_QWEN35) {
         /* the model's linear attention matrices are split and their value heads reordered on
          * the way to GGUF; an adapter's B would have to follow, which this converter does not */
         corral_error_set(ad->err, "Corral does not convert adapters for %s models (Qwen 3.5, "
                          "Qwen3-Next): their linear attention's matrices change shape in GGUF",
                          ad->base.arch_name);
+    } else if (!p->arch || !adapter_base_converted(ad->base.arch_name)) {
+        corral_error_set(ad->err, "Corral converts adapters for models of architectures %s, "
+                         "not '%s'", ADAPTER_BASES, ad->base.arch_name);
     } else {
         char key[96];
         snprintf(key, sizeof key, "%s.block_count", ad->base.arch_name);

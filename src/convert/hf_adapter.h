@@ -8,9 +8,9 @@
  * model converter permutes the base's (hf_convert.h): on B, whose rows are the matrix's
  * outputs.
  *
- * The base model is a GGUF of an architecture Corral converts checkpoints of (hf_convert.h),
- * but Qwen 3.5's and Qwen3-Next's (whose linear attention the model converter splits and
- * reorders): its architecture, head counts and layer count decide names and permutation. Adapters PEFT
+ * The base model is a GGUF of the llama, qwen2, qwen3, qwen3moe, gemma, gemma2, gemma3 or phi3
+ * architecture (the others' conversions split, fuse or reorder matrices an adapter would have
+ * to follow): its architecture, head counts and layer count decide names and permutation. Adapters PEFT
  * scales otherwise than alpha / rank (DoRA, rsLoRA, per-module alphas) are refused, as are
  * tensors other than lora_A/lora_B pairs of attention, feed-forward and output matrices.
  */
