@@ -226,18 +226,10 @@ static bool glm4v_encode(const corral_mmproj *mm, threadpool *pool, const float 
     ok = ok && at;
     if (!ok)
         corral_error_set(err, "out of memory");
-    ok = ok && vision_run_init(&run, mm, pool, n, merger_act_per_patch(mm), err);
-    if (!ok) {
-        free(at);
-        free(cs);
-        free(grouped);
-        free(merged);
-        free(fc);
-        free(gate);
-        free(up);
-        free(half);
-        return false;
-    }
+    bool have_run = ok && vision_run_init(&run, mm, pool, n, merger_act_per_patch(mm), err);
+    ok = have_run;
+    if (!ok)
+        goto done;
     for (size_t Y = 0, t = 0; Y < my; Y++)
         for (size_t X = 0; X < mx; X++)
             for (size_t j = 0; j < 4; j++, t++) {
@@ -267,18 +259,8 @@ static bool glm4v_encode(const corral_mmproj *mm, threadpool *pool, const float 
             for (size_t i = 0; i < E; i++)
                 row[i] += ((const float *)mm->norm_embd_b.data)[i];
     }
-    if (!vision_run_blocks(&run, 0, hp->n_layer, err)) {
-        vision_run_free(&run);
-        free(at);
-        free(cs);
-        free(grouped);
-        free(merged);
-        free(fc);
-        free(gate);
-        free(up);
-        free(half);
-        return false;
-    }
+    if (!(ok = vision_run_blocks(&run, 0, hp->n_layer, err)))
+        goto done;
     if (mm->post_ln.data)
         vision_norm_rows(mm, &mm->post_ln, &mm->post_ln_b, run.x, run.x, n);
     /* the merger's convolution: a group's input ordered as its kernel, channel then place */
@@ -309,7 +291,13 @@ static bool glm4v_encode(const corral_mmproj *mm, threadpool *pool, const float 
             gate[i] *= up[i];
     }
     vision_matmul(pool, &mm->mm2, &mm->mm2_b, gate, n_merged, out->data, run.act);
-    vision_run_free(&run);
+    out->n_tokens = n_merged;
+    out->nx = (uint32_t)mx;
+    out->ny = (uint32_t)my;
+    out->n_embd = (uint32_t)T;
+done:
+    if (have_run)
+        vision_run_free(&run);
     free(at);
     free(cs);
     free(grouped);
@@ -318,11 +306,7 @@ static bool glm4v_encode(const corral_mmproj *mm, threadpool *pool, const float 
     free(gate);
     free(up);
     free(half);
-    out->n_tokens = n_merged;
-    out->nx = (uint32_t)mx;
-    out->ny = (uint32_t)my;
-    out->n_embd = (uint32_t)T;
-    return true;
+    return ok;
 }
 
 const projector_kind projector_glm4v = {
