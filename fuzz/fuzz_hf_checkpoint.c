@@ -1,11 +1,12 @@
 /*
  * libFuzzer target for the Hugging Face checkpoint conversion (src/convert): one input is a
  * checkpoint's files, each after a line "@@ NAME" (NAME one of the files /api/create takes:
- * config.json, the tokenizer's, *.safetensors shards, a PEFT adapter's two files). They are
- * written to a scratch directory and converted to a GGUF, and the adapter, when there is one,
- * for that GGUF (or for a fixture's llama base when the model was refused). Every conversion
- * must either give a file that Corral's GGUF reader opens or be refused with a message and
- * leave no output behind, nor any file of its own beside it.
+ * config.json, the tokenizer's, *.safetensors shards, an encoder's sentence-transformers
+ * modules (modules.json, 1_Pooling/config.json, EmbeddingGemma's 2_Dense and 3_Dense), a PEFT
+ * adapter's two files). They are written to a scratch directory and converted to a GGUF, and
+ * the adapter, when there is one, for that GGUF (or for a fixture's llama base when the model
+ * was refused). Every conversion must either give a file that Corral's GGUF reader opens or be
+ * refused with a message and leave no output behind, nor any file of its own beside it.
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "convert/hf_adapter.h"
@@ -32,9 +34,15 @@ static const char *const known_names[] = {
     "special_tokens_map.json", "generation_config.json", "preprocessor_config.json",
     "added_tokens.json", "chat_template.jinja", "model.safetensors.index.json",
     "model.safetensors", "model-00001-of-00002.safetensors",
-    "model-00002-of-00002.safetensors", "consolidated.safetensors", HF_ADAPTER_CONFIG,
-    HF_ADAPTER_WEIGHTS};
+    "model-00002-of-00002.safetensors", "consolidated.safetensors", "modules.json",
+    "1_Pooling/config.json", "2_Dense/config.json", "2_Dense/model.safetensors",
+    "3_Dense/config.json", "3_Dense/model.safetensors",
+    HF_ADAPTER_CONFIG, HF_ADAPTER_WEIGHTS};
 #define N_KNOWN (sizeof known_names / sizeof known_names[0])
+
+/* The folders of the modules' files above, made in the scratch directory once. */
+static const char *const module_dirs[] = {"1_Pooling", "2_Dense", "3_Dense"};
+#define N_MODULE_DIRS (sizeof module_dirs / sizeof module_dirs[0])
 
 static char scratch[64];
 static char paths[N_KNOWN][128];
@@ -46,6 +54,14 @@ static int known_index(const uint8_t *name, size_t len)
         if (strlen(known_names[i]) == len && memcmp(known_names[i], name, len) == 0)
             return (int)i;
     return -1;
+}
+
+static bool is_module_dir(const char *name)
+{
+    for (size_t i = 0; i < N_MODULE_DIRS; i++)
+        if (strcmp(name, module_dirs[i]) == 0)
+            return true;
+    return false;
 }
 
 static void write_file(const char *path, const uint8_t *bytes, size_t len)
@@ -107,6 +123,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         for (size_t i = 0; i < N_KNOWN; i++)
             snprintf(paths[i], sizeof paths[i], "%s/%s", scratch, known_names[i]);
+        for (size_t i = 0; i < N_MODULE_DIRS; i++) {
+            char dir[128];
+            snprintf(dir, sizeof dir, "%s/%s", scratch, module_dirs[i]);
+            if (mkdir(dir, 0700) != 0)
+                abort();
+        }
     }
     bool present[N_KNOWN] = {false};
     write_sections(data, size, present);
@@ -146,7 +168,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!dir)
         abort();
     for (struct dirent *e; (e = readdir(dir));)
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 &&
+            !is_module_dir(e->d_name))
             __builtin_trap(); /* a conversion's temporary file left behind */
     closedir(dir);
     return 0;
