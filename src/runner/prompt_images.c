@@ -46,6 +46,9 @@ struct prompt_vision {
     pthread_mutex_t lock; /* one encoding at a time; guards the cache */
     cached_image cache[CACHED_IMAGES];
     uint64_t clock;
+    /* fetched once, at load: EVP_sha256()'s implicit fetch would happen lazily inside
+     * whichever request threads hash first, at the same time */
+    EVP_MD *sha256;
 };
 
 prompt_vision *prompt_vision_create(const char *path, const corral_model *model, int n_threads,
@@ -58,6 +61,12 @@ prompt_vision *prompt_vision_create(const char *path, const corral_model *model,
     }
     v->mm = corral_mmproj_load(path, err);
     if (!v->mm || !corral_mmproj_fits(v->mm, model, err)) {
+        corral_mmproj_free(v->mm);
+        free(v);
+        return NULL;
+    }
+    if (!(v->sha256 = EVP_MD_fetch(NULL, "SHA256", NULL))) {
+        corral_error_set(err, "libcrypto has no SHA-256");
         corral_mmproj_free(v->mm);
         free(v);
         return NULL;
@@ -89,6 +98,7 @@ void prompt_vision_free(prompt_vision *v)
         corral_image_embd_free(&v->cache[i].image.embd);
     pthread_mutex_destroy(&v->lock);
     corral_mmproj_free(v->mm);
+    EVP_MD_free(v->sha256);
     free(v);
 }
 
@@ -107,11 +117,12 @@ size_t prompt_images_safe_prefix(const prompt_image *images, size_t n_images, si
     return prefix;
 }
 
-static bool digest_of(const uint8_t *data, size_t len, image_digest *out, corral_error *err)
+static bool digest_of(const EVP_MD *sha256, const uint8_t *data, size_t len, image_digest *out,
+                      corral_error *err)
 {
     unsigned int n = 0;
-    /* fails only when libcrypto cannot allocate or lacks SHA-256, not on any input */
-    if (!EVP_Digest(data, len, out->bytes, &n, EVP_sha256(), NULL) || n != sizeof out->bytes) {
+    /* fails only when libcrypto cannot allocate, not on any input */
+    if (!EVP_Digest(data, len, out->bytes, &n, sha256, NULL) || n != sizeof out->bytes) {
         corral_error_set(err, "cannot hash an image (libcrypto)");
         return false;
     }
@@ -480,7 +491,7 @@ static corral_token *vision_ids(prompt_vision *v, const corral_vocab *vocab, con
         uint8_t *bytes = util_base64_decode(data, strlen(data), PROMPT_MAX_IMAGE_BYTES, &len, err);
         *refused = !(ok = bytes != NULL);
         image_digest digest = {{0}};
-        ok = ok && digest_of(bytes, len, &digest, err);
+        ok = ok && digest_of(v->sha256, bytes, len, &digest, err);
         image_embd got;
         memset(&got, 0, sizeof got);
         bool encoded = false;

@@ -11,6 +11,7 @@
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
+#include <openssl/crypto.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -727,6 +728,10 @@ static void *connection_main(void *arg)
     json_decref(body);
     close(c->fd);
     free(c);
+    /* libcrypto's state for this thread (an image's digest made here) is freed by a key
+     * destructor once the thread has ended, which may be after the process exits when this
+     * was the last request: freed now instead */
+    OPENSSL_thread_stop();
     pthread_mutex_lock(&live_lock);
     live_connections--;
     pthread_cond_signal(&live_changed);
