@@ -333,6 +333,9 @@ test('errors: unknown model 404, bad JSON 400, invalid name 400', async () => {
   const bad = await fetch(`${base}/api/chat`, { method: 'POST', body: '{not json' });
   assert.equal(bad.status, 400);
   assert.ok((await bad.json()).error);
+  const nul = await fetch(`${base}/api/generate`, { method: 'POST', body: '{"model":"tolstoy","prompt":"a\\u0000b"}' });
+  assert.equal(nul.status, 400);
+  assert.match((await nul.json()).error, /holds \\u0000 \(NUL\)/);
 });
 
 test('a runner killed mid-stream ends the stream with an error; the next request reloads', async () => {
