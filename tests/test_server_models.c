@@ -623,7 +623,11 @@ static void test_create_with_a_draft_model(void **state)
     expect_error("POST", "/api/create", body, 400, "neither 'from' or 'files' was specified");
     snprintf(body, sizeof body, "{\"model\":\"m\",\"files\":{\"m.gguf\":\"%s\"},"
              "\"draft_quantize\":\"q4_K_M\"}", model);
-    expect_error("POST", "/api/create", body, 400, "draft_quantize is not supported");
+    expect_error("POST", "/api/create", body, 400, "--draft-quantize requires a DRAFT model");
+    snprintf(body, sizeof body, "{\"model\":\"m\",\"files\":{\"m.gguf\":\"%s\"},"
+             "\"draft_files\":{\"d.gguf\":\"%s\"},\"draft_quantize\":\"q3_K\"}", model,
+             draft);
+    expect_error("POST", "/api/create", body, 400, "unsupported quantization type q3_K");
 }
 
 /* The objects of an NDJSON body. */
@@ -879,6 +883,99 @@ static void test_create_refuses_to_quantize_a_quantized_model(void **state)
     expect_error("POST", "/api/create", body, 400,
                  "quantization is only supported for F16, BF16 and F32 models");
     expect_error("POST", "/api/show", "{\"model\":\"requantized\"}", 404, "not found");
+    assert_int_equal(count_quantize_leftovers(), 0);
+}
+
+/* The digest of the blob a model's DRAFT line names (its /api/show modelfile). */
+static void draft_digest_of(const char *model, char digest[CORRAL_DIGEST_BUF])
+{
+    json_t *show = show_details(model);
+    const char *modelfile = json_string_value(json_object_get(show, "modelfile"));
+    const char *line = strstr(modelfile, "DRAFT ");
+    assert_non_null(line);
+    const char *blob = strstr(line, "/blobs/sha256-");
+    assert_non_null(blob);
+    snprintf(digest, CORRAL_DIGEST_BUF, "sha256:%.64s", blob + strlen("/blobs/sha256-"));
+    json_decref(show);
+}
+
+/* The GGUF file type of a blob in the store. */
+static uint32_t blob_file_type(const char *digest)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/blobs/sha256-%s", g_root, digest + 7);
+    corral_error err;
+    gguf_file *f = gguf_open(path, &err);
+    if (!f)
+        fail_msg("%s", err.message);
+    uint32_t type = 0;
+    assert_true(gguf_get_u32(f, "general.file_type", &type, &err));
+    gguf_close(f);
+    return type;
+}
+
+/* draft_quantize (ollama's create --draft-quantize) rewrites the draft's weights as quantize
+ * does the model's: after the model's when both are asked, or alone. A quantized draft is
+ * refused before anything is written. */
+static void test_create_quantizes_the_draft_model(void **state)
+{
+    (void)state;
+    char model[CORRAL_DIGEST_BUF], draft[CORRAL_DIGEST_BUF], body[1024];
+    size_t len;
+    upload_fixture("arch/qwen2.gguf", model, &len);
+    upload_fixture("arch/qwen3.gguf", draft, &len);
+    snprintf(body, sizeof body, "{\"model\":\"dq\",\"files\":{\"m.gguf\":\"%s\"},"
+             "\"draft_files\":{\"d.gguf\":\"%s\"},\"quantize\":\"q8_0\","
+             "\"draft_quantize\":\"q8_0\"}", model, draft);
+    response r = call_json("POST", "/api/create", body);
+    if (r.status != 200)
+        fail_msg("create: %ld %s", r.status, r.body);
+    json_t *lines = parse_lines(&r);
+    size_t n = json_array_size(lines), model_line = n, draft_line = n;
+    for (size_t i = 0; i < n; i++) {
+        const char *status = status_of(lines, i);
+        if (status && strcmp(status, "quantizing F32 model to Q8_0") == 0 && model_line == n)
+            model_line = i;
+        if (status && strcmp(status, "quantizing F32 draft model to Q8_0") == 0 &&
+            draft_line == n)
+            draft_line = i;
+    }
+    assert_true(model_line < draft_line && draft_line < n);
+    assert_string_equal(status_of(lines, n - 1), "success");
+    json_decref(lines);
+    free(r.body);
+    char drafted[CORRAL_DIGEST_BUF];
+    draft_digest_of("dq", drafted);
+    assert_string_not_equal(drafted, draft);
+    assert_int_equal(blob_file_type(drafted), 7); /* Q8_0 */
+    json_t *show = show_details("dq");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(show, "details"),
+                                                          "quantization_level")), "Q8_0");
+    json_decref(show);
+
+    /* the draft alone, without streaming: the model's weights stay as they are */
+    snprintf(body, sizeof body, "{\"model\":\"dq2\",\"files\":{\"m.gguf\":\"%s\"},"
+             "\"draft_files\":{\"d.gguf\":\"%s\"},\"draft_quantize\":\"Q8_0\","
+             "\"stream\":false}", model, draft);
+    r = call_json("POST", "/api/create", body);
+    if (r.status != 200)
+        fail_msg("create: %ld %s", r.status, r.body);
+    free(r.body);
+    char drafted2[CORRAL_DIGEST_BUF];
+    draft_digest_of("dq2", drafted2);
+    assert_string_equal(drafted2, drafted);
+    show = show_details("dq2");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(show, "details"),
+                                                          "quantization_level")), "F32");
+    json_decref(show);
+
+    /* a quantized draft is refused before the reply starts, with the model's quantization too */
+    snprintf(body, sizeof body, "{\"model\":\"dq3\",\"files\":{\"m.gguf\":\"%s\"},"
+             "\"draft_files\":{\"d.gguf\":\"%s\"},\"quantize\":\"q8_0\","
+             "\"draft_quantize\":\"q8_0\"}", model, drafted);
+    expect_error("POST", "/api/create", body, 400,
+                 "the draft model: quantization is only supported for F16, BF16 and F32 models");
+    expect_error("POST", "/api/show", "{\"model\":\"dq3\"}", 404, "not found");
     assert_int_equal(count_quantize_leftovers(), 0);
 }
 
@@ -1259,6 +1356,7 @@ int main(void)
         cmocka_unit_test(test_create_pulls_a_missing_base_model),
         cmocka_unit_test(test_create_from_a_model_no_registry_has_is_404),
         cmocka_unit_test(test_create_with_a_draft_model),
+        cmocka_unit_test(test_create_quantizes_the_draft_model),
         cmocka_unit_test(test_create_rejects_bad_requests),
         cmocka_unit_test(test_create_quantizes_streaming_ollama_statuses),
         cmocka_unit_test(test_create_quantizes_an_existing_model_without_streaming),

@@ -43,8 +43,8 @@ static void usage(FILE *out)
           "Flags:\n"
           "  -f, --file PATH       the Modelfile (default: ./Modelfile, else FROM .)\n"
           "  -q, --quantize LEVEL  quantize the model (q8_0, q4_0, q4_K_M, q4_K_S, q5_K_M, q6_K)\n"
-          "      --draft-quantize LEVEL  quantize the DRAFT model (the server refuses it for now:\n"
-          "                            quantize the draft with its own create)\n\n"
+          "      --draft-quantize LEVEL  quantize the DRAFT model (same levels; its weights\n"
+          "                            must be F32, F16 or BF16)\n\n"
           "A value may also follow '=' (--file=PATH, -f=PATH) or a short flag at once (-fPATH).\n",
           out);
 }

@@ -344,8 +344,8 @@ printf 'FROM ./tolstoy.gguf\nDRAFT ./tolstoy-f16.gguf\n' > "$work/src/Modelfile.
 expect "show --modelfile lists the draft" "DRAFT " "$work/out"
 if "$corral" create bad-dq --draft-quantize q8_0 -f "$work/src/Modelfile.plain" >"$work/out" 2>&1; then fail "create --draft-quantize without DRAFT succeeded"; fi
 expect "create --draft-quantize needs a DRAFT line, as ollama's" "requires a DRAFT model" "$work/out"
-if "$corral" create bad-dq --draft-quantize=q8_0 -f "$work/src/Modelfile.draft" >"$work/out" 2>&1; then fail "create --draft-quantize succeeded"; fi
-expect "create --draft-quantize reaches the server, which says it cannot" "draft_quantize is not supported" "$work/out"
+"$corral" create tolstoy-dq --draft-quantize=q8_0 -f "$work/src/Modelfile.draft" >"$work/out" 2>&1 || fail "create --draft-quantize: $(cat "$work/out")"
+expect "create --draft-quantize quantizes the DRAFT model" "quantizing F16 draft model to Q8_0" "$work/out"
 gen() { # MODEL DRAFT_NUM_PREDICT: the greedy context of 120 tokens
     curl -fs "http://$CORRAL_HOST/api/generate" -d "{\"model\":\"$1\",\"prompt\":\"Natasha looked at him and\",\"stream\":false,\"options\":{\"temperature\":0,\"num_predict\":120$2}}" |
         python3 -c 'import json,sys; print(json.load(sys.stdin)["context"])'
@@ -353,10 +353,12 @@ gen() { # MODEL DRAFT_NUM_PREDICT: the greedy context of 120 tokens
 plain=$(gen tolstoy-plain ',"draft_num_predict":0') || fail "plain generate"
 [ "$(gen tolstoy-drafted '')" = "$plain" ] || fail "the draft model changed the answer"
 [ "$(gen tolstoy-plain '')" = "$plain" ] || fail "prompt lookup changed the answer"
+[ "$(gen tolstoy-dq '')" = "$plain" ] || fail "the quantized draft model changed the answer"
 grep "model=tolstoy-drafted" "$HOME/.corral/server.log" | grep -q "draft_accepted=[1-9]" ||
     fail "the request log shows no kept guess: $(grep tolstoy-drafted "$HOME/.corral/server.log")"
 ok "speculative decoding (draft model, prompt lookup) gives plain decoding's tokens"
 "$corral" stop tolstoy-drafted
+"$corral" stop tolstoy-dq
 "$corral" stop tolstoy-plain
 
 # Modelfile errors name the line and create nothing

@@ -43,10 +43,19 @@ typedef enum create_phase {
     PHASE_CONVERT_IMPORT, /* ... the model layer's blob, then what needed a model layer */
     PHASE_QUANTIZE_BEGIN,
     PHASE_QUANTIZE,
-    PHASE_IMPORT,   /* the quantized file becomes the model layer's blob */
+    PHASE_IMPORT,   /* the quantized file becomes the model's (or draft's) layer blob */
     PHASE_FINISH,   /* the request's layers, config and manifest */
     PHASE_DONE,
 } create_phase;
+
+/* One layer's rewrite, the model's (quantize) or the draft's (draft_quantize), opened (so its
+ * weights checked) before the reply starts. */
+typedef struct quantize_task {
+    corral_quantizer *quantizer;
+    const char *level;         /* canonical, e.g. "Q4_K_M" */
+    uint64_t source_size;      /* of the blob being quantized: the bar's total */
+    bool draft;
+} quantize_task;
 
 typedef struct create_job {
     corral_store *store;
@@ -59,9 +68,8 @@ typedef struct create_job {
     size_t n_layers;
     json_t *config;
     create_phase phase;
-    corral_quantizer *quantizer;
-    const char *level;         /* canonical, e.g. "Q4_K_M" */
-    uint64_t source_size;      /* of the model blob being quantized: the bar's total */
+    quantize_task quantize;    /* running, or the first of two (the model's) */
+    quantize_task then_quantize; /* the draft's, when both are asked for */
     char *quantized_path;      /* the quantized GGUF before it enters the store */
     background_pull *pull;     /* of the base model, while PHASE_PULL */
     hf_converter *converter;   /* of a checkpoint among 'files', until PHASE_CONVERT_IMPORT */
@@ -158,15 +166,22 @@ static unsigned check_request(const json_t *req, corral_error *err)
                          quantize, CORRAL_QUANTIZE_LEVELS);
         return 400;
     }
-    if (json_object_get(req, "draft_quantize")) {
-        corral_error_set(err, "draft_quantize is not supported by Corral yet: quantize the "
-                              "draft model with its own create first");
-        return 400;
-    }
     const json_t *files = json_object_get(req, "files");
     if (check_file_map(req, "files", err) != 200 || check_file_map(req, "adapters", err) != 200 ||
         check_file_map(req, "draft_files", err) != 200)
         return 400;
+    const char *draft_quantize = json_string_value(json_object_get(req, "draft_quantize"));
+    if (draft_quantize && *draft_quantize) {
+        if (json_object_size(json_object_get(req, "draft_files")) == 0) {
+            corral_error_set(err, "--draft-quantize requires a DRAFT model");
+            return 400;
+        }
+        if (!corral_quantize_level(draft_quantize)) {
+            corral_error_set(err, "unsupported quantization type %.40s - supported types are %s",
+                             draft_quantize, CORRAL_QUANTIZE_LEVELS);
+            return 400;
+        }
+    }
     const char *from = json_string_value(json_object_get(req, "from"));
     if ((!from || !*from) && json_object_size(files) == 0) {
         corral_error_set(err, "neither 'from' or 'files' was specified");
@@ -1020,41 +1035,55 @@ static unsigned write_manifest(create_job *job, const corral_model_name *name)
 
 /* ---- quantization ---- */
 
-/* The model layer whose weights a quantize request rewrites: its blob must be F32/F16/BF16. */
-static unsigned prepare_quantization(create_job *job, const char *level)
+/* The level a draft_quantize request asks for its draft model, or NULL. */
+static const char *requested_draft_level(const json_t *req)
 {
-    pending_layer *model = NULL;
+    const char *level = json_string_value(json_object_get(req, "draft_quantize"));
+    return level && *level ? level : NULL;
+}
+
+/* The rewrite of the model's layer (draft false) or the draft's to level, into *task: its blob
+ * must be F32/F16/BF16. No such layer leaves *task empty. */
+static unsigned prepare_quantization(create_job *job, const char *level, bool draft,
+                                     quantize_task *task)
+{
+    const char *media_type = draft ? CORRAL_MEDIA_DRAFT : CORRAL_MEDIA_MODEL;
+    pending_layer *layer = NULL;
     for (size_t i = 0; i < job->n_layers; i++)
-        if (strcmp(job->layers[i].media_type, CORRAL_MEDIA_MODEL) == 0)
-            model = &job->layers[i];
-    if (!model)
+        if (strcmp(job->layers[i].media_type, media_type) == 0)
+            layer = &job->layers[i];
+    if (!layer)
         return 200; /* nothing to quantize, as in ollama */
-    char *path = corral_store_blob_path(job->store, model->digest, job->err);
+    char *path = corral_store_blob_path(job->store, layer->digest, job->err);
     if (!path)
         return 500;
-    job->quantizer = corral_quantizer_open(path, level, 0, job->err);
+    task->quantizer = corral_quantizer_open(path, level, 0, job->err);
     free(path);
-    if (!job->quantizer)
+    if (!task->quantizer) {
+        if (draft)
+            corral_error_prefix(job->err, "the draft model");
         return 400;
-    job->level = corral_quantize_level(level);
-    job->source_size = model->size_bytes;
-    job->phase = PHASE_QUANTIZE_BEGIN;
+    }
+    task->level = corral_quantize_level(level);
+    task->source_size = layer->size_bytes;
+    task->draft = draft;
     return 200;
 }
 
 static void report_quantizing(create_job *job)
 {
     char status[96];
-    snprintf(status, sizeof status, "quantizing %s model to %s",
-             corral_quantizer_source_type(job->quantizer), job->level);
-    uint64_t done = corral_quantizer_bytes_done(job->quantizer);
-    uint64_t total = corral_quantizer_bytes_total(job->quantizer);
+    snprintf(status, sizeof status, "quantizing %s %s to %s",
+             corral_quantizer_source_type(job->quantize.quantizer),
+             job->quantize.draft ? "draft model" : "model", job->quantize.level);
+    uint64_t done = corral_quantizer_bytes_done(job->quantize.quantizer);
+    uint64_t total = corral_quantizer_bytes_total(job->quantize.quantizer);
     json_t *line = json_pack("{s:s,s:s,s:I}", "status", status, "digest", QUANTIZE_DIGEST,
-                             "total", (json_int_t)job->source_size);
+                             "total", (json_int_t)job->quantize.source_size);
     if (line && done > 0) /* ollama omits zero values */
         json_object_set_new(line, "completed",
                             json_integer((json_int_t)((double)done / (double)total *
-                                                      (double)job->source_size)));
+                                                      (double)job->quantize.source_size)));
     json_array_append_new(job->progress, line);
 }
 
@@ -1062,13 +1091,14 @@ static unsigned begin_quantization(create_job *job)
 {
     if (!(job->quantized_path = scratch_file(job, "corral-quantize")))
         return 500;
-    if (!corral_quantizer_begin(job->quantizer, job->quantized_path, job->err))
+    if (!corral_quantizer_begin(job->quantize.quantizer, job->quantized_path, job->err))
         return 500;
     report_quantizing(job);
     return 200;
 }
 
-/* The quantized file replaces the model layer (in place, as ollama does) and its config. */
+/* The quantized file replaces the layer it came from (in place, as ollama does); the model's
+ * also replaces its config's description. */
 static unsigned import_quantized(create_job *job)
 {
     json_array_append_new(job->progress, json_pack("{s:s}", "status", "verifying conversion"));
@@ -1078,12 +1108,16 @@ static unsigned import_quantized(create_job *job)
     char *blob = adopt_scratch(job, &job->quantized_path, digest, &size, &existed);
     if (!blob)
         return 500;
-    forget_gguf_config(job->config);
-    unsigned status = add_gguf_to_config(job, blob);
+    unsigned status = 200;
+    if (!job->quantize.draft) {
+        forget_gguf_config(job->config);
+        status = add_gguf_to_config(job, blob);
+    }
     free(blob);
     for (size_t i = 0; status == 200 && i < job->n_layers; i++) {
         pending_layer *l = &job->layers[i];
-        if (strcmp(l->media_type, CORRAL_MEDIA_MODEL) == 0) {
+        if (strcmp(l->media_type,
+                   job->quantize.draft ? CORRAL_MEDIA_DRAFT : CORRAL_MEDIA_MODEL) == 0) {
             snprintf(l->digest, sizeof l->digest, "%s", digest);
             l->size_bytes = size;
             l->from = NULL;
@@ -1146,7 +1180,9 @@ static void job_free(create_job *job)
     if (!job)
         return;
     background_pull_free(job->pull); /* a pull still running stops; its partial files stay */
-    corral_quantizer_free(job->quantizer); /* an unfinished output's temporary file goes too */
+    /* an unfinished output's temporary file goes too */
+    corral_quantizer_free(job->quantize.quantizer);
+    corral_quantizer_free(job->then_quantize.quantizer);
     hf_converter_free(job->converter);    /* so does an unfinished conversion's */
     for (size_t i = 0; i < job->n_checkpoint; i++)
         free((char *)job->checkpoint[i].path);
@@ -1182,7 +1218,8 @@ static unsigned use_sources(create_job *job)
     return status == 200 ? use_model_layer(job) : status;
 }
 
-/* What needs the model layer: projector, adapters and draft checked against it; quantization. */
+/* What needs the model layer: projector, adapters and draft checked against it; quantization
+ * of the model, or else of the draft (which otherwise follows the model's, import_quantized). */
 static unsigned use_model_layer(create_job *job)
 {
     const json_t *req = job->request;
@@ -1192,7 +1229,13 @@ static unsigned use_model_layer(create_job *job)
     if (status == 200)
         status = use_draft(job, json_object_get(req, "draft_files"));
     if (status == 200 && requested_level(req))
-        status = prepare_quantization(job, requested_level(req));
+        status = prepare_quantization(job, requested_level(req), false, &job->quantize);
+    if (status == 200 && requested_draft_level(req))
+        status = prepare_quantization(job, requested_draft_level(req), true,
+                                      job->quantize.quantizer ? &job->then_quantize
+                                                              : &job->quantize);
+    if (status == 200 && job->quantize.quantizer)
+        job->phase = PHASE_QUANTIZE_BEGIN;
     return status;
 }
 
@@ -1339,18 +1382,23 @@ static unsigned job_step(create_job *job)
         job->phase = PHASE_QUANTIZE;
         break;
     case PHASE_QUANTIZE:
-        if (!corral_quantizer_step(job->quantizer, &done, job->err))
+        if (!corral_quantizer_step(job->quantize.quantizer, &done, job->err))
             return 500;
         report_quantizing(job);
         if (done) {
-            corral_quantizer_free(job->quantizer);
-            job->quantizer = NULL;
+            corral_quantizer_free(job->quantize.quantizer);
+            job->quantize.quantizer = NULL;
             job->phase = PHASE_IMPORT;
         }
         break;
     case PHASE_IMPORT:
         status = import_quantized(job);
         job->phase = PHASE_FINISH;
+        if (status == 200 && job->then_quantize.quantizer) {
+            job->quantize = job->then_quantize; /* the draft's turn */
+            job->then_quantize = (quantize_task){0};
+            job->phase = PHASE_QUANTIZE_BEGIN;
+        }
         break;
     case PHASE_FINISH:
         status = apply_request_layers(job, job->request);
