@@ -11,6 +11,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "runner/prompt_images.h"
+
 static uint64_t meta_u64(const corral_model_file *f, const char *arch, const char *suffix,
                          uint64_t fallback)
 {
@@ -216,4 +218,15 @@ uint64_t memory_estimate_model_bytes(const char *path, uint32_t num_ctx, uint32_
         __builtin_add_overflow(total, weights.token_bytes, &total))
         return UINT64_MAX;
     return total;
+}
+
+uint64_t memory_estimate_image_cache_bytes(const char *projector_path)
+{
+    corral_mmproj *mm = corral_mmproj_load(projector_path, NULL);
+    if (!mm)
+        return 0;
+    uint64_t one = corral_mmproj_image_bytes(mm), total;
+    corral_mmproj_free(mm);
+    return __builtin_mul_overflow(one, (uint64_t)PROMPT_CACHED_IMAGES, &total) ? UINT64_MAX
+                                                                               : total;
 }
