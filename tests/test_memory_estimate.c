@@ -4,6 +4,7 @@
  * file's mapping only what a token reads (the routed share of the experts); a vision model's
  * cache of encoded images at the most one image becomes.
  */
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -450,6 +452,52 @@ static void test_estimate_counts_the_image_cache_at_its_fullest(void **state)
     ops.free(ops.ctx);
 }
 
+/* A copy of the fixture src at dst. */
+static void copy_fixture(const char *src, const char *dst)
+{
+    size_t size;
+    void *bytes = file_fixture_read(fixture(src), &size);
+    FILE *f = fopen(dst, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(bytes, 1, size, f), size);
+    assert_int_equal(fclose(f), 0);
+    free(bytes);
+}
+
+/*
+ * A projector's count is kept for the file as it is: its bytes overwritten in place, with its
+ * size and time put back, still give it (the projector is not loaded again); another file
+ * renamed over it (another inode) gives that file's.
+ */
+static void test_image_cache_count_is_kept_for_the_same_file(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/corral-test-projector-XXXXXX", other[] = "/tmp/corral-test-other-XXXXXX";
+    int fd = mkstemp(path), fd2 = mkstemp(other);
+    assert_true(fd >= 0 && fd2 >= 0);
+    close(fd);
+    close(fd2);
+    copy_fixture("vision/mllama.gguf", path);
+    uint64_t mllama = PROMPT_CACHED_IMAGES * 4ull * 17 * 64 * sizeof(float);
+    assert_int_equal(memory_estimate_image_cache_bytes(path), mllama);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    fd = open(path, O_WRONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, "XXXX", 4, 0), 4); /* no GGUF any more */
+    close(fd);
+    struct timespec times[2] = {st.st_atim, st.st_mtim};
+    assert_int_equal(utimensat(AT_FDCWD, path, times, 0), 0);
+    assert_int_equal(memory_estimate_image_cache_bytes(path), mllama);
+
+    copy_fixture("vision/gemma3-mmproj.gguf", other);
+    uint64_t gemma3 = memory_estimate_image_cache_bytes(other);
+    assert_true(gemma3 > 0 && gemma3 != mllama);
+    assert_int_equal(rename(other, path), 0);
+    assert_int_equal(memory_estimate_image_cache_bytes(path), gemma3);
+    unlink(path);
+}
+
 /* The embeddings of a part of nx x ny, 0 past the sides and patches the encoder takes. */
 static size_t part_tokens(const corral_mmproj *mm, const corral_image_params *params,
                           uint32_t nx, uint32_t ny)
@@ -606,6 +654,7 @@ int main(void)
         cmocka_unit_test(test_estimate_counts_lfm2_conv_windows),
         cmocka_unit_test(test_estimate_counts_mllama_layers_and_image_states),
         cmocka_unit_test(test_estimate_counts_the_image_cache_at_its_fullest),
+        cmocka_unit_test(test_image_cache_count_is_kept_for_the_same_file),
         cmocka_unit_test(test_image_bound_is_the_largest_image_the_preprocessing_makes),
         cmocka_unit_test(test_image_bound_is_the_most_an_image_becomes),
         cmocka_unit_test(test_image_bound_of_deepseekocr_views),
