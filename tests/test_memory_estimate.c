@@ -1,8 +1,10 @@
 /*
  * The scheduler's estimate of a runner's memory (src/server/sched/memory_estimate.c) against
  * what the engine does: the copies loading makes count whole, and of the weights left in the
- * file's mapping only what a token reads (the routed share of the experts).
+ * file's mapping only what a token reads (the routed share of the experts); a vision model's
+ * cache of encoded images at the most one image becomes.
  */
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,17 +12,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "corral/engine.h"
+#include "file_fixture.h"
 #include "gptoss_fixture.h"
+#include "image/preprocess.h"
+#include "image/projector_preprocess.h"
+#include "image/slices.h"
 #include "mllama_fixture.h"
 #include "nemotron_latent_fixture.h"
 #include "quant.h"
 #include "reference_fixture.h"
+#include "runner/prompt_images.h"
 #include "server/sched/memory_estimate.h"
+#include "server/sched/runner_process.h"
 
 static uint64_t rss_anon(void)
 {
@@ -374,6 +383,260 @@ static void test_estimate_counts_mllama_layers_and_image_states(void **state)
     unlink(path);
 }
 
+/* An n x n picture of a vision/ reference (pixels.f32) encoded by the projector at path: the
+ * bytes its embeddings take, as the runner's cache holds them; its row width in *width. */
+static uint64_t encoded_bytes(const char *path, const char *pixels_name, uint32_t n,
+                              uint32_t *width)
+{
+    corral_error err;
+    corral_mmproj *mm = corral_mmproj_load(fixture(path), &err);
+    if (!mm)
+        fail_msg("%s", err.message);
+    size_t size;
+    float *pixels = file_fixture_read(fixture(pixels_name), &size);
+    assert_int_equal(size, (size_t)n * n * 3 * sizeof(float));
+    corral_image_embd embd;
+    if (!corral_mmproj_encode(mm, pixels, n, n, 1, &embd, &err))
+        fail_msg("%s", err.message);
+    uint64_t bytes = (uint64_t)embd.n_tokens * embd.n_embd * sizeof(float);
+    *width = embd.n_embd;
+    corral_image_embd_free(&embd);
+    free(pixels);
+    corral_mmproj_free(mm);
+    return bytes;
+}
+
+/*
+ * The scheduler's estimate of a runner (runner_process.c's, as /api/ps shows it) adds the
+ * runner's cache of encoded images at its fullest: PROMPT_CACHED_IMAGES images of the most
+ * bytes one takes. mllama's is every tile's rows (4 tiles of 17, 64 wide) whatever the
+ * picture; gemma3's every picture the square's tokens, so one encoded image is the most; a
+ * text model's estimate is its file's alone.
+ */
+static void test_estimate_counts_the_image_cache_at_its_fullest(void **state)
+{
+    (void)state;
+    runner_ops ops;
+    corral_error err;
+    if (!runner_process_ops_create(&(server_config){0}, &ops, &err))
+        fail_msg("%s", err.message);
+    runner_spec text = {.name = "text", .model_path = fixture("arch/llama-gqa.gguf"),
+                        .num_ctx = 256, .num_parallel = 2, .kv_type = CORRAL_KV_F32};
+    assert_int_equal(ops.estimate_bytes(ops.ctx, &text),
+                     memory_estimate_model_bytes(text.model_path, 256, 2, CORRAL_KV_F32));
+
+    const char *mllama = fixture("vision/mllama.gguf");
+    runner_spec one_file = text;
+    one_file.model_path = one_file.projector_path = mllama;
+    assert_int_equal(memory_estimate_image_cache_bytes(mllama),
+                     PROMPT_CACHED_IMAGES * 4ull * 17 * 64 * sizeof(float));
+    assert_int_equal(ops.estimate_bytes(ops.ctx, &one_file),
+                     memory_estimate_model_bytes(mllama, 256, 2, CORRAL_KV_F32) +
+                         PROMPT_CACHED_IMAGES * 4ull * 17 * 64 * sizeof(float));
+
+    uint32_t width;
+    uint64_t image = encoded_bytes("vision/gemma3-mmproj.gguf", "vision/gemma3.square.pixels.f32",
+                                   64, &width);
+    runner_spec pair = text;
+    pair.model_path = fixture("vision/gemma3-text.gguf");
+    pair.projector_path = fixture("vision/gemma3-mmproj.gguf");
+    size_t projector_size;
+    free(file_fixture_read(pair.projector_path, &projector_size));
+    assert_int_equal(memory_estimate_image_cache_bytes(pair.projector_path),
+                     PROMPT_CACHED_IMAGES * image);
+    assert_int_equal(ops.estimate_bytes(ops.ctx, &pair),
+                     memory_estimate_model_bytes(pair.model_path, 256, 2, CORRAL_KV_F32) +
+                         projector_size + PROMPT_CACHED_IMAGES * image);
+    /* a text model is no projector */
+    assert_int_equal(memory_estimate_image_cache_bytes(pair.model_path), 0);
+    ops.free(ops.ctx);
+}
+
+/* A copy of the fixture src at dst. */
+static void copy_fixture(const char *src, const char *dst)
+{
+    size_t size;
+    void *bytes = file_fixture_read(fixture(src), &size);
+    FILE *f = fopen(dst, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(bytes, 1, size, f), size);
+    assert_int_equal(fclose(f), 0);
+    free(bytes);
+}
+
+/*
+ * A projector's count is kept for the file as it is: its bytes overwritten in place, with its
+ * size and time put back, still give it (the projector is not loaded again); another file
+ * renamed over it (another inode) gives that file's.
+ */
+static void test_image_cache_count_is_kept_for_the_same_file(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/corral-test-projector-XXXXXX", other[] = "/tmp/corral-test-other-XXXXXX";
+    int fd = mkstemp(path), fd2 = mkstemp(other);
+    assert_true(fd >= 0 && fd2 >= 0);
+    close(fd);
+    close(fd2);
+    copy_fixture("vision/mllama.gguf", path);
+    uint64_t mllama = PROMPT_CACHED_IMAGES * 4ull * 17 * 64 * sizeof(float);
+    assert_int_equal(memory_estimate_image_cache_bytes(path), mllama);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    fd = open(path, O_WRONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, "XXXX", 4, 0), 4); /* no GGUF any more */
+    close(fd);
+    struct timespec times[2] = {st.st_atim, st.st_mtim};
+    assert_int_equal(utimensat(AT_FDCWD, path, times, 0), 0);
+    assert_int_equal(memory_estimate_image_cache_bytes(path), mllama);
+
+    copy_fixture("vision/gemma3-mmproj.gguf", other);
+    uint64_t gemma3 = memory_estimate_image_cache_bytes(other);
+    assert_true(gemma3 > 0 && gemma3 != mllama);
+    assert_int_equal(rename(other, path), 0);
+    assert_int_equal(memory_estimate_image_cache_bytes(path), gemma3);
+    unlink(path);
+}
+
+/* The embeddings of a part of nx x ny, 0 past the sides and patches the encoder takes. */
+static size_t part_tokens(const corral_mmproj *mm, const corral_image_params *params,
+                          uint32_t nx, uint32_t ny)
+{
+    uint64_t p = params->patch_size;
+    /* deepseek-ocr's views go through its encoder one by one, not as one run of patches */
+    if (nx > 8192 || ny > 8192 ||
+        (params->resize != CORRAL_IMAGE_VIEWS && (nx / p) * (ny / p) > 16384))
+        return 0;
+    return corral_mmproj_image_tokens(mm, nx, ny);
+}
+
+/* The embeddings an image of width x height becomes, counted as the runner counts them
+ * (runner/prompt_images.c): a sliced kind's parts under its plan, else the one size the
+ * preprocessing makes; 0 for an image the encoder refuses. */
+static size_t runner_tokens(const corral_mmproj *mm, uint32_t width, uint32_t height)
+{
+    corral_image_params params;
+    corral_mmproj_image_params(mm, &params);
+    if (params.max_slices == 0) {
+        image_preprocess pre = image_preprocess_from_params(&params);
+        uint32_t nx, ny;
+        return image_preprocess_size(&pre, width, height, &nx, &ny, NULL)
+                   ? part_tokens(mm, &params, nx, ny)
+                   : 0;
+    }
+    image_slice_plan plan;
+    if (!image_plan_for_params(&params, width, height, &plan, NULL))
+        return 0;
+    size_t n = part_tokens(mm, &params, plan.overview_w, plan.overview_h);
+    for (size_t k = 0; k < (size_t)plan.cols * plan.rows; k++)
+        n += part_tokens(mm, &params, plan.cell_w, plan.cell_h);
+    return n;
+}
+
+/*
+ * For each kind whose fixture tower is cheap to run, the most bytes one image takes
+ * (corral_mmproj_image_bytes) are those of the image of the most embeddings among pictures
+ * of every aspect up to the largest sizes (each counted as the runner counts it), at the
+ * width of the rows an encoding makes. mllama's are above, deepseek-ocr's below (its
+ * tower is costly to run).
+ */
+static void test_image_bound_is_the_most_an_image_becomes(void **state)
+{
+    (void)state;
+    const char *towers[] = {"gemma3-mmproj", "qwen25vl-mmproj", "qwen3vl-mmproj",
+                            "qwen35v-mmproj", "llava15-mmproj", "llava16-mmproj",
+                            "llava-next-mmproj", "minicpmv-mmproj", "mistral3-mmproj",
+                            "llama4-mmproj", "gemma4v-mmproj", "glm4v-mmproj",
+                            "lfm2v-mmproj", "lfm2v16-mmproj", "moondream-mmproj"};
+    const uint32_t sides[] = {1, 64, 300, 512, 1000, 1024, 2048, 4096, 8192, 16384};
+    for (size_t t = 0; t < sizeof towers / sizeof towers[0]; t++) {
+        char path[128];
+        snprintf(path, sizeof path, "vision/%s.gguf", towers[t]);
+        corral_error err;
+        corral_mmproj *mm = corral_mmproj_load(fixture(path), &err);
+        if (!mm)
+            fail_msg("%s: %s", path, err.message);
+        size_t most = 0;
+        for (size_t i = 0; i < sizeof sides / sizeof sides[0]; i++)
+            for (size_t j = 0; j < sizeof sides / sizeof sides[0]; j++) {
+                size_t n = runner_tokens(mm, sides[i], sides[j]);
+                most = n > most ? n : most;
+            }
+        /* thin pictures, whose thin side keeps one merged token while the other passes the
+         * pixel bound: every length of a range that holds the longest the encoder takes of
+         * these towers (gemma4v's 682 tokens from 3 x 4984) */
+        for (uint32_t w = 1; w <= 4; w++)
+            for (uint32_t h = 4096; h <= 5120; h++) {
+                size_t n = runner_tokens(mm, w, h);
+                most = n > most ? n : most;
+            }
+        /* the rows' width, from the smallest image's encoding */
+        corral_image_params params;
+        corral_mmproj_image_params(mm, &params);
+        image_preprocess pre = image_preprocess_from_params(&params);
+        uint32_t nx, ny;
+        if (params.max_slices == 0)
+            assert_true(image_preprocess_size(&pre, 1, 1, &nx, &ny, &err));
+        else
+            nx = ny = params.image_size;
+        float *zeros = calloc((size_t)nx * ny * 3, sizeof *zeros);
+        assert_non_null(zeros);
+        corral_image_embd embd;
+        if (!corral_mmproj_encode(mm, zeros, nx, ny, 1, &embd, &err))
+            fail_msg("%s: %s", path, err.message);
+        uint64_t want = (uint64_t)most * embd.n_embd * sizeof(float);
+        if (corral_mmproj_image_bytes(mm) != want)
+            fail_msg("%s: %llu bytes at most, the largest image takes %llu (%zu rows of %u)",
+                     path, (unsigned long long)corral_mmproj_image_bytes(mm),
+                     (unsigned long long)want, most, embd.n_embd);
+        corral_image_embd_free(&embd);
+        free(zeros);
+        corral_mmproj_free(mm);
+    }
+}
+
+/* deepseek-ocr's most: its tallest grid of tiles with the global view, found among pictures
+ * of every aspect as the runner counts them, rows of the text model's 64 values. */
+static void test_image_bound_of_deepseekocr_views(void **state)
+{
+    (void)state;
+    corral_error err;
+    corral_mmproj *mm = corral_mmproj_load(fixture("vision/deepseekocr-mmproj.gguf"), &err);
+    if (!mm)
+        fail_msg("%s", err.message);
+    const uint32_t sides[] = {1, 64, 640, 1024, 2048, 4096, 8192, 16384};
+    size_t most = 0;
+    for (size_t i = 0; i < sizeof sides / sizeof sides[0]; i++)
+        for (size_t j = 0; j < sizeof sides / sizeof sides[0]; j++) {
+            size_t n = runner_tokens(mm, sides[i], sides[j]);
+            most = n > most ? n : most;
+        }
+    assert_int_equal(corral_mmproj_image_bytes(mm), (uint64_t)most * 64 * sizeof(float));
+    corral_mmproj_free(mm);
+}
+
+/* Qwen's images are as many tokens as the preprocessing lets through: the largest image,
+ * sized by that preprocessing, is the most one image takes. */
+static void test_image_bound_is_the_largest_image_the_preprocessing_makes(void **state)
+{
+    (void)state;
+    uint32_t width;
+    encoded_bytes("vision/qwen25vl-mmproj.gguf", "vision/qwen25vl.square.pixels.f32", 84, &width);
+    corral_error err;
+    corral_mmproj *mm = corral_mmproj_load(fixture("vision/qwen25vl-mmproj.gguf"), &err);
+    if (!mm)
+        fail_msg("%s", err.message);
+    corral_image_params params;
+    corral_mmproj_image_params(mm, &params);
+    image_preprocess pre = image_preprocess_from_params(&params);
+    uint32_t nx, ny;
+    assert_true(image_preprocess_size(&pre, 16384, 16384, &nx, &ny, &err));
+    size_t tokens = corral_mmproj_image_tokens(mm, nx, ny);
+    assert_true(tokens > 9); /* more than the 84 x 84 reference's */
+    assert_int_equal(corral_mmproj_image_bytes(mm), (uint64_t)tokens * width * sizeof(float));
+    corral_mmproj_free(mm);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -390,6 +653,11 @@ int main(void)
         cmocka_unit_test(test_estimate_counts_latent_experts_not_prediction_tensors),
         cmocka_unit_test(test_estimate_counts_lfm2_conv_windows),
         cmocka_unit_test(test_estimate_counts_mllama_layers_and_image_states),
+        cmocka_unit_test(test_estimate_counts_the_image_cache_at_its_fullest),
+        cmocka_unit_test(test_image_cache_count_is_kept_for_the_same_file),
+        cmocka_unit_test(test_image_bound_is_the_largest_image_the_preprocessing_makes),
+        cmocka_unit_test(test_image_bound_is_the_most_an_image_becomes),
+        cmocka_unit_test(test_image_bound_of_deepseekocr_views),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

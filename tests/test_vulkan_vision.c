@@ -3,7 +3,8 @@
  * (vision.c's vision_block_of) on random weights: a block of F32 matrices with every bias,
  * then one of F16 matrices with mllama's gates and no projection biases, over rows of which
  * some are padding (each tile's last rows and a whole tile, as mllama pads); a run of both
- * blocks gives what two runs of one give; RMS-normed SwiGLU blocks with rotary angles and
+ * blocks gives what two runs of one give; blocks made without padding rows keep half the keys
+ * and values and give the same rows; RMS-normed SwiGLU blocks with rotary angles and
  * windows (vision_block). Then the tiny mllama tower of test_vision_mllama with its blocks on
  * the device: the CPU's states, and the reference's 16 greedy ids from them; and each other
  * kind's tiny tower on the device, against its CPU embeddings (gemma3's and qwen2.5-VL's also
@@ -180,15 +181,16 @@ static bool run_padded(gpu_vision *v, float *x, uint32_t n, const uint8_t *paddi
     return gpu_vision_run(v, &rows, first, count, err);
 }
 
-/* The blocks on the device, holding the memory gpu_vision_bytes counts for them. */
-static gpu_vision *device_blocks(const blocks *b, uint32_t max_rows)
+/* The blocks on the device (for padding rows or not), holding the memory gpu_vision_bytes
+ * counts for them. */
+static gpu_vision *device_blocks(const blocks *b, uint32_t max_rows, bool padding)
 {
     const vision_layer *layers[2] = {&b->layers[0], &b->layers[1]};
     corral_error err = {0};
     uint64_t bytes, before = vk_device_allocated(dev);
-    if (!gpu_vision_bytes(-1, &HP, layers, 2, max_rows, &bytes, &err))
+    if (!gpu_vision_bytes(-1, &HP, layers, 2, max_rows, padding, &bytes, &err))
         fail_msg("%s", err.message);
-    gpu_vision *v = gpu_vision_create(-1, &HP, layers, 2, max_rows, &err);
+    gpu_vision *v = gpu_vision_create(-1, &HP, layers, 2, max_rows, padding, &err);
     if (!v)
         fail_msg("%s", err.message);
     /* counted as vk_buffer_footprint counts a buffer: rounded up to the memory's alignment,
@@ -208,7 +210,7 @@ static void test_blocks_match_the_cpu(void **state)
     static float first[N * E], second[N * E], got[N * E], whole[N * E];
     cpu_blocks(&b, b.x, 0, 1, first);
     cpu_blocks(&b, first, 1, 1, second);
-    gpu_vision *v = device_blocks(&b, N + 5); /* more room than the run takes */
+    gpu_vision *v = device_blocks(&b, N + 5, true); /* more room than the run takes */
     corral_error err = {0};
     memcpy(got, b.x, sizeof got);
     if (!run_padded(v, got, N, b.padding, 0, 1, &err))
@@ -238,7 +240,7 @@ static void test_padding_rows_see_no_padding(void **state)
     static blocks b;
     blocks_init(&b);
     static float masked[N * E], open[N * E];
-    gpu_vision *v = device_blocks(&b, N);
+    gpu_vision *v = device_blocks(&b, N, true);
     corral_error err = {0};
     memcpy(masked, b.x, sizeof masked);
     memcpy(open, b.x, sizeof open);
@@ -258,6 +260,44 @@ static void test_padding_rows_see_no_padding(void **state)
         layer_free(&b.layers[i]);
 }
 
+/*
+ * Blocks made without padding rows (every tower's but mllama's) keep one sequence of keys and
+ * values, so they take a run's keys and values (rows x E floats, each of the two caches) less
+ * than blocks made for padding; they give the padded blocks' rows for a run without padding,
+ * and refuse one with padding.
+ */
+static void test_blocks_without_padding_keep_one_sequence(void **state)
+{
+    (void)state;
+    static blocks b;
+    blocks_init(&b);
+    enum { ROWS = 4096 }; /* rows x E floats: a MiB, a whole number of any alignment */
+    const vision_layer *layers[2] = {&b.layers[0], &b.layers[1]};
+    corral_error err = {0};
+    uint64_t padded, plain;
+    assert_true(gpu_vision_bytes(-1, &HP, layers, 2, ROWS, true, &padded, &err));
+    assert_true(gpu_vision_bytes(-1, &HP, layers, 2, ROWS, false, &plain, &err));
+    uint64_t one = ROWS * E * sizeof(float);
+    assert_int_equal(padded - plain, 2 * (vk_buffer_footprint(dev, 2 * one) -
+                                          vk_buffer_footprint(dev, one)));
+    assert_int_equal(vk_buffer_footprint(dev, 2 * one) - vk_buffer_footprint(dev, one), one);
+
+    gpu_vision *with = device_blocks(&b, N, true), *without = device_blocks(&b, N, false);
+    static float want[N * E], got[N * E];
+    memcpy(want, b.x, sizeof want);
+    memcpy(got, b.x, sizeof got);
+    if (!run_padded(with, want, N, NULL, 0, 2, &err) ||
+        !run_padded(without, got, N, NULL, 0, 2, &err))
+        fail_msg("%s", err.message);
+    assert_memory_equal(want, got, sizeof got);
+    assert_false(run_padded(without, got, N, b.padding, 0, 1, &err));
+    assert_non_null(strstr(err.message, "padding rows"));
+    gpu_vision_free(with);
+    gpu_vision_free(without);
+    for (size_t i = 0; i < 2; i++)
+        layer_free(&b.layers[i]);
+}
+
 static void test_refuses_what_it_cannot_run(void **state)
 {
     (void)state;
@@ -273,7 +313,7 @@ static void test_refuses_what_it_cannot_run(void **state)
     head_norms.q_norm = b.layers[0].ln1;
     assert_false(gpu_vision_supports(&HP, &head_norms));
     assert_true(gpu_vision_supports(&HP, &b.layers[1]));
-    gpu_vision *v = device_blocks(&b, N);
+    gpu_vision *v = device_blocks(&b, N, true);
     static float x[N * E];
     corral_error err = {0};
     assert_false(run_padded(v, x, N + 1, NULL, 0, 1, &err));
@@ -338,7 +378,7 @@ static void check_rope_blocks(bool adjacent, bool windows)
     const vision_layer *ptrs[2] = {&layers[0], &layers[1]};
     for (size_t i = 0; i < 2; i++)
         assert_true(gpu_vision_supports(&hp, ptrs[i]));
-    gpu_vision *v = gpu_vision_create(-1, &hp, ptrs, 2, ROWS, &err);
+    gpu_vision *v = gpu_vision_create(-1, &hp, ptrs, 2, ROWS, false, &err);
     if (!v)
         fail_msg("%s", err.message);
     memcpy(got, x, sizeof got);
@@ -670,6 +710,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_blocks_match_the_cpu),
         cmocka_unit_test(test_padding_rows_see_no_padding),
+        cmocka_unit_test(test_blocks_without_padding_keep_one_sequence),
         cmocka_unit_test(test_refuses_what_it_cannot_run),
         cmocka_unit_test(test_rope_windows_swiglu_match_the_cpu),
         cmocka_unit_test(test_mllama_tower_on_the_device),

@@ -472,6 +472,10 @@ size_t corral_mmproj_image_tokens(const corral_mmproj *mm, uint32_t nx, uint32_t
  * image goes through one batch, so the most tokens an image can have; else 1, as
  * corral_decode_image runs a causal image's tokens through as many batches as they need. */
 uint32_t corral_mmproj_batch_tokens(const corral_mmproj *mm, const corral_model *model);
+/* The most bytes one image's embeddings take (corral_image_embd's rows, every part of a
+ * sliced image's), for the largest image corral_mmproj_image_params lets through: what a
+ * cache of encoded images holds for one image at worst. UINT64_MAX: past 64 bits. */
+uint64_t corral_mmproj_image_bytes(const corral_mmproj *mm);
 
 /* An image's embeddings: n_tokens rows of n_embd floats, the tokens an nx x ny grid in row
  * order (a 1-D run for projectors without a grid: nx = n_tokens, ny = 1). */

@@ -46,15 +46,18 @@ typedef struct gpu_vision_rows {
 bool gpu_vision_supports(const vision_hparams *hp, const vision_layer *l);
 
 /* The device memory gpu_vision_create takes on device (-1: the best usable one) for these
- * blocks and runs of up to max_rows rows; false with the reason when there is no device. */
+ * blocks and runs of up to max_rows rows, with padding rows or without (padding: the keys
+ * and values a second time, for the padding rows to read); false with the reason when there
+ * is no device. */
 bool gpu_vision_bytes(int device, const vision_hparams *hp, const vision_layer *const *layers,
-                      uint32_t n_layers, uint32_t max_rows, uint64_t *out, corral_error *err);
+                      uint32_t n_layers, uint32_t max_rows, bool padding, uint64_t *out,
+                      corral_error *err);
 
 /* The blocks (each gpu_vision_supports) uploaded to device, with room for runs of up to
- * max_rows rows; NULL with the reason. */
+ * max_rows rows, with padding rows only when padding; NULL with the reason. */
 gpu_vision *gpu_vision_create(int device, const vision_hparams *hp,
                               const vision_layer *const *layers, uint32_t n_layers,
-                              uint32_t max_rows, corral_error *err);
+                              uint32_t max_rows, bool padding, corral_error *err);
 
 /* rows through blocks [first, first + count), in place. One run at a time. */
 bool gpu_vision_run(gpu_vision *v, const gpu_vision_rows *rows, uint32_t first, uint32_t count,
@@ -76,9 +79,10 @@ static inline bool gpu_vision_supports(const vision_hparams *hp, const vision_la
 
 static inline bool gpu_vision_bytes(int device, const vision_hparams *hp,
                                     const vision_layer *const *layers, uint32_t n_layers,
-                                    uint32_t max_rows, uint64_t *out, corral_error *err)
+                                    uint32_t max_rows, bool padding, uint64_t *out,
+                                    corral_error *err)
 {
-    (void)device, (void)hp, (void)layers, (void)n_layers, (void)max_rows;
+    (void)device, (void)hp, (void)layers, (void)n_layers, (void)max_rows, (void)padding;
     *out = 0;
     corral_error_set(err, "this build has no GPU backend (built without CORRAL_VULKAN)");
     return false;
@@ -86,10 +90,10 @@ static inline bool gpu_vision_bytes(int device, const vision_hparams *hp,
 
 static inline gpu_vision *gpu_vision_create(int device, const vision_hparams *hp,
                                             const vision_layer *const *layers,
-                                            uint32_t n_layers, uint32_t max_rows,
+                                            uint32_t n_layers, uint32_t max_rows, bool padding,
                                             corral_error *err)
 {
-    (void)device, (void)hp, (void)layers, (void)n_layers, (void)max_rows;
+    (void)device, (void)hp, (void)layers, (void)n_layers, (void)max_rows, (void)padding;
     corral_error_set(err, "this build has no GPU backend (built without CORRAL_VULKAN)");
     return NULL;
 }

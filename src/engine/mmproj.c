@@ -507,6 +507,75 @@ uint32_t corral_mmproj_batch_tokens(const corral_mmproj *mm, const corral_model 
     return most < UINT32_MAX ? (uint32_t)most : UINT32_MAX;
 }
 
+/* The most embeddings one image becomes, every part of it together, under the largest
+ * image the preprocessing of params lets through. */
+static uint64_t most_image_tokens(const corral_mmproj *mm, const corral_image_params *params)
+{
+    uint32_t S = params->image_size;
+    uint64_t align = params->align ? params->align : 1; /* every kind that reads it sets it */
+    switch (params->resize) {
+    case CORRAL_IMAGE_LETTERBOX:
+        return corral_mmproj_image_tokens(mm, S, S);
+    case CORRAL_IMAGE_STRETCH: /* the overview and up to max_slices slices, each as many */
+        return (1 + (uint64_t)params->max_slices) * corral_mmproj_image_tokens(mm, S, S);
+    case CORRAL_IMAGE_ANYRES:
+    case CORRAL_IMAGE_TILES: /* the overview and the most slices in one column */
+        return corral_mmproj_image_tokens(mm, S, S * mm->max_squares);
+    case CORRAL_IMAGE_VIEWS: { /* the global view alone, or a grid with it in rows below */
+        uint64_t most = corral_mmproj_image_tokens(mm, S, S);
+        for (uint32_t cols = 1; cols <= params->max_tiles; cols++)
+            for (uint32_t rows = 1; rows <= params->max_tiles / cols; rows++) {
+                uint64_t nx = (uint64_t)cols * params->tile_size;
+                uint64_t ny = rows * (uint64_t)params->tile_size + ((uint64_t)S * S + nx - 1) / nx;
+                if (nx > MAX_IMAGE_SIZE || ny > MAX_IMAGE_SIZE)
+                    continue; /* corral_mmproj_encode refuses it */
+                uint64_t n = corral_mmproj_image_tokens(mm, (uint32_t)nx, (uint32_t)ny);
+                most = n > most ? n : most;
+            }
+        return most;
+    }
+    case CORRAL_IMAGE_CANVAS: /* mllama: one token, as wide as every tile's rows */
+        return 1;
+    case CORRAL_IMAGE_LONGEST_EDGE: { /* the square of the longest edge, sides rounded up */
+        uint32_t side = (uint32_t)((S + align - 1) / align * align);
+        return corral_mmproj_image_tokens(mm, side, side);
+    }
+    case CORRAL_IMAGE_SMART:
+        break;
+    }
+    uint64_t most = params->max_pixels / (align * align);
+    if (mm->kind == &projector_pixtral) /* an [IMG_BREAK] after every merged row but the last */
+        most += (most < MAX_IMAGE_SIZE / align ? most : MAX_IMAGE_SIZE / align) - 1;
+    /* a side under one merged token is kept at one, so a thin image's other side may pass
+     * the pixel bound, up to the sides and patches corral_mmproj_encode takes */
+    uint64_t per_token = (align / params->patch_size) * (align / params->patch_size);
+    uint64_t long_side = MAX_IMAGE_SIZE / align;
+    if (per_token && long_side > MAX_PATCHES / per_token)
+        long_side = MAX_PATCHES / per_token;
+    uint64_t thin = corral_mmproj_image_tokens(mm, (uint32_t)align, (uint32_t)(long_side * align));
+    most = thin > most ? thin : most;
+    if (mm->kind == &projector_lfm2 && params->max_slices) /* the tiles before the thumbnail */
+        most += params->max_slices *
+                (uint64_t)lfm2_tokens(mm, params->tile_size, params->tile_size);
+    return most;
+}
+
+uint64_t corral_mmproj_image_bytes(const corral_mmproj *mm)
+{
+    const vision_hparams *hp = &mm->hp;
+    corral_image_params params;
+    corral_mmproj_image_params(mm, &params);
+    uint64_t width = hp->n_embd_text, tokens = most_image_tokens(mm, &params), bytes;
+    if (mm->kind == &projector_mllama) { /* every tile's patches and class row */
+        uint64_t side = hp->image_size / hp->patch_size;
+        width *= params.max_tiles * (side * side + 1);
+    }
+    if (__builtin_mul_overflow(tokens, width, &bytes) ||
+        __builtin_mul_overflow(bytes, (uint64_t)sizeof(float), &bytes))
+        return UINT64_MAX;
+    return bytes;
+}
+
 void corral_mmproj_image_params(const corral_mmproj *mm, corral_image_params *out)
 {
     const vision_hparams *hp = &mm->hp;

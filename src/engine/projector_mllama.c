@@ -246,7 +246,8 @@ bool mllama_gpu_bytes(const corral_mmproj *mm, int device, uint64_t *out, corral
     uint32_t n;
     const vision_layer **blocks = gpu_blocks(mm, &n, err);
     bool ok = blocks && fits_a_gpu(mm, blocks, n, err) &&
-              gpu_vision_bytes(device, &mm->hp, blocks, n, (uint32_t)padded_rows(mm), out, err);
+              gpu_vision_bytes(device, &mm->hp, blocks, n, (uint32_t)padded_rows(mm), true, out,
+                               err);
     free(blocks);
     return ok;
 }
@@ -256,7 +257,8 @@ bool mllama_use_gpu(corral_mmproj *mm, int device, corral_error *err)
     uint32_t n;
     const vision_layer **blocks = gpu_blocks(mm, &n, err);
     if (blocks && fits_a_gpu(mm, blocks, n, err))
-        mm->gpu = gpu_vision_create(device, &mm->hp, blocks, n, (uint32_t)padded_rows(mm), err);
+        mm->gpu = gpu_vision_create(device, &mm->hp, blocks, n, (uint32_t)padded_rows(mm), true,
+                                    err);
     free(blocks);
     return mm->gpu != NULL;
 }

@@ -654,7 +654,7 @@ bool vision_gpu_bytes(const corral_mmproj *mm, int device, uint64_t *out, corral
     uint32_t n, rows;
     *out = 0;
     const vision_layer **blocks = gpu_tower(mm, &n, &rows, err);
-    bool ok = blocks && gpu_vision_bytes(device, &mm->hp, blocks, n, rows, out, err);
+    bool ok = blocks && gpu_vision_bytes(device, &mm->hp, blocks, n, rows, false, out, err);
     free(blocks);
     return ok;
 }
@@ -664,7 +664,7 @@ bool vision_use_gpu(corral_mmproj *mm, int device, corral_error *err)
     uint32_t n, rows;
     const vision_layer **blocks = gpu_tower(mm, &n, &rows, err);
     if (blocks)
-        mm->gpu = gpu_vision_create(device, &mm->hp, blocks, n, rows, err);
+        mm->gpu = gpu_vision_create(device, &mm->hp, blocks, n, rows, false, err);
     free(blocks);
     return mm->gpu != NULL;
 }

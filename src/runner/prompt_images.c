@@ -17,9 +17,6 @@
 #include "image/slices.h"
 #include "util/base64.h"
 
-/* Recent images' embeddings kept: a conversation's turns each send all its images again. */
-#define CACHED_IMAGES 4
-
 /* One image file's embeddings: its parts' (one part, or a sliced image's overview and
  * slices, image/slices.h) one after another, and the plan that cut it. */
 typedef struct image_embd {
@@ -44,7 +41,7 @@ struct prompt_vision {
     corral_mmproj *mm;
     int n_threads;
     pthread_mutex_t lock; /* one encoding at a time; guards the cache */
-    cached_image cache[CACHED_IMAGES];
+    cached_image cache[PROMPT_CACHED_IMAGES];
     uint64_t clock;
     /* fetched once, at load: EVP_sha256()'s implicit fetch would happen lazily inside
      * whichever request threads hash first, at the same time */
@@ -94,7 +91,7 @@ void prompt_vision_free(prompt_vision *v)
 {
     if (!v)
         return;
-    for (size_t i = 0; i < CACHED_IMAGES; i++)
+    for (size_t i = 0; i < PROMPT_CACHED_IMAGES; i++)
         corral_image_embd_free(&v->cache[i].image.embd);
     pthread_mutex_destroy(&v->lock);
     corral_mmproj_free(v->mm);
@@ -216,7 +213,7 @@ static bool count_image(prompt_vision *v, const uint8_t *data, size_t len,
 {
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&v->lock);
-    for (size_t i = 0; i < CACHED_IMAGES; i++)
+    for (size_t i = 0; i < PROMPT_CACHED_IMAGES; i++)
         if (v->cache[i].image.embd.n_tokens && same_digest(&v->cache[i].digest, digest)) {
             out->embd.n_tokens = v->cache[i].image.embd.n_tokens;
             out->plan = v->cache[i].image.plan;
@@ -297,7 +294,7 @@ static bool encode_image(prompt_vision *v, const uint8_t *data, size_t len,
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&v->lock);
     cached_image *slot = &v->cache[0];
-    for (size_t i = 0; i < CACHED_IMAGES; i++) {
+    for (size_t i = 0; i < PROMPT_CACHED_IMAGES; i++) {
         cached_image *c = &v->cache[i];
         if (c->image.embd.n_tokens && same_digest(&c->digest, digest)) {
             c->used = ++v->clock;

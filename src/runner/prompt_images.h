@@ -19,6 +19,9 @@
 /* Most images one request may carry, and the most bytes one image file may have. */
 #define PROMPT_MAX_IMAGES 16
 #define PROMPT_MAX_IMAGE_BYTES (20u << 20)
+/* Recent images' embeddings kept: a conversation's turns each send all its images again.
+ * The server's memory estimate counts them (memory_estimate_image_cache_bytes). */
+#define PROMPT_CACHED_IMAGES 4
 
 /* An image's embeddings and where its pseudo-ids start in the ids (reserved ones counted). */
 typedef struct prompt_image {

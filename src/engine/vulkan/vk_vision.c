@@ -1,10 +1,11 @@
 /*
  * Vision towers' ViT blocks on the Vulkan device (gpu_vision.h). Each block is recorded from
  * the op table (vk_ops.h) in the CPU's order (vision.c's layer_block). The attention has no
- * causal mask: the keys and values go to a two-sequence cache of max_rows cells, sequence 0
- * holding every row at its own cell and sequence 1 the rows that are not padding first; a
- * row that is not padding reads all of sequence 0, a padding row only the first cells of
- * sequence 1 (vk_attention_shape's last_at), which is the CPU's mask without a mask shader.
+ * causal mask: the keys and values go to a cache of max_rows cells, sequence 0 holding every
+ * row at its own cell and, for blocks made for padding rows, sequence 1 the rows that are
+ * not padding first; a row that is not padding reads all of sequence 0, a padding row only
+ * the first cells of sequence 1 (vk_attention_shape's last_at), which is the CPU's mask
+ * without a mask shader.
  * A windowed block's row reads the cells of its window in sequence 0 (first_at, last_at),
  * the window's rows being together. A clipped linear clamps its input where it is, as
  * vision.c's layer_product does.
@@ -44,6 +45,7 @@ struct gpu_vision {
     vk_device *dev;
     vision_hparams hp;
     uint32_t n_blocks, max_rows;
+    bool padding; /* the cache has sequence 1, for runs with padding rows */
     vk_vision_block *blocks;
     vk_commands cmd;
     bool cmd_made;
@@ -120,18 +122,20 @@ static uint64_t weight_bytes(const weight *w)
 enum { N_SCRATCH = 12 };
 
 /* The scratch of runs of max_rows, in gpu_vision's order from x to v_cache (ff2: SwiGLU's
- * up, else none). */
-static void scratch_sizes(const vision_hparams *hp, uint32_t max_rows, uint64_t out[N_SCRATCH])
+ * up, else none; the caches' second sequence for padding only). */
+static void scratch_sizes(const vision_hparams *hp, uint32_t max_rows, bool padding,
+                          uint64_t out[N_SCRATCH])
 {
     uint64_t rows = max_rows, E = hp->n_embd, F = hp->n_ff, wide = E > F ? E : F;
     uint64_t row = rows * E * sizeof(float), ff = rows * F * sizeof(float);
+    uint64_t cache = (padding ? 2 : 1) * row;
     uint64_t sizes[N_SCRATCH] = {row, row, row, row, row, row, ff,
                                  hp->ffn == VISION_FFN_SWIGLU ||
                                          hp->ffn == VISION_FFN_GEGLU_QUICK
                                      ? ff
                                      : 0,
                                  vk_matmul_quants_bytes(rows * wide),
-                                 vk_matmul_scales_bytes(rows * wide), 2 * row, 2 * row};
+                                 vk_matmul_scales_bytes(rows * wide), cache, cache};
     memcpy(out, sizes, sizeof sizes);
 }
 
@@ -147,7 +151,8 @@ static void host_sizes(const vision_hparams *hp, uint32_t max_rows, uint64_t out
 }
 
 bool gpu_vision_bytes(int device, const vision_hparams *hp, const vision_layer *const *layers,
-                      uint32_t n_layers, uint32_t max_rows, uint64_t *out, corral_error *err)
+                      uint32_t n_layers, uint32_t max_rows, bool padding, uint64_t *out,
+                      corral_error *err)
 {
     *out = 0;
     vk_device *dev = vk_device_open(device, err);
@@ -161,7 +166,7 @@ bool gpu_vision_bytes(int device, const vision_hparams *hp, const vision_layer *
             if (w[i]->data)
                 sum += vk_buffer_footprint(dev, weight_bytes(w[i]));
     }
-    scratch_sizes(hp, max_rows, sizes);
+    scratch_sizes(hp, max_rows, padding, sizes);
     for (size_t i = 0; i < N_SCRATCH; i++)
         sum += vk_buffer_footprint(dev, sizes[i] ? sizes[i] : 4);
     sum += vk_buffer_footprint(dev, VK_GELU_TABLE_BYTES);
@@ -210,7 +215,7 @@ static bool upload_block(gpu_vision *v, const vision_layer *l, vk_vision_block *
 
 gpu_vision *gpu_vision_create(int device, const vision_hparams *hp,
                               const vision_layer *const *layers, uint32_t n_layers,
-                              uint32_t max_rows, corral_error *err)
+                              uint32_t max_rows, bool padding, corral_error *err)
 {
     vk_device *dev = vk_device_open(device, err);
     if (!dev)
@@ -225,6 +230,7 @@ gpu_vision *gpu_vision_create(int device, const vision_hparams *hp,
     v->hp = *hp;
     v->n_blocks = n_layers;
     v->max_rows = max_rows;
+    v->padding = padding;
     for (uint32_t il = 0; il < n_layers; il++)
         if (!gpu_vision_supports(hp, layers[il])) {
             corral_error_set(err, "the device cannot run block %u of this vision tower", il);
@@ -232,7 +238,7 @@ gpu_vision *gpu_vision_create(int device, const vision_hparams *hp,
             return NULL;
         }
     uint64_t sizes[N_SCRATCH], host[N_HOST];
-    scratch_sizes(hp, max_rows, sizes);
+    scratch_sizes(hp, max_rows, padding, sizes);
     host_sizes(hp, max_rows, host);
     vk_buffer *scratch[N_SCRATCH] = {&v->x,      &v->xn,     &v->q,       &v->k,
                                      &v->v,      &v->attn,   &v->ff,      &v->ff2,
@@ -379,7 +385,7 @@ static void record_block(gpu_vision *v, uint32_t il, uint32_t n)
         head_norms(v, &v->ones, &v->v, n);
     vk_cache_shape cache = {H, d, v->max_rows, false};
     vk_buffer *stores[] = {&v->store_all, &v->store_real};
-    for (size_t s = 0; s < 2; s++) {
+    for (size_t s = 0; s < (v->padding ? 2u : 1u); s++) {
         vk_op_kv_store(&v->cmd, vk_whole(stores[s]), vk_whole(&v->k), vk_whole(&v->k_cache),
                        &cache, n);
         vk_op_kv_store(&v->cmd, vk_whole(stores[s]), vk_whole(&v->v), vk_whole(&v->v_cache),
@@ -475,6 +481,10 @@ bool gpu_vision_run(gpu_vision *v, const gpu_vision_rows *rows, uint32_t first, 
     }
     if (rows->padding && rows->window) {
         corral_error_set(err, "a vision run with both padding rows and windows");
+        return false;
+    }
+    if (rows->padding && !v->padding) {
+        corral_error_set(err, "a vision run with padding rows, on blocks made without them");
         return false;
     }
     if (rows->rope_halves && (v->hp.n_embd / v->hp.n_head) % 4 != 0) {

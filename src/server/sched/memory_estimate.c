@@ -1,15 +1,19 @@
 /*
  * A runner's memory for the scheduler (memory_estimate.h): the engine's plan of the weights
- * (corral_model_file_memory) plus the KV cache. The scheduler compares it with MemAvailable,
+ * (corral_model_file_memory) plus the KV cache, and a vision projector's cache of encoded
+ * images (corral_mmproj_image_bytes). The scheduler compares it with MemAvailable,
  * which counts reclaimable page cache as free: so a model's mapped weights count only as far
  * as a token reads them, and its copies (repacks, converted layouts) count whole.
  */
 #include "server/sched/memory_estimate.h"
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include "runner/prompt_images.h"
 
 static uint64_t meta_u64(const corral_model_file *f, const char *arch, const char *suffix,
                          uint64_t fallback)
@@ -216,4 +220,63 @@ uint64_t memory_estimate_model_bytes(const char *path, uint32_t num_ctx, uint32_
         __builtin_add_overflow(total, weights.token_bytes, &total))
         return UINT64_MAX;
     return total;
+}
+
+/* The last projectors' counts, by the file's identity: the scheduler estimates a runner for
+ * every request, and loading a projector binds its tower (some kinds convert a matrix, tens
+ * of MB for a large one). A file changed or replaced has another inode, size or time. */
+#define REMEMBERED_PROJECTORS 8
+
+typedef struct remembered_projector {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+    uint64_t bytes;
+    bool used;
+} remembered_projector;
+
+static remembered_projector remembered[REMEMBERED_PROJECTORS];
+static size_t remembered_next;
+static pthread_mutex_t remembered_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool same_file(const remembered_projector *r, const struct stat *st)
+{
+    return r->used && r->dev == st->st_dev && r->ino == st->st_ino && r->size == st->st_size &&
+           r->mtime.tv_sec == st->st_mtim.tv_sec && r->mtime.tv_nsec == st->st_mtim.tv_nsec;
+}
+
+static uint64_t image_cache_bytes_of_file(const char *projector_path)
+{
+    corral_mmproj *mm = corral_mmproj_load(projector_path, NULL);
+    if (!mm)
+        return 0;
+    uint64_t one = corral_mmproj_image_bytes(mm), total;
+    corral_mmproj_free(mm);
+    return __builtin_mul_overflow(one, (uint64_t)PROMPT_CACHED_IMAGES, &total) ? UINT64_MAX
+                                                                               : total;
+}
+
+uint64_t memory_estimate_image_cache_bytes(const char *projector_path)
+{
+    struct stat st;
+    if (stat(projector_path, &st) != 0)
+        return 0;
+    pthread_mutex_lock(&remembered_lock);
+    for (size_t i = 0; i < REMEMBERED_PROJECTORS; i++)
+        if (same_file(&remembered[i], &st)) {
+            uint64_t bytes = remembered[i].bytes;
+            pthread_mutex_unlock(&remembered_lock);
+            return bytes;
+        }
+    pthread_mutex_unlock(&remembered_lock);
+    uint64_t bytes = image_cache_bytes_of_file(projector_path);
+    pthread_mutex_lock(&remembered_lock);
+    remembered[remembered_next] = (remembered_projector){.dev = st.st_dev, .ino = st.st_ino,
+                                                         .size = st.st_size,
+                                                         .mtime = st.st_mtim,
+                                                         .bytes = bytes, .used = true};
+    remembered_next = (remembered_next + 1) % REMEMBERED_PROJECTORS;
+    pthread_mutex_unlock(&remembered_lock);
+    return bytes;
 }

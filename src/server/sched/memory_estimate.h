@@ -19,4 +19,13 @@
 uint64_t memory_estimate_model_bytes(const char *path, uint32_t num_ctx, uint32_t n_parallel,
                                      corral_kv_type kv_type);
 
+/*
+ * The runner's cache of encoded images at its fullest for the vision projector at path (a
+ * projector file, or a model file that carries its tower): PROMPT_CACHED_IMAGES images, each
+ * the most bytes one image's embeddings take (corral_mmproj_image_bytes). 0 for a file the
+ * engine cannot load as a projector (the runner refuses it too); UINT64_MAX: too many.
+ * The counts of the last few files are kept, known by their inode, size and time.
+ */
+uint64_t memory_estimate_image_cache_bytes(const char *projector_path);
+
 #endif
