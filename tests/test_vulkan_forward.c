@@ -457,6 +457,8 @@ static void test_quant_q4_1(void **state) { (void)state; check_model("quant/rand
 static void test_quant_q5_1(void **state) { (void)state; check_model_in_full_runs("quant/rand-e256-Q5_1.gguf", 1e-2f, true); }
 static void test_quant_q2_k(void **state) { (void)state; check_model_in_full_runs("quant/rand-e256-Q2_K.gguf", 1e-2f, true); }
 static void test_quant_q3_k(void **state) { (void)state; check_model_in_full_runs("quant/rand-e256-Q3_K.gguf", 1e-2f, true); }
+/* IQ4_XS matrices, IQ4_NL ones for ffn_down and the output layer */
+static void test_quant_iq4(void **state) { (void)state; check_model_in_full_runs("quant/rand-e256-IQ4_XS.gguf", 1e-2f, true); }
 /* phi2: the parallel block with LayerNorm and GELU, fused q/k/v with its biases, RoPE on part
  * of each head, and a bias on the logits. */
 static void test_phi2_parallel_partial_rope(void **state) { (void)state; check_model("arch/phi2.gguf", 2e-2f, false, true); }
@@ -963,23 +965,6 @@ static void test_what_the_device_lacks_stays_on_the_cpu(void **state)
     corral_model_free(m);
 }
 
-/* Weights of types the device kernels lack (IQ4_XS and IQ4_NL) keep every layer on the CPU,
- * which gives the logits of a context that asked for no device layers, bit for bit. */
-static void test_weight_types_the_device_lacks_stay_on_the_cpu(void **state)
-{
-    (void)state;
-    corral_error err = {{0}};
-    corral_model *m = corral_model_load(fixture("quant/rand-e256-IQ4_XS.gguf"), &err);
-    if (!m)
-        fail_msg("%s", err.message);
-    corral_context *cpu = context(m, 0, 1), *asked = context(m, -1, 1);
-    assert_int_equal(corral_context_gpu_layers(asked), 0);
-    check_against_cpu("rand-e256-IQ4_XS", m, cpu, asked, 0.0f, false);
-    corral_context_free(cpu);
-    corral_context_free(asked);
-    corral_model_free(m);
-}
-
 /* "As many layers as fit" leaves the reserve a context asks for (a vision tower's blocks):
  * a byte short of room for every layer keeps one off the device, the whole free memory all. */
 static void test_fitting_leaves_the_reserve(void **state)
@@ -1349,6 +1334,7 @@ int main(void)
         cmocka_unit_test(test_quant_q5_1),
         cmocka_unit_test(test_quant_q2_k),
         cmocka_unit_test(test_quant_q3_k),
+        cmocka_unit_test(test_quant_iq4),
         cmocka_unit_test(test_four_sequences_batched),
         cmocka_unit_test(test_four_sequences_batched_experts),
         cmocka_unit_test(test_long_prompt_experts),
@@ -1360,7 +1346,6 @@ int main(void)
         cmocka_unit_test(test_fit_estimate_covers_the_allocations),
         cmocka_unit_test(test_fitting_leaves_the_reserve),
         cmocka_unit_test(test_what_the_device_lacks_stays_on_the_cpu),
-        cmocka_unit_test(test_weight_types_the_device_lacks_stay_on_the_cpu),
         cmocka_unit_test(test_gemma4_two_head_widths),
         cmocka_unit_test(test_gemma4_per_layer_inputs_shared_kv),
         cmocka_unit_test(test_gemma4_dense_and_experts),
