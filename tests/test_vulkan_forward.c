@@ -457,8 +457,6 @@ static void test_quant_q4_1(void **state) { (void)state; check_model("quant/rand
 static void test_quant_q5_1(void **state) { (void)state; check_model_in_full_runs("quant/rand-e256-Q5_1.gguf", 1e-2f, true); }
 static void test_quant_q2_k(void **state) { (void)state; check_model_in_full_runs("quant/rand-e256-Q2_K.gguf", 1e-2f, true); }
 static void test_quant_q3_k(void **state) { (void)state; check_model_in_full_runs("quant/rand-e256-Q3_K.gguf", 1e-2f, true); }
-/* IQ4_XS matrices, IQ4_NL ones for ffn_down and the output layer */
-static void test_quant_iq4(void **state) { (void)state; check_model_in_full_runs("quant/rand-e256-IQ4_XS.gguf", 1e-2f, true); }
 /* phi2: the parallel block with LayerNorm and GELU, fused q/k/v with its biases, RoPE on part
  * of each head, and a bias on the logits. */
 static void test_phi2_parallel_partial_rope(void **state) { (void)state; check_model("arch/phi2.gguf", 2e-2f, false, true); }
@@ -561,6 +559,15 @@ static void check_long_prompt(const char *file, size_t n_tokens, float tolerance
     corral_context_free(cpu);
     corral_context_free(gpu);
     corral_model_free(m);
+}
+
+/* IQ4_XS matrices, IQ4_NL ones for ffn_down and the output layer: the per-row products, then
+ * a 64-token prompt's tiled ones */
+static void test_quant_iq4(void **state)
+{
+    (void)state;
+    check_model_in_full_runs("quant/rand-e256-IQ4_XS.gguf", 1e-2f, true);
+    check_long_prompt("quant/rand-e256-IQ4_XS.gguf", 64, 1e-2f, true);
 }
 
 /* 64 tokens: 128 pairs over 8 experts, in the per-row kernel's tiles of 8 */
