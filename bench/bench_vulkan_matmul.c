@@ -56,8 +56,9 @@ static vk_buffer buffer_with(const void *data, size_t bytes)
     return b;
 }
 
-/* rows x N weights of `type` quantized from pseudo-random floats, and n_tokens rows of x
- * taken from those floats. */
+/* rows x N weights of `type` quantized from pseudo-random floats (pseudo-random blocks for a
+ * type without a quantizer, IQ4_NL and IQ4_XS: any bytes under a finite f16 scale make a
+ * block), and n_tokens rows of x taken from those floats. */
 static uint8_t *make_weights(uint32_t type, size_t rows, size_t row_bytes, float **x,
                              uint32_t n_tokens)
 {
@@ -77,8 +78,19 @@ static uint8_t *make_weights(uint32_t type, size_t rows, size_t row_bytes, float
     }
     for (size_t i = 0; i < (size_t)N * n_tokens; i++)
         (*x)[i] = wf[i * 7 % (rows * N)];
-    for (size_t r = 0; r < rows; r++)
-        ops->quantize(wf + r * N, w + r * row_bytes, N);
+    if (ops->quantize) {
+        for (size_t r = 0; r < rows; r++)
+            ops->quantize(wf + r * N, w + r * row_bytes, N);
+    } else {
+        const tensor_type_info *info = tensor_type_get(type);
+        uint16_t d = quant_f32_to_f16(1.0f / 4096.0f);
+        for (size_t i = 0; i < row_bytes * rows; i++) {
+            rng = rng * 1664525u + 1013904223u;
+            w[i] = (uint8_t)(rng >> 24);
+        }
+        for (size_t b = 0; b < row_bytes * rows / info->block_bytes; b++)
+            memcpy(w + b * info->block_bytes, &d, sizeof d);
+    }
     free(wf);
     return w;
 }

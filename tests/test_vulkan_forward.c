@@ -561,6 +561,15 @@ static void check_long_prompt(const char *file, size_t n_tokens, float tolerance
     corral_model_free(m);
 }
 
+/* IQ4_XS matrices, IQ4_NL ones for ffn_down and the output layer: the per-row products, then
+ * a 64-token prompt's tiled ones */
+static void test_quant_iq4(void **state)
+{
+    (void)state;
+    check_model_in_full_runs("quant/rand-e256-IQ4_XS.gguf", 1e-2f, true);
+    check_long_prompt("quant/rand-e256-IQ4_XS.gguf", 64, 1e-2f, true);
+}
+
 /* 64 tokens: 128 pairs over 8 experts, in the per-row kernel's tiles of 8 */
 static void test_long_prompt_experts(void **state)
 {
@@ -963,18 +972,19 @@ static void test_what_the_device_lacks_stays_on_the_cpu(void **state)
     corral_model_free(m);
 }
 
-/* Weights of types the device kernels lack (IQ4_XS and IQ4_NL) keep every layer on the CPU,
- * which gives the logits of a context that asked for no device layers, bit for bit. */
-static void test_weight_types_the_device_lacks_stay_on_the_cpu(void **state)
+/* Weights the device layers do not take (here a LoRA adapter's on attn_q and attn_v) keep
+ * every layer on the CPU, which gives the logits of a context that asked for no device
+ * layers, bit for bit. */
+static void test_weights_the_device_lacks_stay_on_the_cpu(void **state)
 {
     (void)state;
     corral_error err = {{0}};
-    corral_model *m = corral_model_load(fixture("quant/rand-e256-IQ4_XS.gguf"), &err);
-    if (!m)
+    corral_model *m = corral_model_load(fixture("arch/llama-gqa.gguf"), &err);
+    if (!m || !corral_model_add_lora(m, fixture("lora/adapter-f16-qv.gguf"), 1.0f, &err))
         fail_msg("%s", err.message);
     corral_context *cpu = context(m, 0, 1), *asked = context(m, -1, 1);
     assert_int_equal(corral_context_gpu_layers(asked), 0);
-    check_against_cpu("rand-e256-IQ4_XS", m, cpu, asked, 0.0f, false);
+    check_against_cpu("llama-gqa with a LoRA adapter", m, cpu, asked, 0.0f, false);
     corral_context_free(cpu);
     corral_context_free(asked);
     corral_model_free(m);
@@ -1349,6 +1359,7 @@ int main(void)
         cmocka_unit_test(test_quant_q5_1),
         cmocka_unit_test(test_quant_q2_k),
         cmocka_unit_test(test_quant_q3_k),
+        cmocka_unit_test(test_quant_iq4),
         cmocka_unit_test(test_four_sequences_batched),
         cmocka_unit_test(test_four_sequences_batched_experts),
         cmocka_unit_test(test_long_prompt_experts),
@@ -1360,7 +1371,7 @@ int main(void)
         cmocka_unit_test(test_fit_estimate_covers_the_allocations),
         cmocka_unit_test(test_fitting_leaves_the_reserve),
         cmocka_unit_test(test_what_the_device_lacks_stays_on_the_cpu),
-        cmocka_unit_test(test_weight_types_the_device_lacks_stay_on_the_cpu),
+        cmocka_unit_test(test_weights_the_device_lacks_stay_on_the_cpu),
         cmocka_unit_test(test_gemma4_two_head_widths),
         cmocka_unit_test(test_gemma4_per_layer_inputs_shared_kv),
         cmocka_unit_test(test_gemma4_dense_and_experts),

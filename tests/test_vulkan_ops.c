@@ -44,6 +44,33 @@ static float *random_floats(size_t n)
     return x;
 }
 
+/* `rows` rows of n weights of `type` into w: wf's rows quantized as ggml does, or, for a type
+ * without a quantizer (IQ4_NL, IQ4_XS), random blocks: any bytes make a valid block once its
+ * f16 scale is a finite number, here one of the size that brings the values near wf's. */
+static void weight_rows(uint32_t type, const float *wf, uint8_t *w, size_t n, size_t rows)
+{
+    const quant_ops *ops = quant_ops_get(type, CPU_LEVEL_SCALAR);
+    assert_non_null(ops);
+    size_t row_bytes;
+    assert_true(tensor_type_row_bytes(type, n, &row_bytes));
+    if (ops->quantize) {
+        for (size_t r = 0; r < rows; r++)
+            ops->quantize(wf + r * n, w + r * row_bytes, n);
+        return;
+    }
+    const tensor_type_info *info = tensor_type_get(type);
+    assert_true(type == TENSOR_TYPE_IQ4_NL || type == TENSOR_TYPE_IQ4_XS);
+    /* the largest code's value 127, times IQ4_XS's largest sub-block scale 32 */
+    float unit = type == TENSOR_TYPE_IQ4_XS ? 1.0f / (127.0f * 32.0f) : 1.0f / 127.0f;
+    for (size_t b = 0; b < rows * row_bytes / info->block_bytes; b++) {
+        uint8_t *block = w + b * info->block_bytes;
+        for (size_t j = 0; j < info->block_bytes; j++)
+            block[j] = (uint8_t)((uniform() + 1.0f) * 128.0f);
+        uint16_t d = quant_f32_to_f16(unit * (0.5f + 0.5f * uniform()));
+        memcpy(block, &d, sizeof d);
+    }
+}
+
 /* A device-local buffer holding bytes (or zeros when data is NULL). */
 static vk_buffer device_buffer(const void *data, size_t bytes)
 {
@@ -196,8 +223,7 @@ static void check_matmul(uint32_t type, size_t n_in, size_t n_out, size_t n_toke
     assert_true(tensor_type_row_bytes(type, n_in, &row_bytes));
     float *wf = random_floats(n_in * n_out), *x = random_floats(n_in * n_tokens);
     uint8_t *w = malloc(row_bytes * n_out);
-    for (size_t r = 0; r < n_out; r++)
-        ops->quantize(wf + r * n_in, w + r * row_bytes, n_in);
+    weight_rows(type, wf, w, n_in, n_out);
     uint8_t *act = malloc(quant_act_row_bytes(type, n_in) * n_tokens);
     float *want = malloc(n_out * n_tokens * sizeof *want), *got = malloc(n_out * n_tokens * sizeof *got);
     quant_quantize_activations(ops, x, n_in, n_tokens, act);
@@ -357,19 +383,20 @@ static void test_recording_ends_with_a_barrier(void **state)
     vk_buffer_free(dev, &bz);
 }
 
-/* The same shapes for the types of Q8_1 activations (Q4_1, Q5_1) and of 17-byte blocks
- * (MXFP4), and the K-quants Q2_K and Q3_K. */
+/* The same shapes for the types of Q8_1 activations (Q4_1, Q5_1), of 17-byte blocks
+ * (MXFP4) and of a table of values (IQ4_NL), and the super-blocks of Q2_K, Q3_K and IQ4_XS. */
 static void test_matmul_more_types(void **state)
 {
     (void)state;
-    const uint32_t types[] = {TENSOR_TYPE_Q4_1, TENSOR_TYPE_Q5_1, TENSOR_TYPE_MXFP4};
-    for (size_t i = 0; i < 3; i++) {
+    const uint32_t types[] = {TENSOR_TYPE_Q4_1, TENSOR_TYPE_Q5_1, TENSOR_TYPE_MXFP4,
+                              TENSOR_TYPE_IQ4_NL};
+    for (size_t i = 0; i < 4; i++) {
         check_matmul(types[i], 160, 67, 1);
         check_matmul(types[i], 96, 33, 7);
         check_matmul(types[i], 2080, 5, 2);
     }
-    const uint32_t k_types[] = {TENSOR_TYPE_Q2_K, TENSOR_TYPE_Q3_K};
-    for (size_t i = 0; i < 2; i++) {
+    const uint32_t k_types[] = {TENSOR_TYPE_Q2_K, TENSOR_TYPE_Q3_K, TENSOR_TYPE_IQ4_XS};
+    for (size_t i = 0; i < 3; i++) {
         check_matmul(k_types[i], 768, 17, 1);
         check_matmul(k_types[i], 1280, 9, 7);
         check_matmul(k_types[i], 256 * 65, 3, 2);
@@ -489,8 +516,7 @@ static void check_matmul_split(uint32_t type)
     float *wf = random_floats(N_IN * N_OUT), *x = random_floats(N_IN * TOKENS);
     uint8_t *w = malloc(row_bytes * N_OUT), *act = malloc(quant_act_row_bytes(type, N_IN) * TOKENS);
     float want[N_OUT * TOKENS], got[N_OUT * TOKENS];
-    for (size_t r = 0; r < N_OUT; r++)
-        ops->quantize(wf + r * N_IN, w + r * row_bytes, N_IN);
+    weight_rows(type, wf, w, N_IN, N_OUT);
     quant_quantize_activations(ops, x, N_IN, TOKENS, act);
     quant_matmul_rows(ops, w, N_IN, 0, N_OUT, act, TOKENS, want, N_OUT);
     vk_buffer parts[3];
@@ -522,9 +548,10 @@ static void check_matmul_split(uint32_t type)
 static void test_matmul_split_across_buffers(void **state)
 {
     (void)state;
-    const uint32_t types[] = {TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q2_K, TENSOR_TYPE_Q3_K,
-                              TENSOR_TYPE_Q4_1, TENSOR_TYPE_Q5_1, TENSOR_TYPE_MXFP4};
-    for (size_t i = 0; i < 6; i++)
+    const uint32_t types[] = {TENSOR_TYPE_Q4_K,  TENSOR_TYPE_Q2_K,   TENSOR_TYPE_Q3_K,
+                              TENSOR_TYPE_Q4_1,  TENSOR_TYPE_Q5_1,   TENSOR_TYPE_MXFP4,
+                              TENSOR_TYPE_IQ4_NL, TENSOR_TYPE_IQ4_XS};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         check_matmul_split(types[i]);
 }
 
@@ -551,12 +578,13 @@ static void test_matmul_tiled(void **state)
     for (size_t i = 0; i < 3; i++)
         check_matmul(floats[i], 100, 67, 70);
     const uint32_t types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q4_1, TENSOR_TYPE_Q5_0,
-                              TENSOR_TYPE_Q5_1, TENSOR_TYPE_Q8_0, TENSOR_TYPE_MXFP4};
-    for (size_t i = 0; i < 6; i++)
+                              TENSOR_TYPE_Q5_1, TENSOR_TYPE_Q8_0, TENSOR_TYPE_MXFP4,
+                              TENSOR_TYPE_IQ4_NL};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         check_matmul(types[i], 96, 67, 70);
     const uint32_t k_types[] = {TENSOR_TYPE_Q2_K, TENSOR_TYPE_Q3_K, TENSOR_TYPE_Q4_K,
-                                TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K};
-    for (size_t i = 0; i < 5; i++)
+                                TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K, TENSOR_TYPE_IQ4_XS};
+    for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++)
         check_matmul(k_types[i], 512, 67, 70);
 }
 
@@ -1043,17 +1071,17 @@ static void test_get_rows(void **state)
                               TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q5_0, TENSOR_TYPE_Q8_0,
                               TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K,
                               TENSOR_TYPE_Q4_1, TENSOR_TYPE_Q5_1, TENSOR_TYPE_Q2_K,
-                              TENSOR_TYPE_Q3_K, TENSOR_TYPE_MXFP4};
+                              TENSOR_TYPE_Q3_K, TENSOR_TYPE_MXFP4, TENSOR_TYPE_IQ4_NL,
+                              TENSOR_TYPE_IQ4_XS};
     enum { N = 768, ROWS = 9 };
     const uint32_t ids[] = {8, 0, 3, 3, 7};
-    for (size_t k = 0; k < 14; k++) {
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
         const quant_ops *ops = quant_ops_get(types[k], CPU_LEVEL_SCALAR);
         size_t row_bytes;
         assert_true(tensor_type_row_bytes(types[k], N, &row_bytes));
         float *wf = random_floats(N * ROWS), want[5 * N], got[5 * N];
         uint8_t *w = malloc(row_bytes * ROWS);
-        for (size_t r = 0; r < ROWS; r++)
-            ops->quantize(wf + r * N, w + r * row_bytes, N);
+        weight_rows(types[k], wf, w, N, ROWS);
         for (size_t i = 0; i < 5; i++)
             ops->dequantize(w + ids[i] * row_bytes, want + i * N, N);
         vk_buffer bw = device_buffer(w, row_bytes * ROWS), bi = device_buffer(ids, sizeof ids);
@@ -1194,8 +1222,7 @@ static void check_matmul_experts(uint32_t type, size_t n_in, uint32_t pairs_per_
     expert_bytes = row_bytes * ROWS;
     float *wf = random_floats(n_in * ROWS * EXPERTS), *x = random_floats(n_in * x_rows);
     uint8_t *w = malloc(expert_bytes * EXPERTS), *act = malloc(quant_act_row_bytes(type, n_in) * x_rows);
-    for (size_t r = 0; r < ROWS * EXPERTS; r++)
-        ops->quantize(wf + r * n_in, w + r * row_bytes, n_in);
+    weight_rows(type, wf, w, n_in, ROWS * EXPERTS);
     quant_quantize_activations(ops, x, n_in, x_rows, act);
     uint32_t ids[PAIRS];
     float want[PAIRS * ROWS], got[PAIRS * ROWS];
@@ -1238,14 +1265,15 @@ static void test_matmul_experts(void **state)
         check_matmul_experts(types[i], 160, 3);
         check_matmul_experts(types[i], 96, 1);
     }
-    const uint32_t more[] = {TENSOR_TYPE_Q4_1, TENSOR_TYPE_Q5_1, TENSOR_TYPE_MXFP4};
-    for (size_t i = 0; i < 3; i++) {
+    const uint32_t more[] = {TENSOR_TYPE_Q4_1, TENSOR_TYPE_Q5_1, TENSOR_TYPE_MXFP4,
+                             TENSOR_TYPE_IQ4_NL};
+    for (size_t i = 0; i < sizeof more / sizeof more[0]; i++) {
         check_matmul_experts(more[i], 160, 3);
         check_matmul_experts(more[i], 96, 1);
     }
     const uint32_t k_types[] = {TENSOR_TYPE_Q2_K, TENSOR_TYPE_Q3_K, TENSOR_TYPE_Q4_K,
-                                TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K};
-    for (size_t i = 0; i < 5; i++) {
+                                TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K, TENSOR_TYPE_IQ4_XS};
+    for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++) {
         check_matmul_experts(k_types[i], 768, 3);
         check_matmul_experts(k_types[i], 256, 1);
     }
@@ -1263,13 +1291,11 @@ static void check_expert_tiles(uint32_t type, size_t n_in)
     size_t row_bytes, expert_bytes;
     assert_true(tensor_type_row_bytes(type, n_in, &row_bytes));
     expert_bytes = row_bytes * ROWS;
-    const quant_ops *ops = quant_ops_get(type, CPU_LEVEL_SCALAR);
     float *wf = random_floats(n_in * ROWS * EXPERTS), *x = random_floats(n_in * TOKENS);
     float *weights = random_floats(PAIRS);
     uint8_t *w = malloc(expert_bytes * EXPERTS);
     assert_non_null(w);
-    for (size_t r = 0; r < ROWS * EXPERTS; r++)
-        ops->quantize(wf + r * n_in, w + r * row_bytes, n_in);
+    weight_rows(type, wf, w, n_in, ROWS * EXPERTS);
     uint32_t ids[PAIRS];
     for (uint32_t i = 0; i < PAIRS; i++) {
         uint32_t t = i / USED, j = i % USED;
@@ -1354,10 +1380,11 @@ static void test_matmul_expert_tiles(void **state)
     (void)state;
     const uint32_t types[] = {TENSOR_TYPE_F32, TENSOR_TYPE_F16, TENSOR_TYPE_BF16,
                               TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q4_1,
-                              TENSOR_TYPE_MXFP4};
+                              TENSOR_TYPE_MXFP4, TENSOR_TYPE_IQ4_NL};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         check_expert_tiles(types[i], 160);
-    const uint32_t k_types[] = {TENSOR_TYPE_Q2_K, TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q6_K};
+    const uint32_t k_types[] = {TENSOR_TYPE_Q2_K, TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q6_K,
+                                TENSOR_TYPE_IQ4_XS};
     for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++)
         check_expert_tiles(k_types[i], 512);
 }
@@ -1382,8 +1409,7 @@ static void check_expert_tiles_tiled(uint32_t type, size_t n_in)
     float *want = malloc(PAIRS * ROWS * sizeof *want), *got = malloc(PAIRS * ROWS * sizeof *got);
     float *other = malloc(PAIRS * ROWS * sizeof *other);
     assert_true(w && act && want && got && other);
-    for (size_t r = 0; r < ROWS * EXPERTS; r++)
-        ops->quantize(wf + r * n_in, w + r * row_bytes, n_in);
+    weight_rows(type, wf, w, n_in, ROWS * EXPERTS);
     quant_quantize_activations(ops, x, n_in, TOKENS, act);
     uint32_t ids[PAIRS];
     for (uint32_t i = 0; i < PAIRS; i++) {
@@ -1453,11 +1479,12 @@ static void test_matmul_expert_tiles_tiled(void **state)
     (void)state;
     const uint32_t types[] = {TENSOR_TYPE_F32,  TENSOR_TYPE_F16,  TENSOR_TYPE_BF16,
                               TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q4_1, TENSOR_TYPE_Q5_0,
-                              TENSOR_TYPE_Q5_1, TENSOR_TYPE_Q8_0, TENSOR_TYPE_MXFP4};
+                              TENSOR_TYPE_Q5_1, TENSOR_TYPE_Q8_0, TENSOR_TYPE_MXFP4,
+                              TENSOR_TYPE_IQ4_NL};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         check_expert_tiles_tiled(types[i], 160);
     const uint32_t k_types[] = {TENSOR_TYPE_Q2_K, TENSOR_TYPE_Q3_K, TENSOR_TYPE_Q4_K,
-                                TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K};
+                                TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K, TENSOR_TYPE_IQ4_XS};
     for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++)
         check_expert_tiles_tiled(k_types[i], 512);
 }

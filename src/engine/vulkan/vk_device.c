@@ -208,6 +208,8 @@ static const char *const pipeline_shader[VK_PIPE_COUNT] = {
     [VK_PIPE_MATMUL_Q2_K] = "matmul_q2_k.spv",
     [VK_PIPE_MATMUL_Q3_K] = "matmul_q3_k.spv",
     [VK_PIPE_MATMUL_MXFP4] = "matmul_mxfp4.spv",
+    [VK_PIPE_MATMUL_IQ4_NL] = "matmul_iq4_nl.spv",
+    [VK_PIPE_MATMUL_IQ4_XS] = "matmul_iq4_xs.spv",
     [VK_PIPE_ROPE] = "rope.spv",
     [VK_PIPE_KV_STORE] = "kv_store.spv",
     [VK_PIPE_KV_SHIFT] = "kv_shift.spv",
@@ -243,6 +245,8 @@ static const char *const pipeline_shader[VK_PIPE_COUNT] = {
     [VK_PIPE_MATMUL_TILED_Q2_K] = "matmul_tiled_q2_k.spv",
     [VK_PIPE_MATMUL_TILED_Q3_K] = "matmul_tiled_q3_k.spv",
     [VK_PIPE_MATMUL_TILED_MXFP4] = "matmul_tiled_mxfp4.spv",
+    [VK_PIPE_MATMUL_TILED_IQ4_NL] = "matmul_tiled_iq4_nl.spv",
+    [VK_PIPE_MATMUL_TILED_IQ4_XS] = "matmul_tiled_iq4_xs.spv",
     [VK_PIPE_ADD_RMSNORM] = "add_rmsnorm.spv",
     [VK_PIPE_RMSNORM_QUANTIZE] = "rmsnorm_quantize.spv",
     [VK_PIPE_SWIGLU_QUANTIZE] = "swiglu_quantize.spv",
@@ -264,13 +268,15 @@ static bool has_dot_variant(int p)
     case VK_PIPE_MATMUL_Q4_0: case VK_PIPE_MATMUL_Q4_1: case VK_PIPE_MATMUL_Q5_0:
     case VK_PIPE_MATMUL_Q5_1: case VK_PIPE_MATMUL_Q8_0: case VK_PIPE_MATMUL_Q2_K:
     case VK_PIPE_MATMUL_Q3_K: case VK_PIPE_MATMUL_Q4_K: case VK_PIPE_MATMUL_Q5_K:
-    case VK_PIPE_MATMUL_Q6_K: case VK_PIPE_MATMUL_MXFP4:
+    case VK_PIPE_MATMUL_Q6_K: case VK_PIPE_MATMUL_MXFP4: case VK_PIPE_MATMUL_IQ4_NL:
+    case VK_PIPE_MATMUL_IQ4_XS:
     case VK_PIPE_MATMUL_TILED_Q4_0: case VK_PIPE_MATMUL_TILED_Q4_1:
     case VK_PIPE_MATMUL_TILED_Q5_0: case VK_PIPE_MATMUL_TILED_Q5_1:
     case VK_PIPE_MATMUL_TILED_Q8_0: case VK_PIPE_MATMUL_TILED_Q2_K:
     case VK_PIPE_MATMUL_TILED_Q3_K: case VK_PIPE_MATMUL_TILED_Q4_K:
     case VK_PIPE_MATMUL_TILED_Q5_K: case VK_PIPE_MATMUL_TILED_Q6_K:
-    case VK_PIPE_MATMUL_TILED_MXFP4:
+    case VK_PIPE_MATMUL_TILED_MXFP4: case VK_PIPE_MATMUL_TILED_IQ4_NL:
+    case VK_PIPE_MATMUL_TILED_IQ4_XS:
         return true;
     default:
         return false;
@@ -288,7 +294,7 @@ bool vk_device_fits_tiled(const vk_device *d)
 static bool build_pipeline(vk_device *d, int p, bool int_dot, VkPipeline *out, corral_error *err)
 {
     *out = VK_NULL_HANDLE;
-    if (p >= VK_PIPE_MATMUL_TILED_F32 && p <= VK_PIPE_MATMUL_TILED_MXFP4 &&
+    if (p >= VK_PIPE_MATMUL_TILED_F32 && p <= VK_PIPE_MATMUL_TILED_IQ4_XS &&
         !vk_device_fits_tiled(d))
         return true;
     char dot_name[64];

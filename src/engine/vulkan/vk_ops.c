@@ -13,7 +13,8 @@ bool vk_type_supported(uint32_t type)
     case TENSOR_TYPE_F32: case TENSOR_TYPE_F16: case TENSOR_TYPE_BF16: case TENSOR_TYPE_Q4_0:
     case TENSOR_TYPE_Q5_0: case TENSOR_TYPE_Q8_0: case TENSOR_TYPE_Q4_K: case TENSOR_TYPE_Q5_K:
     case TENSOR_TYPE_Q6_K: case TENSOR_TYPE_Q4_1: case TENSOR_TYPE_Q5_1: case TENSOR_TYPE_Q2_K:
-    case TENSOR_TYPE_Q3_K: case TENSOR_TYPE_MXFP4:
+    case TENSOR_TYPE_Q3_K: case TENSOR_TYPE_MXFP4: case TENSOR_TYPE_IQ4_NL:
+    case TENSOR_TYPE_IQ4_XS:
         return true;
     default:
         return false;
@@ -190,6 +191,8 @@ static enum vk_pipeline matmul_pipeline(uint32_t type)
     case TENSOR_TYPE_Q2_K: return VK_PIPE_MATMUL_Q2_K;
     case TENSOR_TYPE_Q3_K: return VK_PIPE_MATMUL_Q3_K;
     case TENSOR_TYPE_MXFP4: return VK_PIPE_MATMUL_MXFP4;
+    case TENSOR_TYPE_IQ4_NL: return VK_PIPE_MATMUL_IQ4_NL;
+    case TENSOR_TYPE_IQ4_XS: return VK_PIPE_MATMUL_IQ4_XS;
     default: return VK_PIPE_MATMUL_Q8_0;
     }
 }
@@ -211,6 +214,8 @@ static enum vk_pipeline matmul_tiled_pipeline(uint32_t type)
     case TENSOR_TYPE_Q2_K: return VK_PIPE_MATMUL_TILED_Q2_K;
     case TENSOR_TYPE_Q3_K: return VK_PIPE_MATMUL_TILED_Q3_K;
     case TENSOR_TYPE_MXFP4: return VK_PIPE_MATMUL_TILED_MXFP4;
+    case TENSOR_TYPE_IQ4_NL: return VK_PIPE_MATMUL_TILED_IQ4_NL;
+    case TENSOR_TYPE_IQ4_XS: return VK_PIPE_MATMUL_TILED_IQ4_XS;
     default: return VK_PIPE_MATMUL_TILED_Q8_0;
     }
 }
@@ -223,11 +228,12 @@ static enum activations matmul_activations(uint32_t type)
 {
     switch (type) {
     case TENSOR_TYPE_Q4_0: case TENSOR_TYPE_Q5_0: case TENSOR_TYPE_Q8_0: case TENSOR_TYPE_MXFP4:
+    case TENSOR_TYPE_IQ4_NL:
         return ACT_Q8_0;
     case TENSOR_TYPE_Q4_1: case TENSOR_TYPE_Q5_1:
         return ACT_Q8_1;
     case TENSOR_TYPE_Q2_K: case TENSOR_TYPE_Q3_K: case TENSOR_TYPE_Q4_K: case TENSOR_TYPE_Q5_K:
-    case TENSOR_TYPE_Q6_K:
+    case TENSOR_TYPE_Q6_K: case TENSOR_TYPE_IQ4_XS:
         return ACT_Q8_K;
     default:
         return ACT_F32;

@@ -8,9 +8,11 @@ file(GLOB VK_SHADERS CONFIGURE_DEPENDS ${VK_DIR}/shaders/*.comp)
 # their integer sums by the integer dot product instruction, for devices with
 # shaderIntegerDotProduct (vk_device.c chooses at device open).
 set(VK_DOT_SHADERS matmul_q4_0 matmul_q4_1 matmul_q5_0 matmul_q5_1 matmul_q8_0 matmul_q2_k
-    matmul_q3_k matmul_q4_k matmul_q5_k matmul_q6_k matmul_mxfp4 matmul_tiled_q4_0
+    matmul_q3_k matmul_q4_k matmul_q5_k matmul_q6_k matmul_mxfp4 matmul_iq4_nl matmul_iq4_xs
+    matmul_tiled_q4_0
     matmul_tiled_q4_1 matmul_tiled_q5_0 matmul_tiled_q5_1 matmul_tiled_q8_0 matmul_tiled_q2_k
-    matmul_tiled_q3_k matmul_tiled_q4_k matmul_tiled_q5_k matmul_tiled_q6_k matmul_tiled_mxfp4)
+    matmul_tiled_q3_k matmul_tiled_q4_k matmul_tiled_q5_k matmul_tiled_q6_k matmul_tiled_mxfp4
+    matmul_tiled_iq4_nl matmul_tiled_iq4_xs)
 set(spirv "")
 foreach(shader IN LISTS VK_SHADERS)
   get_filename_component(name ${shader} NAME_WE)

@@ -47,6 +47,14 @@ int mxfp4_value(uint c)
     return (c & 8u) != 0u ? -v : v;
 }
 
+// IQ4_NL's and IQ4_XS's code c as the value it stands for (the formats' table)
+int iq4_value(uint c)
+{
+    const int values[16] = int[16](-127, -104, -83, -65, -49, -35, -22, -10,
+                                   1, 13, 25, 38, 53, 69, 89, 113);
+    return values[c];
+}
+
 // MXFP4's block scale 2^(e - 127) halved (for the doubled values), from its exponent byte:
 // the float with exponent bits e - 1, or the subnormals 2^-127 and 2^-128 below
 float mxfp4_scale(uint e)
@@ -69,6 +77,8 @@ const uint TYPE_Q4_K = 12u;
 const uint TYPE_Q5_K = 13u;
 const uint TYPE_Q6_K = 14u;
 const uint TYPE_MXFP4 = 39u;
+const uint TYPE_IQ4_NL = 20u;
+const uint TYPE_IQ4_XS = 23u;
 
 // element i of a row of `type` beginning at byte offset `row`
 float weight_at(uint type, uint row, uint i)
@@ -100,6 +110,21 @@ float weight_at(uint type, uint row, uint i)
         uint at = row + (i / 32u) * 17u, j = i % 32u;
         uint pair = byte_at(at + 1u + (j & 15u));
         return float(mxfp4_value(j < 16u ? pair & 15u : pair >> 4)) * mxfp4_scale(byte_at(at));
+    }
+    if (type == TYPE_IQ4_NL) { // see matmul_runs.glsl for the layouts
+        uint at = row + (i / 32u) * 18u, j = i % 32u;
+        uint pair = byte_at(at + 2u + (j & 15u));
+        return half_at(at) * float(iq4_value(j < 16u ? pair & 15u : pair >> 4));
+    }
+    if (type == TYPE_IQ4_XS) {
+        uint at = row + (i / 256u) * 136u, s = (i % 256u) / 32u, j = i % 32u;
+        uint sc_low = (byte_at(at + 4u + s / 2u) >> (4u * (s & 1u))) & 15u;
+        uint sc_high = ((byte_at(at + 2u) | (byte_at(at + 3u) << 8)) >> (2u * s)) & 3u;
+        uint pair = byte_at(at + 8u + 16u * s + (j & 15u));
+        // the sub-block's scale rounded before it meets the value, as on the CPU
+        precise float scale = half_at(at) * float(int(sc_low | (sc_high << 4)) - 32);
+        precise float value = scale * float(iq4_value(j < 16u ? pair & 15u : pair >> 4));
+        return value;
     }
     if (type == TYPE_Q2_K) {
         uint at = row + (i / 256u) * 84u, e = i % 256u, sub = byte_at(at + e / 16u);

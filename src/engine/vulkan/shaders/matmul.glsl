@@ -1,13 +1,14 @@
 // y[t][row] = W[row] . x[t]: one workgroup per row and group of up to TOKENS tokens, its
 // threads over the row's elements (or runs of 8 of a quantized row), each weight read once
 // for all the group's tokens and the sums added in shared memory. F32 weights take x as it
-// is, F16 and BF16 weights x rounded to their type, Q4_0, Q5_0, Q8_0 and MXFP4 weights x
-// quantized to Q8_0 (quantize_q8_0.comp), Q4_1 and Q5_1 weights to Q8_1 (the same, with
-// each block's scaled sum for the weights' minimum), the K-quants Q2_K..Q6_K x quantized to
-// Q8_K (quantize_q8_k.comp): the partners the CPU kernels use, so both sides multiply the
-// same numbers. Quantized types sum integer products per (sub-)block and scale them, as the
-// CPU's dot products do; the integer products go four at a time (dot4), through the
-// device's integer dot product instruction in the variant built with INT_DOT.
+// is, F16 and BF16 weights x rounded to their type, Q4_0, Q5_0, Q8_0, MXFP4 and IQ4_NL
+// weights x quantized to Q8_0 (quantize_q8_0.comp), Q4_1 and Q5_1 weights to Q8_1 (the
+// same, with each block's scaled sum for the weights' minimum), the K-quants Q2_K..Q6_K and
+// IQ4_XS x quantized to Q8_K (quantize_q8_k.comp): the partners the CPU kernels use, so
+// both sides multiply the same numbers. Quantized types sum integer products per
+// (sub-)block and scale them, as the CPU's dot products do; the integer products go four at
+// a time (dot4), through the device's integer dot product instruction in the variant built
+// with INT_DOT.
 // It makes generation's and short batches' products; a prompt's past vk_ops.c's threshold
 // take matmul_tiled.glsl, which unpacks each weight once for a tile of 64 tokens.
 // An expert product (pairs_per_x > 0, vk_moe.c) takes one (token, expert) pair a group:
@@ -113,7 +114,7 @@ void main()
             int a0 = xq[aw], a1 = xq[aw + 1u];
             int sumi = dot4(int(r.q0), a0) + dot4(int(r.q1), a1);
 #if defined(WEIGHT_Q4_0) || defined(WEIGHT_Q5_0) || defined(WEIGHT_Q8_0) || \
-    defined(WEIGHT_MXFP4)
+    defined(WEIGHT_MXFP4) || defined(WEIGHT_IQ4_NL)
             sum[k] += float(sumi) * r.scale * xd[ab];
 #elif defined(WEIGHT_Q4_1) || defined(WEIGHT_Q5_1)
             sum[k] += float(sumi) * r.scale * xd[2u * ab] + r.low * xd[2u * ab + 1u];

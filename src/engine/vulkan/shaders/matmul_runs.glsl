@@ -5,7 +5,7 @@
 
 // elements of a weight block (and of its activation partner's)
 #if defined(WEIGHT_Q2_K) || defined(WEIGHT_Q3_K) || defined(WEIGHT_Q4_K) || \
-    defined(WEIGHT_Q5_K) || defined(WEIGHT_Q6_K)
+    defined(WEIGHT_Q5_K) || defined(WEIGHT_Q6_K) || defined(WEIGHT_IQ4_XS)
 #define BLOCK_ELEMS 256u
 #else
 #define BLOCK_ELEMS 32u
@@ -30,6 +30,16 @@ uint minus_bytes(uint v, uint k)
 uint spread_bits(uint h)
 {
     return (h & 1u) | ((h & 2u) << 7) | ((h & 4u) << 14) | ((h & 8u) << 21);
+}
+
+// the IQ4 codes of the four nibbles at bits 0..3 of v's bytes as their values (iq4_value),
+// signed bytes again
+uint iq4_bytes(uint v)
+{
+    uint values = 0u;
+    for (uint e = 0u; e < 4u; e++)
+        values |= (uint(iq4_value((v >> (8u * e)) & 15u)) & 0xffu) << (8u * e);
+    return values;
 }
 
 // four signed bytes of ones: dot4(ONES, a) is the sum of a's bytes
@@ -127,6 +137,25 @@ WeightRun weight_run(uint base, uint run)
         r.q1 |= (uint(mxfp4_value((c1 >> (8u * e)) & 15u)) & 0xffu) << (8u * e);
     }
     r.scale = mxfp4_scale(byte_at(at));
+#elif defined(WEIGHT_IQ4_NL)
+    // 18-byte blocks of 32: d (f16), then Q4_0's nibbles, each a code of the IQ4 table
+    uint at = base + b * 18u, shift = e0 < 16u ? 0u : 4u;
+    r.q0 = iq4_bytes((word_at(at + 2u + (e0 & 15u)) >> shift) & 0x0f0f0f0fu);
+    r.q1 = iq4_bytes((word_at(at + 6u + (e0 & 15u)) >> shift) & 0x0f0f0f0fu);
+    r.scale = half_at(at);
+#elif defined(WEIGHT_IQ4_XS)
+    // 136-byte blocks of 256: d (f16), scales_h (u16), scales_l[4], then 16 bytes of
+    // codes a sub-block of 32, laid out as IQ4_NL's; sub-block s's 6-bit scale, biased by
+    // 32, has its low 4 bits in nibble s % 2 of scales_l[s / 2] and its high 2 at bit 2s
+    // of scales_h
+    uint at = base + b * 136u, s = e0 / 32u, l0 = e0 % 32u, shift = l0 < 16u ? 0u : 4u;
+    uint qs = at + 8u + 16u * s + (l0 & 15u);
+    r.q0 = iq4_bytes((word_at(qs) >> shift) & 0x0f0f0f0fu);
+    r.q1 = iq4_bytes((word_at(qs + 4u) >> shift) & 0x0f0f0f0fu);
+    uint sc_low = (byte_at(at + 4u + s / 2u) >> (4u * (s & 1u))) & 15u;
+    uint sc_high = ((byte_at(at + 2u) | (byte_at(at + 3u) << 8)) >> (2u * s)) & 3u;
+    r.sc = int(sc_low | (sc_high << 4)) - 32;
+    r.scale = half_at(at);
 #elif defined(WEIGHT_Q2_K)
     // 84-byte blocks of 256: 16 bytes of 4-bit scales (low nibble) and mins (high) of
     // sub-blocks of 16, 64 bytes of 2-bit quants, then d and dmin (f16); each half of

@@ -154,7 +154,8 @@ void main()
             WeightRun wr = weight_run(base + stage_row * p.row_bytes, run);
             q = uvec2(wr.q0, wr.q1);
 #if defined(WEIGHT_Q4_0) || defined(WEIGHT_Q5_0) || defined(WEIGHT_Q8_0) || \
-    defined(WEIGHT_MXFP4) || defined(WEIGHT_Q4_1) || defined(WEIGHT_Q5_1)
+    defined(WEIGHT_MXFP4) || defined(WEIGHT_Q4_1) || defined(WEIGHT_Q5_1) || \
+    defined(WEIGHT_IQ4_NL)
             scale = wr.scale;
             low = wr.low;
 #elif defined(WEIGHT_Q2_K) || defined(WEIGHT_Q4_K) || defined(WEIGHT_Q5_K)
