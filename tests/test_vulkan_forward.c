@@ -963,21 +963,27 @@ static void test_what_the_device_lacks_stays_on_the_cpu(void **state)
     corral_model_free(m);
 }
 
-/* Weights of types the device kernels lack (IQ4_XS and IQ4_NL) keep every layer on the CPU,
- * which gives the logits of a context that asked for no device layers, bit for bit. */
+/* Weights of types the device kernels lack (IQ4_XS and IQ4_NL; the lattice IQ types) keep
+ * every layer on the CPU, which gives the logits of a context that asked for no device layers,
+ * bit for bit. */
 static void test_weight_types_the_device_lacks_stay_on_the_cpu(void **state)
 {
     (void)state;
-    corral_error err = {{0}};
-    corral_model *m = corral_model_load(fixture("quant/rand-e256-IQ4_XS.gguf"), &err);
-    if (!m)
-        fail_msg("%s", err.message);
-    corral_context *cpu = context(m, 0, 1), *asked = context(m, -1, 1);
-    assert_int_equal(corral_context_gpu_layers(asked), 0);
-    check_against_cpu("rand-e256-IQ4_XS", m, cpu, asked, 0.0f, false);
-    corral_context_free(cpu);
-    corral_context_free(asked);
-    corral_model_free(m);
+    static const char *const stems[] = {"rand-e256-IQ4_XS", "rand-e256-IQ-lattice"};
+    for (size_t i = 0; i < sizeof stems / sizeof stems[0]; i++) {
+        char path[128];
+        snprintf(path, sizeof path, "quant/%s.gguf", stems[i]);
+        corral_error err = {{0}};
+        corral_model *m = corral_model_load(fixture(path), &err);
+        if (!m)
+            fail_msg("%s", err.message);
+        corral_context *cpu = context(m, 0, 1), *asked = context(m, -1, 1);
+        assert_int_equal(corral_context_gpu_layers(asked), 0);
+        check_against_cpu(stems[i], m, cpu, asked, 0.0f, false);
+        corral_context_free(cpu);
+        corral_context_free(asked);
+        corral_model_free(m);
+    }
 }
 
 /* "As many layers as fit" leaves the reserve a context asks for (a vision tower's blocks):
