@@ -13,6 +13,9 @@
 /* A 7-bit sign code of 8 elements with its eighth bit, the parity of the seven, put back:
  * bit j set when element j is negative (every group has an even number of negatives). */
 extern const uint8_t quant_iq_sign_bytes[128];
+/* The same signs as 8 bytes of +1 (0x01) or -1 (0xff), element j in byte j: what a vector
+ * multiplies a group's activation quants by (sign_epi8). */
+extern const uint64_t quant_iq_sign_multipliers[128];
 
 /* 8 elements each, every one 8, 25 or 43 (times 1/8 of the group's scale). */
 extern const uint64_t quant_iq2xxs_grid[256]; /* IQ2_XXS */

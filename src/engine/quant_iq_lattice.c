@@ -326,6 +326,14 @@ static float dot_iq3_s(size_t n, const void *w, const void *a)
     return sumf;
 }
 
+/* IQ1_S / IQ1_M: d * (sum of quants times grid values + 1/8 * sum of quants times shifts),
+ * rounded as ggml's portable code rounds it (quant_iq_lattice_avx2.c gets the same bits from
+ * one sum of eighths). */
+static float iq1_add_super_block(float sumf, float d, int32_t sum_grid, int32_t sum_shift)
+{
+    return sumf + d * ((float)sum_grid + 0.125f * (float)sum_shift);
+}
+
 /* IQ1_S: the shifts' part is the sub-block's quant sum (two of Q8_K's 16-element sums) times
  * its scale and the shift's sign. */
 static float dot_iq1_s(size_t n, const void *w, const void *a)

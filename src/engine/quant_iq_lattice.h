@@ -128,17 +128,10 @@ float quant_dot_iq3_s_avx2(size_t n, const void *w, const void *a);
 float quant_dot_iq1_s_avx2(size_t n, const void *w, const void *a);
 float quant_dot_iq1_m_avx2(size_t n, const void *w, const void *a);
 
-/* The f32 steps every level shares, after a super-block's exact integer sums. */
+/* The f32 steps of every level after an IQ2 / IQ3 super-block's exact integer sum. */
 static inline float iq_add_super_block(float sumf, float d, int32_t bsum)
 {
     return sumf + d * (float)bsum;
-}
-
-/* IQ1_S / IQ1_M: d * (sum of quants times grid values + 1/8 * sum of quants times shifts). */
-static inline float iq1_add_super_block(float sumf, float d, int32_t sum_grid,
-                                        int32_t sum_shift)
-{
-    return sumf + d * ((float)sum_grid + 0.125f * (float)sum_shift);
 }
 
 #endif

@@ -138,6 +138,11 @@ static int grids(const char *out_path)
     read_grid(GGML_TYPE_IQ3_S, one, set_iq3_s, 512, 4, 0.0f, iq3s);
     read_grid(GGML_TYPE_IQ1_S, one, set_iq1_s, 2048, 8, 0.125f, iq1s);
     read_signs(signs);
+    /* the same signs as +1 / -1 bytes (0x01 / 0xff), a vector's multipliers for sign_epi8 */
+    static uint8_t sign_masks[128 * 8];
+    for (unsigned c = 0; c < 128; c++)
+        for (int j = 0; j < 8; j++)
+            sign_masks[c * 8 + (unsigned)j] = signs[c] >> j & 1 ? 0xff : 0x01;
 
     FILE *out = fopen(out_path, "w");
     if (!out)
@@ -147,11 +152,13 @@ static int grids(const char *out_path)
             " * The lattice IQ types' codebooks (quant_iq_grids.h), generated: do not edit. Made by\n"
             " * tools/iqref/iqgen.c (`iqgen grids src/engine/quant_iq_grids.c`, ggml %s), which\n"
             " * reads every entry back from ggml's dequantization of a block holding that one index\n"
-            " * at scale 1, and every sign byte from an IQ2_XXS block holding that sign index.\n"
+            " * at scale 1, and every sign byte from an IQ2_XXS block holding that sign index\n"
+            " * (the sign multipliers are those signs again, as +1 / -1 bytes).\n"
             " */\n"
             "#include \"quant_iq_grids.h\"\n",
             ggml_version());
     write_table(out, "uint8_t", "quant_iq_sign_bytes", signs, 128, 1, 16);
+    write_table(out, "uint64_t", "quant_iq_sign_multipliers", sign_masks, 128, 8, 4);
     write_table(out, "uint64_t", "quant_iq2xxs_grid", iq2xxs, 256, 8, 4);
     write_table(out, "uint64_t", "quant_iq2xs_grid", iq2xs, 512, 8, 4);
     write_table(out, "uint64_t", "quant_iq2s_grid", iq2s, 1024, 8, 4);
