@@ -818,7 +818,10 @@ static void test_k_quant_degenerate_blocks_match_ggml(void **state)
 
 /* ---- matrix entry points -------------------------------------------------------------- */
 
-/* One shape: rows [ROW_BEGIN, ROW_END) of N_ROWS against n_tokens activation rows. */
+static void fill_random_read_only(uint32_t type, uint8_t *w, size_t n);
+
+/* One shape: rows [ROW_BEGIN, ROW_END) of N_ROWS against n_tokens activation rows (random
+ * blocks for the types without a quantizer). */
 static void check_matmul_equals_dots(const quant_ops *ops, size_t n, size_t n_tokens)
 {
     enum { N_ROWS = 21, ROW_BEGIN = 2, ROW_END = 19, LDY = 24, MAX_TOKENS = 26 };
@@ -831,7 +834,10 @@ static void check_matmul_equals_dots(const quant_ops *ops, size_t n, size_t n_to
     fill_random(x, n * N_ROWS, false);
     fill_random(a, n * n_tokens, false);
     for (int r = 0; r < N_ROWS; r++)
-        ops->quantize(x + r * n, w + r * w_bytes, n);
+        if (ops->quantize)
+            ops->quantize(x + r * n, w + r * w_bytes, n);
+        else
+            fill_random_read_only(ops->type, w + r * w_bytes, n);
     quant_quantize_activations(ops, a, n, n_tokens, act);
     for (size_t k = 0; k < n_tokens * LDY; k++)
         y[k] = -12345.0f;
@@ -881,8 +887,6 @@ typedef struct packed_weights {
     size_t n;
     uint8_t *w, *packed;
 } packed_weights;
-
-static void fill_random_read_only(uint32_t type, uint8_t *w, size_t n);
 
 /* Types without a quantizer (the read-only ones) take random blocks. */
 static packed_weights packed_weights_make(const quant_ops *ops, size_t n)
@@ -1370,6 +1374,27 @@ static void test_read_only_dot_at_active_level_matches_scalar(void **state)
     }
 }
 
+/* quant_matmul_rows on read-only types (the lattice types' tile kernels at the x86 levels,
+ * dots elsewhere): every result the bits of its dot, for batches around the tile of 8
+ * tokens, and rows of one and of three super-blocks. */
+static void test_read_only_matmul_rows_equals_dots(void **state)
+{
+    (void)state;
+    const size_t batch_sizes[] = {1, 3, 7, 8, 9, 17};
+    for (int i = 0; i < N_READ_ONLY; i++) {
+        const quant_ops *ops = quant_ops_active(read_only_types[i].type);
+        for (size_t b = 0; b < sizeof batch_sizes / sizeof batch_sizes[0]; b++) {
+            check_matmul_equals_dots(ops, 256, batch_sizes[b]);
+            check_matmul_equals_dots(ops, 768, batch_sizes[b]);
+        }
+    }
+    /* the lattice types take their tile kernels wherever there is SIMD */
+    bool simd = strcmp(level_name(), "scalar") != 0;
+    for (int i = 0; i < N_READ_ONLY; i++)
+        if (read_only_types[i].exact_dot)
+            assert_true((quant_ops_active(read_only_types[i].type)->matmul != NULL) == simd);
+}
+
 /* Packed IQ4 rows (random blocks) give each product its dot's bits, as the other packed types
  * do (check_packed_matmul_equals_dots); every x86 level packs them, and no level packs the
  * lattice types (their products take the per-row dot). */
@@ -1428,6 +1453,7 @@ int main(void)
         cmocka_unit_test(test_read_only_blocks_and_dots_match_ggml),
         cmocka_unit_test(test_read_only_whole_tensor_matches_ggml_hash),
         cmocka_unit_test(test_read_only_dot_at_active_level_matches_scalar),
+        cmocka_unit_test(test_read_only_matmul_rows_equals_dots),
         cmocka_unit_test(test_read_only_packed_matmul_equals_dots),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -390,33 +390,36 @@ static float dot_iq1_m(size_t n, const void *w, const void *a)
 
 /*
  * Activations are quantized by the K-quants' Q8_K functions at each level, so a layer mixing
- * these types with K-quants shares one quantized input (forward.c). No packed kernels: a
- * product takes the level's dot per row and token (quant_matmul_rows).
+ * these types with K-quants shares one quantized input (forward.c). No packed layouts: at the
+ * x86 levels a product takes the tile kernel on the rows as they are in the file, at the
+ * scalar level the dot per row and token (quant_matmul_rows).
  */
-#define LATTICE_OPS(type_id, deq, act, dot_fn) \
+#define LATTICE_OPS(type_id, deq, act, dot_fn, matmul_fn) \
     {.type = (type_id), .dequantize = (deq), .act_type = TENSOR_TYPE_Q8_K, \
-     .quantize_act = (act), .dot = (dot_fn)}
-#define LATTICE_LEVELS(type_id, deq, scalar_dot, avx2_dot) \
+     .quantize_act = (act), .dot = (dot_fn), .matmul = (matmul_fn)}
+#define LATTICE_LEVELS(type_id, deq, scalar_dot, name) \
     { \
-        [CPU_LEVEL_SCALAR] = LATTICE_OPS(type_id, deq, quant_k_quantize_q8_k, scalar_dot), \
-        [CPU_LEVEL_AVX2] = LATTICE_OPS(type_id, deq, quant_k_quantize_q8_k, avx2_dot), \
-        [CPU_LEVEL_AVX512] = LATTICE_OPS(type_id, deq, quant_k_quantize_q8_k_avx512, avx2_dot), \
+        [CPU_LEVEL_SCALAR] = LATTICE_OPS(type_id, deq, quant_k_quantize_q8_k, scalar_dot, NULL), \
+        [CPU_LEVEL_AVX2] = LATTICE_OPS(type_id, deq, quant_k_quantize_q8_k, \
+                                       quant_dot_##name##_avx2, quant_matmul_##name##_avx2), \
+        [CPU_LEVEL_AVX512] = LATTICE_OPS(type_id, deq, quant_k_quantize_q8_k_avx512, \
+                                         quant_dot_##name##_avx2, quant_matmul_##name##_avx2), \
     }
 
-static const quant_ops iq2_xxs_ops[CPU_LEVEL_COUNT] = LATTICE_LEVELS(
-    TENSOR_TYPE_IQ2_XXS, dequantize_iq2_xxs, dot_iq2_xxs, quant_dot_iq2_xxs_avx2);
-static const quant_ops iq2_xs_ops[CPU_LEVEL_COUNT] = LATTICE_LEVELS(
-    TENSOR_TYPE_IQ2_XS, dequantize_iq2_xs, dot_iq2_xs, quant_dot_iq2_xs_avx2);
-static const quant_ops iq2_s_ops[CPU_LEVEL_COUNT] = LATTICE_LEVELS(
-    TENSOR_TYPE_IQ2_S, dequantize_iq2_s, dot_iq2_s, quant_dot_iq2_s_avx2);
-static const quant_ops iq3_xxs_ops[CPU_LEVEL_COUNT] = LATTICE_LEVELS(
-    TENSOR_TYPE_IQ3_XXS, dequantize_iq3_xxs, dot_iq3_xxs, quant_dot_iq3_xxs_avx2);
-static const quant_ops iq3_s_ops[CPU_LEVEL_COUNT] = LATTICE_LEVELS(
-    TENSOR_TYPE_IQ3_S, dequantize_iq3_s, dot_iq3_s, quant_dot_iq3_s_avx2);
-static const quant_ops iq1_s_ops[CPU_LEVEL_COUNT] = LATTICE_LEVELS(
-    TENSOR_TYPE_IQ1_S, dequantize_iq1_s, dot_iq1_s, quant_dot_iq1_s_avx2);
-static const quant_ops iq1_m_ops[CPU_LEVEL_COUNT] = LATTICE_LEVELS(
-    TENSOR_TYPE_IQ1_M, dequantize_iq1_m, dot_iq1_m, quant_dot_iq1_m_avx2);
+static const quant_ops iq2_xxs_ops[CPU_LEVEL_COUNT] =
+    LATTICE_LEVELS(TENSOR_TYPE_IQ2_XXS, dequantize_iq2_xxs, dot_iq2_xxs, iq2_xxs);
+static const quant_ops iq2_xs_ops[CPU_LEVEL_COUNT] =
+    LATTICE_LEVELS(TENSOR_TYPE_IQ2_XS, dequantize_iq2_xs, dot_iq2_xs, iq2_xs);
+static const quant_ops iq2_s_ops[CPU_LEVEL_COUNT] =
+    LATTICE_LEVELS(TENSOR_TYPE_IQ2_S, dequantize_iq2_s, dot_iq2_s, iq2_s);
+static const quant_ops iq3_xxs_ops[CPU_LEVEL_COUNT] =
+    LATTICE_LEVELS(TENSOR_TYPE_IQ3_XXS, dequantize_iq3_xxs, dot_iq3_xxs, iq3_xxs);
+static const quant_ops iq3_s_ops[CPU_LEVEL_COUNT] =
+    LATTICE_LEVELS(TENSOR_TYPE_IQ3_S, dequantize_iq3_s, dot_iq3_s, iq3_s);
+static const quant_ops iq1_s_ops[CPU_LEVEL_COUNT] =
+    LATTICE_LEVELS(TENSOR_TYPE_IQ1_S, dequantize_iq1_s, dot_iq1_s, iq1_s);
+static const quant_ops iq1_m_ops[CPU_LEVEL_COUNT] =
+    LATTICE_LEVELS(TENSOR_TYPE_IQ1_M, dequantize_iq1_m, dot_iq1_m, iq1_m);
 
 const quant_ops *quant_iq_lattice_ops(uint32_t type, enum cpu_level level)
 {
