@@ -270,7 +270,8 @@ lattice_dot(size_t n, const void *w, const void *a, size_t block_bytes, prepare_
 enum { TILE_TOKENS = 8 };
 
 /* quant_matmul_fn: every weight row against tiles of activation rows, each super-block
- * decoded once per tile; each result the bits of lattice_dot. */
+ * decoded once per tile; each result the bits of lattice_dot. A lone activation row takes
+ * lattice_dot itself, which keeps each decoded sub-block in registers. */
 static inline __attribute__((always_inline)) void
 lattice_matmul(size_t n, const void *w, size_t w_row_bytes, size_t n_rows, const void *act,
                size_t act_row_bytes, size_t n_tokens, float *y, size_t ldy, size_t block_bytes,
@@ -282,6 +283,11 @@ lattice_matmul(size_t n, const void *w, size_t w_row_bytes, size_t n_rows, const
         const uint8_t *row = (const uint8_t *)w + r * w_row_bytes;
         for (size_t t0 = 0; t0 < n_tokens; t0 += TILE_TOKENS) {
             size_t tile = n_tokens - t0 < TILE_TOKENS ? n_tokens - t0 : TILE_TOKENS;
+            if (tile == 1) {
+                y[t0 * ldy + r] = lattice_dot(n, row, (const char *)act + t0 * act_row_bytes,
+                                              block_bytes, prepare, sub_block, scale, steps);
+                continue;
+            }
             const block_q8_k *blocks[TILE_TOKENS];
             float sumf[TILE_TOKENS];
             for (size_t t = 0; t < tile; t++) {
