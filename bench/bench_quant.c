@@ -30,7 +30,9 @@ static const uint32_t bench_types[] = {
     TENSOR_TYPE_F32,  TENSOR_TYPE_F16,  TENSOR_TYPE_BF16, TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q4_1,
     TENSOR_TYPE_Q5_0, TENSOR_TYPE_Q5_1, TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q2_K, TENSOR_TYPE_Q3_K,
     TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K, TENSOR_TYPE_MXFP4,
-    TENSOR_TYPE_IQ4_NL, TENSOR_TYPE_IQ4_XS,
+    TENSOR_TYPE_IQ4_NL, TENSOR_TYPE_IQ4_XS, TENSOR_TYPE_IQ2_XXS, TENSOR_TYPE_IQ2_XS,
+    TENSOR_TYPE_IQ2_S, TENSOR_TYPE_IQ3_XXS, TENSOR_TYPE_IQ3_S, TENSOR_TYPE_IQ1_S,
+    TENSOR_TYPE_IQ1_M,
 };
 
 /* The types named on the command line, or every type when none was. */
@@ -96,8 +98,9 @@ static double measure(double (*pass)(const void *), const void *m, double second
     return bytes / elapsed * 1e-9;
 }
 
-/* A row of a type the engine only reads (IQ4_NL, IQ4_XS, whose blocks both begin with an f16
- * scale): pseudo-random bytes, each block's scale 1/64 so that every value is finite. */
+/* A row of a type the engine only reads (the IQ types): pseudo-random bytes, each block's f16
+ * scale 1/64 so that every value is finite. The scale leads every block but IQ1_M's, whose
+ * four nibbles top its four scale words (the last 8 bytes), the first word's the lowest. */
 static void fill_read_only_row(const quant_ops *ops, uint8_t *row)
 {
     const tensor_type_info *info = tensor_type_get(ops->type);
@@ -106,9 +109,17 @@ static void fill_read_only_row(const quant_ops *ops, uint8_t *row)
         state = state * 1664525u + 1013904223u;
         row[i] = (uint8_t)(state >> 24);
     }
+    const uint16_t scale = 0x2400; /* f16 2^-6 */
     for (size_t b = 0; b < ROW_ELEMS / info->block_elems; b++) {
-        row[b * info->block_bytes] = 0x00; /* f16 0x2400: 2^-6, little-endian */
-        row[b * info->block_bytes + 1] = 0x24;
+        uint8_t *block = row + b * info->block_bytes;
+        if (ops->type != TENSOR_TYPE_IQ1_M) {
+            block[0] = (uint8_t)scale;
+            block[1] = (uint8_t)(scale >> 8);
+            continue;
+        }
+        uint8_t *words = block + info->block_bytes - 8;
+        for (int k = 0; k < 4; k++)
+            words[2 * k + 1] = (uint8_t)((words[2 * k + 1] & 0x0f) | (scale >> (4 * k) & 0xf) << 4);
     }
 }
 

@@ -2580,28 +2580,20 @@ static void test_forward_gptoss_mxfp4_dequantized_matches_llama_cpp(void **state
 }
 
 /*
- * quant/rand-e256-IQ4_XS.gguf (tools/iq4ref: ggml quantized the F32 model's matrices, ffn_down
- * and output to IQ4_NL, the others to IQ4_XS) against the same weights dequantized to F32: the
- * quant README's bound between a model and its deqf32 copy (up to ~0.4, ggml's activation
- * rounding), cosine >= 0.999, and the same greedy ids while the F32 copy's margin exceeds
- * twice that bound.
+ * A model of read-only weight types (quant/rand-e256-<stem>.gguf, made by ggml's quantizer)
+ * against the same weights dequantized to F32: the quant README's bound between a model and
+ * its deqf32 copy (up to ~0.4, ggml's activation rounding), cosine >= 0.999, and the same
+ * greedy ids while the F32 copy's margin exceeds twice that bound.
  */
-static void test_forward_iq4_model_matches_its_weights_in_f32(void **state)
+static void check_model_matches_its_weights_in_f32(const char *stem)
 {
-    (void)state;
     enum { V = 512, STEPS = 16 };
     const float bound = 0.4f;
-    corral_error err;
-    gguf_file *f = gguf_open(fixture("quant/rand-e256-IQ4_XS.gguf"), &err);
-    assert_non_null(f);
-    assert_int_equal(gguf_find_tensor(f, "token_embd.weight")->type, TENSOR_TYPE_IQ4_XS);
-    assert_int_equal(gguf_find_tensor(f, "blk.1.attn_q.weight")->type, TENSOR_TYPE_IQ4_XS);
-    assert_int_equal(gguf_find_tensor(f, "blk.1.ffn_down.weight")->type, TENSOR_TYPE_IQ4_NL);
-    assert_int_equal(gguf_find_tensor(f, "output.weight")->type, TENSOR_TYPE_IQ4_NL);
-    gguf_close(f);
-    char deq[] = "/tmp/corral-test-iq4-XXXXXX";
+    char model[128];
+    snprintf(model, sizeof model, "quant/rand-e256-%s.gguf", stem);
+    char deq[] = "/tmp/corral-test-iq-XXXXXX";
     make_temp_file(deq);
-    write_dequantized(fixture("quant/rand-e256-IQ4_XS.gguf"), deq);
+    write_dequantized(fixture(model), deq);
 
     char *ref = read_file(fixture("quant/rand-e256-F32.ref.txt"));
     int32_t prompt[16];
@@ -2609,7 +2601,7 @@ static void test_forward_iq4_model_matches_its_weights_in_f32(void **state)
     free(ref);
     static float logits[2][V], steps[2][STEPS * V];
     corral_token ids[2][STEPS];
-    const char *models[2] = {"quant/rand-e256-IQ4_XS.gguf", deq};
+    const char *models[2] = {model, deq};
     for (int m = 0; m < 2; m++) {
         runner r = open_runner(models[m], CORRAL_KV_F32, 512, 512, 1);
         decode_or_fail(&r, prompt, n, NULL);
@@ -2621,7 +2613,7 @@ static void test_forward_iq4_model_matches_its_weights_in_f32(void **state)
     float diff = max_abs_diff(logits[0], logits[1], V);
     double c = cosine(logits[0], logits[1], V);
     if (diff > bound || c < 0.999)
-        fail_msg("IQ4 model vs its weights in F32: logits differ by %g, cosine %g", diff, c);
+        fail_msg("%s model vs its weights in F32: logits differ by %g, cosine %g", stem, diff, c);
     for (int i = 0; i < STEPS; i++) {
         const float *l = steps[1] + i * V;
         float top = -INFINITY, second = -INFINITY;
@@ -2636,10 +2628,46 @@ static void test_forward_iq4_model_matches_its_weights_in_f32(void **state)
         if (top - second <= 2 * bound)
             break;
         if (ids[0][i] != ids[1][i])
-            fail_msg("IQ4 model: greedy id %d is %d, %d in F32 (margin %g)", i, ids[0][i],
+            fail_msg("%s model: greedy id %d is %d, %d in F32 (margin %g)", stem, i, ids[0][i],
                      ids[1][i], top - second);
     }
-    print_message("IQ4 model vs F32: max |diff| %g, cosine %.6f\n", diff, c);
+    print_message("%s model vs F32: max |diff| %g, cosine %.6f\n", stem, diff, c);
+}
+
+/* tools/iq4ref: ggml quantized the F32 model's matrices, ffn_down and output to IQ4_NL, the
+ * others to IQ4_XS. */
+static void test_forward_iq4_model_matches_its_weights_in_f32(void **state)
+{
+    (void)state;
+    corral_error err;
+    gguf_file *f = gguf_open(fixture("quant/rand-e256-IQ4_XS.gguf"), &err);
+    assert_non_null(f);
+    assert_int_equal(gguf_find_tensor(f, "token_embd.weight")->type, TENSOR_TYPE_IQ4_XS);
+    assert_int_equal(gguf_find_tensor(f, "blk.1.attn_q.weight")->type, TENSOR_TYPE_IQ4_XS);
+    assert_int_equal(gguf_find_tensor(f, "blk.1.ffn_down.weight")->type, TENSOR_TYPE_IQ4_NL);
+    assert_int_equal(gguf_find_tensor(f, "output.weight")->type, TENSOR_TYPE_IQ4_NL);
+    gguf_close(f);
+    check_model_matches_its_weights_in_f32("IQ4_XS");
+}
+
+/* tools/iqref: ggml quantized the F32 model's matrices to the seven lattice IQ types in turn,
+ * each type in both layers. */
+static void test_forward_iq_lattice_model_matches_its_weights_in_f32(void **state)
+{
+    (void)state;
+    corral_error err;
+    gguf_file *f = gguf_open(fixture("quant/rand-e256-IQ-lattice.gguf"), &err);
+    assert_non_null(f);
+    static const struct { const char *name; uint32_t type; } expected[] = {
+        {"token_embd.weight", TENSOR_TYPE_IQ3_XXS},  {"output.weight", TENSOR_TYPE_IQ3_S},
+        {"blk.0.attn_q.weight", TENSOR_TYPE_IQ2_XXS}, {"blk.0.attn_k.weight", TENSOR_TYPE_IQ2_XS},
+        {"blk.0.attn_v.weight", TENSOR_TYPE_IQ2_S},   {"blk.0.ffn_up.weight", TENSOR_TYPE_IQ1_S},
+        {"blk.0.ffn_down.weight", TENSOR_TYPE_IQ1_M},
+    };
+    for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++)
+        assert_int_equal(gguf_find_tensor(f, expected[i].name)->type, expected[i].type);
+    gguf_close(f);
+    check_model_matches_its_weights_in_f32("IQ-lattice");
 }
 
 /* Expert counts the file gets wrong fail at load with what is wrong, not in the forward
@@ -4425,6 +4453,7 @@ int main(void)
         cmocka_unit_test(test_forward_disabling_the_window_diverges),
         cmocka_unit_test(test_forward_quant_models_match_llama_cpp),
         cmocka_unit_test(test_forward_iq4_model_matches_its_weights_in_f32),
+        cmocka_unit_test(test_forward_iq_lattice_model_matches_its_weights_in_f32),
         cmocka_unit_test(test_forward_batch_chunks_give_same_greedy_ids),
         cmocka_unit_test(test_forward_gate_and_up_of_two_activation_types),
         cmocka_unit_test(test_forward_interleaved_gate_and_up_with_a_partial_block),

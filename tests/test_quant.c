@@ -818,7 +818,10 @@ static void test_k_quant_degenerate_blocks_match_ggml(void **state)
 
 /* ---- matrix entry points -------------------------------------------------------------- */
 
-/* One shape: rows [ROW_BEGIN, ROW_END) of N_ROWS against n_tokens activation rows. */
+static void fill_random_read_only(uint32_t type, uint8_t *w, size_t n);
+
+/* One shape: rows [ROW_BEGIN, ROW_END) of N_ROWS against n_tokens activation rows (random
+ * blocks for the types without a quantizer). */
 static void check_matmul_equals_dots(const quant_ops *ops, size_t n, size_t n_tokens)
 {
     enum { N_ROWS = 21, ROW_BEGIN = 2, ROW_END = 19, LDY = 24, MAX_TOKENS = 26 };
@@ -831,7 +834,10 @@ static void check_matmul_equals_dots(const quant_ops *ops, size_t n, size_t n_to
     fill_random(x, n * N_ROWS, false);
     fill_random(a, n * n_tokens, false);
     for (int r = 0; r < N_ROWS; r++)
-        ops->quantize(x + r * n, w + r * w_bytes, n);
+        if (ops->quantize)
+            ops->quantize(x + r * n, w + r * w_bytes, n);
+        else
+            fill_random_read_only(ops->type, w + r * w_bytes, n);
     quant_quantize_activations(ops, a, n, n_tokens, act);
     for (size_t k = 0; k < n_tokens * LDY; k++)
         y[k] = -12345.0f;
@@ -882,9 +888,7 @@ typedef struct packed_weights {
     uint8_t *w, *packed;
 } packed_weights;
 
-static void fill_random_iq4(uint32_t type, uint8_t *w, size_t n);
-
-/* Types without a quantizer (the IQ4 ones) take random blocks. */
+/* Types without a quantizer (the read-only ones) take random blocks. */
 static packed_weights packed_weights_make(const quant_ops *ops, size_t n)
 {
     size_t w_bytes = row_bytes(ops->type, n);
@@ -896,7 +900,7 @@ static packed_weights packed_weights_make(const quant_ops *ops, size_t n)
         if (ops->quantize)
             ops->quantize(x + r * n, pw.w + r * w_bytes, n);
         else
-            fill_random_iq4(ops->type, pw.w + r * w_bytes, n);
+            fill_random_read_only(ops->type, pw.w + r * w_bytes, n);
     quant_pack_rows(ops, pw.w, n, 0, PACKED_ROW_BEGIN, pw.packed);
     quant_pack_rows(ops, pw.w, n, PACKED_ROW_BEGIN, PACKED_ROWS, pw.packed);
     free(x);
@@ -1129,12 +1133,27 @@ static void test_q8_k_activations_at_active_level_match_portable(void **state)
     free(want);
 }
 
-/* ---- IQ4_NL and IQ4_XS (quant/rand-e256-IQ4_*.blocks.txt, tools/iq4ref) ---------------- */
+/* ---- read-only types: IQ4 (tools/iq4ref) and the lattice IQ types (tools/iqref) ---------- */
 
-/* Types the engine reads but cannot write: ops without a quantizer, fixtures from ggml. */
-static const struct { uint32_t type; const char *fixture; } read_only_types[] = {
-    {TENSOR_TYPE_IQ4_NL, "IQ4_NL"},
-    {TENSOR_TYPE_IQ4_XS, "IQ4_XS"},
+/* Types the engine reads but cannot write: ops without a quantizer, fixtures from ggml
+ * (quant/rand-e256-<fixture>.blocks.txt), each with a tensor of its type in
+ * quant/rand-e256-<model>.gguf. The lattice types' SIMD dots promise the scalar's bits; the
+ * IQ4 ones, which fuse each block's multiply-add, only dot_tolerance. */
+static const struct {
+    uint32_t type;
+    const char *fixture, *model;
+    uint32_t partner;
+    bool packed_at_simd, exact_dot;
+} read_only_types[] = {
+    {TENSOR_TYPE_IQ4_NL, "IQ4_NL", "IQ4_XS", TENSOR_TYPE_Q8_0, true, false},
+    {TENSOR_TYPE_IQ4_XS, "IQ4_XS", "IQ4_XS", TENSOR_TYPE_Q8_K, true, false},
+    {TENSOR_TYPE_IQ2_XXS, "IQ2_XXS", "IQ-lattice", TENSOR_TYPE_Q8_K, false, true},
+    {TENSOR_TYPE_IQ2_XS, "IQ2_XS", "IQ-lattice", TENSOR_TYPE_Q8_K, false, true},
+    {TENSOR_TYPE_IQ2_S, "IQ2_S", "IQ-lattice", TENSOR_TYPE_Q8_K, false, true},
+    {TENSOR_TYPE_IQ3_XXS, "IQ3_XXS", "IQ-lattice", TENSOR_TYPE_Q8_K, false, true},
+    {TENSOR_TYPE_IQ3_S, "IQ3_S", "IQ-lattice", TENSOR_TYPE_Q8_K, false, true},
+    {TENSOR_TYPE_IQ1_S, "IQ1_S", "IQ-lattice", TENSOR_TYPE_Q8_K, false, true},
+    {TENSOR_TYPE_IQ1_M, "IQ1_M", "IQ-lattice", TENSOR_TYPE_Q8_K, false, true},
 };
 enum { N_READ_ONLY = sizeof read_only_types / sizeof read_only_types[0] };
 
@@ -1149,21 +1168,21 @@ static const char *fixture_value(const char *text, const char *key)
     return at + strlen(line_start);
 }
 
-static void test_iq4_types_have_read_only_ops(void **state)
+static void test_read_only_types_have_ops(void **state)
 {
     (void)state;
-    static const uint32_t partners[N_READ_ONLY] = {TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q8_K};
     for (int level = 0; level < CPU_LEVEL_COUNT; level++)
         for (int i = 0; i < N_READ_ONLY; i++) {
             const quant_ops *ops = quant_ops_get(read_only_types[i].type, (enum cpu_level)level);
+            uint32_t partner = read_only_types[i].partner;
             assert_non_null(ops);
             assert_int_equal(ops->type, read_only_types[i].type);
             assert_true(ops->dequantize && ops->quantize_act && ops->dot && !ops->quantize);
-            assert_int_equal(ops->act_type, partners[i]);
+            assert_int_equal(ops->act_type, partner);
             /* the activations of the types sharing the partner at this level, so that a layer
              * mixing them quantizes its input once (forward.c) */
             const quant_ops *sharing = quant_ops_get(
-                partners[i] == TENSOR_TYPE_Q8_0 ? TENSOR_TYPE_Q8_0 : TENSOR_TYPE_Q4_K,
+                partner == TENSOR_TYPE_Q8_0 ? TENSOR_TYPE_Q8_0 : TENSOR_TYPE_Q4_K,
                 (enum cpu_level)level);
             assert_ptr_equal(ops->quantize_act, sharing->quantize_act);
             /* and a packed product prepares the sums a packed Q4_K one sharing its input reads */
@@ -1174,7 +1193,7 @@ static void test_iq4_types_have_read_only_ops(void **state)
 
 /* ggml's dequantized values bit for bit at the scalar and the active level, ggml's bytes for
  * the activations, and ggml's dot products within dot_tolerance at both levels. */
-static void test_iq4_blocks_and_dots_match_ggml(void **state)
+static void test_read_only_blocks_and_dots_match_ggml(void **state)
 {
     (void)state;
     for (int i = 0; i < N_READ_ONLY; i++) {
@@ -1247,8 +1266,8 @@ static void test_iq4_blocks_and_dots_match_ggml(void **state)
     }
 }
 
-/* The FNV-1a 64 of ggml's dequantization of a whole tensor of rand-e256-IQ4_XS.gguf. */
-static void test_iq4_whole_tensor_matches_ggml_hash(void **state)
+/* The FNV-1a 64 of ggml's dequantization of a whole tensor of the type's model. */
+static void test_read_only_whole_tensor_matches_ggml_hash(void **state)
 {
     (void)state;
     for (int i = 0; i < N_READ_ONLY; i++) {
@@ -1265,7 +1284,7 @@ static void test_iq4_whole_tensor_matches_ggml_hash(void **state)
         name[len] = '\0';
         free(text);
 
-        gguf_file *file = open_quant_model("IQ4_XS");
+        gguf_file *file = open_quant_model(read_only_types[i].model);
         const gguf_tensor *t = gguf_find_tensor(file, name);
         assert_non_null(t);
         assert_int_equal(t->type, read_only_types[i].type);
@@ -1287,8 +1306,10 @@ static void test_iq4_whole_tensor_matches_ggml_hash(void **state)
     }
 }
 
-/* Random IQ4 blocks: any bytes are a valid block, once the f16 scale is a finite number. */
-static void fill_random_iq4(uint32_t type, uint8_t *w, size_t n)
+/* Random blocks of a read-only type: any bytes are a valid block, once the f16 scale is a
+ * finite number. It leads every block but IQ1_M's, whose four nibbles top its four scale
+ * words (the last 8 bytes), the first word's the lowest. */
+static void fill_random_read_only(uint32_t type, uint8_t *w, size_t n)
 {
     const tensor_type_info *info = tensor_type_get(type);
     for (size_t b = 0; b < n / info->block_elems; b++) {
@@ -1296,14 +1317,20 @@ static void fill_random_iq4(uint32_t type, uint8_t *w, size_t n)
         for (size_t j = 0; j < info->block_bytes; j++)
             block[j] = (uint8_t)(rng_uniform() * 256.0);
         uint16_t d = quant_f32_to_f16((float)pow(10.0, 3.0 * rng_uniform() - 4.0));
-        memcpy(block, &d, sizeof d);
+        if (type != TENSOR_TYPE_IQ1_M) {
+            memcpy(block, &d, sizeof d);
+            continue;
+        }
+        uint8_t *scales = block + info->block_bytes - 8;
+        for (int k = 0; k < 4; k++)
+            scales[2 * k + 1] = (uint8_t)((scales[2 * k + 1] & 0x0f) | (d >> (4 * k) & 0xf) << 4);
     }
 }
 
-/* The active level's dots against the scalar level's, and those against an f64 sum of the
- * dequantized operands, under dot_tolerance: blocks added in a different order and one
- * rounding per block (or super-block) instead of several. */
-static void test_iq4_dot_at_active_level_matches_scalar(void **state)
+/* The active level's dots against the scalar level's (bit for bit for the lattice types), and
+ * those against an f64 sum of the dequantized operands, under dot_tolerance: blocks added in
+ * a different order and one rounding per block (or super-block) instead of several. */
+static void test_read_only_dot_at_active_level_matches_scalar(void **state)
 {
     (void)state;
     static const size_t sizes[] = {32, 96, 256, 768, 4096, 4128};
@@ -1320,7 +1347,7 @@ static void test_iq4_dot_at_active_level_matches_scalar(void **state)
             float *a = malloc(n * sizeof *a), *wd = malloc(n * sizeof *wd), *ad = malloc(n * sizeof *ad);
             assert_true(w && act && a && wd && ad);
             for (int round = 0; round < 4; round++) {
-                fill_random_iq4(type, w, n);
+                fill_random_read_only(type, w, n);
                 fill_random(a, n, round == 1);
                 quant_quantize_activations(ops, a, n, 1, act);
                 ops->dequantize(w, wd, n);
@@ -1332,6 +1359,9 @@ static void test_iq4_dot_at_active_level_matches_scalar(void **state)
                 }
                 double tolerance = dot_tolerance(n, type, sum_abs);
                 float got = ops->dot(n, w, act), want = scalar->dot(n, w, act);
+                if (read_only_types[i].exact_dot && float_bits(got) != float_bits(want))
+                    fail_msg("%s n=%zu at %s: %.9g, not the scalar's bits (%.9g)",
+                             tensor_type_name(type), n, level_name(), got, want);
                 if (fabs((double)got - (double)want) > tolerance)
                     fail_msg("%s n=%zu at %s: %.9g vs scalar %.9g (tolerance %.3g)",
                              tensor_type_name(type), n, level_name(), got, want, tolerance);
@@ -1344,16 +1374,38 @@ static void test_iq4_dot_at_active_level_matches_scalar(void **state)
     }
 }
 
+/* quant_matmul_rows on read-only types (the lattice types' tile kernels at the x86 levels,
+ * dots elsewhere): every result the bits of its dot, for batches around the tile of 8
+ * tokens, and rows of one and of three super-blocks. */
+static void test_read_only_matmul_rows_equals_dots(void **state)
+{
+    (void)state;
+    const size_t batch_sizes[] = {1, 3, 7, 8, 9, 17};
+    for (int i = 0; i < N_READ_ONLY; i++) {
+        const quant_ops *ops = quant_ops_active(read_only_types[i].type);
+        for (size_t b = 0; b < sizeof batch_sizes / sizeof batch_sizes[0]; b++) {
+            check_matmul_equals_dots(ops, 256, batch_sizes[b]);
+            check_matmul_equals_dots(ops, 768, batch_sizes[b]);
+        }
+    }
+    /* the lattice types take their tile kernels wherever there is SIMD */
+    bool simd = strcmp(level_name(), "scalar") != 0;
+    for (int i = 0; i < N_READ_ONLY; i++)
+        if (read_only_types[i].exact_dot)
+            assert_true((quant_ops_active(read_only_types[i].type)->matmul != NULL) == simd);
+}
+
 /* Packed IQ4 rows (random blocks) give each product its dot's bits, as the other packed types
- * do (check_packed_matmul_equals_dots); every x86 level packs them. */
-static void test_iq4_packed_matmul_equals_dots(void **state)
+ * do (check_packed_matmul_equals_dots); every x86 level packs them, and no level packs the
+ * lattice types (their products take the per-row dot). */
+static void test_read_only_packed_matmul_equals_dots(void **state)
 {
     (void)state;
     const size_t batch_sizes[] = {1, 3, 4, 5, 9}, one_token[] = {1};
     enum { N_BATCH_SIZES = sizeof batch_sizes / sizeof batch_sizes[0] };
     for (int i = 0; i < N_READ_ONLY; i++) {
         const quant_ops *ops = quant_ops_active(read_only_types[i].type);
-        if (strcmp(level_name(), "scalar") == 0) {
+        if (strcmp(level_name(), "scalar") == 0 || !read_only_types[i].packed_at_simd) {
             assert_false(quant_packable(ops, 512, QUANT_PACK_ROWS));
             continue;
         }
@@ -1397,11 +1449,12 @@ int main(void)
         cmocka_unit_test(test_packed_matmul_equals_per_row_dots),
         cmocka_unit_test(test_packed_matmul_extremes_equal_dots),
         cmocka_unit_test(test_q8_k_activations_at_active_level_match_portable),
-        cmocka_unit_test(test_iq4_types_have_read_only_ops),
-        cmocka_unit_test(test_iq4_blocks_and_dots_match_ggml),
-        cmocka_unit_test(test_iq4_whole_tensor_matches_ggml_hash),
-        cmocka_unit_test(test_iq4_dot_at_active_level_matches_scalar),
-        cmocka_unit_test(test_iq4_packed_matmul_equals_dots),
+        cmocka_unit_test(test_read_only_types_have_ops),
+        cmocka_unit_test(test_read_only_blocks_and_dots_match_ggml),
+        cmocka_unit_test(test_read_only_whole_tensor_matches_ggml_hash),
+        cmocka_unit_test(test_read_only_dot_at_active_level_matches_scalar),
+        cmocka_unit_test(test_read_only_matmul_rows_equals_dots),
+        cmocka_unit_test(test_read_only_packed_matmul_equals_dots),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

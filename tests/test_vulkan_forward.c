@@ -990,6 +990,23 @@ static void test_weights_the_device_lacks_stay_on_the_cpu(void **state)
     corral_model_free(m);
 }
 
+/* Weights of types the device kernels lack (the lattice IQ types) keep every layer on the
+ * CPU, which gives the logits of a context that asked for no device layers, bit for bit. */
+static void test_weight_types_the_device_lacks_stay_on_the_cpu(void **state)
+{
+    (void)state;
+    corral_error err = {{0}};
+    corral_model *m = corral_model_load(fixture("quant/rand-e256-IQ-lattice.gguf"), &err);
+    if (!m)
+        fail_msg("%s", err.message);
+    corral_context *cpu = context(m, 0, 1), *asked = context(m, -1, 1);
+    assert_int_equal(corral_context_gpu_layers(asked), 0);
+    check_against_cpu("rand-e256-IQ-lattice", m, cpu, asked, 0.0f, false);
+    corral_context_free(cpu);
+    corral_context_free(asked);
+    corral_model_free(m);
+}
+
 /* "As many layers as fit" leaves the reserve a context asks for (a vision tower's blocks):
  * a byte short of room for every layer keeps one off the device, the whole free memory all. */
 static void test_fitting_leaves_the_reserve(void **state)
@@ -1372,6 +1389,7 @@ int main(void)
         cmocka_unit_test(test_fitting_leaves_the_reserve),
         cmocka_unit_test(test_what_the_device_lacks_stays_on_the_cpu),
         cmocka_unit_test(test_weights_the_device_lacks_stay_on_the_cpu),
+        cmocka_unit_test(test_weight_types_the_device_lacks_stay_on_the_cpu),
         cmocka_unit_test(test_gemma4_two_head_widths),
         cmocka_unit_test(test_gemma4_per_layer_inputs_shared_kv),
         cmocka_unit_test(test_gemma4_dense_and_experts),

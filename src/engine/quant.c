@@ -1,14 +1,15 @@
 /*
  * The ops table of every tensor type: picks the legacy (quant_legacy.c), K-quant
- * (quant_k.c), MXFP4 (quant_mxfp4.c) or IQ4 (quant_iq4.c) kernels for a type and a clamped
- * dispatch level, and the matrix entry points built on a type's dot product. Owns no
- * arithmetic of its own.
+ * (quant_k.c), MXFP4 (quant_mxfp4.c), IQ4 (quant_iq4.c) or lattice IQ (quant_iq_lattice.c)
+ * kernels for a type and a clamped dispatch level, and the matrix entry points built on a
+ * type's dot product. Owns no arithmetic of its own.
  */
 #include "quant.h"
 
 #include <assert.h>
 
 #include "quant_iq4.h"
+#include "quant_iq_lattice.h"
 #include "quant_k.h"
 #include "quant_legacy.h"
 #include "quant_mxfp4.h"
@@ -23,6 +24,9 @@ const quant_ops *quant_ops_get(uint32_t type, enum cpu_level level)
         return quant_mxfp4_ops(type, level);
     if (type == TENSOR_TYPE_IQ4_NL || type == TENSOR_TYPE_IQ4_XS)
         return quant_iq4_ops(type, level);
+    const quant_ops *lattice = quant_iq_lattice_ops(type, level);
+    if (lattice)
+        return lattice;
     return quant_legacy_ops(type, level);
 }
 

@@ -1,0 +1,337 @@
+/*
+ * AVX2 dot products and matrix tiles of the lattice IQ types with Q8_K (quant_iq_lattice.h).
+ * A super-block is decoded once into 8 vectors of 32 weights: each sub-block's grid entries
+ * are gathered 8 (or 4) bytes each and its signs become +1 / -1 bytes; then, for each
+ * activation row that meets it, the quants take the weights' signs (sign_epi8) and maddubs /
+ * madd multiply and add them with the sub-block's scales in i16 / i32. Where a grid index has
+ * bits in two places (IQ2_S, IQ3_S) a super-block's indices are put together with vectors
+ * first. Those sums are exact, and the f32 steps after a super-block give the scalar code's
+ * values, so every result has the scalar dot's bits, in a dot or in a tile.
+ */
+#include "quant_iq_grids.h"
+#include "quant_iq_lattice.h"
+#include "quant_k_blocks.h"
+#include "quant_x86.h"
+
+/* +1 or -1 per element from four sign bytes (byte l for elements 8l .. 8l + 7). */
+static inline __m256i byte_multipliers(const uint8_t signs[4])
+{
+    return _mm256_or_si256(x86_high_bit_mask(signs), _mm256_set1_epi8(1));
+}
+
+/* The +1 / -1 multipliers of four groups from their 7-bit sign codes (group l's first). */
+static inline __m256i code_multipliers(unsigned c0, unsigned c1, unsigned c2, unsigned c3)
+{
+    return _mm256_set_epi64x(
+        (long long)quant_iq_sign_multipliers[c3], (long long)quant_iq_sign_multipliers[c2],
+        (long long)quant_iq_sign_multipliers[c1], (long long)quant_iq_sign_multipliers[c0]);
+}
+
+/* The same for an IQ2_XXS / IQ3_XXS sub-block's word of four codes. */
+static inline __m256i word_multipliers(uint32_t aux)
+{
+    return code_multipliers(aux & 127, aux >> 7 & 127, aux >> 14 & 127, aux >> 21 & 127);
+}
+
+/* One scale for the whole sub-block, or one per 16-element half (low lane first). */
+static inline __m256i scale_words(int first_half, int second_half)
+{
+    return _mm256_set_m128i(_mm_set1_epi16((int16_t)second_half),
+                            _mm_set1_epi16((int16_t)first_half));
+}
+
+static inline __m256i grid64(const uint64_t *grid, unsigned i0, unsigned i1, unsigned i2,
+                             unsigned i3)
+{
+    return _mm256_set_epi64x((long long)grid[i3], (long long)grid[i2], (long long)grid[i1],
+                             (long long)grid[i0]);
+}
+
+static inline __m256i grid32(const uint32_t *grid, const uint8_t idx[8])
+{
+    return _mm256_setr_epi32((int)grid[idx[0]], (int)grid[idx[1]], (int)grid[idx[2]],
+                             (int)grid[idx[3]], (int)grid[idx[4]], (int)grid[idx[5]],
+                             (int)grid[idx[6]], (int)grid[idx[7]]);
+}
+
+/*
+ * One decoded sub-block: its 32 weights' magnitudes (unsigned bytes, at most 62) and signs
+ * (+1 / -1 bytes), and the i16 scales of its two halves. IQ1_S and IQ1_M decode to eighths
+ * (see iq1_eighths).
+ */
+typedef struct iq_sub_block {
+    __m256i magnitudes, signs, scales;
+} iq_sub_block;
+
+/* A super-block being decoded: the block, and the grid indices that IQ2_S and IQ3_S put
+ * together for the whole super-block first. */
+typedef struct iq_super_block {
+    const uint8_t *block;
+    uint16_t idx[64];
+} iq_super_block;
+
+/* The i32 lanes of a decoded sub-block times 32 Q8_K quants: maddubs pairs at most
+ * 2 * 62 * 127 (no saturation), then the scales in the i32 madd. */
+static inline __m256i sub_block_dot(iq_sub_block sb, const int8_t *q8)
+{
+    __m256i q = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)q8), sb.signs);
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(sb.magnitudes, q), sb.scales);
+}
+
+static inline void prepare_nothing(iq_super_block *sb)
+{
+    (void)sb;
+}
+
+static inline float f16_at_start(const uint8_t *block)
+{
+    return x86_half(iq_u16(block));
+}
+
+static inline iq_sub_block sub_iq2_xxs(const iq_super_block *sb, int k)
+{
+    const block_iq2_xxs *b = (const block_iq2_xxs *)sb->block;
+    const uint8_t *sub = b->qs + 8 * k;
+    uint32_t aux = iq_u32(sub + 4);
+    return (iq_sub_block){grid64(quant_iq2xxs_grid, sub[0], sub[1], sub[2], sub[3]),
+                          word_multipliers(aux), _mm256_set1_epi16((int16_t)(2 * (aux >> 28) + 1))};
+}
+
+static inline iq_sub_block sub_iq2_xs(const iq_super_block *sb, int k)
+{
+    const block_iq2_xs *b = (const block_iq2_xs *)sb->block;
+    uint16_t q[4];
+    for (int l = 0; l < 4; l++)
+        q[l] = iq_u16(b->qs + 2 * (4 * k + l));
+    return (iq_sub_block){
+        grid64(quant_iq2xs_grid, q[0] & 511u, q[1] & 511u, q[2] & 511u, q[3] & 511u),
+        code_multipliers(q[0] >> 9, q[1] >> 9, q[2] >> 9, q[3] >> 9),
+        scale_words(2 * (b->scales[k] & 0xf) + 1, 2 * (b->scales[k] >> 4) + 1)};
+}
+
+/* A super-block's 32 IQ2_S grid indices: qs[g] with bits 2(g % 4), 2(g % 4) + 1 of qh[g / 4]
+ * as bits 8-9, made 16 at a time (the multiply by 2^(8 - 2(g % 4)) moves each pair there). */
+static inline void prepare_iq2_s(iq_super_block *sb)
+{
+    const block_iq2_s *b = (const block_iq2_s *)sb->block;
+    const __m128i spread = _mm_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    const __m256i shift = _mm256_setr_epi16(256, 64, 16, 4, 256, 64, 16, 4, 256, 64, 16, 4, 256,
+                                            64, 16, 4);
+    for (int q = 0; q < 2; q++) {
+        __m128i qh = _mm_shuffle_epi8(_mm_cvtsi32_si128((int)iq_u32(b->qh + 4 * q)), spread);
+        __m256i high = _mm256_and_si256(_mm256_mullo_epi16(_mm256_cvtepu8_epi16(qh), shift),
+                                        _mm256_set1_epi16(0x300));
+        __m256i low = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(b->qs + 16 * q)));
+        _mm256_storeu_si256((__m256i *)(sb->idx + 16 * q), _mm256_or_si256(low, high));
+    }
+}
+
+static inline iq_sub_block sub_iq2_s(const iq_super_block *sb, int k)
+{
+    const block_iq2_s *b = (const block_iq2_s *)sb->block;
+    const uint16_t *ik = sb->idx + 4 * k;
+    return (iq_sub_block){grid64(quant_iq2s_grid, ik[0], ik[1], ik[2], ik[3]),
+                          byte_multipliers(b->qs + 32 + 4 * k),
+                          scale_words(2 * (b->scales[k] & 0xf) + 1, 2 * (b->scales[k] >> 4) + 1)};
+}
+
+static inline iq_sub_block sub_iq3_xxs(const iq_super_block *sb, int k)
+{
+    const block_iq3_xxs *b = (const block_iq3_xxs *)sb->block;
+    uint32_t aux = iq_u32(b->qs + 64 + 4 * k);
+    return (iq_sub_block){grid32(quant_iq3xxs_grid, b->qs + 8 * k), word_multipliers(aux),
+                          _mm256_set1_epi16((int16_t)(2 * (aux >> 28) + 1))};
+}
+
+/* A super-block's 64 IQ3_S grid indices: qs[i] with bit i % 8 of qh[i / 8] as bit 8, made
+ * 16 at a time from 16 bytes of qs and 2 of qh. */
+static inline void prepare_iq3_s(iq_super_block *sb)
+{
+    const block_iq3_s *b = (const block_iq3_s *)sb->block;
+    const __m128i spread = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const __m128i bits = _mm_set1_epi64x((long long)0x8040201008040201ULL);
+    for (int q = 0; q < 4; q++) {
+        __m128i qh = _mm_shuffle_epi8(_mm_set1_epi16((int16_t)iq_u16(b->qh + 2 * q)), spread);
+        __m128i set = _mm_cmpeq_epi8(_mm_and_si128(qh, bits), bits);
+        __m256i ninth = _mm256_and_si256(_mm256_cvtepi8_epi16(set), _mm256_set1_epi16(0x100));
+        __m256i low = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(b->qs + 16 * q)));
+        _mm256_storeu_si256((__m256i *)(sb->idx + 16 * q), _mm256_or_si256(low, ninth));
+    }
+}
+
+static inline iq_sub_block sub_iq3_s(const iq_super_block *sb, int k)
+{
+    const block_iq3_s *b = (const block_iq3_s *)sb->block;
+    const uint16_t *ik = sb->idx + 8 * k;
+    const uint32_t *g = quant_iq3s_grid;
+    return (iq_sub_block){
+        _mm256_setr_epi32((int)g[ik[0]], (int)g[ik[1]], (int)g[ik[2]], (int)g[ik[3]],
+                          (int)g[ik[4]], (int)g[ik[5]], (int)g[ik[6]], (int)g[ik[7]]),
+        byte_multipliers(b->signs + 4 * k),
+        _mm256_set1_epi16((int16_t)(2 * (b->scales[k / 2] >> (4 * (k % 2)) & 0xf) + 1))};
+}
+
+/*
+ * IQ1_S and IQ1_M: an element is (2s + 1) * (value + shift) with value in {-1, 0, 1} and shift
+ * +-1/8, so 8 times it is (2s + 1) times the small integer 8 * value +- 1 (at most 9 in
+ * magnitude, never 0). Summed with the quants that is S = 8 * sum_grid + sum_shift in one i32
+ * pass (S below 9 * 15 * 127 * 256 < 2^24). The scalar code rounds sum_grid + sum_shift / 8 to
+ * f32 once, and that exact value is S / 8, which f32 holds exactly; so S * 1/8 is the same
+ * float.
+ */
+static inline iq_sub_block iq1_eighths(__m256i grid, __m256i shifts, __m256i scales)
+{
+    __m256i eighths = _mm256_add_epi8(_mm256_sign_epi8(_mm256_set1_epi8(8), grid), shifts);
+    return (iq_sub_block){_mm256_abs_epi8(eighths), eighths, scales};
+}
+
+static inline iq_sub_block sub_iq1_s(const iq_super_block *sb, int k)
+{
+    const block_iq1_s *b = (const block_iq1_s *)sb->block;
+    const uint8_t *qs = b->qs + 4 * k;
+    unsigned qh = iq_u16(b->qh + 2 * k);
+    __m256i grid = grid64(quant_iq1s_grid, qs[0] | (qh << 8 & 0x700), qs[1] | (qh << 5 & 0x700),
+                          qs[2] | (qh << 2 & 0x700), qs[3] | (qh >> 1 & 0x700));
+    return iq1_eighths(grid, _mm256_set1_epi8(qh & 0x8000 ? -1 : 1),
+                       _mm256_set1_epi16((int16_t)(2 * (qh >> 12 & 7) + 1)));
+}
+
+/* -1 for the elements of the groups whose shift is down (bit 3 of qh[0] for group 0, bit 7
+ * for group 1, then the same of qh[1]), +1 for the others. */
+static inline __m256i iq1_m_shifts(const uint8_t qh[2])
+{
+    const __m256i spread = _mm256_setr_epi64x(0, 0, 0x0101010101010101, 0x0101010101010101);
+    const __m256i bits = _mm256_setr_epi64x(0x0808080808080808, (long long)0x8080808080808080ULL,
+                                            0x0808080808080808, (long long)0x8080808080808080ULL);
+    __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi16((int16_t)iq_u16(qh)), spread);
+    __m256i down = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bits), bits);
+    return _mm256_or_si256(down, _mm256_set1_epi8(1));
+}
+
+static inline iq_sub_block sub_iq1_m(const iq_super_block *sb, int k)
+{
+    const block_iq1_m *b = (const block_iq1_m *)sb->block;
+    const uint8_t *qs = b->qs + 4 * k, *qh = b->qh + 2 * k;
+    __m256i grid = grid64(quant_iq1s_grid, qs[0] | (qh[0] << 8 & 0x700u),
+                          qs[1] | (qh[0] << 4 & 0x700u), qs[2] | (qh[1] << 8 & 0x700u),
+                          qs[3] | (qh[1] << 4 & 0x700u));
+    unsigned word = iq_u16(b->scales + 2 * (k / 2)) >> (6 * (k % 2));
+    return iq1_eighths(grid, iq1_m_shifts(qh),
+                       scale_words((int)(2 * (word & 7) + 1), (int)(2 * (word >> 3 & 7) + 1)));
+}
+
+static inline float iq1_m_d(const uint8_t *block)
+{
+    return x86_half(iq1_m_scale_bits((const block_iq1_m *)block));
+}
+
+/*
+ * The f32 steps of a type after a super-block's integer sum, as the scalar code takes them:
+ * IQ2 / IQ3 add d_w * d_a times the sum and multiply the row's sum by a fixed factor at the
+ * end (1/8, 1/4, or none for IQ3_S); IQ1 adds d_w * d_a times the eighths' sum over 8.
+ */
+enum iq_steps { STEPS_EIGHTH, STEPS_QUARTER, STEPS_PLAIN, STEPS_EIGHTHS_SUM };
+
+static inline float add_super_block(float sumf, float d, int32_t sum, enum iq_steps steps)
+{
+    return steps == STEPS_EIGHTHS_SUM ? sumf + d * ((float)sum * 0.125f)
+                                      : iq_add_super_block(sumf, d, sum);
+}
+
+static inline float finish_row(float sumf, enum iq_steps steps)
+{
+    return steps == STEPS_EIGHTH ? 0.125f * sumf : steps == STEPS_QUARTER ? 0.25f * sumf : sumf;
+}
+
+/* A type's parts: what its super-block needs first, each sub-block, its f16 scale. */
+typedef void (*prepare_fn)(iq_super_block *sb);
+typedef iq_sub_block (*sub_block_fn)(const iq_super_block *sb, int k);
+typedef float (*scale_fn)(const uint8_t *block);
+
+static inline __attribute__((always_inline)) float
+lattice_dot(size_t n, const void *w, const void *a, size_t block_bytes, prepare_fn prepare,
+            sub_block_fn sub_block, scale_fn scale, enum iq_steps steps)
+{
+    const block_q8_k *y = a;
+    float sumf = 0.0f;
+    iq_super_block sb;
+    for (size_t i = 0; i < n / QK_K; i++) {
+        sb.block = (const uint8_t *)w + i * block_bytes;
+        prepare(&sb);
+        __m256i acc = _mm256_setzero_si256();
+        for (int k = 0; k < QK_K / 32; k++)
+            acc = _mm256_add_epi32(acc, sub_block_dot(sub_block(&sb, k), y[i].qs + 32 * k));
+        sumf = add_super_block(sumf, scale(sb.block) * q8k_d(&y[i]), x86_hsum_epi32(acc), steps);
+    }
+    return finish_row(sumf, steps);
+}
+
+/* Activation rows a tile takes at once: each decoded super-block serves that many. */
+enum { TILE_TOKENS = 8 };
+
+/* quant_matmul_fn: every weight row against tiles of activation rows, each super-block
+ * decoded once per tile; each result the bits of lattice_dot. A lone activation row takes
+ * lattice_dot itself, which keeps each decoded sub-block in registers. */
+static inline __attribute__((always_inline)) void
+lattice_matmul(size_t n, const void *w, size_t w_row_bytes, size_t n_rows, const void *act,
+               size_t act_row_bytes, size_t n_tokens, float *y, size_t ldy, size_t block_bytes,
+               prepare_fn prepare, sub_block_fn sub_block, scale_fn scale, enum iq_steps steps)
+{
+    iq_super_block sb;
+    iq_sub_block dec[QK_K / 32];
+    for (size_t r = 0; r < n_rows; r++) {
+        const uint8_t *row = (const uint8_t *)w + r * w_row_bytes;
+        for (size_t t0 = 0; t0 < n_tokens; t0 += TILE_TOKENS) {
+            size_t tile = n_tokens - t0 < TILE_TOKENS ? n_tokens - t0 : TILE_TOKENS;
+            if (tile == 1) {
+                y[t0 * ldy + r] = lattice_dot(n, row, (const char *)act + t0 * act_row_bytes,
+                                              block_bytes, prepare, sub_block, scale, steps);
+                continue;
+            }
+            const block_q8_k *blocks[TILE_TOKENS];
+            float sumf[TILE_TOKENS];
+            for (size_t t = 0; t < tile; t++) {
+                blocks[t] = (const block_q8_k *)((const char *)act + (t0 + t) * act_row_bytes);
+                sumf[t] = 0.0f;
+            }
+            for (size_t i = 0; i < n / QK_K; i++) {
+                sb.block = row + i * block_bytes;
+                prepare(&sb);
+                for (int k = 0; k < QK_K / 32; k++)
+                    dec[k] = sub_block(&sb, k);
+                float d = scale(sb.block);
+                for (size_t t = 0; t < tile; t++) {
+                    __m256i acc = _mm256_setzero_si256();
+                    const int8_t *q8 = blocks[t][i].qs;
+                    for (int k = 0; k < QK_K / 32; k++)
+                        acc = _mm256_add_epi32(acc, sub_block_dot(dec[k], q8 + 32 * k));
+                    sumf[t] = add_super_block(sumf[t], d * q8k_d(&blocks[t][i]),
+                                              x86_hsum_epi32(acc), steps);
+                }
+            }
+            for (size_t t = 0; t < tile; t++)
+                y[(t0 + t) * ldy + r] = finish_row(sumf[t], steps);
+        }
+    }
+}
+
+#define LATTICE_KERNELS(name, block_type, prepare, scale, steps) \
+    float quant_dot_##name##_avx2(size_t n, const void *w, const void *a) \
+    { \
+        return lattice_dot(n, w, a, sizeof(block_type), prepare, sub_##name, scale, steps); \
+    } \
+    void quant_matmul_##name##_avx2(size_t n, const void *w, size_t w_row_bytes, size_t n_rows, \
+                                    const void *act, size_t act_row_bytes, size_t n_tokens, \
+                                    float *y, size_t ldy) \
+    { \
+        lattice_matmul(n, w, w_row_bytes, n_rows, act, act_row_bytes, n_tokens, y, ldy, \
+                       sizeof(block_type), prepare, sub_##name, scale, steps); \
+    }
+
+LATTICE_KERNELS(iq2_xxs, block_iq2_xxs, prepare_nothing, f16_at_start, STEPS_EIGHTH)
+LATTICE_KERNELS(iq2_xs, block_iq2_xs, prepare_nothing, f16_at_start, STEPS_EIGHTH)
+LATTICE_KERNELS(iq2_s, block_iq2_s, prepare_iq2_s, f16_at_start, STEPS_EIGHTH)
+LATTICE_KERNELS(iq3_xxs, block_iq3_xxs, prepare_nothing, f16_at_start, STEPS_QUARTER)
+LATTICE_KERNELS(iq3_s, block_iq3_s, prepare_iq3_s, f16_at_start, STEPS_PLAIN)
+LATTICE_KERNELS(iq1_s, block_iq1_s, prepare_nothing, f16_at_start, STEPS_EIGHTHS_SUM)
+LATTICE_KERNELS(iq1_m, block_iq1_m, prepare_nothing, iq1_m_d, STEPS_EIGHTHS_SUM)
