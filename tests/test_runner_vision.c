@@ -5,9 +5,14 @@
  * a next turn evaluates only its new text, another image at the same place is evaluated from
  * the image on; bad images and offsets are errors with a 400 status (the request's fault),
  * and a runner without a projector refuses images; `count` gives a completion's numbers without encoding; an image longer than the
- * batch answers as with a large one; two images are never taken for each other.
+ * batch answers as with a large one; two images are never taken for each other. Audio clips
+ * (WAV here) are refused by a model without an audio tower; a gemma4 file carrying one (the
+ * tiny text model and tests/fixtures/audio's tower joined into ollama's single-file layout)
+ * answers with the clip's tokens where it stands, takes the same clip again from its cache
+ * and KV cells, counts it without encoding, and refuses images, which it has no tower for.
  */
 #include <jansson.h>
+#include <math.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -24,6 +29,8 @@
 
 #include <cmocka.h>
 
+#include "gguf.h"
+#include "gguf_write_fixture.h"
 #include "runner_fixture.h"
 #include "util/base64.h"
 #include "util/file.h"
@@ -317,6 +324,160 @@ static void test_small_batch(void **state)
     assert_memory_equal(small, large, sizeof small);
 }
 
+/* A 16 kHz mono 16-bit WAV of a 440 Hz tone, seconds long, in base64. */
+static char *tone_wav(double seconds)
+{
+    size_t n = (size_t)(16000 * seconds), bytes = 44 + 2 * n;
+    uint8_t *w = malloc(bytes);
+    assert_non_null(w);
+    uint32_t data = (uint32_t)(2 * n), riff = 36 + data;
+    memcpy(w, "RIFF", 4);
+    memcpy(w + 4, &riff, 4);
+    memcpy(w + 8, "WAVEfmt ", 8);
+    static const uint8_t fmt[20] = {16, 0, 0, 0, 1, 0, 1, 0, 0x80, 0x3e, 0, 0,
+                                    0, 0x7d, 0, 0, 2, 0, 16, 0};
+    memcpy(w + 16, fmt, sizeof fmt);
+    memcpy(w + 36, "data", 4);
+    memcpy(w + 40, &data, 4);
+    for (size_t i = 0; i < n; i++) {
+        int16_t v = (int16_t)(8000.0 * sin(2 * M_PI * 440.0 * i / 16000));
+        memcpy(w + 44 + 2 * i, &v, 2);
+    }
+    char *text = util_base64_encode(w, bytes);
+    free(w);
+    return text;
+}
+
+static void test_no_tower_refuses_audio(void **state)
+{
+    (void)state;
+    char *wav = tone_wav(0.5);
+    assert_refused(complete(QWEN_PROMPT, wav, strlen(USER), 4), "model does not support audio");
+    assert_refused(request(json_pack("{s:s, s:s, s:[{s:s, s:I}]}", "op", "count", "prompt",
+                                     QWEN_PROMPT, "images", "data", wav, "at",
+                                     (json_int_t)strlen(USER))),
+                   "model does not support audio");
+    free(wav);
+}
+
+static void test_no_projector_refuses_audio(void **state)
+{
+    (void)state;
+    assert_int_equal(spawn(false), 0);
+    char *wav = tone_wav(0.5);
+    assert_refused(complete(QWEN_PROMPT, wav, 0, 4), "model does not support audio");
+    free(wav);
+    assert_int_equal(stop(), 0);
+}
+
+static char audio_model[2048];
+
+/* The tiny gemma4 text model with the audio tower's keys and tensors added, as ollama's
+ * converter puts both in one file. */
+static void write_audio_model(void)
+{
+    const char *fixtures = getenv("CORRAL_FIXTURES");
+    char text_path[2048], tower_path[2048];
+    snprintf(text_path, sizeof text_path, "%s/vision/gemma4v-text.gguf", fixtures);
+    snprintf(tower_path, sizeof tower_path, "%s/audio/gemma4a-tower.gguf", fixtures);
+    snprintf(audio_model, sizeof audio_model, "/tmp/corral-test-runner-audio-%d.gguf",
+             (int)getpid());
+    corral_error err = {{0}};
+    gguf_file *text = gguf_open(text_path, &err), *tower = gguf_open(tower_path, &err);
+    assert_non_null(text);
+    assert_non_null(tower);
+    gguf_writer *w = gguf_writer_create();
+    bool ok = w != NULL;
+    /* its sliding window (8) widened past the context, so that a slot can keep a prompt's
+     * cells for the next request: with the window, the runner starts each prompt over */
+    for (size_t i = 0; ok && i < gguf_n_kv(text); i++)
+        ok = strcmp(gguf_kv_at(text, i)->key, "gemma4.attention.sliding_window") == 0
+                 ? gguf_writer_add_u32(w, "gemma4.attention.sliding_window", 4096, &err)
+                 : gguf_writer_copy_kv(w, gguf_kv_at(text, i), &err);
+    for (size_t i = 0; ok && i < gguf_n_kv(tower); i++)
+        if (strncmp(gguf_kv_at(tower, i)->key, "gemma4.audio.", 13) == 0)
+            ok = gguf_writer_copy_kv(w, gguf_kv_at(tower, i), &err);
+    for (int pass = 0; ok && pass < 2; pass++) {
+        gguf_file *files[2] = {text, tower};
+        for (size_t f = 0; f < 2; f++)
+            for (size_t i = 0; ok && i < gguf_n_tensors(files[f]); i++) {
+                const gguf_tensor *t = gguf_tensor_at(files[f], i);
+                ok = gguf_write_fixture_copy(w, pass, t->name, t, &err);
+            }
+        if (pass == 0)
+            ok = ok && gguf_writer_begin(w, audio_model, &err);
+    }
+    gguf_write_fixture_finish(w, ok, audio_model, &err);
+    gguf_close(text);
+    gguf_close(tower);
+}
+
+static int start_with_audio(void **state)
+{
+    (void)state;
+    const char *bin = getenv("CORRAL_BIN");
+    if (!bin || !getenv("CORRAL_FIXTURES"))
+        return -1;
+    write_audio_model();
+    snprintf(socket_path, sizeof socket_path, "/tmp/corral-test-runner-audio-%d.sock",
+             (int)getpid());
+    const char *const argv[] = {bin, "runner", "--model", audio_model, "--socket", socket_path,
+                                "--ctx", "256", "--parallel", "1", "--threads", "1",
+                                "--batch", "8", NULL};
+    return runner_fixture_start(argv, socket_path, &runner_pid) ? 0 : -1;
+}
+
+static int stop_audio(void **state)
+{
+    (void)state;
+    remove(audio_model);
+    return stop();
+}
+
+#define GEMMA_USER "<start_of_turn>user\n"
+#define GEMMA_PROMPT GEMMA_USER " What is said?<end_of_turn>\n<start_of_turn>model\n"
+
+/* 0.5 s of audio: 49 log-mel frames, 13 tokens after the two halvings. */
+static void test_audio_clip_answers_then_the_cache(void **state)
+{
+    (void)state;
+    char *wav = tone_wav(0.5);
+    json_t *a = request(json_pack("{s:s, s:s, s:[{s:s, s:I}]}", "op", "count", "prompt",
+                                  GEMMA_PROMPT, "images", "data", wav, "at",
+                                  (json_int_t)strlen(GEMMA_USER)));
+    assert_int_equal(field(a, "image_tokens"), 13);
+    json_int_t n_tokens = field(a, "n_tokens");
+    json_decref(a);
+    a = complete(GEMMA_PROMPT, wav, strlen(GEMMA_USER), 4);
+    assert_int_equal(field(a, "image_tokens"), 13);
+    assert_int_equal(field(a, "images_encoded"), 1);
+    assert_int_equal(field(a, "prompt_eval_count"), n_tokens);
+    assert_int_equal(json_array_size(json_object_get(a, "tokens")), n_tokens - 13 + 4);
+    json_decref(a);
+    /* the same clip again: from the cache, its cells reused, only the last token */
+    a = complete(GEMMA_PROMPT, wav, strlen(GEMMA_USER), 4);
+    assert_int_equal(field(a, "images_encoded"), 0);
+    assert_int_equal(field(a, "prompt_eval_count"), 1);
+    json_decref(a);
+    /* another clip in the same place: evaluated from the clip on */
+    char *longer = tone_wav(0.6);
+    a = complete(GEMMA_PROMPT, longer, strlen(GEMMA_USER), 4);
+    assert_int_equal(field(a, "images_encoded"), 1);
+    assert_int_equal(field(a, "image_tokens"), 15);
+    assert_true(field(a, "prompt_eval_count") < n_tokens - 13 + 15);
+    json_decref(a);
+    free(longer);
+    /* no vision tower: an image is refused */
+    char *square = fixture_base64("square.png");
+    assert_refused(complete(GEMMA_PROMPT, square, 0, 4), "model does not support images");
+    free(square);
+    /* a clip over 30 seconds is the request's fault */
+    char *too_long = tone_wav(30.5);
+    assert_refused(complete(GEMMA_PROMPT, too_long, 0, 4), "longer than 30 seconds");
+    free(too_long);
+    free(wav);
+}
+
 int main(void)
 {
     const struct CMUnitTest with_projector[] = {
@@ -324,11 +485,17 @@ int main(void)
         cmocka_unit_test(test_bad_images),
         cmocka_unit_test(test_count),
         cmocka_unit_test(test_colliding_images_stay_apart),
+        cmocka_unit_test(test_no_tower_refuses_audio),
+    };
+    const struct CMUnitTest with_audio[] = {
+        cmocka_unit_test(test_audio_clip_answers_then_the_cache),
     };
     const struct CMUnitTest without[] = {
         cmocka_unit_test(test_no_projector_refuses_images),
+        cmocka_unit_test(test_no_projector_refuses_audio),
         cmocka_unit_test(test_small_batch),
     };
     return cmocka_run_group_tests(with_projector, start_with_projector, stop_runner) +
+           cmocka_run_group_tests(with_audio, start_with_audio, stop_audio) +
            cmocka_run_group_tests(without, NULL, NULL);
 }
