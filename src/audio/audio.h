@@ -1,6 +1,7 @@
 /*
- * Audio for the models with an audio tower: compressed bytes (WAV, FLAC, MP3, Ogg) recognised
- * by their first bytes and decoded to mono float samples at the rate the tower takes.
+ * Audio for the models with an audio tower: compressed bytes (WAV, FLAC, MP3) recognised by
+ * their first bytes and decoded to mono float samples at the rate the tower takes. An Ogg
+ * stream is recognised as audio and refused (decode.c says why).
  *
  * Every clip comes from a client, so decoding is bounded: the byte count is capped by the
  * caller (the runner's media cap), the header's channel count and rate are checked before any
@@ -22,7 +23,7 @@ typedef enum audio_container {
     AUDIO_WAV,  /* RIFF/WAVE: PCM 8/16/24/32-bit or float */
     AUDIO_FLAC, /* native FLAC ("fLaC") */
     AUDIO_MP3,  /* an ID3 tag or an MPEG audio frame sync */
-    AUDIO_OGG,  /* an Ogg stream: Vorbis, FLAC or Opus inside */
+    AUDIO_OGG,  /* an Ogg stream: recognised, not decoded */
 } audio_container;
 
 /* The container data's first bytes name, or AUDIO_NOT_AUDIO (an image, or anything else). */
@@ -40,7 +41,8 @@ typedef struct audio_pcm {
 } audio_pcm;
 
 /* data (len bytes) decoded, its channels averaged into one and resampled to rate; a clip
- * longer than max_seconds is refused, as is one with no samples. NULL with err. */
+ * longer than max_seconds is refused, as is one with no samples, an Ogg one, and one whose
+ * content is not the format its first bytes name. NULL with err. */
 audio_pcm *audio_decode(const uint8_t *data, size_t len, uint32_t rate, double max_seconds,
                         corral_error *err);
 void audio_pcm_free(audio_pcm *pcm);

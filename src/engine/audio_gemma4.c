@@ -18,9 +18,14 @@
  * - the output projection with its bias (mm.a.fc), an RMS norm without a weight and the
  *   projection into the text model's width (mm.a.input_projection).
  *
+ * A linear product may clip its input and its output: one-value F32 tensors beside its weight
+ * (NAME.input_min, .input_max, .output_min, .output_max), as transformers' clipped linears
+ * keep them and llama.cpp applies them by name; absent, that side is unbounded.
+ *
  * transformers computes the attention in blocks of 12 queries against 24 keys; the same sums
  * over the same keys come out of a plain window, which is what runs here.
  */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,11 +54,19 @@
 #define MAX_KERNEL 64
 #define MAX_FRAMES 3000
 
+/* A matrix and the bounds of its product's input and output (lo, hi each). */
+typedef struct linear {
+    weight w;
+    float in_lo, in_hi, out_lo, out_hi;
+} linear;
+
 typedef struct audio_layer {
-    weight ffn_norm, ffn_up, ffn_down, ffn_post_norm;
-    weight ffn_norm_1, ffn_up_1, ffn_down_1, ffn_post_norm_1;
-    weight attn_norm, wq, wk, wv, wo, q_scale, k_scale, rel_k, attn_post_norm;
-    weight conv_norm, conv_pw1, conv_post_norm, conv_pw2;
+    weight ffn_norm, ffn_post_norm, ffn_norm_1, ffn_post_norm_1;
+    linear ffn_up, ffn_down, ffn_up_1, ffn_down_1;
+    weight attn_norm, q_scale, k_scale, attn_post_norm;
+    linear wq, wk, wv, wo, rel_k;
+    weight conv_norm, conv_post_norm;
+    linear conv_pw1, conv_pw2;
     float *conv_dw; /* [channel][kernel] */
     weight out_norm;
 } audio_layer;
@@ -63,7 +76,8 @@ struct corral_audio_tower {
     uint32_t n_layer, n_embd, n_head, n_ff, kernel, c0, c1, n_proj, n_embd_text;
     float eps;
     float *conv0, *conv1; /* [out channel][in channel][3 time][3 frequency] */
-    weight conv0_norm, conv1_norm, input_proj, out_proj, out_proj_b, mm_proj;
+    weight conv0_norm, conv1_norm, out_proj_b;
+    linear input_proj, out_proj, mm_proj;
     audio_layer *layers;
     float *rel_pos; /* [N_REL][n_embd]: the sinusoid of each distance */
 };
@@ -102,6 +116,45 @@ static bool bind(const corral_audio_tower *t, weight *w, const char *name, size_
     w->n_out = vector ? 1 : n_out;
     w->row_bytes = g->size_bytes / w->n_out;
     w->ops = ops;
+    return true;
+}
+
+/* One bound of a product: the one F32 value at name, or *out left as it is without one. */
+static bool read_bound(const corral_audio_tower *t, const char *name, float *out,
+                       corral_error *err)
+{
+    const gguf_tensor *g = gguf_find_tensor(t->file, name);
+    if (!g)
+        return true;
+    if (g->type != TENSOR_TYPE_F32 || gguf_tensor_n_elems(g) != 1) {
+        corral_error_set(err, "%s: tensor '%s' must be one F32 value", gguf_path(t->file), name);
+        return false;
+    }
+    memcpy(out, g->data, sizeof *out);
+    if (isnan(*out)) {
+        corral_error_set(err, "%s: tensor '%s' is not a number", gguf_path(t->file), name);
+        return false;
+    }
+    return true;
+}
+
+/* The matrix stem.weight [n_in, n_out] and its product's bounds beside it. */
+static bool bind_linear(const corral_audio_tower *t, linear *l, const char *stem, size_t n_in,
+                        size_t n_out, corral_error *err)
+{
+    char name[128];
+    snprintf(name, sizeof name, "%s.weight", stem);
+    l->in_lo = l->out_lo = -FLT_MAX;
+    l->in_hi = l->out_hi = FLT_MAX;
+    float *bounds[4] = {&l->in_lo, &l->in_hi, &l->out_lo, &l->out_hi};
+    static const char *const sides[4] = {"input_min", "input_max", "output_min", "output_max"};
+    if (!bind(t, &l->w, name, n_in, n_out, false, true, err))
+        return false;
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "%s.%s", stem, sides[i]);
+        if (!read_bound(t, name, bounds[i], err))
+            return false;
+    }
     return true;
 }
 
@@ -162,39 +215,44 @@ static bool bind_layer(corral_audio_tower *t, uint32_t il, corral_error *err)
     struct {
         weight *w;
         const char *suffix;
-        size_t n_in, n_out;
-        bool vector, required;
-    } parts[] = {
-        {&l->ffn_norm, "ffn_norm", E, 1, true, true},
-        {&l->ffn_up, "ffn_up", E, F, false, true},
-        {&l->ffn_down, "ffn_down", F, E, false, true},
-        {&l->ffn_post_norm, "ffn_post_norm", E, 1, true, true},
-        {&l->ffn_norm_1, "ffn_norm_1", E, 1, true, true},
-        {&l->ffn_up_1, "ffn_up_1", E, F, false, true},
-        {&l->ffn_down_1, "ffn_down_1", F, E, false, true},
-        {&l->ffn_post_norm_1, "ffn_post_norm_1", E, 1, true, true},
-        {&l->attn_norm, "ln1", E, 1, true, true},
-        {&l->wq, "attn_q", E, E, false, true},
-        {&l->wk, "attn_k", E, E, false, true},
-        {&l->wv, "attn_v", E, E, false, true},
-        {&l->wo, "attn_out", E, E, false, true},
-        {&l->q_scale, "per_dim_scale", D, 1, true, true},
-        {&l->k_scale, "per_dim_k_scale", D, 1, true, false},
-        {&l->rel_k, "linear_pos", E, E, false, true},
-        {&l->attn_post_norm, "ln2", E, 1, true, true},
+        size_t n;
+        bool required;
+    } vectors[] = {
+        {&l->ffn_norm, "ffn_norm", E, true},
+        {&l->ffn_post_norm, "ffn_post_norm", E, true},
+        {&l->ffn_norm_1, "ffn_norm_1", E, true},
+        {&l->ffn_post_norm_1, "ffn_post_norm_1", E, true},
+        {&l->attn_norm, "ln1", E, true},
+        {&l->q_scale, "per_dim_scale", D, true},
+        {&l->k_scale, "per_dim_k_scale", D, false},
+        {&l->attn_post_norm, "ln2", E, true},
         /* ollama's converter names the module's first norm conv_norm and the one after the
          * depthwise convolution norm_conv */
-        {&l->conv_norm, "conv_norm", E, 1, true, true},
-        {&l->conv_pw1, "conv_pw1", E, 2 * E, false, true},
-        {&l->conv_post_norm, "norm_conv", E, 1, true, true},
-        {&l->conv_pw2, "conv_pw2", E, E, false, true},
-        {&l->out_norm, "layer_pre_norm", E, 1, true, true},
+        {&l->conv_norm, "conv_norm", E, true},
+        {&l->conv_post_norm, "norm_conv", E, true},
+        {&l->out_norm, "layer_pre_norm", E, true},
+    };
+    struct {
+        linear *l;
+        const char *suffix;
+        size_t n_in, n_out;
+    } matrices[] = {
+        {&l->ffn_up, "ffn_up", E, F},       {&l->ffn_down, "ffn_down", F, E},
+        {&l->ffn_up_1, "ffn_up_1", E, F},   {&l->ffn_down_1, "ffn_down_1", F, E},
+        {&l->wq, "attn_q", E, E},           {&l->wk, "attn_k", E, E},
+        {&l->wv, "attn_v", E, E},           {&l->wo, "attn_out", E, E},
+        {&l->rel_k, "linear_pos", E, E},    {&l->conv_pw1, "conv_pw1", E, 2 * E},
+        {&l->conv_pw2, "conv_pw2", E, E},
     };
     char name[96];
-    for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
-        snprintf(name, sizeof name, "a.blk.%u.%s.weight", il, parts[i].suffix);
-        if (!bind(t, parts[i].w, name, parts[i].n_in, parts[i].n_out, parts[i].vector,
-                  parts[i].required, err))
+    for (size_t i = 0; i < sizeof vectors / sizeof *vectors; i++) {
+        snprintf(name, sizeof name, "a.blk.%u.%s.weight", il, vectors[i].suffix);
+        if (!bind(t, vectors[i].w, name, vectors[i].n, 1, true, vectors[i].required, err))
+            return false;
+    }
+    for (size_t i = 0; i < sizeof matrices / sizeof *matrices; i++) {
+        snprintf(name, sizeof name, "a.blk.%u.%s", il, matrices[i].suffix);
+        if (!bind_linear(t, matrices[i].l, name, matrices[i].n_in, matrices[i].n_out, err))
             return false;
     }
     snprintf(name, sizeof name, "a.blk.%u.conv_dw.weight", il);
@@ -288,11 +346,10 @@ static bool load(corral_audio_tower *t, corral_error *err)
                                  (const int64_t[4]){3, 3, t->c0, t->c1}, err)) ||
         !bind(t, &t->conv0_norm, "a.conv1d.0.norm.weight", t->c0, 1, true, true, err) ||
         !bind(t, &t->conv1_norm, "a.conv1d.1.norm.weight", t->c1, 1, true, true, err) ||
-        !bind(t, &t->input_proj, "a.pre_encode.out.weight", F2 * t->c1, E, false, true, err) ||
-        !bind(t, &t->out_proj, "mm.a.fc.weight", E, t->n_proj, false, true, err) ||
+        !bind_linear(t, &t->input_proj, "a.pre_encode.out", F2 * t->c1, E, err) ||
+        !bind_linear(t, &t->out_proj, "mm.a.fc", E, t->n_proj, err) ||
         !bind(t, &t->out_proj_b, "mm.a.fc.bias", t->n_proj, 1, true, false, err) ||
-        !bind(t, &t->mm_proj, "mm.a.input_projection.weight", t->n_proj, t->n_embd_text, false,
-              true, err))
+        !bind_linear(t, &t->mm_proj, "mm.a.input_projection", t->n_proj, t->n_embd_text, err))
         return false;
     if (!(t->layers = calloc(t->n_layer, sizeof *t->layers))) {
         corral_error_set(err, "out of memory");
@@ -371,12 +428,40 @@ typedef struct audio_run {
     threadpool *pool;
     void *act; /* activation rows for a quantized product */
     size_t act_bytes;
+    float *clipped; /* a product's input within its bounds */
+    size_t clipped_count;
 } audio_run;
 
-/* y = W . x (+ bias) for n rows. */
-static bool product(audio_run *run, const weight *w, const weight *bias, const float *x,
+static void clamp_rows(float *x, size_t count, float lo, float hi)
+{
+    for (size_t i = 0; i < count; i++)
+        x[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i];
+}
+
+/* y = clip(W . clip(x)) (+ bias) for n rows. */
+static bool product(audio_run *run, const linear *l, const weight *bias, const float *x,
                     size_t n, float *y, corral_error *err)
 {
+    const weight *w = &l->w;
+    if (l->in_lo > -FLT_MAX || l->in_hi < FLT_MAX) {
+        size_t count;
+        if (!checked_mul_size(n, w->n_in, &count)) {
+            corral_error_set(err, "audio too long");
+            return false;
+        }
+        if (count > run->clipped_count) {
+            float *grown = realloc(run->clipped, count * sizeof *grown);
+            if (!grown) {
+                corral_error_set(err, "out of memory");
+                return false;
+            }
+            run->clipped = grown;
+            run->clipped_count = count;
+        }
+        memcpy(run->clipped, x, count * sizeof *x);
+        clamp_rows(run->clipped, count, l->in_lo, l->in_hi);
+        x = run->clipped;
+    }
     if (w->type != TENSOR_TYPE_F32) {
         size_t need;
         if (!checked_mul_size(quant_act_row_bytes(w->type, w->n_in), n, &need)) {
@@ -393,7 +478,14 @@ static bool product(audio_run *run, const weight *w, const weight *bias, const f
             run->act_bytes = need;
         }
     }
-    vision_matmul(run->pool, w, bias && bias->data ? bias : NULL, x, n, y, run->act);
+    vision_matmul(run->pool, w, NULL, x, n, y, run->act);
+    clamp_rows(y, n * w->n_out, l->out_lo, l->out_hi);
+    if (bias && bias->data) {
+        const float *b = bias->data;
+        for (size_t r = 0; r < n; r++)
+            for (size_t i = 0; i < w->n_out; i++)
+                y[r * w->n_out + i] += b[i];
+    }
     return true;
 }
 
@@ -468,8 +560,8 @@ static void conv_task(void *arg, size_t t, size_t thread)
 }
 
 /* Half a feed-forward step, added into h: h += 0.5 post(down(silu(up(pre(h))))). */
-static bool ffn_step(audio_run *run, float *h, size_t n, const weight *pre, const weight *up,
-                     const weight *down, const weight *post, float *x, float *wide,
+static bool ffn_step(audio_run *run, float *h, size_t n, const weight *pre, const linear *up,
+                     const linear *down, const weight *post, float *x, float *wide,
                      corral_error *err)
 {
     const corral_audio_tower *t = run->t;
@@ -681,5 +773,6 @@ bool corral_audio_tower_encode(const corral_audio_tower *t, const float *mel, si
     bool ok = encode(&run, mel, n_frames, out, err);
     threadpool_free(run.pool);
     free(run.act);
+    free(run.clipped);
     return ok;
 }

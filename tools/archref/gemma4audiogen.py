@@ -8,7 +8,8 @@ semantics of transformers' Gemma 4 audio model and feature extractor.
 Writes OUT_DIR/gemma4a-tower.gguf: a "gemma4" file holding only an audio tower as ollama's
 converter lays one out (keys gemma4.audio.*, tensors a.* and mm.a.*, per_dim_scale already
 through softplus, the depthwise kernels squeezed to [kernel, channels]; a per-dimension key
-scale in the second block only); OUT_DIR/gemma4a-clip.mel.f32, the log-mel frames of the
+scale in the second block only, clipped linears' bounds as one-value F32 tensors beside some
+products); OUT_DIR/gemma4a-clip.mel.f32, the log-mel frames of the
 clip below (frame after frame, 128 float32 values each); OUT_DIR/gemma4a-clip.embd.f32, the
 tower's embeddings of those frames (float32, token after token, the text width each).
 
@@ -113,6 +114,33 @@ def linear(w, x, n_in, n_out, bias=None):
             for o in range(n_out)]
 
 
+# Clipped linears' bounds (input_min, input_max, output_min, output_max) where the file has
+# them, tight enough to bite on the fixture's values; the rest are unbounded.
+CLAMPS = {"a.blk.0.attn_q": (-1.0, 1.0, None, None),
+          "a.blk.0.ffn_down": (-0.3, 0.3, None, None),
+          "a.blk.1.conv_pw2": (None, None, -0.5, 0.5),
+          "a.blk.1.ffn_up_1": (-1.5, 1.5, -1.0, 1.0),
+          "mm.a.input_projection": (-1.2, 1.2, -1.5, 1.5)}
+BOUNDS = ("input_min", "input_max", "output_min", "output_max")
+BITES = {}
+
+
+def clip_to(values, lo, hi, key):
+    if lo is None:
+        return values
+    out = [min(max(v, lo), hi) for v in values]
+    BITES[key] = BITES.get(key, 0) + sum(1 for a, b in zip(values, out) if a != b)
+    return out
+
+
+def lin(W, stem, x, n_in, n_out, bias=None):
+    """The linear stem.weight with its bounds where CLAMPS has them."""
+    b = CLAMPS.get(stem, (None,) * 4)
+    x = clip_to(x, b[0], b[1], stem + ".input")
+    y = clip_to(linear(W[stem + ".weight"], x, n_in, n_out), b[2], b[3], stem + ".output")
+    return [v + bias[i] for i, v in enumerate(y)] if bias else y
+
+
 def silu(v):
     return v / (1.0 + math.exp(-v))
 
@@ -149,8 +177,8 @@ def ffn(h, W, b, suffix):
     out = []
     for x in h:
         y = rms(x, w("norm"))
-        y = [silu(v) for v in linear(w("up"), y, E, FF)]
-        y = rms(linear(w("down"), y, FF, E), w("post_norm"))
+        y = [silu(v) for v in lin(W, f"{b}ffn_up{suffix}", y, E, FF)]
+        y = rms(lin(W, f"{b}ffn_down{suffix}", y, FF, E), w("post_norm"))
         out.append([a + 0.5 * b for a, b in zip(x, y)])
     return out
 
@@ -163,9 +191,9 @@ def attention(h, W, il):
     pds = W[b + "per_dim_scale.weight"]  # softplus already applied, as the file stores it
     pdk = W.get(b + "per_dim_k_scale.weight")
     xs = [rms(x, W[b + "ln1.weight"]) for x in h]
-    Q = [linear(W[b + "attn_q.weight"], x, E, E) for x in xs]
-    Kx = [linear(W[b + "attn_k.weight"], x, E, E) for x in xs]
-    V = [linear(W[b + "attn_v.weight"], x, E, E) for x in xs]
+    Q = [lin(W, b + "attn_q", x, E, E) for x in xs]
+    Kx = [lin(W, b + "attn_k", x, E, E) for x in xs]
+    V = [lin(W, b + "attn_v", x, E, E) for x in xs]
     Q = [[v * q_scale * pds[c % D] for c, v in enumerate(r)] for r in Q]
     Kx = [[v * k_scale * (pdk[c % D] if pdk else 1.0) for c, v in enumerate(r)] for r in Kx]
     # relative positions 12, 11, .., 0 as transformers orders them
@@ -174,7 +202,7 @@ def attention(h, W, il):
     inv = [math.exp(-k * inc) for k in range(half)]
     pos = [[math.sin(p * iv) for iv in inv] + [math.cos(p * iv) for iv in inv]
            for p in range(PAST, -1, -1)]
-    R = [linear(W[b + "linear_pos.weight"], p, E, E) for p in pos]
+    R = [lin(W, b + "linear_pos", p, E, E) for p in pos]
     S = CHUNK + PAST  # context size
     nb = (n + CHUNK - 1) // CHUNK
     zero = [0.0] * E
@@ -218,7 +246,7 @@ def attention(h, W, il):
                             out[i][hd * D + d] += ex[c] / tot * V[j][hd * D + d]
     res = []
     for x, o in zip(h, out):
-        y = rms(linear(W[b + "attn_out.weight"], o, E, E), W[b + "ln2.weight"])
+        y = rms(lin(W, b + "attn_out", o, E, E), W[b + "ln2.weight"])
         res.append([a + c for a, c in zip(x, y)])
     return res
 
@@ -228,7 +256,7 @@ def light_conv(h, W, il):
     n = len(h)
     g = []
     for x in h:
-        y = linear(W[b + "conv_pw1.weight"], rms(x, W[b + "conv_norm.weight"]), E, 2 * E)
+        y = lin(W, b + "conv_pw1", rms(x, W[b + "conv_norm.weight"]), E, 2 * E)
         g.append([y[c] / (1.0 + math.exp(-y[E + c])) for c in range(E)])
     dw = W[b + "conv_dw.weight"]  # [kernel, channels]: channel c's taps at c * K
     out = []
@@ -242,7 +270,7 @@ def light_conv(h, W, il):
                     s += dw[c * K + k] * g[ti][c]
             y.append(s)
         y = [silu(v) for v in rms(y, W[b + "norm_conv.weight"])]
-        y = linear(W[b + "conv_pw2.weight"], y, E, E)
+        y = lin(W, b + "conv_pw2", y, E, E)
         out.append([a + c for a, c in zip(h[t], y)])
     return out
 
@@ -252,8 +280,7 @@ def tower(mel, W):
     x = [[[v] for v in row] for row in mel]
     x, T1, F1 = conv_layer(x, T, NMEL, 1, W["a.conv1d.0.weight"], C0, W["a.conv1d.0.norm.weight"])
     x, T2, F2 = conv_layer(x, T1, F1, C0, W["a.conv1d.1.weight"], C1, W["a.conv1d.1.norm.weight"])
-    h = [linear(W["a.pre_encode.out.weight"], [v for f in row for v in f], F2 * C1, E)
-         for row in x]
+    h = [lin(W, "a.pre_encode.out", [v for f in row for v in f], F2 * C1, E) for row in x]
     for il in range(LAYERS):
         b = f"a.blk.{il}."
         h = ffn(h, W, b, "")
@@ -261,8 +288,8 @@ def tower(mel, W):
         h = light_conv(h, W, il)
         h = ffn(h, W, b, "_1")
         h = [rms(x, W[b + "layer_pre_norm.weight"]) for x in h]
-    h = [linear(W["mm.a.fc.weight"], x, E, PROJ, W["mm.a.fc.bias"]) for x in h]
-    return [linear(W["mm.a.input_projection.weight"], rms(x), PROJ, TEXT) for x in h]
+    h = [lin(W, "mm.a.fc", x, E, PROJ, W["mm.a.fc.bias"]) for x in h]
+    return [lin(W, "mm.a.input_projection", rms(x), PROJ, TEXT) for x in h]
 
 
 def tensors():
@@ -292,6 +319,10 @@ def tensors():
             t.append((b + "per_dim_k_scale.weight", [E // H], "norm", [1.2], "f32"))
     t += [("mm.a.fc.weight",) + m(E, PROJ), ("mm.a.fc.bias", [PROJ], "bias", [0.1], "f32"),
           ("mm.a.input_projection.weight",) + m(PROJ, TEXT)]
+    for stem, bounds in CLAMPS.items():
+        for name, value in zip(BOUNDS, bounds):
+            if value is not None:
+                t.append((f"{stem}.{name}", [1], "const", [value], "f32"))
     return t
 
 
@@ -323,7 +354,7 @@ def main():
     with open(os.path.join(a.out_dir, "gemma4a-clip.embd.f32"), "wb") as out:
         for row in embd:
             out.write(struct.pack(f"<{len(row)}f", *row))
-    print(f"{len(mel)} frames, {len(embd)} tokens of {len(embd[0])}")
+    print(f"{len(mel)} frames, {len(embd)} tokens of {len(embd[0])}; values clipped: {BITES}")
 
 
 if __name__ == "__main__":
