@@ -84,7 +84,7 @@ static void test_mel_matches_reference(void **state)
     print_message("log-mel: worst |ours - reference| %.3g (frame %zu bin %zu)\n", (double)worst,
                   at / AUDIO_MEL_BINS, at % AUDIO_MEL_BINS);
     assert_true(worst <= MEL_TOLERANCE);
-    /* the floor: a clip of silence is log(0.001) everywhere */
+    /* the offset: a clip of silence is log(0.001) everywhere */
     memset(samples, 0, 400 * sizeof *samples);
     audio_mel *quiet = audio_mel_compute(samples, 400, &err);
     assert_non_null(quiet);

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #define N_BINS (AUDIO_MEL_FFT / 2 + 1)
-#define LOG_FLOOR 0.001
+#define LOG_OFFSET 0.001
 
 /* One mel filter: its weights for FFT bins first .. first + n - 1. */
 typedef struct mel_filter {
@@ -160,7 +160,7 @@ audio_mel *audio_mel_compute(const float *samples, size_t n_samples, corral_erro
             double sum = 0.0;
             for (int k = 0; k < flt->n; k++)
                 sum += mag[flt->first + k] * flt->weight[k];
-            row[m] = (float)log(sum > LOG_FLOOR ? sum : LOG_FLOOR);
+            row[m] = (float)log(sum + LOG_OFFSET);
         }
     }
     free(t);

@@ -1,11 +1,13 @@
 /*
- * The log-mel features Gemma 4's audio tower takes (llama.cpp's "gemma4a" preprocessing, the
- * same as transformers' Gemma 4 feature extractor for one clip): 16 kHz samples in 20 ms
- * frames every 10 ms, the first frame centred on the first sample by half a window of
- * silence in front; each frame under a periodic Hann window, zero-filled to a 512-point FFT;
- * the magnitudes (not the power) through 128 triangular HTK-mel filters from 0 to 8 kHz
- * without area normalisation; the natural log of each sum, floored at 0.001. No pre-emphasis,
- * no normalisation per bin.
+ * The log-mel features Gemma 4's audio tower takes, as transformers' Gemma 4 feature extractor
+ * makes them for one clip: 16 kHz samples in 20 ms frames every 10 ms, the first frame
+ * centred on the first sample by half a window of silence in front; each frame under a
+ * periodic Hann window, zero-filled to a 512-point FFT; the magnitudes (not the power)
+ * through 128 triangular HTK-mel filters from 0 to 8 kHz without area normalisation; the
+ * natural log of each sum plus 0.001. No pre-emphasis, no normalisation per bin.
+ * llama.cpp's "gemma4a" preprocessing takes the log of the sum floored at 0.001 instead,
+ * which differs only where a bin is near silence; the extractor is what the model was
+ * trained on.
  */
 #ifndef CORRAL_AUDIO_MEL_H
 #define CORRAL_AUDIO_MEL_H

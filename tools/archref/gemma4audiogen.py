@@ -96,7 +96,7 @@ def log_mel(samples):
                 re += v * cos_t[idx]
                 im -= v * sin_t[idx]
             mag.append(math.hypot(re, im))
-        frames.append([math.log(max(sum(w * a for w, a in zip(fb[m], mag)), 1e-3))
+        frames.append([math.log(sum(w * a for w, a in zip(fb[m], mag)) + 1e-3)
                        for m in range(NMEL)])
     return frames
 
