@@ -9,7 +9,8 @@
  * (WAV here) are refused by a model without an audio tower; a gemma4 file carrying one (the
  * tiny text model and tests/fixtures/audio's tower joined into ollama's single-file layout)
  * answers with the clip's tokens where it stands, takes the same clip again from its cache
- * and KV cells, counts it without encoding, and refuses images, which it has no tower for.
+ * and KV cells, counts it without encoding, and refuses images, which it has no tower for;
+ * with a tower that does not load, text still answers and a clip's refusal says why.
  */
 #include <jansson.h>
 #include <math.h>
@@ -373,8 +374,8 @@ static void test_no_projector_refuses_audio(void **state)
 static char audio_model[2048];
 
 /* The tiny gemma4 text model with the audio tower's keys and tensors added, as ollama's
- * converter puts both in one file. */
-static void write_audio_model(void)
+ * converter puts both in one file; the tower's tensor `drop` left out (NULL: none). */
+static void write_audio_model(const char *drop)
 {
     const char *fixtures = getenv("CORRAL_FIXTURES");
     char text_path[2048], tower_path[2048];
@@ -402,7 +403,8 @@ static void write_audio_model(void)
         for (size_t f = 0; f < 2; f++)
             for (size_t i = 0; ok && i < gguf_n_tensors(files[f]); i++) {
                 const gguf_tensor *t = gguf_tensor_at(files[f], i);
-                ok = gguf_write_fixture_copy(w, pass, t->name, t, &err);
+                if (!drop || strcmp(t->name, drop) != 0)
+                    ok = gguf_write_fixture_copy(w, pass, t->name, t, &err);
             }
         if (pass == 0)
             ok = ok && gguf_writer_begin(w, audio_model, &err);
@@ -412,19 +414,25 @@ static void write_audio_model(void)
     gguf_close(tower);
 }
 
-static int start_with_audio(void **state)
+/* A runner of the audio model (its tower without tensor `drop`: NULL, none left out). */
+static int spawn_audio(const char *drop)
 {
-    (void)state;
     const char *bin = getenv("CORRAL_BIN");
     if (!bin || !getenv("CORRAL_FIXTURES"))
         return -1;
-    write_audio_model();
+    write_audio_model(drop);
     snprintf(socket_path, sizeof socket_path, "/tmp/corral-test-runner-audio-%d.sock",
              (int)getpid());
     const char *const argv[] = {bin, "runner", "--model", audio_model, "--socket", socket_path,
                                 "--ctx", "256", "--parallel", "1", "--threads", "1",
                                 "--batch", "8", NULL};
     return runner_fixture_start(argv, socket_path, &runner_pid) ? 0 : -1;
+}
+
+static int start_with_audio(void **state)
+{
+    (void)state;
+    return spawn_audio(NULL);
 }
 
 static int stop_audio(void **state)
@@ -478,6 +486,26 @@ static void test_audio_clip_answers_then_the_cache(void **state)
     free(wav);
 }
 
+/* A tower that does not load costs the model its audio only: text still answers, and a
+ * clip's refusal says why. */
+static void test_broken_tower_refuses_audio_only(void **state)
+{
+    (void)state;
+    assert_int_equal(spawn_audio("a.blk.1.conv_pw2.weight"), 0);
+    json_t *a = request(json_pack("{s:s, s:s, s:{s:i, s:i}}", "op", "completion", "prompt",
+                                  GEMMA_PROMPT, "options", "temperature", 0, "num_predict", 2));
+    assert_int_equal(json_array_size(json_object_get(a, "tokens")),
+                     (size_t)field(a, "prompt_eval_count") + 2);
+    json_decref(a);
+    char *wav = tone_wav(0.5);
+    assert_refused(complete(GEMMA_PROMPT, wav, 0, 4),
+                   "the model's audio tower cannot be used: ");
+    assert_refused(complete(GEMMA_PROMPT, wav, 0, 4), "'a.blk.1.conv_pw2.weight'");
+    free(wav);
+    remove(audio_model);
+    assert_int_equal(stop(), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest with_projector[] = {
@@ -493,6 +521,7 @@ int main(void)
     const struct CMUnitTest without[] = {
         cmocka_unit_test(test_no_projector_refuses_images),
         cmocka_unit_test(test_no_projector_refuses_audio),
+        cmocka_unit_test(test_broken_tower_refuses_audio_only),
         cmocka_unit_test(test_small_batch),
     };
     return cmocka_run_group_tests(with_projector, start_with_projector, stop_runner) +

@@ -46,6 +46,8 @@ typedef struct cached_image {
 struct prompt_vision {
     corral_mmproj *mm;           /* NULL: the model takes no images */
     corral_audio_tower *audio;   /* NULL: the model takes no audio */
+    /* why a tower the model file carries is not used ("": none, or it is used) */
+    char audio_error[CORRAL_ERROR_MAX];
     int n_threads;
     pthread_mutex_t lock; /* one encoding at a time; guards the cache */
     cached_image cache[CACHED_IMAGES];
@@ -64,19 +66,22 @@ prompt_vision *prompt_vision_create(const char *path, const char *model_path,
         corral_error_set(err, "out of memory");
         return NULL;
     }
-    bool absent = true;
     bool ok = !path || ((v->mm = corral_mmproj_load(path, err)) &&
                         corral_mmproj_fits(v->mm, model, err));
     if (ok && model_path) {
-        v->audio = corral_audio_tower_load(model_path, &absent, err);
-        if (v->audio)
-            ok = corral_audio_tower_fits(v->audio, model, err);
-        else if (!absent)
-            ok = false;
-        else
-            corral_error_set(err, "%s", "");
+        /* a tower that does not load costs the model its audio only: its text and images
+         * still answer, and a clip's refusal says why */
+        corral_error tower_err = {{0}};
+        bool absent = true;
+        v->audio = corral_audio_tower_load(model_path, &absent, &tower_err);
+        if (v->audio && !corral_audio_tower_fits(v->audio, model, &tower_err)) {
+            corral_audio_tower_free(v->audio);
+            v->audio = NULL;
+        }
+        if (!v->audio && !absent)
+            snprintf(v->audio_error, sizeof v->audio_error, "%s", tower_err.message);
     }
-    if (ok && !v->mm && !v->audio) { /* nothing to take: no error */
+    if (ok && !v->mm && !v->audio && !v->audio_error[0]) { /* nothing to take: no error */
         free(v);
         return NULL;
     }
@@ -133,6 +138,11 @@ void prompt_vision_free(prompt_vision *v)
 bool prompt_vision_takes_audio(const prompt_vision *v)
 {
     return v && v->audio;
+}
+
+const char *prompt_vision_audio_error(const prompt_vision *v)
+{
+    return v && v->audio_error[0] ? v->audio_error : NULL;
 }
 
 void prompt_images_free(prompt_image *images, size_t n)
@@ -479,7 +489,10 @@ static bool media_item(prompt_vision *v, const uint8_t *data, size_t len,
     memset(out, 0, sizeof *out);
     if (*clip && !v->audio) {
         *refused = true;
-        corral_error_set(err, "model does not support audio");
+        if (v->audio_error[0])
+            corral_error_set(err, "the model's audio tower cannot be used: %s", v->audio_error);
+        else
+            corral_error_set(err, "model does not support audio");
         return false;
     }
     if (!*clip && !v->mm) {

@@ -35,11 +35,14 @@ typedef struct prompt_vision prompt_vision;
 
 /* The projector at path (NULL: none) and the audio tower in the model file at model_path
  * (where it has one), checked against model; NULL with err, or NULL with err's message empty
- * when there is neither. */
+ * when there is neither. A tower that does not load or fit is no error: the model then takes
+ * no audio, prompt_vision_audio_error says why, and a clip's refusal says it too. */
 prompt_vision *prompt_vision_create(const char *path, const char *model_path,
                                     const corral_model *model, int n_threads, corral_error *err);
-/* Whether the model takes audio clips. */
+/* Whether the model takes audio clips; why the tower its file carries is not used (NULL:
+ * none, or it is used). */
 bool prompt_vision_takes_audio(const prompt_vision *v);
+const char *prompt_vision_audio_error(const prompt_vision *v);
 /* The refusal of media items ([{"data": base64}]) for a model that takes none: "model does not
  * support audio" when one is a clip, else "... images". */
 void prompt_media_refusal(const json_t *items, corral_error *err);

@@ -931,6 +931,9 @@ int runner_main(int argc, char **argv)
     if (prompt_vision_takes_audio(vision))
         log_printf(LOG_INFO, "audio tower loaded: clips up to %g seconds",
                    PROMPT_MAX_AUDIO_SECONDS);
+    else if (prompt_vision_audio_error(vision))
+        log_printf(LOG_WARN, "the model file's audio tower is not used, audio is refused: %s",
+                   prompt_vision_audio_error(vision));
     corral_context_params cp;
     corral_context_params_init(&cp);
     cp.n_ctx = o.n_ctx < corral_model_n_ctx_train(model) ? o.n_ctx : corral_model_n_ctx_train(model);
