@@ -75,7 +75,7 @@ struct corral_audio_tower {
     gguf_file *file;
     uint32_t n_layer, n_embd, n_head, n_ff, kernel, c0, c1, n_proj, n_embd_text;
     float eps;
-    float *conv0, *conv1; /* [out channel][in channel][3 time][3 frequency] */
+    float *conv0, *conv1; /* [out channel][3 time][3 frequency][in channel] */
     weight conv0_norm, conv1_norm, out_proj_b;
     linear input_proj, out_proj, mm_proj;
     audio_layer *layers;
@@ -294,6 +294,24 @@ void corral_audio_tower_free(corral_audio_tower *t)
     free(t);
 }
 
+/* A convolution kernel as the file has it, [out][in][3][3], laid out [out][3][3][in] so that
+ * a tap's input channels are contiguous, as the frames' are; NULL when out of memory. */
+static bool taps_last(float **kernel, size_t c_out, size_t c_in, corral_error *err)
+{
+    float *t = malloc(c_out * c_in * 9 * sizeof *t);
+    if (!t) {
+        corral_error_set(err, "out of memory");
+        return false;
+    }
+    for (size_t co = 0; co < c_out; co++)
+        for (size_t ci = 0; ci < c_in; ci++)
+            for (size_t k = 0; k < 9; k++)
+                t[(co * 9 + k) * c_in + ci] = (*kernel)[(co * c_in + ci) * 9 + k];
+    free(*kernel);
+    *kernel = t;
+    return true;
+}
+
 /* The frequency bins a stride-2 convolution with one bin of padding leaves of n. */
 static size_t halved(size_t n)
 {
@@ -344,6 +362,7 @@ static bool load(corral_audio_tower *t, corral_error *err)
                                  err)) ||
         !(t->conv1 = read_kernel(t, "a.conv1d.1.weight",
                                  (const int64_t[4]){3, 3, t->c0, t->c1}, err)) ||
+        !taps_last(&t->conv0, t->c0, 1, err) || !taps_last(&t->conv1, t->c1, t->c0, err) ||
         !bind(t, &t->conv0_norm, "a.conv1d.0.norm.weight", t->c0, 1, true, true, err) ||
         !bind(t, &t->conv1_norm, "a.conv1d.1.norm.weight", t->c1, 1, true, true, err) ||
         !bind_linear(t, &t->input_proj, "a.pre_encode.out", F2 * t->c1, E, err) ||
@@ -520,6 +539,19 @@ typedef struct conv_job {
     float *out;
 } conv_job;
 
+/* a . b over n floats in 8 running sums, which compilers keep in vector lanes */
+static float dot(const float *a, const float *b, size_t n)
+{
+    float lane[8] = {0};
+    size_t k = 0;
+    for (; k + 8 <= n; k += 8)
+        for (size_t l = 0; l < 8; l++)
+            lane[l] += a[k + l] * b[k + l];
+    for (; k < n; k++)
+        lane[0] += a[k] * b[k];
+    return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
+}
+
 static void conv_task(void *arg, size_t t, size_t thread)
 {
     (void)thread;
@@ -527,7 +559,7 @@ static void conv_task(void *arg, size_t t, size_t thread)
     for (size_t f = 0; f < j->F_out; f++) {
         float *o = j->out + (t * j->F_out + f) * j->c_out;
         for (size_t co = 0; co < j->c_out; co++) {
-            double sum = 0.0;
+            float sum = 0.0f;
             for (size_t kt = 0; kt < 3; kt++) {
                 long ti = 2 * (long)t - 1 + (long)kt;
                 if (ti < 0 || (size_t)ti >= j->T)
@@ -537,12 +569,10 @@ static void conv_task(void *arg, size_t t, size_t thread)
                     if (fi < 0 || (size_t)fi >= j->F)
                         continue;
                     const float *x = j->in + ((size_t)ti * j->F + (size_t)fi) * j->c_in;
-                    const float *w = j->kernel + co * j->c_in * 9 + kt * 3 + kf;
-                    for (size_t ci = 0; ci < j->c_in; ci++)
-                        sum += (double)w[ci * 9] * x[ci];
+                    sum += dot(j->kernel + (co * 9 + kt * 3 + kf) * j->c_in, x, j->c_in);
                 }
             }
-            o[co] = (float)sum;
+            o[co] = sum;
         }
         double mean = 0.0, var = 0.0;
         for (size_t c = 0; c < j->c_out; c++)
