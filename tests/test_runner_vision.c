@@ -13,7 +13,6 @@
  * with a tower that does not load, text still answers and a clip's refusal says why.
  */
 #include <jansson.h>
-#include <math.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -30,8 +29,7 @@
 
 #include <cmocka.h>
 
-#include "gguf.h"
-#include "gguf_write_fixture.h"
+#include "audio_model_fixture.h"
 #include "runner_fixture.h"
 #include "util/base64.h"
 #include "util/file.h"
@@ -328,24 +326,10 @@ static void test_small_batch(void **state)
 /* A 16 kHz mono 16-bit WAV of a 440 Hz tone, seconds long, in base64. */
 static char *tone_wav(double seconds)
 {
-    size_t n = (size_t)(16000 * seconds), bytes = 44 + 2 * n;
-    uint8_t *w = malloc(bytes);
-    assert_non_null(w);
-    uint32_t data = (uint32_t)(2 * n), riff = 36 + data;
-    memcpy(w, "RIFF", 4);
-    memcpy(w + 4, &riff, 4);
-    memcpy(w + 8, "WAVEfmt ", 8);
-    static const uint8_t fmt[20] = {16, 0, 0, 0, 1, 0, 1, 0, 0x80, 0x3e, 0, 0,
-                                    0, 0x7d, 0, 0, 2, 0, 16, 0};
-    memcpy(w + 16, fmt, sizeof fmt);
-    memcpy(w + 36, "data", 4);
-    memcpy(w + 40, &data, 4);
-    for (size_t i = 0; i < n; i++) {
-        int16_t v = (int16_t)(8000.0 * sin(2 * M_PI * 440.0 * i / 16000));
-        memcpy(w + 44 + 2 * i, &v, 2);
-    }
-    char *text = util_base64_encode(w, bytes);
-    free(w);
+    size_t size;
+    uint8_t *wav = audio_model_fixture_tone(seconds, &size);
+    char *text = util_base64_encode(wav, size);
+    free(wav);
     return text;
 }
 
@@ -373,54 +357,15 @@ static void test_no_projector_refuses_audio(void **state)
 
 static char audio_model[2048];
 
-/* The tiny gemma4 text model with the audio tower's keys and tensors added, as ollama's
- * converter puts both in one file; the tower's tensor `drop` left out (NULL: none). */
-static void write_audio_model(const char *drop)
-{
-    const char *fixtures = getenv("CORRAL_FIXTURES");
-    char text_path[2048], tower_path[2048];
-    snprintf(text_path, sizeof text_path, "%s/vision/gemma4v-text.gguf", fixtures);
-    snprintf(tower_path, sizeof tower_path, "%s/audio/gemma4a-tower.gguf", fixtures);
-    snprintf(audio_model, sizeof audio_model, "/tmp/corral-test-runner-audio-%d.gguf",
-             (int)getpid());
-    corral_error err = {{0}};
-    gguf_file *text = gguf_open(text_path, &err), *tower = gguf_open(tower_path, &err);
-    assert_non_null(text);
-    assert_non_null(tower);
-    gguf_writer *w = gguf_writer_create();
-    bool ok = w != NULL;
-    /* its sliding window (8) widened past the context, so that a slot can keep a prompt's
-     * cells for the next request: with the window, the runner starts each prompt over */
-    for (size_t i = 0; ok && i < gguf_n_kv(text); i++)
-        ok = strcmp(gguf_kv_at(text, i)->key, "gemma4.attention.sliding_window") == 0
-                 ? gguf_writer_add_u32(w, "gemma4.attention.sliding_window", 4096, &err)
-                 : gguf_writer_copy_kv(w, gguf_kv_at(text, i), &err);
-    for (size_t i = 0; ok && i < gguf_n_kv(tower); i++)
-        if (strncmp(gguf_kv_at(tower, i)->key, "gemma4.audio.", 13) == 0)
-            ok = gguf_writer_copy_kv(w, gguf_kv_at(tower, i), &err);
-    for (int pass = 0; ok && pass < 2; pass++) {
-        gguf_file *files[2] = {text, tower};
-        for (size_t f = 0; f < 2; f++)
-            for (size_t i = 0; ok && i < gguf_n_tensors(files[f]); i++) {
-                const gguf_tensor *t = gguf_tensor_at(files[f], i);
-                if (!drop || strcmp(t->name, drop) != 0)
-                    ok = gguf_write_fixture_copy(w, pass, t->name, t, &err);
-            }
-        if (pass == 0)
-            ok = ok && gguf_writer_begin(w, audio_model, &err);
-    }
-    gguf_write_fixture_finish(w, ok, audio_model, &err);
-    gguf_close(text);
-    gguf_close(tower);
-}
-
 /* A runner of the audio model (its tower without tensor `drop`: NULL, none left out). */
 static int spawn_audio(const char *drop)
 {
     const char *bin = getenv("CORRAL_BIN");
     if (!bin || !getenv("CORRAL_FIXTURES"))
         return -1;
-    write_audio_model(drop);
+    snprintf(audio_model, sizeof audio_model, "/tmp/corral-test-runner-audio-%d.gguf",
+             (int)getpid());
+    audio_model_fixture_write(audio_model, drop);
     snprintf(socket_path, sizeof socket_path, "/tmp/corral-test-runner-audio-%d.sock",
              (int)getpid());
     const char *const argv[] = {bin, "runner", "--model", audio_model, "--socket", socket_path,
