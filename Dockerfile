@@ -13,6 +13,7 @@ RUN apt-get update \
         libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libssl-dev libpcre2-dev \
         libutf8proc-dev libedit-dev libcmocka-dev \
         libpng-dev libjpeg62-turbo-dev libwebp-dev libgif-dev zlib1g-dev libzstd-dev \
+        libsndfile1-dev libsamplerate0-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -24,6 +25,7 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends \
         ca-certificates libmicrohttpd12 libcurl4 libjansson4 libssl3 libpcre2-8-0 \
         libutf8proc2 libedit2 libpng16-16 libjpeg62-turbo libwebp7 libgif7 libzstd1 \
+        libsndfile1 libsamplerate0 \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --user-group --home-dir /var/lib/corral --create-home \
         --shell /usr/sbin/nologin corral \

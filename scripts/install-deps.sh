@@ -6,6 +6,7 @@ PACKAGES="cmake ninja-build gcc clang libclang-rt-14-dev pkg-config make
 libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libssl-dev libpcre2-dev
 libutf8proc-dev libedit-dev libcmocka-dev curl python3
 libpng-dev libjpeg62-turbo-dev libwebp-dev libgif-dev zlib1g-dev libzstd-dev zstd
+libsndfile1-dev libsamplerate0-dev
 libvulkan-dev glslc mesa-vulkan-drivers vulkan-tools
 docker-registry chromium prometheus nginx systemd"
 # libvulkan-dev and glslc build the Vulkan backend; mesa-vulkan-drivers (lavapipe, a Vulkan

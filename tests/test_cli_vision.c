@@ -4,7 +4,10 @@
  * <__media__> gives llama.cpp's ids, the greedy tokens are llama.cpp's, --dump-pixels writes
  * its pixels bit for bit and --dump-embd embeddings within the tolerance, a prompt that
  * writes its BOS starts with one; a prompt without the marker, a file that is no projector
- * and pixels of the wrong size are refused.
+ * and pixels of the wrong size are refused. `corral infer --audio` with a gemma4 file that
+ * carries an audio tower (audio_model_fixture.h) evaluates a WAV's 13 tokens and dumps its
+ * log-mel frames and embeddings; a model without a tower and a file that is no audio are
+ * refused.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -19,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "audio_model_fixture.h"
 #include "command_fixture.h"
 #include "file_fixture.h"
 
@@ -184,12 +188,78 @@ static void test_cli_vision_refuses(void **state)
     free(out);
 }
 
+/* infer --audio of the joined model (or `model`) with clip, its stderr kept. */
+static char *infer_audio(const char *model, const char *clip, const char *extra, int *status)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "'%s' infer '%s' '<start_of_turn>user\n<__media__> What is said?<end_of_turn>\n"
+             "<start_of_turn>model\n' --audio '%s' -n 4 --ids --kv f32 --temperature 0 -t 1 "
+             "%s 2>&1",
+             getenv("CORRAL_BIN"), model, clip, extra);
+    return command_fixture_run(cmd, status);
+}
+
+static long file_size(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fclose(f);
+    return n;
+}
+
+static void test_cli_infer_audio(void **state)
+{
+    (void)state;
+    char model[256], clip[256], mel[256], embd[256], extra[600];
+    snprintf(model, sizeof model, "/tmp/corral-test-cli-audio-%d.gguf", (int)getpid());
+    snprintf(clip, sizeof clip, "/tmp/corral-test-cli-audio-%d.wav", (int)getpid());
+    snprintf(mel, sizeof mel, "/tmp/corral-test-cli-audio-%d.mel", (int)getpid());
+    snprintf(embd, sizeof embd, "/tmp/corral-test-cli-audio-%d.embd", (int)getpid());
+    audio_model_fixture_write(model, NULL);
+    size_t size;
+    uint8_t *wav = audio_model_fixture_tone(0.5, &size);
+    FILE *f = fopen(clip, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(wav, 1, size, f), size);
+    fclose(f);
+    free(wav);
+    int status;
+    snprintf(extra, sizeof extra, "--dump-pixels %s --dump-embd %s", mel, embd);
+    char *out = infer_audio(model, clip, extra, &status);
+    if (status != 0)
+        fail_msg("%s", out);
+    free(out);
+    /* 0.5 s: 49 frames of 128 bins, 13 tokens of the text width (32) */
+    assert_int_equal(file_size(mel), 49 * 128 * 4);
+    assert_int_equal(file_size(embd), 13 * 32 * 4);
+    /* a model without a tower; a file that is no audio */
+    char text_model[2048];
+    snprintf(text_model, sizeof text_model, "%s/vision/gemma4v-text.gguf",
+             getenv("CORRAL_FIXTURES"));
+    out = infer_audio(text_model, clip, "", &status);
+    assert_int_not_equal(status, 0);
+    assert_non_null(strstr(out, "carries no audio tower"));
+    free(out);
+    out = infer_audio(model, model, "", &status);
+    assert_int_not_equal(status, 0);
+    assert_non_null(strstr(out, "not a WAV, FLAC, MP3 or Ogg file"));
+    free(out);
+    remove(model);
+    remove(clip);
+    remove(mel);
+    remove(embd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cli_vision_matches_llama_cpp),
         cmocka_unit_test(test_cli_vision_prompt_starts_with_one_bos),
         cmocka_unit_test(test_cli_vision_refuses),
+        cmocka_unit_test(test_cli_infer_audio),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,7 +5,12 @@
  * a next turn evaluates only its new text, another image at the same place is evaluated from
  * the image on; bad images and offsets are errors with a 400 status (the request's fault),
  * and a runner without a projector refuses images; `count` gives a completion's numbers without encoding; an image longer than the
- * batch answers as with a large one; two images are never taken for each other.
+ * batch answers as with a large one; two images are never taken for each other. Audio clips
+ * (WAV here) are refused by a model without an audio tower; a gemma4 file carrying one (the
+ * tiny text model and tests/fixtures/audio's tower joined into ollama's single-file layout)
+ * answers with the clip's tokens where it stands, takes the same clip again from its cache
+ * and KV cells, counts it without encoding, and refuses images, which it has no tower for;
+ * with a tower that does not load, text still answers and a clip's refusal says why.
  */
 #include <jansson.h>
 #include <setjmp.h>
@@ -24,6 +29,7 @@
 
 #include <cmocka.h>
 
+#include "audio_model_fixture.h"
 #include "runner_fixture.h"
 #include "util/base64.h"
 #include "util/file.h"
@@ -317,6 +323,134 @@ static void test_small_batch(void **state)
     assert_memory_equal(small, large, sizeof small);
 }
 
+/* A 16 kHz mono 16-bit WAV of a 440 Hz tone, seconds long, in base64. */
+static char *tone_wav(double seconds)
+{
+    size_t size;
+    uint8_t *wav = audio_model_fixture_tone(seconds, &size);
+    char *text = util_base64_encode(wav, size);
+    free(wav);
+    return text;
+}
+
+static void test_no_tower_refuses_audio(void **state)
+{
+    (void)state;
+    char *wav = tone_wav(0.5);
+    assert_refused(complete(QWEN_PROMPT, wav, strlen(USER), 4), "model does not support audio");
+    assert_refused(request(json_pack("{s:s, s:s, s:[{s:s, s:I}]}", "op", "count", "prompt",
+                                     QWEN_PROMPT, "images", "data", wav, "at",
+                                     (json_int_t)strlen(USER))),
+                   "model does not support audio");
+    free(wav);
+}
+
+static void test_no_projector_refuses_audio(void **state)
+{
+    (void)state;
+    assert_int_equal(spawn(false), 0);
+    char *wav = tone_wav(0.5);
+    assert_refused(complete(QWEN_PROMPT, wav, 0, 4), "model does not support audio");
+    free(wav);
+    assert_int_equal(stop(), 0);
+}
+
+static char audio_model[2048];
+
+/* A runner of the audio model (its tower without tensor `drop`: NULL, none left out). */
+static int spawn_audio(const char *drop)
+{
+    const char *bin = getenv("CORRAL_BIN");
+    if (!bin || !getenv("CORRAL_FIXTURES"))
+        return -1;
+    snprintf(audio_model, sizeof audio_model, "/tmp/corral-test-runner-audio-%d.gguf",
+             (int)getpid());
+    audio_model_fixture_write(audio_model, drop);
+    snprintf(socket_path, sizeof socket_path, "/tmp/corral-test-runner-audio-%d.sock",
+             (int)getpid());
+    const char *const argv[] = {bin, "runner", "--model", audio_model, "--socket", socket_path,
+                                "--ctx", "256", "--parallel", "1", "--threads", "1",
+                                "--batch", "8", NULL};
+    return runner_fixture_start(argv, socket_path, &runner_pid) ? 0 : -1;
+}
+
+static int start_with_audio(void **state)
+{
+    (void)state;
+    return spawn_audio(NULL);
+}
+
+static int stop_audio(void **state)
+{
+    (void)state;
+    remove(audio_model);
+    return stop();
+}
+
+#define GEMMA_USER "<start_of_turn>user\n"
+#define GEMMA_PROMPT GEMMA_USER " What is said?<end_of_turn>\n<start_of_turn>model\n"
+
+/* 0.5 s of audio: 49 log-mel frames, 13 tokens after the two halvings. */
+static void test_audio_clip_answers_then_the_cache(void **state)
+{
+    (void)state;
+    char *wav = tone_wav(0.5);
+    json_t *a = request(json_pack("{s:s, s:s, s:[{s:s, s:I}]}", "op", "count", "prompt",
+                                  GEMMA_PROMPT, "images", "data", wav, "at",
+                                  (json_int_t)strlen(GEMMA_USER)));
+    assert_int_equal(field(a, "image_tokens"), 13);
+    json_int_t n_tokens = field(a, "n_tokens");
+    json_decref(a);
+    a = complete(GEMMA_PROMPT, wav, strlen(GEMMA_USER), 4);
+    assert_int_equal(field(a, "image_tokens"), 13);
+    assert_int_equal(field(a, "images_encoded"), 1);
+    assert_int_equal(field(a, "prompt_eval_count"), n_tokens);
+    assert_int_equal(json_array_size(json_object_get(a, "tokens")), n_tokens - 13 + 4);
+    json_decref(a);
+    /* the same clip again: from the cache, its cells reused, only the last token */
+    a = complete(GEMMA_PROMPT, wav, strlen(GEMMA_USER), 4);
+    assert_int_equal(field(a, "images_encoded"), 0);
+    assert_int_equal(field(a, "prompt_eval_count"), 1);
+    json_decref(a);
+    /* another clip in the same place: evaluated from the clip on */
+    char *longer = tone_wav(0.6);
+    a = complete(GEMMA_PROMPT, longer, strlen(GEMMA_USER), 4);
+    assert_int_equal(field(a, "images_encoded"), 1);
+    assert_int_equal(field(a, "image_tokens"), 15);
+    assert_true(field(a, "prompt_eval_count") < n_tokens - 13 + 15);
+    json_decref(a);
+    free(longer);
+    /* no vision tower: an image is refused */
+    char *square = fixture_base64("square.png");
+    assert_refused(complete(GEMMA_PROMPT, square, 0, 4), "model does not support images");
+    free(square);
+    /* a clip over 30 seconds is the request's fault */
+    char *too_long = tone_wav(30.5);
+    assert_refused(complete(GEMMA_PROMPT, too_long, 0, 4), "longer than 30 seconds");
+    free(too_long);
+    free(wav);
+}
+
+/* A tower that does not load costs the model its audio only: text still answers, and a
+ * clip's refusal says why. */
+static void test_broken_tower_refuses_audio_only(void **state)
+{
+    (void)state;
+    assert_int_equal(spawn_audio("a.blk.1.conv_pw2.weight"), 0);
+    json_t *a = request(json_pack("{s:s, s:s, s:{s:i, s:i}}", "op", "completion", "prompt",
+                                  GEMMA_PROMPT, "options", "temperature", 0, "num_predict", 2));
+    assert_int_equal(json_array_size(json_object_get(a, "tokens")),
+                     (size_t)field(a, "prompt_eval_count") + 2);
+    json_decref(a);
+    char *wav = tone_wav(0.5);
+    assert_refused(complete(GEMMA_PROMPT, wav, 0, 4),
+                   "the model's audio tower cannot be used: ");
+    assert_refused(complete(GEMMA_PROMPT, wav, 0, 4), "'a.blk.1.conv_pw2.weight'");
+    free(wav);
+    remove(audio_model);
+    assert_int_equal(stop(), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest with_projector[] = {
@@ -324,11 +458,18 @@ int main(void)
         cmocka_unit_test(test_bad_images),
         cmocka_unit_test(test_count),
         cmocka_unit_test(test_colliding_images_stay_apart),
+        cmocka_unit_test(test_no_tower_refuses_audio),
+    };
+    const struct CMUnitTest with_audio[] = {
+        cmocka_unit_test(test_audio_clip_answers_then_the_cache),
     };
     const struct CMUnitTest without[] = {
         cmocka_unit_test(test_no_projector_refuses_images),
+        cmocka_unit_test(test_no_projector_refuses_audio),
+        cmocka_unit_test(test_broken_tower_refuses_audio_only),
         cmocka_unit_test(test_small_batch),
     };
     return cmocka_run_group_tests(with_projector, start_with_projector, stop_runner) +
+           cmocka_run_group_tests(with_audio, start_with_audio, stop_audio) +
            cmocka_run_group_tests(without, NULL, NULL);
 }

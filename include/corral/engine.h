@@ -488,6 +488,9 @@ typedef struct corral_image_embd {
      * cross-attention layers, rows of the text model's width, of which the text after it
      * attends to the first n_attended (its tiles', not the padding tiles'); 0 elsewhere */
     uint32_t n_attended;
+    /* a clip's embeddings (corral_audio_tower_encode): its tokens see only the ones before
+     * them, whatever the family does for an image's */
+    bool causal;
 } corral_image_embd;
 
 /*
@@ -513,7 +516,8 @@ bool corral_mmproj_use_gpu(corral_mmproj *mm, int device, corral_error *err);
 
 /*
  * Append an image's embeddings to a sequence in place of tokens: not scaled as token
- * embeddings are; seeing each other both ways where the model's family does that (gemma3:
+ * embeddings are; seeing each other both ways where the model's family does that and the
+ * embeddings are not marked causal (a clip's are) (gemma3:
  * then as one batch, at most the context's n_batch tokens; otherwise in batches of up to
  * n_batch, each at its own positions); at M-RoPE positions (t, t + y, t + x) for
  * qwen2vl, whose following text then continues max(nx, ny) positions on. The last image
@@ -523,6 +527,34 @@ bool corral_mmproj_use_gpu(corral_mmproj *mm, int device, corral_error *err);
  */
 bool corral_decode_image(corral_context *ctx, int32_t seq, const corral_image_embd *image,
                          corral_error *err);
+
+/* ---- Audio: clips as text-model embeddings through an audio tower ---- */
+
+/*
+ * Gemma 4's audio tower (E2B, E4B), which ollama's files carry beside the text model: keys
+ * "gemma4.audio.*", tensors "a." and "mm.a.". It takes log-mel frames (src/audio/mel.h: 128
+ * bins every 10 ms of 16 kHz audio) and gives a text-model embedding per 40 ms.
+ */
+typedef struct corral_audio_tower corral_audio_tower;
+
+/* The tower in the model file at path; NULL with err, or NULL with *absent set (err left
+ * alone) when the file carries none. */
+corral_audio_tower *corral_audio_tower_load(const char *path, bool *absent, corral_error *err);
+void corral_audio_tower_free(corral_audio_tower *tower);
+/* Whether its embeddings fit the text model (the same width). */
+bool corral_audio_tower_fits(const corral_audio_tower *tower, const corral_model *model,
+                             corral_error *err);
+/* The text a prompt carries right before and after a clip's tokens ("<|audio>", "<audio|>"). */
+const char *corral_audio_tower_begin(const corral_audio_tower *tower);
+const char *corral_audio_tower_end(const corral_audio_tower *tower);
+/* The embeddings n_frames log-mel frames give (0 for none). */
+size_t corral_audio_tower_tokens(const corral_audio_tower *tower, size_t n_frames);
+/* Encode n_frames rows of 128 log-mel values into out (a 1-D run: nx = n_tokens, ny = 1,
+ * causal set, so that corral_decode_image runs its tokens causally) on n_threads threads (0:
+ * one per physical core). Free out with corral_image_embd_free. */
+bool corral_audio_tower_encode(const corral_audio_tower *tower, const float *mel,
+                               size_t n_frames, int n_threads, corral_image_embd *out,
+                               corral_error *err);
 
 /* ---- Sampling (ollama's options; llama.cpp's order) ---- */
 

@@ -60,7 +60,10 @@ static void usage(FILE *out)
           "  --mmproj FILE         a vision projector (GGUF); the prompt holds <__media__>\n"
           "  --image FILE          the image (PNG, JPEG, WebP, GIF) for <__media__>\n"
           "  --pixels FILE --pixels-size WxH   or the image preprocessed (float32, HxWx3)\n"
+          "  --audio FILE          a clip (WAV, FLAC, MP3) for <__media__>, through the model\n"
+          "                        file's own audio tower (Gemma 4 E2B/E4B)\n"
           "  --dump-pixels FILE  --dump-embd FILE   write the encoder's input / output\n"
+          "                        (a clip's input: its log-mel frames)\n"
           "  --device DEV          cpu, or vulkan[:N] (every layer that fits on GPU N)\n"
           "  --gpu-layers N        the last N layers on the GPU (-1: all that fit)\n"
           "  --temperature X  --top-k N  --top-p X  --min-p X  --typical-p X  --seed N\n"
@@ -147,9 +150,10 @@ static int parse_valued(infer_options *o, const char *flag, const char *value)
     if (strcmp(flag, "--lora") == 0)
         return parse_lora(o, value) ? 1 : -1;
     const char **paths[] = {&o->image.mmproj_path, &o->image.image_path, &o->image.pixels_path,
-                            &o->image.dump_pixels_path, &o->image.dump_embd_path};
+                            &o->image.dump_pixels_path, &o->image.dump_embd_path,
+                            &o->image.audio_path};
     const char *path_flags[] = {"--mmproj", "--image", "--pixels", "--dump-pixels",
-                                "--dump-embd"};
+                                "--dump-embd", "--audio"};
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
         if (strcmp(flag, path_flags[i]) == 0) {
             *paths[i] = value;
@@ -241,8 +245,9 @@ static int parse_args(infer_options *o, int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (o->image.mmproj_path && (o->prompt_ids || !o->prompt)) {
-        fprintf(stderr, "corral infer: --mmproj takes a prompt text, not --prompt-ids\n");
+    if ((o->image.mmproj_path || o->image.audio_path) && (o->prompt_ids || !o->prompt)) {
+        fprintf(stderr, "corral infer: --mmproj and --audio take a prompt text, not "
+                        "--prompt-ids\n");
         return 2;
     }
     return -1;
@@ -369,7 +374,8 @@ static int run(const infer_options *o)
     }
     const corral_vocab *vocab = corral_model_vocab(model);
     size_t n_prompt = 0, n_vocab = corral_model_n_vocab(model);
-    bool image = o->image.mmproj_path != NULL; /* the prompt is evaluated with its image */
+    /* the prompt is evaluated with its image or clip */
+    bool image = o->image.mmproj_path != NULL || o->image.audio_path != NULL;
     corral_token *prompt = image ? NULL : prompt_tokens(o, vocab, &n_prompt);
     corral_context_params cp = o->ctx;
     device_option_apply(&o->device, &cp);
@@ -404,6 +410,7 @@ static int run(const infer_options *o)
     if (image) {
         infer_image_options io = o->image;
         io.n_threads = cp.n_threads;
+        io.model_path = o->model_path;
         if (!infer_image_prompt(&io, model, ctx, o->prompt, &prompt, &n_prompt, &n_evaluated,
                                 &last))
             goto done;

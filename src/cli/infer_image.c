@@ -1,6 +1,6 @@
 /*
- * The image side of `corral infer` (infer_image.h): projector loading, pixels in, the
- * encoder's output out, and the prompt split around the image.
+ * The media side of `corral infer` (infer_image.h): projector or audio tower loading, pixels
+ * or log-mel frames in, the encoder's output out, and the prompt split around the item.
  */
 #include "cli/infer_image.h"
 
@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audio/audio.h"
+#include "audio/mel.h"
 #include "image/image.h"
 #include "image/preprocess.h"
 #include "image/projector_preprocess.h"
@@ -17,6 +19,9 @@
 
 /* An image file's bytes at most: far above any photo a phone takes. */
 #define MAX_IMAGE_FILE_BYTES (64u << 20)
+/* A clip's bytes and seconds at most: the runner's (runner/prompt_images.h) */
+#define MAX_AUDIO_FILE_BYTES (20u << 20)
+#define MAX_AUDIO_SECONDS 30.0
 
 #define MEDIA_MARKER "<__media__>"
 
@@ -234,15 +239,109 @@ static bool sliced_prompt(const infer_image_options *io, const corral_mmproj *mm
     return ok;
 }
 
+/* The --audio clip's embeddings from the model file's tower, and its begin and end texts;
+ * false after printing why. */
+static bool clip_embd(const infer_image_options *io, const corral_model *model,
+                      corral_image_embd *out, const char **begin, const char **end)
+{
+    corral_error err = {{0}};
+    bool absent = false;
+    corral_audio_tower *tower = corral_audio_tower_load(io->model_path, &absent, &err);
+    if (!tower) {
+        fprintf(stderr, "corral infer: %s\n",
+                absent ? "the model file carries no audio tower" : err.message);
+        return false;
+    }
+    size_t len = 0;
+    char *bytes = NULL;
+    audio_pcm *pcm = NULL;
+    audio_mel *mel = NULL;
+    bool ok = corral_audio_tower_fits(tower, model, &err) &&
+              (bytes = util_read_file(io->audio_path, MAX_AUDIO_FILE_BYTES, &len, &err)) &&
+              (pcm = audio_decode((const uint8_t *)bytes, len, AUDIO_MEL_RATE, MAX_AUDIO_SECONDS,
+                                  &err)) &&
+              (mel = audio_mel_compute(pcm->samples, pcm->n_samples, &err)) &&
+              corral_audio_tower_encode(tower, mel->data, mel->n_frames, io->n_threads, out,
+                                        &err);
+    if (!ok)
+        fprintf(stderr, "corral infer: %s: %s\n", io->audio_path, err.message);
+    if (ok && io->dump_pixels_path)
+        ok = write_floats(io->dump_pixels_path, mel->data, mel->n_frames * mel->n_mel);
+    if (ok && io->dump_embd_path)
+        ok = write_floats(io->dump_embd_path, out->data, out->n_tokens * out->n_embd);
+    *begin = corral_audio_tower_begin(tower);
+    *end = corral_audio_tower_end(tower);
+    audio_mel_free(mel);
+    audio_pcm_free(pcm);
+    free(bytes);
+    corral_audio_tower_free(tower);
+    return ok;
+}
+
+/* The prompt around the --audio clip: before + begin-of-audio, the clip's embeddings (its
+ * tokens causal), end-of-audio + after. */
+static bool clip_prompt(const infer_image_options *io, const corral_model *model,
+                        corral_context *ctx, const char *prompt, const char *marker,
+                        corral_token **text_ids, size_t *n_text, size_t *n_evaluated,
+                        size_t *last_logits)
+{
+    corral_image_embd embd = {0};
+    const char *begin = "", *end = "";
+    bool ok = clip_embd(io, model, &embd, &begin, &end);
+    size_t before = (size_t)(marker - prompt), after = strlen(marker + strlen(MEDIA_MARKER));
+    /* the tower's texts are static: they outlive it */
+    char *text = ok ? malloc(before + after + strlen(begin) + strlen(end) + 1) : NULL;
+    const corral_vocab *vocab = corral_model_vocab(model);
+    corral_error err;
+    size_t last = 0;
+    *text_ids = NULL;
+    *n_text = 0;
+    if (ok && !text) {
+        fprintf(stderr, "corral infer: out of memory\n");
+        ok = false;
+    }
+    if (ok) {
+        int len = sprintf(text, "%.*s%s", (int)before, prompt, begin);
+        ok = eval_text(vocab, ctx, text, (size_t)len, true, text_ids, n_text, &last);
+    }
+    if (ok && !corral_decode_image(ctx, 0, &embd, &err)) {
+        fprintf(stderr, "corral infer: %s\n", err.message);
+        ok = false;
+    }
+    last = embd.n_tokens - 1;
+    if (ok) {
+        int len = sprintf(text, "%s%s", end, marker + strlen(MEDIA_MARKER));
+        ok = eval_text(vocab, ctx, text, (size_t)len, false, text_ids, n_text, &last);
+    }
+    if (ok) {
+        *n_evaluated = *n_text + embd.n_tokens;
+        *last_logits = last;
+    } else {
+        free(*text_ids);
+        *text_ids = NULL;
+    }
+    free(text);
+    corral_image_embd_free(&embd);
+    return ok;
+}
+
 bool infer_image_prompt(const infer_image_options *io, const corral_model *model,
                         corral_context *ctx, const char *prompt, corral_token **text_ids,
                         size_t *n_text, size_t *n_evaluated, size_t *last_logits)
 {
     const char *marker = strstr(prompt, MEDIA_MARKER);
     if (!marker || strstr(marker + 1, MEDIA_MARKER)) {
-        fprintf(stderr, "corral infer: with --mmproj the prompt must hold " MEDIA_MARKER
-                        " once, where the image goes\n");
+        fprintf(stderr, "corral infer: with --mmproj or --audio the prompt must hold "
+                        MEDIA_MARKER " once, where the item goes\n");
         return false;
+    }
+    if (io->audio_path) {
+        if (io->mmproj_path || io->image_path || io->pixels_path) {
+            fprintf(stderr, "corral infer: --audio takes no --mmproj, --image or --pixels\n");
+            return false;
+        }
+        return clip_prompt(io, model, ctx, prompt, marker, text_ids, n_text, n_evaluated,
+                           last_logits);
     }
     if (!io->image_path == !io->pixels_path) {
         fprintf(stderr, "corral infer: --mmproj needs --image FILE, or --pixels FILE "

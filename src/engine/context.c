@@ -734,6 +734,7 @@ typedef struct image_rows {
     /* a row per token, used as it is: n_embd values, then n_embd per deepstack layer */
     const float *embd;
     const uint32_t *rope; /* M-RoPE models: per token (t, h, w); else NULL */
+    bool causal;          /* a clip's rows: causal whatever the family does for images */
 } image_rows;
 
 static void embed_tokens(corral_context *ctx, const corral_batch *batch, size_t begin,
@@ -742,7 +743,7 @@ static void embed_tokens(corral_context *ctx, const corral_batch *batch, size_t 
     const corral_model *m = ctx->model;
     const hparams *hp = &m->hp;
     size_t E = hp->n_embd;
-    ctx->bidirectional = image && hp->image_bidirectional;
+    ctx->bidirectional = image && !image->causal && hp->image_bidirectional;
     for (size_t t = 0; t < ctx->n_tokens; t++) {
         corral_token id = batch->tokens[begin + t];
         if (ctx->tok_id)
@@ -972,7 +973,7 @@ static bool decode_cross_image(corral_context *ctx, int32_t seq, const corral_im
                                 row, hp->n_embd);
     corral_token id = 0; /* any valid id: the row replaces it */
     corral_batch batch = {.n_tokens = 1, .tokens = &id, .seq = &seq};
-    image_rows rows = {row, NULL};
+    image_rows rows = {row, NULL, false};
     bool ok = cross_seq_set_image(ctx, (uint32_t)seq, image->data, n_rows, image->n_attended,
                                   at, err) &&
               decode_batch(ctx, &batch, &rows, 0, err);
@@ -1016,7 +1017,7 @@ bool corral_decode_image(corral_context *ctx, int32_t seq, const corral_image_em
     }
     /* tokens that see each other both ways must be in one chunk; causal ones may span chunks,
      * their positions assigned up front */
-    if (hp->image_bidirectional && n > ctx->n_batch) {
+    if (hp->image_bidirectional && !image->causal && n > ctx->n_batch) {
         corral_error_set(err, "an image of %zu tokens is larger than the batch (%u tokens)", n,
                          ctx->n_batch);
         return false;
@@ -1047,7 +1048,7 @@ bool corral_decode_image(corral_context *ctx, int32_t seq, const corral_image_em
     for (size_t i = 0; i < n; i++)
         seqs[i] = seq;
     corral_batch batch = {.n_tokens = n, .tokens = ids, .seq = seqs};
-    image_rows rows = {image->data, rope};
+    image_rows rows = {image->data, rope, image->causal};
     bool ok = decode_batch(ctx, &batch, &rows, image_next, err);
     free(ids);
     free(seqs);

@@ -1,6 +1,7 @@
 /*
- * Images in a completion prompt (prompt_images.h): decoding, preprocessing and encoding with
- * a small cache of recent embeddings, and the prompt's ids around each image.
+ * Images and audio clips in a completion prompt (prompt_images.h): each item told by its
+ * bytes, decoded, preprocessed and encoded with a small cache of recent embeddings, and the
+ * prompt's ids around each item.
  */
 #include "runner/prompt_images.h"
 
@@ -11,6 +12,8 @@
 
 #include <openssl/evp.h>
 
+#include "audio/audio.h"
+#include "audio/mel.h"
 #include "image/image.h"
 #include "image/preprocess.h"
 #include "image/projector_preprocess.h"
@@ -38,7 +41,10 @@ typedef struct cached_image {
 } cached_image;
 
 struct prompt_vision {
-    corral_mmproj *mm;
+    corral_mmproj *mm;           /* NULL: the model takes no images */
+    corral_audio_tower *audio;   /* NULL: the model takes no audio */
+    /* why a tower the model file carries is not used ("": none, or it is used) */
+    char audio_error[CORRAL_ERROR_MAX];
     int n_threads;
     pthread_mutex_t lock; /* one encoding at a time; guards the cache */
     cached_image cache[PROMPT_CACHED_IMAGES];
@@ -48,23 +54,41 @@ struct prompt_vision {
     EVP_MD *sha256;
 };
 
-prompt_vision *prompt_vision_create(const char *path, const corral_model *model, int n_threads,
-                                    corral_error *err)
+prompt_vision *prompt_vision_create(const char *path, const char *model_path,
+                                    const corral_model *model, int n_threads, corral_error *err)
 {
+    corral_error_set(err, "%s", "");
     prompt_vision *v = calloc(1, sizeof *v);
     if (!v) {
         corral_error_set(err, "out of memory");
         return NULL;
     }
-    v->mm = corral_mmproj_load(path, err);
-    if (!v->mm || !corral_mmproj_fits(v->mm, model, err)) {
-        corral_mmproj_free(v->mm);
+    bool ok = !path || ((v->mm = corral_mmproj_load(path, err)) &&
+                        corral_mmproj_fits(v->mm, model, err));
+    if (ok && model_path) {
+        /* a tower that does not load costs the model its audio only: its text and images
+         * still answer, and a clip's refusal says why */
+        corral_error tower_err = {{0}};
+        bool absent = true;
+        v->audio = corral_audio_tower_load(model_path, &absent, &tower_err);
+        if (v->audio && !corral_audio_tower_fits(v->audio, model, &tower_err)) {
+            corral_audio_tower_free(v->audio);
+            v->audio = NULL;
+        }
+        if (!v->audio && !absent)
+            snprintf(v->audio_error, sizeof v->audio_error, "%s", tower_err.message);
+    }
+    if (ok && !v->mm && !v->audio && !v->audio_error[0]) { /* nothing to take: no error */
         free(v);
         return NULL;
     }
-    if (!(v->sha256 = EVP_MD_fetch(NULL, "SHA256", NULL))) {
+    if (ok && !(v->sha256 = EVP_MD_fetch(NULL, "SHA256", NULL))) {
         corral_error_set(err, "libcrypto has no SHA-256");
+        ok = false;
+    }
+    if (!ok) {
         corral_mmproj_free(v->mm);
+        corral_audio_tower_free(v->audio);
         free(v);
         return NULL;
     }
@@ -76,11 +100,19 @@ prompt_vision *prompt_vision_create(const char *path, const corral_model *model,
 bool prompt_vision_gpu_bytes(const prompt_vision *v, int device, uint64_t *out,
                              corral_error *err)
 {
+    if (!v->mm) {
+        corral_error_set(err, "no vision tower");
+        return false;
+    }
     return corral_mmproj_gpu_bytes(v->mm, device, out, err);
 }
 
 bool prompt_vision_use_gpu(prompt_vision *v, int device, corral_error *err)
 {
+    if (!v->mm) {
+        corral_error_set(err, "no vision tower");
+        return false;
+    }
     pthread_mutex_lock(&v->lock);
     bool ok = corral_mmproj_use_gpu(v->mm, device, err);
     pthread_mutex_unlock(&v->lock);
@@ -95,8 +127,19 @@ void prompt_vision_free(prompt_vision *v)
         corral_image_embd_free(&v->cache[i].image.embd);
     pthread_mutex_destroy(&v->lock);
     corral_mmproj_free(v->mm);
+    corral_audio_tower_free(v->audio);
     EVP_MD_free(v->sha256);
     free(v);
+}
+
+bool prompt_vision_takes_audio(const prompt_vision *v)
+{
+    return v && v->audio;
+}
+
+const char *prompt_vision_audio_error(const prompt_vision *v)
+{
+    return v && v->audio_error[0] ? v->audio_error : NULL;
 }
 
 void prompt_images_free(prompt_image *images, size_t n)
@@ -120,7 +163,7 @@ static bool digest_of(const EVP_MD *sha256, const uint8_t *data, size_t len, ima
     unsigned int n = 0;
     /* fails only when libcrypto cannot allocate, not on any input */
     if (!EVP_Digest(data, len, out->bytes, &n, sha256, NULL) || n != sizeof out->bytes) {
-        corral_error_set(err, "cannot hash an image (libcrypto)");
+        corral_error_set(err, "cannot hash a media item (libcrypto)");
         return false;
     }
     return true;
@@ -337,6 +380,146 @@ static bool encode_image(prompt_vision *v, const uint8_t *data, size_t len,
     return ok;
 }
 
+/* A clip's log-mel frames: decoded, brought to the tower's rate and cut into frames;
+ * NULL with err (the clip's fault) when it does not decode or is too long or too short. */
+static audio_mel *clip_frames(const uint8_t *data, size_t len, corral_error *err)
+{
+    audio_pcm *pcm = audio_decode(data, len, AUDIO_MEL_RATE, PROMPT_MAX_AUDIO_SECONDS, err);
+    audio_mel *mel = pcm ? audio_mel_compute(pcm->samples, pcm->n_samples, err) : NULL;
+    audio_pcm_free(pcm);
+    return mel;
+}
+
+/* The cached embeddings of digest copied into out (with the count only when !copy); false
+ * when none is cached, or out of memory (*failed then). Under v->lock. */
+static bool from_cache(prompt_vision *v, const image_digest *digest, bool copy, image_embd *out,
+                       bool *failed, corral_error *err)
+{
+    *failed = false;
+    for (size_t i = 0; i < PROMPT_CACHED_IMAGES; i++) {
+        cached_image *c = &v->cache[i];
+        if (!c->image.embd.n_tokens || !same_digest(&c->digest, digest))
+            continue;
+        out->plan = c->image.plan;
+        if (!copy) {
+            out->embd.n_tokens = c->image.embd.n_tokens;
+            return true;
+        }
+        c->used = ++v->clock;
+        if (!copy_embd(&out->embd, &c->image.embd)) {
+            corral_error_set(err, "out of memory");
+            *failed = true;
+            return false;
+        }
+        return true;
+    }
+    return false;
+}
+
+/* The tokens of one clip's bytes (digest: theirs) without encoding it; every failure is the
+ * clip's. */
+static bool count_clip(prompt_vision *v, const uint8_t *data, size_t len,
+                       const image_digest *digest, image_embd *out, bool *refused,
+                       corral_error *err)
+{
+    memset(out, 0, sizeof *out);
+    bool failed;
+    pthread_mutex_lock(&v->lock);
+    bool cached = from_cache(v, digest, false, out, &failed, err);
+    pthread_mutex_unlock(&v->lock);
+    if (cached)
+        return true;
+    audio_mel *mel = clip_frames(data, len, err);
+    if (mel)
+        out->embd.n_tokens = corral_audio_tower_tokens(v->audio, mel->n_frames);
+    audio_mel_free(mel);
+    *refused = !mel;
+    return mel != NULL;
+}
+
+/* The embeddings of one clip's bytes, from the cache or encoded; *refused when it fails on
+ * the clip itself (its decoding, or a length the tower does not take). */
+static bool encode_clip(prompt_vision *v, const uint8_t *data, size_t len,
+                        const image_digest *digest, image_embd *out, bool *encoded,
+                        bool *refused, corral_error *err)
+{
+    *encoded = false;
+    memset(out, 0, sizeof *out);
+    bool failed;
+    pthread_mutex_lock(&v->lock);
+    if (from_cache(v, digest, true, out, &failed, err) || failed) {
+        pthread_mutex_unlock(&v->lock);
+        return !failed;
+    }
+    cached_image *slot = &v->cache[0];
+    for (size_t i = 0; i < PROMPT_CACHED_IMAGES; i++)
+        if (v->cache[i].used < slot->used)
+            slot = &v->cache[i];
+    audio_mel *mel = clip_frames(data, len, err);
+    *refused = !mel;
+    bool ok = mel && corral_audio_tower_encode(v->audio, mel->data, mel->n_frames, v->n_threads,
+                                               &out->embd, err);
+    audio_mel_free(mel);
+    *encoded = ok;
+    if (ok) {
+        corral_image_embd_free(&slot->image.embd);
+        slot->image.plan = out->plan;
+        if (copy_embd(&slot->image.embd, &out->embd)) {
+            slot->digest = *digest;
+            slot->used = ++v->clock;
+        } else {
+            slot->image.embd = (corral_image_embd){0};
+        }
+    }
+    pthread_mutex_unlock(&v->lock);
+    return ok;
+}
+
+/* One item's bytes as an image or a clip, as its first bytes say, refused when the model
+ * takes no such item. *clip: whether it is one. */
+static bool media_item(prompt_vision *v, const uint8_t *data, size_t len,
+                       const image_digest *digest, bool encode, image_embd *out,
+                       bool *encoded, bool *clip, bool *refused, corral_error *err)
+{
+    *encoded = false;
+    *clip = audio_sniff(data, len) != AUDIO_NOT_AUDIO;
+    memset(out, 0, sizeof *out);
+    if (*clip && !v->audio) {
+        *refused = true;
+        if (v->audio_error[0])
+            corral_error_set(err, "the model's audio tower cannot be used: %s", v->audio_error);
+        else
+            corral_error_set(err, "model does not support audio");
+        return false;
+    }
+    if (!*clip && !v->mm) {
+        *refused = true;
+        corral_error_set(err, "model does not support images");
+        return false;
+    }
+    if (*clip)
+        return encode ? encode_clip(v, data, len, digest, out, encoded, refused, err)
+                      : count_clip(v, data, len, digest, out, refused, err);
+    return encode ? encode_image(v, data, len, digest, out, encoded, refused, err)
+                  : count_image(v, data, len, digest, out, refused, err);
+}
+
+void prompt_media_refusal(const json_t *items, corral_error *err)
+{
+    bool audio = false;
+    for (size_t i = 0; !audio && i < json_array_size(items); i++) {
+        const char *data = json_string_value(json_object_get(json_array_get(items, i), "data"));
+        size_t len = 0;
+        /* a media item's first bytes say what it is: 16 base64 letters hold 12 of them */
+        uint8_t *head = data ? util_base64_decode(data, strlen(data) < 16 ? strlen(data) : 16,
+                                                  16, &len, NULL)
+                             : NULL;
+        audio = head && audio_sniff(head, len) != AUDIO_NOT_AUDIO;
+        free(head);
+    }
+    corral_error_set(err, "model does not support %s", audio ? "audio" : "images");
+}
+
 /* ids grown to hold `more` after its n; false when out of memory or too many. */
 static bool grow(corral_token **ids, size_t *cap, size_t n, size_t more, corral_error *err)
 {
@@ -459,7 +642,7 @@ static corral_token *vision_ids(prompt_vision *v, const corral_vocab *vocab, con
     *refused = false;
     if (encode && count > PROMPT_MAX_IMAGES) { /* counting a long chat's history may see more */
         *refused = true;
-        corral_error_set(err, "at most %d images per request", PROMPT_MAX_IMAGES);
+        corral_error_set(err, "at most %d images or audio clips per request", PROMPT_MAX_IMAGES);
         return NULL;
     }
     corral_token *ids = malloc(cap * sizeof *ids);
@@ -491,12 +674,13 @@ static corral_token *vision_ids(prompt_vision *v, const corral_vocab *vocab, con
         ok = ok && digest_of(v->sha256, bytes, len, &digest, err);
         image_embd got;
         memset(&got, 0, sizeof got);
-        bool encoded = false;
-        ok = ok && (encode ? encode_image(v, bytes, len, &digest, &got, &encoded, refused, err)
-                           : count_image(v, bytes, len, &digest, &got, refused, err));
+        bool encoded = false, clip = false;
+        ok = ok && media_item(v, bytes, len, &digest, encode, &got, &encoded, &clip, refused, err);
         free(bytes);
-        if (ok) { /* the text before the image, and its first part's (the plan's) marks */
-            const char *lead = corral_mmproj_part_text(v->mm, got.plan.cols, got.plan.rows, 0);
+        if (ok) { /* the text before the item, and its first part's (the plan's) marks */
+            const char *lead = clip ? corral_audio_tower_begin(v->audio)
+                                    : corral_mmproj_part_text(v->mm, got.plan.cols,
+                                                              got.plan.rows, 0);
             char *text = NULL;
             size_t text_len = strlen(after_mark) + ((size_t)at - done);
             ok = (text = malloc(text_len + 1)) != NULL;
@@ -514,8 +698,10 @@ static corral_token *vision_ids(prompt_vision *v, const corral_vocab *vocab, con
                              err);
         corral_image_embd_free(&got.embd);
         done = (size_t)at;
-        after_mark = corral_mmproj_part_text(v->mm, got.plan.cols, got.plan.rows,
-                                             parts_of(&got.plan));
+        if (ok)
+            after_mark = clip ? corral_audio_tower_end(v->audio)
+                              : corral_mmproj_part_text(v->mm, got.plan.cols, got.plan.rows,
+                                                        parts_of(&got.plan));
     }
     ok = ok && append_joined(vocab, after_mark, strlen(after_mark), prompt + done,
                              prompt_len - done, add_special && count == 0, count == 0, &ids,
@@ -563,5 +749,6 @@ bool prompt_vision_count(prompt_vision *v, const corral_vocab *vocab, const char
 
 uint32_t prompt_vision_batch_tokens(const prompt_vision *v, const corral_model *model)
 {
-    return corral_mmproj_batch_tokens(v->mm, model);
+    /* a clip's tokens are causal: they go through any batch */
+    return v->mm ? corral_mmproj_batch_tokens(v->mm, model) : 0;
 }

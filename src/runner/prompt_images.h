@@ -1,8 +1,10 @@
 /*
- * Images in a completion prompt, on the runner's side: the projector loaded once, each image
- * decoded, preprocessed and encoded into text-model embeddings (a few recent ones kept, so
- * the same image in the next turn is not encoded again), and the prompt's token ids with a
- * run of pseudo-ids standing in for each image's embeddings. The pseudo-ids are negative, so
+ * Images and audio clips in a completion prompt, on the runner's side: the projector and the
+ * model file's audio tower (Gemma 4's) loaded once; each media item told by its first bytes
+ * (audio/audio.h: WAV, FLAC, MP3, Ogg; anything else is an image), decoded, preprocessed and
+ * encoded into text-model embeddings (a few recent ones kept, so the same item in the next
+ * turn is not encoded again), and the prompt's token ids with a run of pseudo-ids standing in
+ * for each item's embeddings. The pseudo-ids are negative, so
  * they never equal a real token id, and are derived from a hash of the image's bytes, so the
  * same image at the same place gives the same run and the slots' common-prefix reuse keeps
  * its KV cells.
@@ -16,9 +18,11 @@
 
 #include "corral/engine.h"
 
-/* Most images one request may carry, and the most bytes one image file may have. */
+/* Most media items one request may carry, the most bytes one item's file may have, and the
+ * longest clip (the audio tower's longest). */
 #define PROMPT_MAX_IMAGES 16
 #define PROMPT_MAX_IMAGE_BYTES (20u << 20)
+#define PROMPT_MAX_AUDIO_SECONDS 30.0
 /* Recent images' embeddings kept: a conversation's turns each send all its images again.
  * The server's memory estimate counts them (memory_estimate_image_cache_bytes). */
 #define PROMPT_CACHED_IMAGES 4
@@ -32,9 +36,19 @@ typedef struct prompt_image {
 
 typedef struct prompt_vision prompt_vision;
 
-/* The projector at path, checked against model; NULL with err. */
-prompt_vision *prompt_vision_create(const char *path, const corral_model *model, int n_threads,
-                                    corral_error *err);
+/* The projector at path (NULL: none) and the audio tower in the model file at model_path
+ * (where it has one), checked against model; NULL with err, or NULL with err's message empty
+ * when there is neither. A tower that does not load or fit is no error: the model then takes
+ * no audio, prompt_vision_audio_error says why, and a clip's refusal says it too. */
+prompt_vision *prompt_vision_create(const char *path, const char *model_path,
+                                    const corral_model *model, int n_threads, corral_error *err);
+/* Whether the model takes audio clips; why the tower its file carries is not used (NULL:
+ * none, or it is used). */
+bool prompt_vision_takes_audio(const prompt_vision *v);
+const char *prompt_vision_audio_error(const prompt_vision *v);
+/* The refusal of media items ([{"data": base64}]) for a model that takes none: "model does not
+ * support audio" when one is a clip, else "... images". */
+void prompt_media_refusal(const json_t *items, corral_error *err);
 /* The device memory the projector's tower takes on a GPU (device as corral_context_params'),
  * and the tower there from now on (corral_mmproj_gpu_bytes, corral_mmproj_use_gpu); false
  * with the reason when it runs on the CPU only, or there is no device. */
@@ -50,14 +64,16 @@ static inline bool prompt_is_image_id(corral_token id)
 }
 
 /*
- * The ids of prompt with images ([{"data": base64, "at": byte offset into prompt}], offsets
- * in order) in place: the text before each image with the projector's begin-of-image text,
- * the image's pseudo-ids, its end-of-image text with what follows. BOS first with
+ * The ids of prompt with media items ([{"data": base64, "at": byte offset into prompt}],
+ * offsets in order) in place: the text before each item with the projector's begin-of-image
+ * text (a clip's: the audio tower's begin-of-audio text), the item's pseudo-ids, its end text
+ * with what follows. BOS first with
  * add_special; `reserve` free ids at the front. *images (n_images of them, as many as the
  * array) gets each image's embeddings; free them with prompt_images_free. NULL with err
  * (a message a client can act on) for bad base64, an undecodable image or bad offsets.
- * *refused says whether a failure is the request's (too many images, bad offsets or base64,
- * an image that does not decode or whose size or shape the projector does not take) rather
+ * *refused says whether a failure is the request's (too many items, bad offsets or base64,
+ * an image that does not decode or whose size or shape the projector does not take, a clip
+ * that does not decode or is too long, an item of a kind the model does not take) rather
  * than the runner's (memory, the projector's encoding).
  */
 corral_token *prompt_vision_tokens(prompt_vision *v, const corral_vocab *vocab,

@@ -257,7 +257,7 @@ static corral_token *request_tokens(slot_pool *pool, json_t *body, completion_re
     size_t n_context = json_array_size(context), len = prompt ? strlen(prompt) : 0, n_prompt;
     *refused = true;
     if (json_array_size(images) > 0 && !pool->vision) {
-        corral_error_set(err, "model does not support images");
+        prompt_media_refusal(images, err);
         return NULL;
     }
     *refused = false;
@@ -554,7 +554,7 @@ static void handle_count(connection *c, json_t *body)
     corral_error err;
     bool ok = true, refused = false;
     if (json_array_size(images) > 0 && !c->pool->vision) {
-        corral_error_set(&err, "model does not support images");
+        prompt_media_refusal(images, &err);
         ok = false;
         refused = true;
     } else if (json_array_size(images) > 0) {
@@ -920,13 +920,20 @@ int runner_main(int argc, char **argv)
             corral_model_free(model);
             return 1;
         }
-    prompt_vision *vision = NULL;
-    if (o.mmproj_path && !(vision = prompt_vision_create(o.mmproj_path, model, o.n_threads,
-                                                         &err))) {
-        log_printf(LOG_ERROR, "%s: %s", o.mmproj_path, err.message);
+    prompt_vision *vision = prompt_vision_create(o.mmproj_path, o.model_path, model,
+                                                 o.n_threads, &err);
+    if (!vision && err.message[0]) {
+        log_printf(LOG_ERROR, "%s: %s", o.mmproj_path ? o.mmproj_path : o.model_path,
+                   err.message);
         corral_model_free(model);
         return 1;
     }
+    if (prompt_vision_takes_audio(vision))
+        log_printf(LOG_INFO, "audio tower loaded: clips up to %g seconds",
+                   PROMPT_MAX_AUDIO_SECONDS);
+    else if (prompt_vision_audio_error(vision))
+        log_printf(LOG_WARN, "the model file's audio tower is not used, audio is refused: %s",
+                   prompt_vision_audio_error(vision));
     corral_context_params cp;
     corral_context_params_init(&cp);
     cp.n_ctx = o.n_ctx < corral_model_n_ctx_train(model) ? o.n_ctx : corral_model_n_ctx_train(model);
