@@ -470,7 +470,10 @@ static void answer_whole(generation *g, http_reply *reply)
                 .tool_calls = g->all_calls,
                 .logprobs = g->lps,
             };
-            http_reply_json(reply, 200, g->shape->whole(&g->info, &done, &answer));
+            if (g->shape->reply_whole)
+                g->shape->reply_whole(reply, &g->info, &done, &answer);
+            else
+                http_reply_json(reply, 200, g->shape->whole(&g->info, &done, &answer));
         }
         json_decref(msg);
         if (last)
