@@ -182,9 +182,40 @@ static const parse_case chat_cases[] = {
     {"an image_url without a url",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\","
      " \"image_url\": {}}]}]}", 400, "messages[0].content[0]: invalid message format"},
-    {"an audio part",
+    {"an audio part is a message of its own with the clip, as an image part",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\":"
+     " \"hear\"}, {\"type\": \"input_audio\", \"input_audio\": {\"data\": \"UklGRg==\","
+     " \"format\": \"wav\"}}, {\"type\": \"input_audio\", \"input_audio\": {\"data\":"
+     " \"SUQz\", \"format\": \"mp3\"}}]}]}", 200,
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"hear\"}, {\"role\": \"user\","
+     " \"content\": \"\", \"images\": [\"UklGRg==\"]}, {\"role\": \"user\", \"content\": \"\","
+     " \"images\": [\"SUQz\"]}]}"},
+    {"an audio part without its format, as ollama reads none",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_audio\","
+     " \"input_audio\": {\"data\": \"UklGRg==\"}}]}]}", 200,
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"\", \"images\": [\"UklGRg==\"]}]}"},
+    {"a tool result's audio part goes with its text",
+     "{" M "\"messages\": [{\"role\": \"tool\", \"tool_call_id\": \"c\", \"content\": [{\"type\":"
+     " \"text\", \"text\": \"a\"}, {\"type\": \"input_audio\", \"input_audio\": {\"data\":"
+     " \"SUQz\", \"format\": \"mp3\"}}]}]}", 200,
+     "{\"messages\": [{\"role\": \"tool\", \"content\": \"a\", \"tool_call_id\": \"c\","
+     " \"images\": [\"SUQz\"]}]}"},
+    {"an audio part without input_audio",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_audio\"}]}]}",
-     400, "messages[0].content[0]: input_audio input is not supported yet"},
+     400, "messages[0].content[0]: invalid input_audio format"},
+    {"an audio part without data",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_audio\","
+     " \"input_audio\": {\"format\": \"wav\"}}]}]}",
+     400, "messages[0].content[0]: invalid input_audio format: missing data"},
+    {"an audio part in a format OpenAI does not define",
+     "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_audio\","
+     " \"input_audio\": {\"data\": \"ZkxhQw==\", \"format\": \"flac\"}}]}]}",
+     400, "messages[0].content[0]: unsupported input_audio format \"flac\": expected \"wav\" or"
+     " \"mp3\""},
+    {"a tool result's audio part whose format is not a string",
+     "{" M "\"messages\": [{\"role\": \"tool\", \"content\": [{\"type\": \"input_audio\","
+     " \"input_audio\": {\"data\": \"ZkxhQw==\", \"format\": 3}}]}]}",
+     400, "messages[0].content[0]: input_audio format must be \"wav\" or \"mp3\""},
     {"a text part without text",
      "{" M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\"}]}]}", 400,
      "messages[0].content[0].text must be a string"},

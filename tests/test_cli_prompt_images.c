@@ -1,7 +1,8 @@
 /*
- * Image paths in `corral run` prompts (src/cli/prompt_images.c): relative, absolute, "~/",
- * quoted and space-holding paths are attached as base64 and leave the prompt; a path naming
- * no file stays; a file that is no image, or one too many, is an error.
+ * Media paths in `corral run` prompts (src/cli/prompt_images.c): relative, absolute, "~/",
+ * quoted and space-holding paths are attached as base64 and leave the prompt, .wav clips as
+ * images are; a path naming no file stays; a file that is no image or WAV clip, or one too
+ * many, is an error.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,6 +21,7 @@ static char dir[] = "/tmp/corral-prompt-images-XXXXXX";
 static const char png[] = "\x89PNG\r\n\x1a\nrest of a png";
 static const char jpeg[] = "\xff\xd8\xff\xe0 a jpeg";
 static const char webp[] = "RIFF\x10\0\0\0WEBPVP8 ";
+static const char wav[] = "RIFF\x04\0\0\0WAVE";
 
 static void write_file(const char *name, const char *bytes, size_t n)
 {
@@ -40,6 +42,8 @@ static int setup(void **state)
     write_file("my photo.JPG", jpeg, sizeof jpeg - 1);
     write_file("b.webp", webp, sizeof webp - 1);
     write_file("notes.png", "just text", 9);
+    write_file("clip.WAV", wav, sizeof wav - 1);
+    write_file("fake.wav", "RIFF\x04\0\0\0AVI ", 12);
     setenv("HOME", dir, 1);
     return 0;
 }
@@ -47,7 +51,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    static const char *const names[] = {"cat.png", "my photo.JPG", "b.webp", "notes.png"};
+    static const char *const names[] = {"cat.png", "my photo.JPG", "b.webp", "notes.png",
+                                        "clip.WAV", "fake.wav"};
     char path[256];
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
@@ -84,6 +89,7 @@ static void test_paths_are_attached_and_leave_the_prompt(void **state)
     snprintf(prompt, sizeof prompt, "'%s/my photo.JPG' what is this", dir);
     expect(prompt, "what is this", 1, NULL);
     expect("compare ~/cat.png and ./b.webp", "compare  and", 2, NULL);
+    expect("what is said in ./clip.WAV", "what is said in", 1, "UklGRgQAAABXQVZF");
     expect("\"./cat.png\"", "", 1, NULL);
     snprintf(want, sizeof want, "%s", "look at ./missing.png and ./cat.pngx or abc./cat.png");
     expect(want, want, 0, NULL); /* no file, no extension at a word's end, not a word's start */
@@ -97,7 +103,10 @@ static void test_bad_images_are_errors(void **state)
     char *text = NULL;
     corral_error err = {{0}};
     assert_false(prompt_images_extract("see ./notes.png", &text, images, NULL, &err));
-    assert_non_null(strstr(err.message, "not a JPEG, PNG or WebP file"));
+    assert_non_null(strstr(err.message, "not a JPEG, PNG, WebP or WAV file"));
+    /* a RIFF file that holds no WAVE is neither */
+    assert_false(prompt_images_extract("hear ./fake.wav", &text, images, NULL, &err));
+    assert_non_null(strstr(err.message, "couldn't process file"));
     char many[2048] = "";
     for (int i = 0; i <= PROMPT_IMAGE_MAX_COUNT; i++)
         strcat(many, "./cat.png ");

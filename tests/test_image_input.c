@@ -3,7 +3,8 @@
  * reuse (runner/prompt_images.c): [img] places an image, the rest go in front; markers from
  * a client's text (another nonce, a number out of range) stay text; a marker a template
  * renders twice places its image once; one a template drops leaves its image out; bad base64
- * and non-images are refused with a message naming the image; an image in a system or
+ * and non-images are refused with a message naming the image; audio (WAV, MP3, FLAC, Ogg
+ * signatures) travels with the images and is counted; an image in a system or
  * developer message is found for the renderers that refuse one; a reused prefix never ends
  * inside an image's tokens.
  */
@@ -18,6 +19,8 @@
 
 #include "runner/prompt_images.h"
 #include "server/core/image_input.h"
+#include "util/audio_format.h"
+#include "util/base64.h"
 
 /* A 1 x 1 RGB PNG. */
 #define PIXEL "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"
@@ -125,6 +128,90 @@ static void test_refusals(void **state)
     chat_request_free(req);
 }
 
+/* The base64 of len bytes starting with head (the rest zeros). */
+static char *media_base64(const char *head, size_t head_len, size_t len)
+{
+    uint8_t *bytes = calloc(1, len);
+    assert_non_null(bytes);
+    memcpy(bytes, head, head_len);
+    char *text = util_base64_encode(bytes, len);
+    assert_non_null(text);
+    free(bytes);
+    return text;
+}
+
+/* Audio travels with the images: each container's signature counts as audio and is not
+ * decoded as a picture; bytes that merely start with an MPEG sync pattern whose fields are
+ * reserved are no audio (and no image either); audio past the audio cap is refused. */
+static void test_audio_items(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *head;
+        size_t head_len;
+        const char *format; /* NULL: not audio */
+    } cases[] = {
+        {"RIFF\x24\0\0\0WAVEfmt ", 16, "wav"},
+        {"ID3\x04\0\0\0\0\0\0", 10, "mp3"},
+        {"\xff\xfb\x90\x64", 4, "mp3"},  /* MPEG-1 layer III, 128 kbit/s, 44.1 kHz */
+        {"fLaC\0\0\0\x22", 8, "flac"},
+        {"OggS\0\x02", 6, "ogg"},
+        {"\xff\xe9\x90\x64", 4, NULL}, /* version bits 01: reserved */
+        {"\xff\xf9\x90\x64", 4, NULL}, /* layer bits 00: reserved */
+        {"\xff\xfb\xf0\x64", 4, NULL}, /* bitrate index 15: invalid */
+        {"\xff\xd8\xff\xe0", 4, NULL}, /* a JPEG's start */
+        {"RIFF\0\0\0\0WEBP", 12, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        uint8_t bytes[64] = {0};
+        memcpy(bytes, cases[i].head, cases[i].head_len);
+        const char *format = util_audio_format(bytes, sizeof bytes);
+        if (cases[i].format)
+            assert_string_equal(format, cases[i].format);
+        else
+            assert_null(format);
+    }
+    assert_null(util_audio_format((const uint8_t *)"RIFF", 4)); /* too short to say WAVE */
+
+    char message[256];
+    image_input in;
+    chat_request *req = request_with_images("x", 1);
+    char *wav = media_base64("RIFF\x24\0\0\0WAVE", 12, 64);
+    char *mp3 = media_base64("ID3\x04", 4, 64);
+    assert_true(chat_message_add_image(&req->messages[0], wav, strlen(wav)));
+    assert_true(chat_message_add_image(&req->messages[0], mp3, strlen(mp3)));
+    assert_true(image_input_prepare(&in, req, message, sizeof message));
+    assert_int_equal(in.n_images, 3);
+    assert_int_equal(in.n_audio, 2);
+    image_input_clear(&in);
+    chat_request_free(req);
+    free(wav);
+    free(mp3);
+
+    req = request_with_images("x", 0);
+    char *fake = media_base64("\xff\xe9\x90\x64", 4, 64);
+    assert_true(chat_message_add_image(&req->messages[0], fake, strlen(fake)));
+    assert_false(image_input_prepare(&in, req, message, sizeof message));
+    assert_non_null(strstr(message, "image 0: unsupported image format"));
+    chat_request_free(req);
+    free(fake);
+
+    /* an image is held to the image cap, under the larger audio one: "\x89PNG\0\0" then
+     * zeros, written as base64 at once */
+    req = request_with_images("x", 0);
+    size_t groups = IMAGE_INPUT_MAX_BYTES / 3 + 1;
+    char *big = malloc(4 * groups + 1);
+    assert_non_null(big);
+    memcpy(big, "iVBORwAA", 8);
+    memset(big + 8, 'A', 4 * groups - 8);
+    big[4 * groups] = '\0';
+    assert_true(chat_message_add_image(&req->messages[0], big, 4 * groups));
+    assert_false(image_input_prepare(&in, req, message, sizeof message));
+    assert_non_null(strstr(message, "image 0: invalid image data: decoded data larger than"));
+    chat_request_free(req);
+    free(big);
+}
+
 /* A system or developer message with an image is named, for the renderers that refuse one
  * (ollama's words); a user's image is not. */
 static void test_system_images(void **state)
@@ -164,7 +251,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_placement), cmocka_unit_test(test_extract),
-        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_refusals), cmocka_unit_test(test_audio_items),
         cmocka_unit_test(test_system_images),
         cmocka_unit_test(test_safe_prefix),
     };

@@ -231,7 +231,7 @@ static int run_once(run_session *s, const char *prompt)
     json_t *images = json_array();
     char *text = NULL;
     corral_error image_err = {{0}};
-    if (s->vision && !prompt_images_extract(prompt, &text, images, stderr, &image_err)) {
+    if (s->media && !prompt_images_extract(prompt, &text, images, stderr, &image_err)) {
         fprintf(stderr, "Error: %s\n", image_err.message);
         json_decref(images);
         return 1;
@@ -331,7 +331,7 @@ int cmd_run(int argc, char **argv)
     json_t *shown = NULL;
     s.client = client_connect(&err);
     if (s.client && (shown = find_or_pull(s.client, &a, &err))) {
-        s.vision = show_has_capability(shown, "vision");
+        s.media = show_has_capability(shown, "vision") || show_has_capability(shown, "audio");
         if (show_has_capability(shown, "embedding") &&
             !show_has_capability(shown, "completion")) {
             status = run_embed(&s, &a);

@@ -1,6 +1,6 @@
 /*
- * Image paths in prompts (see prompt_images.h). A path candidate starts where a word starts
- * (or after a quote) and runs to the first image extension that ends a word: the shortest
+ * Image and audio paths in prompts (see prompt_images.h). A path candidate starts where a word
+ * starts (or after a quote) and runs to the first media extension that ends a word: the shortest
  * such run, so "./a.png and ./b.png" names two files. Escaped spaces ("\ ") are unescaped
  * and "~/" is the home directory before the file is opened.
  */
@@ -15,10 +15,11 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "util/audio_format.h"
 #include "util/base64.h"
 #include "util/file.h"
 
-static const char *const extensions[] = {".jpg", ".jpeg", ".png", ".webp"};
+static const char *const extensions[] = {".jpg", ".jpeg", ".png", ".webp", ".wav"};
 
 static bool starts_path(const char *p)
 {
@@ -31,7 +32,7 @@ static bool is_word_char(char c)
     return isalnum((unsigned char)c) || c == '_';
 }
 
-/* Where the shortest image path starting at p ends (one past its extension), or NULL. A
+/* Where the shortest media path starting at p ends (one past its extension), or NULL. A
  * path is at most PATH_MAX bytes: a long prompt full of slashes stays linear. */
 static const char *path_end(const char *p)
 {
@@ -77,8 +78,9 @@ static bool is_image(const uint8_t *b, size_t n)
            (n >= 12 && memcmp(b, "RIFF", 4) == 0 && memcmp(b + 8, "WEBP", 4) == 0);
 }
 
-/* Read name as an image and append it to images. 1: attached, 0: no such file, -1: error. */
-static int attach(const char *name, json_t *images, corral_error *err)
+/* Read name as an image or a WAV clip and append it to images (*audio says which). 1:
+ * attached, 0: no such file, -1: error. */
+static int attach(const char *name, json_t *images, bool *audio, corral_error *err)
 {
     struct stat st;
     if (stat(name, &st) != 0 && (errno == ENOENT || errno == ENOTDIR))
@@ -87,12 +89,15 @@ static int attach(const char *name, json_t *images, corral_error *err)
     corral_error read_err = {{0}};
     uint8_t *bytes = (uint8_t *)util_read_file(name, PROMPT_IMAGE_MAX_BYTES, &n, &read_err);
     if (!bytes) {
-        corral_error_set(err, "couldn't process image: %s", read_err.message);
+        corral_error_set(err, "couldn't process file: %s", read_err.message);
         return -1;
     }
-    if (!is_image(bytes, n)) {
+    const char *format = util_audio_format(bytes, n);
+    *audio = format && strcmp(format, "wav") == 0;
+    if (!*audio && !is_image(bytes, n)) {
         free(bytes);
-        corral_error_set(err, "couldn't process image '%s': not a JPEG, PNG or WebP file", name);
+        corral_error_set(err, "couldn't process file '%s': not a JPEG, PNG, WebP or WAV file",
+                         name);
         return -1;
     }
     char *text = util_base64_encode(bytes, n);
@@ -132,18 +137,19 @@ bool prompt_images_extract(const char *prompt, char **text, json_t *images, FILE
         const char *start = prompt + i + (quote ? 1 : 0);
         const char *end = (word_start || quote) && starts_path(start) ? path_end(start) : NULL;
         int attached = 0;
+        bool audio = false;
         if (end) {
             char *name = file_name(start, (size_t)(end - start));
             if (!name) {
                 corral_error_set(err, "out of memory");
                 attached = -1;
-            } else if ((attached = attach(name, images, err)) == 1) {
+            } else if ((attached = attach(name, images, &audio, err)) == 1) {
                 if (++n_images > PROMPT_IMAGE_MAX_COUNT) {
-                    corral_error_set(err, "at most %d images in one prompt",
+                    corral_error_set(err, "at most %d images and clips in one prompt",
                                      PROMPT_IMAGE_MAX_COUNT);
                     attached = -1;
                 } else if (notice) {
-                    fprintf(notice, "Added image '%s'\n", name);
+                    fprintf(notice, "Added %s '%s'\n", audio ? "audio" : "image", name);
                 }
             }
             free(name);

@@ -276,7 +276,7 @@ static bool prompt_user_message(const run_session *s, const char *prompt, json_t
     json_t *images = json_array();
     char *text = NULL;
     corral_error err = {{0}};
-    if (s->vision && !prompt_images_extract(prompt, &text, images, stderr, &err)) {
+    if (s->media && !prompt_images_extract(prompt, &text, images, stderr, &err)) {
         fprintf(stderr, "Error: %s\n", err.message);
         json_decref(images);
         return false;
@@ -621,7 +621,7 @@ static void load_command(run_session *s, const char *name)
         return;
     }
     json_array_clear(s->messages);
-    s->vision = show_has_capability(shown, "vision");
+    s->media = show_has_capability(shown, "vision") || show_has_capability(shown, "audio");
     printf("Loading model '%s'\n", s->model);
     preload(s);
     repl_print_history(shown);
@@ -715,7 +715,7 @@ int repl_run(run_session *s, const json_t *show_reply)
             s->system = strdup(text);
             puts("Set system message.");
         } else if (turn == TURN_LINE && text[0] == '/' &&
-                   !(s->vision && prompt_images_starts_with_file(text))) {
+                   !(s->media && prompt_images_starts_with_file(text))) {
             more = slash_command(&r, text);
         } else if (text[strspn(text, " \t\n")] != '\0') {
             chat(s, text);

@@ -21,7 +21,8 @@ typedef struct run_session {
     char keep_alive[32];  /* "" or a duration */
     generate_display display;
     json_t *messages;     /* the conversation, without the system message */
-    bool vision;          /* the model sees images: image paths in prompts are attached */
+    bool media;           /* the model sees images or hears audio: their paths in prompts are
+                           * attached */
 } run_session;
 
 /*

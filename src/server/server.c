@@ -473,7 +473,7 @@ static http_route *mount_routes(size_t *n)
 {
     const route_table *tables[] = {&routes_basic, &routes_generate, &routes_models,
                                    &routes_registry, &routes_openai, &routes_anthropic,
-                                   &routes_responses, &routes_ui};
+                                   &routes_responses, &routes_transcription, &routes_ui};
     size_t total = 0;
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
         total += tables[i]->n_routes;

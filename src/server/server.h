@@ -60,6 +60,7 @@ extern const route_table routes_registry;   /* /api/pull, /api/push */
 extern const route_table routes_openai;     /* /v1/... (OpenAI compatibility) */
 extern const route_table routes_anthropic;  /* /v1/messages (Anthropic compatibility) */
 extern const route_table routes_responses;  /* /v1/responses (OpenAI's Responses API) */
+extern const route_table routes_transcription; /* /v1/audio/transcriptions */
 extern const route_table routes_ui;         /* /ui/ (the chat page) */
 
 /* Reply with the chat page (api/ui.c), for / when a browser asks. */

@@ -103,7 +103,7 @@ static json_t *tags_entry(const corral_store *store, const corral_store_entry *e
                               model_info_details(config, NULL), "capabilities",
                               model_info_capabilities(config, file, template_text));
     if (entry && !model_info_add_projector_capability(json_object_get(entry, "capabilities"),
-                                                      e->manifest)) {
+                                                      store, e->manifest)) {
         json_decref(entry);
         entry = NULL;
     }
@@ -142,9 +142,11 @@ static void handle_tags(void *ctx, const http_request *req, http_reply *reply)
 
 /* ---- /api/show ---- */
 
-/* A model with a projector: "vision" among its capabilities and the projector file's
- * metadata as projector_info, as ollama shows them. False with err. */
-static bool add_projector(json_t *resp, const model_ref *ref, bool verbose, corral_error *err)
+/* A model with a projector: "vision" (and "audio" for a projector with an audio encoder)
+ * among its capabilities and the projector file's metadata as projector_info, as ollama shows
+ * them. False with err. */
+static bool add_projector(json_t *resp, const corral_store *store, const model_ref *ref,
+                          bool verbose, corral_error *err)
 {
     /* a model that carries its own tower: its capabilities say vision already, and its
      * metadata is model_info (ollama shows no projector_info for such a model) */
@@ -157,7 +159,7 @@ static bool add_projector(json_t *resp, const model_ref *ref, bool verbose, corr
     json_t *info = model_info_kv(file, verbose);
     corral_model_file_close(file);
     if (!info || json_object_set_new(resp, "projector_info", info) != 0 ||
-        !model_info_add_projector_capability(json_object_get(resp, "capabilities"),
+        !model_info_add_projector_capability(json_object_get(resp, "capabilities"), store,
                                              ref->manifest)) {
         corral_error_set(err, "out of memory");
         return false;
@@ -235,7 +237,7 @@ static json_t *show_response(const corral_store *store, model_ref *ref, const js
      * its CLI keeps them for --verbose), and clients that show a model's layers read them */
     if (resp && file)
         json_object_set_new(resp, "tensors", model_info_tensors(file));
-    if (resp && !add_projector(resp, ref, verbose, err)) {
+    if (resp && !add_projector(resp, store, ref, verbose, err)) {
         json_decref(resp);
         resp = NULL;
     }

@@ -526,8 +526,45 @@ static bool add_message_extras(const json_t *m, size_t at, chat_request *req, js
 }
 
 /*
+ * An input_audio part's clip appended to m's media: {"data": base64, "format"}, the format one
+ * of OpenAI's two ("wav", "mp3") or left out, as ollama reads none. The clip is told from an
+ * image by its bytes later, as every media item is. Refused with ollama's messages, after
+ * where (the part).
+ */
+static bool add_input_audio(chat_message *m, const json_t *audio, const char *where,
+                            api_build *b)
+{
+    if (!json_is_object(audio))
+        return api_refuse(b, 400, "%s: invalid input_audio format", where);
+    json_t *data = json_object_get(audio, "data");
+    if (!json_is_string(data))
+        return api_refuse(b, 400, "%s: invalid input_audio format: missing data", where);
+    json_t *format = json_object_get(audio, "format");
+    const char *name = json_string_value(format);
+    if (format && !json_is_null(format) && !name)
+        return api_refuse(b, 400, "%s: input_audio format must be \"wav\" or \"mp3\"", where);
+    if (name && strcmp(name, "wav") != 0 && strcmp(name, "mp3") != 0)
+        return api_refuse(b, 400, "%s: unsupported input_audio format \"%.32s\": expected "
+                                  "\"wav\" or \"mp3\"", where, name);
+    return chat_message_add_image(m, json_string_value(data), json_string_length(data)) ||
+           API_OUT_OF_MEMORY(b);
+}
+
+/* An input_audio part as a message of role of its own with the clip, as ollama makes one. */
+static bool add_audio_message(chat_request *req, const char *role, const json_t *audio,
+                              const char *where, api_build *b)
+{
+    chat_message m = {.role = strdup(role), .content = strdup("")};
+    bool ok = (m.role && m.content) || API_OUT_OF_MEMORY(b);
+    ok = ok && add_input_audio(&m, audio, where, b) &&
+         (chat_request_push_message(req, &m) || API_OUT_OF_MEMORY(b));
+    chat_message_clear(&m);
+    return ok;
+}
+
+/*
  * A tool result's parts as one tool message: its text parts joined by newlines, its images
- * with it. ollama makes each part a message of its own, which leaves every part but the last
+ * and audio clips with it. ollama makes each part a message of its own, which leaves every part but the last
  * without the call's id and function name (a template then shows a result of nothing); tool
  * results made of several parts are what MCP tools return.
  */
@@ -546,6 +583,8 @@ static bool add_tool_parts(chat_request *req, const json_t *parts, size_t at, ap
         snprintf(where, sizeof where, "messages[%zu].content[%zu]", at, k);
         if (type && strcmp(type, "image_url") == 0) {
             ok = api_build_image_url(&m, json_object_get(part, "image_url"), where, b);
+        } else if (type && strcmp(type, "input_audio") == 0) {
+            ok = add_input_audio(&m, json_object_get(part, "input_audio"), where, b);
         } else if (!type || strcmp(type, "text") != 0) {
             ok = api_refuse(b, 400, "messages[%zu].content[%zu]: %s input is not supported yet",
                             at, k, type ? type : "untyped");
@@ -613,6 +652,8 @@ static bool read_messages(const json_t *in, chat_request *req, api_build *b)
             if (type && strcmp(type, "image_url") == 0)
                 ok = api_build_image_message(req, role, json_object_get(part, "image_url"), where,
                                              b);
+            else if (type && strcmp(type, "input_audio") == 0)
+                ok = add_audio_message(req, role, json_object_get(part, "input_audio"), where, b);
             else if (!type || strcmp(type, "text") != 0)
                 ok = api_refuse(b, 400, "messages[%zu].content[%zu]: %s input is not supported yet",
                                 i, k, type ? type : "untyped");

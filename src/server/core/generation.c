@@ -470,7 +470,10 @@ static void answer_whole(generation *g, http_reply *reply)
                 .tool_calls = g->all_calls,
                 .logprobs = g->lps,
             };
-            http_reply_json(reply, 200, g->shape->whole(&g->info, &done, &answer));
+            if (g->shape->reply_whole)
+                g->shape->reply_whole(reply, &g->info, &done, &answer);
+            else
+                http_reply_json(reply, 200, g->shape->whole(&g->info, &done, &answer));
         }
         json_decref(msg);
         if (last)
@@ -521,38 +524,43 @@ static bool check_features(generation *g, http_reply *reply)
 {
     const chat_request *req = g->req;
     const char *name = req->model;
-    /* images need the model's projector; each must be one Corral can decode */
-    if (image_input_present(req)) {
-        char message[CORRAL_ERROR_MAX + 32];
-        if (!g->ref->projector_path) {
-            reply_error(g, reply, 400, "model does not support images");
-            return false;
-        }
-        if (model_request_in_family(g->ref, "mllama") && image_input_more_than_one(req)) {
-            reply_error(g, reply, 400, "this model only supports one image while more than one "
-                                       "image requested");
-            return false;
-        }
-        /* the renderer sees markers in the text, not which message held an image: its
-         * refusal of one in a system message is made here, before anything is rendered */
-        const corral_renderer *renderer =
-            renderer_model_find(g->ref->config, g->ref->template_text);
-        if (renderer && renderer->text_only_system &&
-            image_input_in_system(req, message, sizeof message)) {
-            reply_error(g, reply, 400, "%s", message);
-            return false;
-        }
-        if (!image_input_prepare(&g->images, req, message, sizeof message)) {
-            reply_error(g, reply, 400, "%s", message);
-            return false;
-        }
-    }
     g->info.logprobs = req->logprobs;
     corral_error err = {{0}};
     json_t *caps = model_request_capabilities(g->srv, g->ref, &err);
     if (!caps) {
         reply_error(g, reply, 500, "%s", err.message);
         return false;
+    }
+    bool hears = model_request_has_capability(caps, "audio");
+    /* media: images need the model's projector, audio its audio capability; each item must be
+     * one Corral can decode (an image) or recognise (audio) */
+    if (image_input_present(req)) {
+        char message[CORRAL_ERROR_MAX + 32];
+        bool refused = true;
+        if (!image_input_prepare(&g->images, req, message, sizeof message))
+            reply_error(g, reply, 400, "%s", message);
+        else if (g->images.n_images > g->images.n_audio && !g->ref->projector_path)
+            reply_error(g, reply, 400, "model does not support images");
+        else if (g->images.n_audio && !hears)
+            reply_error(g, reply, 400, "\"%s\" does not support audio", name);
+        else if (model_request_in_family(g->ref, "mllama") && image_input_more_than_one(req))
+            reply_error(g, reply, 400, "this model only supports one image while more than one "
+                                       "image requested");
+        else
+            refused = false;
+        /* the renderer sees markers in the text, not which message held an image: its
+         * refusal of one in a system message is made here, before anything is rendered */
+        const corral_renderer *renderer =
+            refused ? NULL : renderer_model_find(g->ref->config, g->ref->template_text);
+        if (renderer && renderer->text_only_system &&
+            image_input_in_system(req, message, sizeof message)) {
+            reply_error(g, reply, 400, "%s", message);
+            refused = true;
+        }
+        if (refused) {
+            json_decref(caps);
+            return false;
+        }
     }
     bool completes = model_request_has_capability(caps, "completion");
     bool has_tools = model_request_has_capability(caps, "tools");

@@ -110,6 +110,10 @@ typedef struct generation_shape {
     bool (*fail)(const generation_info *info, const char *message, generation_out *out);
     json_t *(*whole)(const generation_info *info, const generation_done *done,
                      const generation_delta *answer);
+    /* answers stream:false in a body of its own making (plain text, say) in place of whole's
+     * JSON; NULL: whole's */
+    void (*reply_whole)(http_reply *reply, const generation_info *info,
+                        const generation_done *done, const generation_delta *answer);
     json_t *(*loaded)(const generation_info *info, const char *reason);
     void (*error)(http_reply *reply, unsigned status, const char *message);
     void (*free_state)(void *state); /* frees a shape_state that owns more; NULL: free() */

@@ -1,6 +1,6 @@
 /*
- * A request's images, checked and placed in the prompt by per-request markers
- * (image_input.h).
+ * A request's media (images and audio), checked and placed in the prompt by per-request
+ * markers (image_input.h).
  */
 #include "server/core/image_input.h"
 
@@ -10,6 +10,7 @@
 #include <sys/random.h>
 
 #include "image/image.h"
+#include "util/audio_format.h"
 #include "util/base64.h"
 
 #define PLACEHOLDER "[img]"
@@ -42,15 +43,28 @@ bool image_input_in_system(const chat_request *req, char *message, size_t size)
     return false;
 }
 
-/* A client's image: base64 of a file the decoders read within their limits. */
-static bool check_image(const chat_image *image, size_t index, char *message, size_t size)
+/* A client's media item: base64 of an audio file (*audio set), or of an image the decoders
+ * read within their limits. */
+static bool check_item(const chat_image *image, size_t index, bool *audio, char *message,
+                       size_t size)
 {
     corral_error err = {{0}};
     size_t len;
-    uint8_t *bytes = util_base64_decode(image->base64, image->len, IMAGE_INPUT_MAX_BYTES, &len,
-                                        &err);
+    uint8_t *bytes = util_base64_decode(image->base64, image->len, IMAGE_INPUT_MAX_AUDIO_BYTES,
+                                        &len, &err);
     if (!bytes) {
         snprintf(message, size, "image %zu: invalid image data: %s", index, err.message);
+        return false;
+    }
+    *audio = util_audio_format(bytes, len) != NULL;
+    if (*audio) {
+        free(bytes);
+        return true;
+    }
+    if (len > IMAGE_INPUT_MAX_BYTES) {
+        free(bytes);
+        snprintf(message, size, "image %zu: invalid image data: decoded data larger than %u "
+                 "bytes", index, IMAGE_INPUT_MAX_BYTES);
         return false;
     }
     image_rgb *rgb = image_decode(bytes, len, NULL, &err);
@@ -82,11 +96,14 @@ bool image_input_prepare(image_input *in, const chat_request *req, char *message
             in->images[in->n_images++] = &req->messages[i].images[k];
     for (size_t k = 0; k < req->n_images; k++)
         in->images[in->n_images++] = &req->images[k];
-    for (size_t i = 0; i < in->n_images; i++)
-        if (!check_image(in->images[i], i, message, size)) {
+    for (size_t i = 0; i < in->n_images; i++) {
+        bool audio;
+        if (!check_item(in->images[i], i, &audio, message, size)) {
             image_input_clear(in);
             return false;
         }
+        in->n_audio += audio;
+    }
     return true;
 }
 

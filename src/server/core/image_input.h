@@ -1,6 +1,9 @@
 /*
- * A request's images on their way to the runner. Each is checked first (base64 that decodes
- * to an image Corral can read, within the decoders' limits: otherwise a 400). The prompt
+ * A request's media on their way to the runner: images, and audio clips, which travel in the
+ * same lists (ollama's `images` fields carry both) and are told apart by their bytes. Each is
+ * checked first (base64 that decodes to an image Corral can read, within the decoders'
+ * limits, or to a file with an audio signature, util/audio_format.h: otherwise a 400); the
+ * runner decodes audio itself. The prompt
  * templates then see a marker where each image goes: "[img]" in a message's content (or a
  * completion's prompt) places its next image there, as ollama does, else the markers go in
  * front of the text. A marker holds a random per-request nonce, so no text a client sends
@@ -18,11 +21,14 @@
 
 /* The largest image file a request may send (decoded from base64). */
 #define IMAGE_INPUT_MAX_BYTES (20u << 20)
+/* The largest audio file (decoded), OpenAI's cap on a file to transcribe. */
+#define IMAGE_INPUT_MAX_AUDIO_BYTES (25u << 20)
 
 typedef struct image_input {
     char nonce[17];
     const chat_image **images; /* in the order of their markers' numbers (not owned) */
     size_t n_images;
+    size_t n_audio; /* how many of them are audio */
 } image_input;
 
 /* Does the request carry any image? */
@@ -37,7 +43,8 @@ bool image_input_more_than_one(const chat_request *req);
  * 400's, in ollama's words, naming the first such message's role. */
 bool image_input_in_system(const chat_request *req, char *message, size_t size);
 
-/* Check every image of req and number them; false with a 400's message (or out of memory). */
+/* Check every media item of req, count the audio ones and number them all; false with a
+ * 400's message (or out of memory). */
 bool image_input_prepare(image_input *in, const chat_request *req, char *message, size_t size);
 void image_input_clear(image_input *in);
 

@@ -52,7 +52,7 @@ json_t *model_request_capabilities(const server *srv, const model_ref *ref, corr
     json_t *config = model_info_read_config(srv->store, ref->manifest, err);
     corral_model_file *file = config ? corral_model_file_open(ref->model_path, err) : NULL;
     json_t *caps = file ? model_info_capabilities(config, file, ref->template_text) : NULL;
-    if (caps && !model_info_add_projector_capability(caps, ref->manifest)) {
+    if (caps && !model_info_add_projector_capability(caps, srv->store, ref->manifest)) {
         json_decref(caps);
         caps = NULL;
     }

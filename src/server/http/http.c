@@ -582,6 +582,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         .path_param = st->path_param,
         .accept = header(conn, "Accept"),
         .user_agent = header(conn, "User-Agent"),
+        .content_type = header(conn, "Content-Type"),
         .anthropic_version = header(conn, "anthropic-version"),
         .body = st->has_body && !st->route->sink ? st->body : NULL,
         .body_len = st->len,

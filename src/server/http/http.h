@@ -28,6 +28,7 @@ struct http_request {
     const char *path_param; /* the part after a route's prefix (e.g. a blob digest) */
     const char *accept;     /* the Accept header, or NULL */
     const char *user_agent; /* the User-Agent header, or NULL */
+    const char *content_type; /* the Content-Type header, or NULL */
     /* the anthropic-version header, which Anthropic's SDKs send on every request, or NULL */
     const char *anthropic_version;
     const char *body;       /* NUL-terminated; NULL when the request had none */

@@ -486,9 +486,49 @@ json_t *model_info_capabilities(const json_t *config, const corral_model_file *f
     return caps;
 }
 
-bool model_info_add_projector_capability(json_t *caps, const corral_manifest *manifest)
+/* Whether a projector file carries an audio encoder, as ollama reads one: a true
+ * `has_audio_encoder` key, bare or under any prefix (llama.cpp writes `clip.has_audio_encoder`),
+ * unless the projector is gemma3n's, whose audio ollama does not list. */
+static bool projector_has_audio(const corral_model_file *file)
 {
-    if (!caps || !corral_manifest_find_layer(manifest, CORRAL_MEDIA_PROJECTOR, NULL))
+    size_t len;
+    long type = find_arch_meta(file, "vision.projector_type");
+    const char *name = type >= 0 && corral_model_file_meta_type(file, (size_t)type) ==
+                                        CORRAL_META_STRING
+                           ? corral_model_file_meta_string(file, (size_t)type, 0, &len)
+                           : NULL;
+    if (name && len == 8 && memcmp(name, "gemma3nv", 8) == 0)
+        return false;
+    static const char suffix[] = "has_audio_encoder";
+    size_t n = sizeof suffix - 1;
+    for (size_t i = 0; i < corral_model_file_n_meta(file); i++) {
+        const char *key = corral_model_file_meta_key(file, i);
+        size_t key_len = strlen(key);
+        if (key_len < n || strcmp(key + key_len - n, suffix) != 0 ||
+            (key_len > n && key[key_len - n - 1] != '.'))
+            continue;
+        if (corral_model_file_meta_type(file, i) == CORRAL_META_BOOL &&
+            corral_model_file_meta_bool(file, i, 0))
+            return true;
+    }
+    return false;
+}
+
+bool model_info_add_projector_capability(json_t *caps, const corral_store *store,
+                                         const corral_manifest *manifest)
+{
+    const corral_layer *layer =
+        corral_manifest_find_layer(manifest, CORRAL_MEDIA_PROJECTOR, NULL);
+    if (!caps || !layer)
         return true;
-    return append_capability(caps, "vision");
+    if (!append_capability(caps, "vision"))
+        return false;
+    /* a projector that cannot be read adds nothing more (the runner's load says why) */
+    corral_error ignored = {{0}};
+    char *path = corral_store_blob_path(store, layer->digest, &ignored);
+    corral_model_file *file = path ? corral_model_file_open(path, &ignored) : NULL;
+    bool audio = file && projector_has_audio(file);
+    corral_model_file_close(file);
+    free(path);
+    return !audio || append_capability(caps, "audio");
 }

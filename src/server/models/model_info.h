@@ -62,7 +62,10 @@ bool model_info_uses_go_template(const char *go_template, const corral_model_fil
 json_t *model_info_capabilities(const json_t *config, const corral_model_file *file,
                                 const char *go_template);
 /* caps with "vision" appended when the manifest has a projector layer (as ollama lists it,
- * after the others); false when out of memory. */
-bool model_info_add_projector_capability(json_t *caps, const corral_manifest *manifest);
+ * after the others), and "audio" when that projector (a blob of store) carries an audio
+ * encoder (`<prefix>.has_audio_encoder` true, gemma3n's projector aside, as ollama reads it);
+ * false when out of memory. */
+bool model_info_add_projector_capability(json_t *caps, const corral_store *store,
+                                         const corral_manifest *manifest);
 
 #endif
