@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "api_fixture.h"
+#include "audio/audio.h"
 #include "server/api/transcription.h"
 #include "server/core/image_input.h"
 
@@ -124,7 +125,9 @@ static void test_refusals(void **state)
         {{{"model", "m", 0, false}}, 400, "file is required"},
         {{{"model", "m", 0, false}, {"file", "", 0, true}}, 400, "audio file is empty"},
         {{{"model", "m", 0, false}, {"file", png, 8, true}}, 400,
-         "file is not audio Corral reads: WAV, MP3, FLAC or Ogg"},
+         "file is not audio Corral reads: WAV, MP3 or FLAC"},
+        {{{"model", "m", 0, false}, {"file", "OggS\0\x02\0\0", 8, true}}, 400,
+         "Ogg audio is not supported: send WAV, FLAC or MP3"},
         {{{"model", "m", 0, false}, {"response_format", "xml", 0, false}}, 400,
          "response_format must be one of json, text, srt, verbose_json, vtt, diarized_json, "
          "not \"xml\""},
@@ -150,7 +153,7 @@ static void test_refusals(void **state)
         assert_null(req);
     }
     /* a clip over OpenAI's cap is a 413 */
-    size_t big = IMAGE_INPUT_MAX_AUDIO_BYTES + 1;
+    size_t big = AUDIO_MAX_CLIP_BYTES + 1;
     char *clip = calloc(1, big);
     assert_non_null(clip);
     memcpy(clip, CLIP, 12);

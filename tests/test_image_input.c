@@ -19,7 +19,7 @@
 
 #include "runner/prompt_images.h"
 #include "server/core/image_input.h"
-#include "util/audio_format.h"
+#include "audio/audio.h"
 #include "util/base64.h"
 
 /* A 1 x 1 RGB PNG. */
@@ -149,29 +149,25 @@ static void test_audio_items(void **state)
     static const struct {
         const char *head;
         size_t head_len;
-        const char *format; /* NULL: not audio */
+        audio_container format;
     } cases[] = {
-        {"RIFF\x24\0\0\0WAVEfmt ", 16, "wav"},
-        {"ID3\x04\0\0\0\0\0\0", 10, "mp3"},
-        {"\xff\xfb\x90\x64", 4, "mp3"},  /* MPEG-1 layer III, 128 kbit/s, 44.1 kHz */
-        {"fLaC\0\0\0\x22", 8, "flac"},
-        {"OggS\0\x02", 6, "ogg"},
-        {"\xff\xe9\x90\x64", 4, NULL}, /* version bits 01: reserved */
-        {"\xff\xf9\x90\x64", 4, NULL}, /* layer bits 00: reserved */
-        {"\xff\xfb\xf0\x64", 4, NULL}, /* bitrate index 15: invalid */
-        {"\xff\xd8\xff\xe0", 4, NULL}, /* a JPEG's start */
-        {"RIFF\0\0\0\0WEBP", 12, NULL},
+        {"RIFF\x24\0\0\0WAVEfmt ", 16, AUDIO_WAV},
+        {"ID3\x04\0\0\0\0\0\0", 10, AUDIO_MP3},
+        {"\xff\xfb\x90\x64", 4, AUDIO_MP3},  /* MPEG-1 layer III, 128 kbit/s, 44.1 kHz */
+        {"fLaC\0\0\0\x22", 8, AUDIO_FLAC},
+        {"OggS\0\x02", 6, AUDIO_OGG},
+        {"\xff\xe9\x90\x64", 4, AUDIO_NOT_AUDIO}, /* version bits 01: reserved */
+        {"\xff\xf9\x90\x64", 4, AUDIO_NOT_AUDIO}, /* layer bits 00: reserved */
+        {"\xff\xfb\xf0\x64", 4, AUDIO_NOT_AUDIO}, /* bitrate index 15: invalid */
+        {"\xff\xd8\xff\xe0", 4, AUDIO_NOT_AUDIO}, /* a JPEG's start */
+        {"RIFF\0\0\0\0WEBP", 12, AUDIO_NOT_AUDIO},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         uint8_t bytes[64] = {0};
         memcpy(bytes, cases[i].head, cases[i].head_len);
-        const char *format = util_audio_format(bytes, sizeof bytes);
-        if (cases[i].format)
-            assert_string_equal(format, cases[i].format);
-        else
-            assert_null(format);
+        assert_int_equal(audio_sniff(bytes, sizeof bytes), cases[i].format);
     }
-    assert_null(util_audio_format((const uint8_t *)"RIFF", 4)); /* too short to say WAVE */
+    assert_int_equal(audio_sniff((const uint8_t *)"RIFF", 4), AUDIO_NOT_AUDIO); /* no WAVE */
 
     char message[256];
     image_input in;
@@ -187,6 +183,15 @@ static void test_audio_items(void **state)
     chat_request_free(req);
     free(wav);
     free(mp3);
+
+    /* Ogg is audio the runner would refuse: refused here, before a runner is asked */
+    req = request_with_images("x", 0);
+    char *ogg = media_base64("OggS\0\x02", 6, 64);
+    assert_true(chat_message_add_image(&req->messages[0], ogg, strlen(ogg)));
+    assert_false(image_input_prepare(&in, req, message, sizeof message));
+    assert_non_null(strstr(message, "image 0: Ogg audio is not supported"));
+    chat_request_free(req);
+    free(ogg);
 
     req = request_with_images("x", 0);
     char *fake = media_base64("\xff\xe9\x90\x64", 4, 64);

@@ -18,6 +18,9 @@
 
 #include "corral/error.h"
 
+/* The largest clip file a request may send (OpenAI's cap on a file to transcribe). */
+#define AUDIO_MAX_CLIP_BYTES (25u << 20)
+
 typedef enum audio_container {
     AUDIO_NOT_AUDIO,
     AUDIO_WAV,  /* RIFF/WAVE: PCM 8/16/24/32-bit or float */

@@ -15,7 +15,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-#include "util/audio_format.h"
+#include "audio/audio.h"
 #include "util/base64.h"
 #include "util/file.h"
 
@@ -92,8 +92,7 @@ static int attach(const char *name, json_t *images, bool *audio, corral_error *e
         corral_error_set(err, "couldn't process file: %s", read_err.message);
         return -1;
     }
-    const char *format = util_audio_format(bytes, n);
-    *audio = format && strcmp(format, "wav") == 0;
+    *audio = audio_sniff(bytes, n) == AUDIO_WAV;
     if (!*audio && !is_image(bytes, n)) {
         free(bytes);
         corral_error_set(err, "couldn't process file '%s': not a JPEG, PNG, WebP or WAV file",

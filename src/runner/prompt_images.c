@@ -497,6 +497,11 @@ static bool media_item(prompt_vision *v, const uint8_t *data, size_t len,
         corral_error_set(err, "model does not support images");
         return false;
     }
+    if (!*clip && len > PROMPT_MAX_IMAGE_BYTES) { /* decoded under the larger clip cap */
+        *refused = true;
+        corral_error_set(err, "decoded data larger than %u bytes", PROMPT_MAX_IMAGE_BYTES);
+        return false;
+    }
     if (*clip)
         return encode ? encode_clip(v, data, len, digest, out, encoded, refused, err)
                       : count_clip(v, data, len, digest, out, refused, err);
@@ -668,7 +673,7 @@ static corral_token *vision_ids(prompt_vision *v, const corral_vocab *vocab, con
             break;
         }
         size_t len = 0;
-        uint8_t *bytes = util_base64_decode(data, strlen(data), PROMPT_MAX_IMAGE_BYTES, &len, err);
+        uint8_t *bytes = util_base64_decode(data, strlen(data), AUDIO_MAX_CLIP_BYTES, &len, err);
         *refused = !(ok = bytes != NULL);
         image_digest digest = {{0}};
         ok = ok && digest_of(v->sha256, bytes, len, &digest, err);

@@ -18,8 +18,8 @@
 
 #include "corral/engine.h"
 
-/* Most media items one request may carry, the most bytes one item's file may have, and the
- * longest clip (the audio tower's longest). */
+/* Most media items one request may carry, the most bytes one image file may have (a clip's
+ * are audio.h's AUDIO_MAX_CLIP_BYTES), and the longest clip (the audio tower's longest). */
 #define PROMPT_MAX_IMAGES 16
 #define PROMPT_MAX_IMAGE_BYTES (20u << 20)
 #define PROMPT_MAX_AUDIO_SECONDS 30.0

@@ -17,7 +17,7 @@
 #include "server/core/image_input.h"
 #include "server/http/multipart.h"
 #include "server/server.h"
-#include "util/audio_format.h"
+#include "audio/audio.h"
 #include "util/base64.h"
 
 /* What the model is told, as ollama tells it: the clip may hold a question or an order, and
@@ -97,11 +97,13 @@ static bool add_clip(chat_request *req, const multipart_part *file, api_build *b
         return api_refuse(b, 400, "file is required");
     if (file->len == 0)
         return api_refuse(b, 400, "audio file is empty");
-    if (file->len > IMAGE_INPUT_MAX_AUDIO_BYTES)
-        return api_refuse(b, 413, "audio file larger than %u bytes",
-                          IMAGE_INPUT_MAX_AUDIO_BYTES);
-    if (!util_audio_format((const uint8_t *)file->data, file->len))
-        return api_refuse(b, 400, "file is not audio Corral reads: WAV, MP3, FLAC or Ogg");
+    if (file->len > AUDIO_MAX_CLIP_BYTES)
+        return api_refuse(b, 413, "audio file larger than %u bytes", AUDIO_MAX_CLIP_BYTES);
+    audio_container clip = audio_sniff((const uint8_t *)file->data, file->len);
+    if (clip == AUDIO_OGG)
+        return api_refuse(b, 400, "Ogg audio is not supported: send WAV, FLAC or MP3");
+    if (clip == AUDIO_NOT_AUDIO)
+        return api_refuse(b, 400, "file is not audio Corral reads: WAV, MP3 or FLAC");
     char *base64 = util_base64_encode((const uint8_t *)file->data, file->len);
     bool ok = base64 && chat_request_add_text(req, "user", USER_PROMPT, strlen(USER_PROMPT)) &&
               chat_message_add_image(&req->messages[req->n_messages - 1], base64,

@@ -21,7 +21,7 @@ typedef struct transcription_answer {
 /*
  * A request's body (len bytes, content_type its header, NULL when none) as the chat request
  * *out and the answer's form *answer: 200, or the HTTP status with the message (400 for the
- * client's mistakes, 413 for a clip over IMAGE_INPUT_MAX_AUDIO_BYTES).
+ * client's mistakes, 413 for a clip over AUDIO_MAX_CLIP_BYTES).
  */
 unsigned transcription_parse(const char *content_type, const char *body, size_t len,
                              chat_request **out, transcription_answer *answer, char *message,

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "audio/audio.h"
 #include "image/image.h"
-#include "util/audio_format.h"
 #include "util/base64.h"
 
 #define PLACEHOLDER "[img]"
@@ -50,16 +50,20 @@ static bool check_item(const chat_image *image, size_t index, bool *audio, char 
 {
     corral_error err = {{0}};
     size_t len;
-    uint8_t *bytes = util_base64_decode(image->base64, image->len, IMAGE_INPUT_MAX_AUDIO_BYTES,
+    uint8_t *bytes = util_base64_decode(image->base64, image->len, AUDIO_MAX_CLIP_BYTES,
                                         &len, &err);
     if (!bytes) {
         snprintf(message, size, "image %zu: invalid image data: %s", index, err.message);
         return false;
     }
-    *audio = util_audio_format(bytes, len) != NULL;
-    if (*audio) {
+    audio_container clip = audio_sniff(bytes, len);
+    *audio = clip != AUDIO_NOT_AUDIO;
+    if (*audio) { /* the runner decodes it; Ogg it would refuse (audio.h) */
         free(bytes);
-        return true;
+        if (clip == AUDIO_OGG)
+            snprintf(message, size, "image %zu: Ogg audio is not supported: send WAV, FLAC or "
+                     "MP3", index);
+        return clip != AUDIO_OGG;
     }
     if (len > IMAGE_INPUT_MAX_BYTES) {
         free(bytes);

@@ -2,7 +2,7 @@
  * A request's media on their way to the runner: images, and audio clips, which travel in the
  * same lists (ollama's `images` fields carry both) and are told apart by their bytes. Each is
  * checked first (base64 that decodes to an image Corral can read, within the decoders'
- * limits, or to a file with an audio signature, util/audio_format.h: otherwise a 400); the
+ * limits, or to a file with an audio signature, audio/audio.h: otherwise a 400); the
  * runner decodes audio itself. The prompt
  * templates then see a marker where each image goes: "[img]" in a message's content (or a
  * completion's prompt) places its next image there, as ollama does, else the markers go in
@@ -21,8 +21,6 @@
 
 /* The largest image file a request may send (decoded from base64). */
 #define IMAGE_INPUT_MAX_BYTES (20u << 20)
-/* The largest audio file (decoded), OpenAI's cap on a file to transcribe. */
-#define IMAGE_INPUT_MAX_AUDIO_BYTES (25u << 20)
 
 typedef struct image_input {
     char nonce[17];
