@@ -289,6 +289,82 @@ static void write_json(const char *dir, const char *name, json_t *value)
     json_decref(value);
 }
 
+/* A per-layer key's value at layer i (the key's one value when it is not a list). */
+static int64_t at_layer(const gguf_kv *kv, uint32_t i)
+{
+    return gguf_kv_i64(kv, kv->type == GGUF_TYPE_ARRAY ? i : 0);
+}
+
+/*
+ * Gemma 4's config.json from the generic one (c, consumed): the sliding layers' head width
+ * as head_dim and the global ones' as global_head_dim, each kind's key/value heads, layer_types,
+ * rope_parameters per kind (partial_rotary_factor from rope_freqs' rotated pairs), the shared
+ * layers' FFN doubled, the experts enabled; under text_config for a
+ * Gemma4ForConditionalGeneration.
+ */
+static json_t *gemma4_config(const gguf_file *f, json_t *c, const char *hf_arch)
+{
+    const gguf_kv *pattern = gguf_find_kv(f, "gemma4.attention.sliding_window_pattern");
+    const gguf_kv *kv_heads = gguf_find_kv(f, "gemma4.attention.head_count_kv");
+    const gguf_kv *ff = gguf_find_kv(f, "gemma4.feed_forward_length");
+    const gguf_tensor *freqs = gguf_find_tensor(f, "rope_freqs.weight");
+    assert_true(pattern && kv_heads && ff && freqs);
+    uint32_t n_layer = get_u32(f, "gemma4.block_count"), global = 0, sliding = 0;
+    uint32_t shared = get_u32(f, "gemma4.attention.shared_kv_layers");
+    bool first_global = true, first_sliding = true, k_eq_v = false, double_wide = false;
+    json_t *types = json_array();
+    for (uint32_t i = 0; i < n_layer; i++) {
+        bool slides = gguf_kv_bool(pattern, i);
+        json_array_append_new(types, json_string(slides ? "sliding_attention"
+                                                        : "full_attention"));
+        if (slides && first_sliding)
+            sliding = (uint32_t)at_layer(kv_heads, i), first_sliding = false;
+        if (!slides && first_global)
+            global = (uint32_t)at_layer(kv_heads, i), first_global = false;
+        char name[64], qkv[64];
+        snprintf(name, sizeof name, "blk.%u.attn_v.weight", i);
+        snprintf(qkv, sizeof qkv, "blk.%u.attn_qkv.weight", i);
+        if (!slides && i < n_layer - shared && !gguf_find_tensor(f, name) &&
+            !gguf_find_tensor(f, qkv))
+            k_eq_v = true;
+        double_wide = double_wide || at_layer(ff, i) != at_layer(ff, 0);
+    }
+    uint32_t rotated = 0;
+    for (uint64_t i = 0; i < gguf_tensor_n_elems(freqs); i++)
+        rotated += ((const float *)freqs->data)[i] == 1.0f;
+    uint32_t global_dim = get_u32(f, "gemma4.attention.key_length");
+    float base, base_swa;
+    corral_error err;
+    assert_true(gguf_get_f32(f, "gemma4.rope.freq_base", &base, &err));
+    assert_true(gguf_get_f32(f, "gemma4.rope.freq_base_swa", &base_swa, &err));
+    json_t *more = json_pack(
+        "{s:I,s:I,s:I,s:I,s:o,s:I,s:I,s:b,s:b,s:I,s:{s:{s:s,s:f,s:f},s:{s:s,s:f}}}", "head_dim",
+        (json_int_t)get_u32(f, "gemma4.attention.key_length_swa"), "global_head_dim",
+        (json_int_t)global_dim, "num_key_value_heads", (json_int_t)sliding,
+        "num_global_key_value_heads", (json_int_t)global, "layer_types", types,
+        "num_kv_shared_layers", (json_int_t)shared, "hidden_size_per_layer_input",
+        (json_int_t)get_u32(f, "gemma4.embedding_length_per_layer_input"), "attention_k_eq_v",
+        k_eq_v, "use_double_wide_mlp", double_wide, "intermediate_size",
+        (json_int_t)at_layer(ff, 0), "rope_parameters", "full_attention", "rope_type",
+        "proportional", "rope_theta", (double)base, "partial_rotary_factor",
+        (double)(2.0f * (float)rotated / (float)global_dim), "sliding_attention", "rope_type",
+        "default", "rope_theta", (double)base_swa);
+    assert_non_null(more);
+    json_object_update(c, more);
+    json_decref(more);
+    json_object_del(c, "rope_theta");
+    if (gguf_find_kv(f, "gemma4.expert_count")) { /* the experts beside the dense FFN */
+        json_object_set_new(c, "enable_moe_block", json_true());
+        json_object_set(c, "top_k_experts", json_object_get(c, "num_experts_per_tok"));
+        json_object_del(c, "num_experts_per_tok");
+    }
+    if (strstr(hf_arch, "ForCausalLM"))
+        return c;
+    json_t *arches = json_incref(json_object_get(c, "architectures"));
+    json_object_del(c, "architectures");
+    return json_pack("{s:o,s:o}", "architectures", arches, "text_config", c);
+}
+
 static void write_config(const gguf_file *f, const char *dir, const char *hf_arch)
 {
     gguf_str arch;
@@ -579,6 +655,8 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
                           "vision_config", "depth", (json_int_t)1);
         }
     }
+    if (strcmp(a, "gemma4") == 0)
+        c = gemma4_config(f, c, hf_arch);
 #undef K
     /* Phi-3's LongRoPE factors */
     const gguf_tensor *factors[2] = {gguf_find_tensor(f, "rope_factors_long.weight"),
@@ -1394,6 +1472,234 @@ static bool gemma3n_hf_name(const char *gguf, char *out, size_t cap)
     return false;
 }
 
+/* Gemma 4's Hugging Face name pieces of a block's GGUF tensors (a part and its kind). */
+static const char *const gemma4_names[][2] = {
+    {"attn_norm.weight", "input_layernorm.weight"},
+    {"attn_q.weight", "self_attn.q_proj.weight"},
+    {"attn_k.weight", "self_attn.k_proj.weight"},
+    {"attn_v.weight", "self_attn.v_proj.weight"},
+    {"attn_output.weight", "self_attn.o_proj.weight"},
+    {"attn_q_norm.weight", "self_attn.q_norm.weight"},
+    {"attn_k_norm.weight", "self_attn.k_norm.weight"},
+    {"post_attention_norm.weight", "post_attention_layernorm.weight"},
+    {"ffn_norm.weight", "pre_feedforward_layernorm.weight"},
+    {"ffn_gate.weight", "mlp.gate_proj.weight"},
+    {"ffn_up.weight", "mlp.up_proj.weight"},
+    {"ffn_down.weight", "mlp.down_proj.weight"},
+    {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
+    {"layer_output_scale.weight", "layer_scalar"},
+    {"inp_gate.weight", "per_layer_input_gate.weight"},
+    {"proj.weight", "per_layer_projection.weight"},
+    {"post_norm.weight", "post_per_layer_input_norm.weight"},
+    {"ffn_gate_inp.weight", "router.proj.weight"},
+    {"ffn_gate_inp.scale", "router.scale"},
+    {"ffn_down_exps.scale", "router.per_expert_scale"},
+    {"pre_ffw_norm_2.weight", "pre_feedforward_layernorm_2.weight"},
+    {"post_ffw_norm_1.weight", "post_feedforward_layernorm_1.weight"},
+    {"post_ffw_norm_2.weight", "post_feedforward_layernorm_2.weight"},
+    {"ffn_gate_up_exps.weight", "experts.gate_up_proj"},
+    {"ffn_down_exps.weight", "experts.down_proj"},
+    {"ffn_gate_exps.weight", "moe.gate_proj"},
+    {"ffn_up_exps.weight", "moe.up_proj"},
+};
+
+/*
+ * A gemma4 tensor under Gemma 4's name (under model.language_model., or model. when flat), its
+ * norms as they are, the experts' stacks whole ([experts, rows, columns]); a fused attn_qkv as
+ * the q_proj, k_proj and v_proj its layer's widths make.
+ */
+static void put_gemma4(shard *s, json_t *weight_map, const char *shard_name, const gguf_file *f,
+                       const gguf_tensor *t, safetensors_dtype dtype, bool flat)
+{
+    static const char *const whole[][2] = {
+        {"token_embd.weight", "embed_tokens.weight"},
+        {"output_norm.weight", "norm.weight"},
+        {"per_layer_token_embd.weight", "embed_tokens_per_layer.weight"},
+        {"per_layer_model_proj.weight", "per_layer_model_projection.weight"},
+        {"per_layer_proj_norm.weight", "per_layer_projection_norm.weight"},
+    };
+    const char *prefix = flat ? "model." : "model.language_model.";
+    char name[256];
+    const float *data = t->data;
+    uint64_t cols = (uint64_t)t->ne[0], rows = gguf_tensor_n_elems(t) / cols;
+    assert_int_equal(t->type, TENSOR_TYPE_F32);
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
+        if (!strcmp(t->name, whole[i][0])) {
+            snprintf(name, sizeof name, "%s%s", prefix, whole[i][1]);
+            put_matrix(s, name, t->n_dims == 1 ? SAFETENSORS_F32 : dtype, data,
+                       t->n_dims == 1 ? 0 : rows, cols, 0, false);
+            json_object_set_new(weight_map, name, json_string(shard_name));
+            return;
+        }
+    if (!strcmp(t->name, "output.weight")) { /* an untied head, beside the model */
+        put_matrix(s, "lm_head.weight", dtype, data, rows, cols, 0, false);
+        json_object_set_new(weight_map, "lm_head.weight", json_string(shard_name));
+        return;
+    }
+    unsigned layer;
+    int at = 0;
+    assert_int_equal(sscanf(t->name, "blk.%u.%n", &layer, &at), 1);
+    const char *part = t->name + at;
+    if (!strcmp(part, "attn_qkv.weight")) { /* q, k and v at this layer's widths */
+        bool slides = gguf_kv_bool(gguf_find_kv(f, "gemma4.attention.sliding_window_pattern"),
+                                   layer);
+        uint64_t dim = get_u32(f, slides ? "gemma4.attention.key_length_swa"
+                                         : "gemma4.attention.key_length");
+        uint64_t q = get_u32(f, "gemma4.attention.head_count") * dim;
+        uint64_t kv = at_layer(gguf_find_kv(f, "gemma4.attention.head_count_kv"), layer) * dim;
+        assert_int_equal(q + 2 * kv, rows);
+        static const char *const parts[] = {"q_proj", "k_proj", "v_proj"};
+        uint64_t first[] = {0, q, q + kv}, n[] = {q, kv, kv};
+        for (int k = 0; k < 3; k++) {
+            snprintf(name, sizeof name, "%slayers.%u.self_attn.%s.weight", prefix, layer,
+                     parts[k]);
+            put_matrix(s, name, dtype, data + first[k] * cols, n[k], cols, 0, false);
+            json_object_set_new(weight_map, name, json_string(shard_name));
+        }
+        return;
+    }
+    const char *hf = NULL;
+    for (size_t i = 0; i < sizeof gemma4_names / sizeof gemma4_names[0] && !hf; i++)
+        if (!strcmp(part, gemma4_names[i][0]))
+            hf = gemma4_names[i][1];
+    if (!hf)
+        fail_msg("no Gemma 4 name for %s", t->name);
+    snprintf(name, sizeof name, "%slayers.%u.%s", prefix, layer, hf);
+    put_matrix(s, name, t->n_dims == 1 ? SAFETENSORS_F32 : dtype, data,
+               t->n_dims == 1 ? 0 : rows, cols, 0, false);
+    if (t->n_dims == 3) /* [experts, rows, columns] */
+        json_object_set_new(json_object_get(s->header, name), "shape",
+                            json_pack("[I,I,I]", (json_int_t)t->ne[2], (json_int_t)t->ne[1],
+                                      (json_int_t)cols));
+    json_object_set_new(weight_map, name, json_string(shard_name));
+}
+
+/* Gemma 4's vision_config from a gemma4v projector's clip.vision.* keys, into config.json. */
+static void nest_gemma4_vision_config(const gguf_file *mm, const char *dir)
+{
+    json_error_t jerr;
+    json_t *c = json_load_file(store_fixture_path(dir, "config.json"), 0, &jerr);
+    assert_non_null(c);
+    float eps;
+    corral_error err;
+    assert_true(gguf_get_f32(mm, "clip.vision.attention.layer_norm_epsilon", &eps, &err));
+    json_object_set_new(
+        c, "vision_config",
+        json_pack("{s:I,s:I,s:I,s:I,s:I,s:i,s:I,s:f}", "hidden_size",
+                  (json_int_t)get_u32(mm, "clip.vision.embedding_length"), "num_hidden_layers",
+                  (json_int_t)get_u32(mm, "clip.vision.block_count"), "num_attention_heads",
+                  (json_int_t)get_u32(mm, "clip.vision.attention.head_count"),
+                  "intermediate_size", (json_int_t)get_u32(mm, "clip.vision.feed_forward_length"),
+                  "patch_size", (json_int_t)get_u32(mm, "clip.vision.patch_size"),
+                  "num_channels", 3, "pooling_kernel_size",
+                  (json_int_t)get_u32(mm, "clip.vision.projector.scale_factor"), "layer_norm_eps",
+                  (double)eps));
+    write_json(dir, "config.json", c);
+}
+
+/* A gemma4v projector tensor's values as floats (its patch kernel is F16); free them. */
+static float *tower_floats(const gguf_tensor *t)
+{
+    size_t n = (size_t)gguf_tensor_n_elems(t);
+    float *x = malloc(n * sizeof *x);
+    assert_non_null(x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = t->type == TENSOR_TYPE_F16 ? quant_f16_to_f32(((const uint16_t *)t->data)[i])
+                                          : ((const float *)t->data)[i];
+    return x;
+}
+
+/*
+ * A gemma4v projector's tensors under Gemma 4's names: the blocks under
+ * model.vision_tower.encoder.layers (the clipped linears as .linear.weight, their bounds as
+ * scalars), the patch kernel as the linear layer over a patch's pixels (row, column, channel),
+ * the position table [2, positions, hidden], the projection under model.embed_vision.
+ */
+static void put_gemma4_tower(shard *s, json_t *weight_map, const char *shard_name,
+                             const gguf_file *mm, safetensors_dtype dtype)
+{
+    static const char *const parts[][2] = {
+        {"ln1.weight", "input_layernorm.weight"},
+        {"ln2.weight", "pre_feedforward_layernorm.weight"},
+        {"attn_q.weight", "self_attn.q_proj.linear.weight"},
+        {"attn_k.weight", "self_attn.k_proj.linear.weight"},
+        {"attn_v.weight", "self_attn.v_proj.linear.weight"},
+        {"attn_out.weight", "self_attn.o_proj.linear.weight"},
+        {"attn_q_norm.weight", "self_attn.q_norm.weight"},
+        {"attn_k_norm.weight", "self_attn.k_norm.weight"},
+        {"attn_post_norm.weight", "post_attention_layernorm.weight"},
+        {"ffn_gate.weight", "mlp.gate_proj.linear.weight"},
+        {"ffn_up.weight", "mlp.up_proj.linear.weight"},
+        {"ffn_down.weight", "mlp.down_proj.linear.weight"},
+        {"ffn_post_norm.weight", "post_feedforward_layernorm.weight"},
+        {"out_scale.weight", "layer_scalar"},
+        /* a clipped linear's bounds */
+        {"attn_q.", "self_attn.q_proj."},
+        {"attn_k.", "self_attn.k_proj."},
+        {"attn_v.", "self_attn.v_proj."},
+        {"attn_out.", "self_attn.o_proj."},
+        {"ffn_gate.", "mlp.gate_proj."},
+        {"ffn_up.", "mlp.up_proj."},
+        {"ffn_down.", "mlp.down_proj."},
+    };
+    static const char *const whole[][2] = {
+        {"v.std_bias", "model.vision_tower.std_bias"},
+        {"v.std_scale", "model.vision_tower.std_scale"},
+        {"mm.input_projection.weight", "model.embed_vision.embedding_projection.weight"},
+        {"mm.input_projection.", "model.embed_vision.embedding_projection."},
+    };
+    for (size_t i = 0; i < gguf_n_tensors(mm); i++) {
+        const gguf_tensor *t = gguf_tensor_at(mm, i);
+        char name[256] = "";
+        float *x = tower_floats(t);
+        uint64_t cols = (uint64_t)t->ne[0], rows = gguf_tensor_n_elems(t) / cols;
+        unsigned layer;
+        int at = 0;
+        if (!strcmp(t->name, "v.patch_embd.weight")) { /* [hidden, P * P * C], pixel-major */
+            uint64_t side = (uint64_t)t->ne[0], ch = (uint64_t)t->ne[2], out = (uint64_t)t->ne[3];
+            float *hwc = malloc(gguf_tensor_n_elems(t) * sizeof *hwc);
+            assert_non_null(hwc);
+            for (uint64_t o = 0; o < out; o++)
+                for (uint64_t c = 0; c < ch; c++)
+                    for (uint64_t y = 0; y < side; y++)
+                        for (uint64_t px = 0; px < side; px++)
+                            hwc[o * side * side * ch + (y * side + px) * ch + c] =
+                                x[((o * ch + c) * side + y) * side + px];
+            snprintf(name, sizeof name, "model.vision_tower.patch_embedder.input_proj.weight");
+            put_matrix(s, name, dtype, hwc, out, side * side * ch, 0, false);
+            free(hwc);
+        } else if (!strcmp(t->name, "v.position_embd.weight")) { /* [2, positions, hidden] */
+            snprintf(name, sizeof name,
+                     "model.vision_tower.patch_embedder.position_embedding_table");
+            put_matrix(s, name, dtype, x, rows, cols, 0, false);
+            json_object_set_new(json_object_get(s->header, name), "shape",
+                                json_pack("[I,I,I]", (json_int_t)t->ne[2], (json_int_t)t->ne[1],
+                                          (json_int_t)cols));
+        } else if (sscanf(t->name, "v.blk.%u.%n", &layer, &at) == 1 && at > 0) {
+            for (size_t k = 0; k < sizeof parts / sizeof parts[0] && !name[0]; k++)
+                if (!strncmp(t->name + at, parts[k][0], strlen(parts[k][0])))
+                    snprintf(name, sizeof name, "model.vision_tower.encoder.layers.%u.%s%s", layer,
+                             parts[k][1], t->name + at + strlen(parts[k][0]));
+        } else {
+            for (size_t k = 0; k < sizeof whole / sizeof whole[0] && !name[0]; k++)
+                if (!strncmp(t->name, whole[k][0], strlen(whole[k][0])))
+                    snprintf(name, sizeof name, "%s%s", whole[k][1],
+                             t->name + strlen(whole[k][0]));
+        }
+        if (!name[0])
+            fail_msg("no Gemma 4 name for %s", t->name);
+        bool bound = strstr(t->name, "put_m") != NULL; /* input_min ... output_max */
+        if (!json_object_get(s->header, name)) {
+            put_matrix(s, name, t->n_dims == 1 ? SAFETENSORS_F32 : dtype, x,
+                       t->n_dims == 1 ? 0 : rows, cols, 0, false);
+            if (bound) /* a scalar */
+                json_object_set_new(json_object_get(s->header, name), "shape", json_array());
+        }
+        json_object_set_new(weight_map, name, json_string(shard_name));
+        free(x);
+    }
+}
+
 /* Llama 3.2 Vision's config.json: the text model's keys under text_config with its
  * cross-attention layers, the tower's mllama.vision.* keys as vision_config. */
 static void nest_mllama_config(const gguf_file *f, const char *dir)
@@ -2014,12 +2320,15 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
         fail_msg("%s", err.message);
     write_config(f, dir, hf_arch);
     bool pixtral = mm && strcmp(hf_arch, "Mistral3ForConditionalGeneration") == 0;
+    bool gemma4v = mm && strcmp(hf_arch, "Gemma4ForConditionalGeneration") == 0;
     bool qwen25vl = mm && strcmp(hf_arch, "Qwen2_5_VLForConditionalGeneration") == 0;
     bool qwen3vl = mm && strncmp(hf_arch, "Qwen3VL", 7) == 0;
     bool llama4 = mm && strcmp(hf_arch, "Llama4ForConditionalGeneration") == 0;
     /* Llama 3.2 Vision: text and tower in f, as ollama's file holds them */
     bool mllama = strcmp(hf_arch, "MllamaForConditionalGeneration") == 0;
-    if (pixtral)
+    if (gemma4v)
+        nest_gemma4_vision_config(mm, dir);
+    else if (pixtral)
         nest_pixtral_config(f, mm, dir);
     else if (qwen25vl)
         nest_qwen25vl_config(f, mm, dir);
@@ -2036,8 +2345,9 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     assert_true(gguf_get_str(f, "general.architecture", &arch, &err));
     bool llama = arch.size == 5 && memcmp(arch.data, "llama", 5) == 0;
     bool gemma3n = arch.size == 7 && memcmp(arch.data, "gemma3n", 7) == 0;
-    /* Gemma's norms but Gemma 3n's, which scale by w */
-    bool gemma = arch.size >= 5 && memcmp(arch.data, "gemma", 5) == 0 && !gemma3n;
+    bool gemma4 = arch.size == 6 && memcmp(arch.data, "gemma4", 6) == 0;
+    /* Gemma's norms but Gemma 3n's and Gemma 4's, which scale by w */
+    bool gemma = arch.size >= 5 && memcmp(arch.data, "gemma", 5) == 0 && !gemma3n && !gemma4;
     bool sandwich = gemma && arch.size == 6; /* gemma2, gemma3 */
     bool phi3 = arch.size == 4 && memcmp(arch.data, "phi3", 4) == 0;
     bool gptoss = arch.size == 7 && memcmp(arch.data, "gpt-oss", 7) == 0;
@@ -2086,6 +2396,11 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
             continue;
         if (strncmp(t->name, "dense_", 6) == 0)
             continue; /* EmbeddingGemma's: sentence-transformers' Dense modules hold them */
+        if (gemma4 && strcmp(t->name, "rope_freqs.weight") != 0) /* (config.json makes those) */
+            put_gemma4(&shards[i < n / 2 ? 0 : 1], weight_map, shard_names[i < n / 2 ? 0 : 1], f,
+                       t, matrix_dtype, strstr(hf_arch, "ForCausalLM") != NULL);
+        if (gemma4)
+            continue;
         if (gptoss && strstr(t->name, "_exps.")) {
             const gguf_tensor *e = experts ? gguf_find_tensor(experts, t->name) : t;
             assert_non_null(e);
@@ -2224,7 +2539,9 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
                                           (json_int_t)t->ne[0]));
         json_object_set_new(weight_map, name, json_string(shard_names[i < n / 2 ? 0 : 1]));
     }
-    if (qwen25vl)
+    if (gemma4v)
+        put_gemma4_tower(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
+    else if (qwen25vl)
         put_qwen25vl_tower(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
     else if (qwen3vl)
         put_qwen3vl_tower(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
@@ -2237,6 +2554,17 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     if (bert || nomic || embedding_gemma)
         put_sentence_transformers(f, bert ? "bert" : nomic ? "nomic-bert" : "gemma-embedding",
                                   &shards[1], weight_map, shard_names[1], dir, matrix_dtype);
+    if (gemma4 && !strstr(hf_arch, "ForCausalLM")) { /* its towers: left out */
+        static const float dummy[4] = {1, 2, 3, 4};
+        static const char *const towers[] = {
+            "model.audio_tower.layers.0.self_attn.q_proj.linear.weight",
+            "model.embed_audio.embedding_projection.weight",
+            "model.language_model.embedding_post_projection_norm.weight"};
+        for (size_t i = 0; i < 3; i++) {
+            put_matrix(&shards[1], towers[i], matrix_dtype, dummy, 2, 2, 0, false);
+            json_object_set_new(weight_map, towers[i], json_string(shard_names[1]));
+        }
+    }
     if (gemma3n) { /* its towers: left out */
         static const float dummy[4] = {1, 2, 3, 4};
         static const char *const towers[] = {"model.vision_tower.timm_model.stem.conv.weight",
@@ -2329,6 +2657,13 @@ void hf_fixture_write_vision(const char *text_path, const char *mmproj_path, con
 {
     write_checkpoint(text_path, dir, "Gemma3ForConditionalGeneration", matrix_dtype, NULL,
                      mmproj_path, tokens_per_image, NULL);
+}
+
+void hf_fixture_write_gemma4v(const char *text_path, const char *mmproj_path, const char *dir,
+                              safetensors_dtype matrix_dtype)
+{
+    write_checkpoint(text_path, dir, "Gemma4ForConditionalGeneration", matrix_dtype, NULL,
+                     mmproj_path, 0, NULL);
 }
 
 void hf_fixture_write_pixtral(const char *text_path, const char *mmproj_path, const char *dir,

@@ -7,7 +7,10 @@
  * Hugging Face's order (a qwen35 model as a Qwen3_5ForConditionalGeneration checkpoint: value
  * heads grouped, A_log, norms as w - 1, experts packed per layer, a vision tower's and an MTP
  * layer's tensor beside; a qwen3next model as a Qwen3NextForCausalLM one, its attn_qkv and
- * attn_gate fused in in_proj_qkvz; a nemotron_h model with an MTP layer's tensor beside).
+ * attn_gate fused in in_proj_qkvz; a nemotron_h model with an MTP layer's tensor beside; a
+ * gemma4 model as Gemma 4's, its norms as they are, a fused attn_qkv as q/k/v, its experts'
+ * stacks whole, a Gemma4ForConditionalGeneration's text model under text_config with tower
+ * tensors beside).
  * Converting the directory must give the fixture back. Fails the
  * current cmocka test on an error.
  */
@@ -47,6 +50,16 @@ void hf_fixture_write_experts_from(const char *gguf_path, const char *experts_pa
  */
 void hf_fixture_write_vision(const char *text_path, const char *mmproj_path, const char *dir,
                              uint32_t tokens_per_image, safetensors_dtype matrix_dtype);
+
+/*
+ * hf_fixture_write_vision for the gemma4 text model at text_path and its llama.cpp gemma4v
+ * projector: a Gemma4ForConditionalGeneration checkpoint, the tower under
+ * model.vision_tower.* (its clipped linears as .linear.weight with their bounds as scalars,
+ * the patch kernel as a linear layer over each patch's pixels, row by row, channels
+ * innermost) and the projection under model.embed_vision.*.
+ */
+void hf_fixture_write_gemma4v(const char *text_path, const char *mmproj_path, const char *dir,
+                              safetensors_dtype matrix_dtype);
 
 /*
  * hf_fixture_write_vision for the mistral3 text model at text_path and its llama.cpp pixtral

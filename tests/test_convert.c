@@ -155,6 +155,7 @@ static void test_safetensors_refuses_malformed_headers(void **state)
 static void rewrite(const char *name, const char *from, const char *to);
 static void set_json(const char *name, const char *path, const char *key, const char *value);
 static void expect_convert_refusal(const char *why);
+static void expect_tower_fits(const char *path);
 
 static char *g_root;
 
@@ -1200,6 +1201,267 @@ static void test_convert_deepseek2_round_trip(void **state)
     set_json("config.json", "", "scoring_func", "\"sigmoid\"");
     set_json("config.json", "rope_scaling", "mscale_all_dim", "-1");
     expect_convert_refusal("rope_scaling.mscale_all_dim must be a number from 0 to 1000");
+}
+
+/* The keys ollama's Gemma 4 converter writes its own way: per-layer lists as signed integers,
+ * the pre-tokenizer named gemma4. */
+static const char *const gemma4_skipped[] = {"general.name", "general.file_type",
+                                             "gemma4.attention.head_count_kv",
+                                             "gemma4.feed_forward_length", "tokenizer.ggml.pre",
+                                             NULL};
+
+/* got's key holds want's values: a list of INT32 where want's list has two values, one
+ * value where it has one, as ollama's converter writes them. */
+static void expect_gemma4_list(const gguf_file *want, const gguf_file *got, const char *key)
+{
+    const gguf_kv *w = gguf_find_kv(want, key), *g = gguf_find_kv(got, key);
+    if (!w || !g)
+        fail_msg("%s is missing", key);
+    bool varies = false;
+    for (uint64_t i = 1; i < w->n; i++)
+        varies = varies || gguf_kv_i64(w, i) != gguf_kv_i64(w, 0);
+    assert_int_equal(g->type, varies ? GGUF_TYPE_ARRAY : GGUF_TYPE_UINT32);
+    if (varies) {
+        assert_int_equal(g->elem_type, GGUF_TYPE_INT32);
+        assert_int_equal(g->n, w->n);
+    }
+    for (uint64_t i = 0; i < w->n; i++)
+        assert_int_equal(gguf_kv_i64(g, varies ? i : 0), gguf_kv_i64(w, i));
+}
+
+/*
+ * Convert the Gemma 4 checkpoint in g_root and hold it against the gemma4 fixture it was
+ * written from: every tensor (matrices in matrix_type, the rest F32; a fused attn_qkv as the
+ * attn_q, attn_k and attn_v ollama's converter writes) and tower_tensors more, its keys (the
+ * per-layer lists as INT32, the pre-tokenizer gemma4), and the engine loads it.
+ */
+static void expect_gemma4_file(const char *fixture_name, safetensors_dtype dtype,
+                               uint32_t matrix_type, size_t tower_tensors)
+{
+    corral_error err = {{0}};
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s: %s", fixture_name, err.message);
+    gguf_file *want = gguf_open(fixture(fixture_name), &err);
+    gguf_file *got = want ? gguf_open(store_fixture_path(g_root, "out.gguf"), &err) : NULL;
+    if (!got)
+        fail_msg("%s", err.message);
+    size_t fused = 0;
+    for (size_t i = 0; i < gguf_n_tensors(want); i++) {
+        const gguf_tensor *w = gguf_tensor_at(want, i);
+        unsigned layer;
+        if (strstr(w->name, ".attn_qkv.") && sscanf(w->name, "blk.%u.", &layer) == 1) {
+            static const char *const parts[] = {"attn_q", "attn_k", "attn_v"};
+            uint64_t row = 0;
+            for (int k = 0; k < 3; k++) {
+                char name[64];
+                snprintf(name, sizeof name, "blk.%u.%s.weight", layer, parts[k]);
+                const gguf_tensor *g = gguf_find_tensor(got, name);
+                if (!g)
+                    fail_msg("no %s", name);
+                assert_int_equal(g->type, matrix_type);
+                assert_int_equal(g->ne[0], w->ne[0]);
+                for (uint64_t e = 0; e < gguf_tensor_n_elems(g); e++)
+                    expect_element(((const float *)w->data)[row * w->ne[0] + e], matrix_type,
+                                   g->data, e, name);
+                row += (uint64_t)g->ne[1];
+            }
+            assert_int_equal(row, w->ne[1]);
+            fused++;
+            continue;
+        }
+        const gguf_tensor *g = gguf_find_tensor(got, w->name);
+        if (!g)
+            fail_msg("no %s", w->name);
+        assert_memory_equal(g->ne, w->ne, sizeof w->ne);
+        bool router = strstr(w->name, ".ffn_gate_inp.weight") != NULL;
+        uint32_t type = w->n_dims == 1 || router ? TENSOR_TYPE_F32 : matrix_type;
+        if (g->type != type)
+            fail_msg("%s is %s", w->name, tensor_type_name(g->type));
+        for (uint64_t e = 0; e < gguf_tensor_n_elems(w); e++) {
+            float x = ((const float *)w->data)[e];
+            if (router && dtype == SAFETENSORS_F16)
+                x = quant_f16_to_f32(quant_f32_to_f16(x));
+            if (router && dtype == SAFETENSORS_BF16)
+                x = quant_bf16_to_f32(quant_f32_to_bf16(x));
+            expect_element(x, type, g->data, e, w->name);
+        }
+    }
+    assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want) + 2 * fused + tower_tensors);
+    expect_same_keys(want, got, gemma4_skipped);
+    expect_gemma4_list(want, got, "gemma4.attention.head_count_kv");
+    expect_gemma4_list(want, got, "gemma4.feed_forward_length");
+    gguf_str pre;
+    assert_true(gguf_get_str(got, "tokenizer.ggml.pre", &pre, &err));
+    assert_int_equal(pre.size, strlen("gemma4"));
+    assert_memory_equal(pre.data, "gemma4", pre.size);
+    gguf_close(want);
+    gguf_close(got);
+    corral_model *model = corral_model_load(store_fixture_path(g_root, "out.gguf"), &err);
+    if (!model)
+        fail_msg("%s: %s", fixture_name, err.message);
+    corral_model_free(model);
+}
+
+/* The Gemma 4 checkpoint of an arch/ fixture, written as hf_arch, converts back to it (see
+ * expect_gemma4_file) with the same tokens. */
+static void gemma4_round_trip(const char *fixture_name, const char *hf_arch,
+                              safetensors_dtype dtype, uint32_t matrix_type)
+{
+    hf_fixture_write(fixture(fixture_name), g_root, hf_arch, dtype, NULL);
+    expect_gemma4_file(fixture_name, dtype, matrix_type, 0);
+    same_tokens(fixture_name);
+}
+
+/* The Gemma4ForConditionalGeneration checkpoint of the gemma4v fixtures converts to the one
+ * file ollama's converter writes: the text model as expect_gemma4_file holds it, the tower's
+ * tensors under the projector's names (matrices and the patch kernel, back in its channel-major
+ * layout, F16, the position table and vectors F32, the bounds one F32 each), its keys as
+ * gemma4.vision.*, and a model its tower fits. */
+static void test_convert_gemma4_vision_to_one_file(void **state)
+{
+    (void)state;
+    char mmproj[4096];
+    snprintf(mmproj, sizeof mmproj, "%s", fixture("vision/gemma4v-mmproj.gguf"));
+    hf_fixture_write_gemma4v(fixture("vision/gemma4v-text.gguf"), mmproj, g_root,
+                             SAFETENSORS_F16);
+    corral_error err = {{0}};
+    gguf_file *mm = gguf_open(mmproj, &err);
+    if (!mm)
+        fail_msg("%s", err.message);
+    expect_gemma4_file("vision/gemma4v-text.gguf", SAFETENSORS_F16, TENSOR_TYPE_F16,
+                       gguf_n_tensors(mm));
+    gguf_file *got = gguf_open(store_fixture_path(g_root, "out.gguf"), &err);
+    if (!got)
+        fail_msg("%s", err.message);
+    for (size_t i = 0; i < gguf_n_tensors(mm); i++) {
+        const gguf_tensor *w = gguf_tensor_at(mm, i), *g = gguf_find_tensor(got, w->name);
+        if (!g)
+            fail_msg("no %s", w->name);
+        assert_int_equal(g->n_dims, w->n_dims);
+        assert_memory_equal(g->ne, w->ne, sizeof w->ne);
+        bool f32 = w->n_dims == 1 || !strcmp(w->name, "v.position_embd.weight");
+        uint32_t type = f32 ? TENSOR_TYPE_F32 : TENSOR_TYPE_F16;
+        if (g->type != type)
+            fail_msg("%s is %s", w->name, tensor_type_name(g->type));
+        /* the position table: F32 from the checkpoint's F16 */
+        bool table = !strcmp(w->name, "v.position_embd.weight");
+        for (uint64_t e = 0; e < gguf_tensor_n_elems(w); e++) {
+            float x = w->type == TENSOR_TYPE_F16
+                          ? quant_f16_to_f32(((const uint16_t *)w->data)[e])
+                          : ((const float *)w->data)[e];
+            expect_element(table ? quant_f16_to_f32(quant_f32_to_f16(x)) : x, type, g->data, e,
+                           w->name);
+        }
+    }
+    static const char *const keys[][2] = {
+        {"clip.vision.block_count", "gemma4.vision.block_count"},
+        {"clip.vision.embedding_length", "gemma4.vision.embedding_length"},
+        {"clip.vision.attention.head_count", "gemma4.vision.attention.head_count"},
+        {"clip.vision.feed_forward_length", "gemma4.vision.feed_forward_length"},
+        {"clip.vision.patch_size", "gemma4.vision.patch_size"},
+        {"clip.vision.projector.scale_factor", "gemma4.vision.projector.scale_factor"},
+        {"clip.vision.attention.layer_norm_epsilon",
+         "gemma4.vision.attention.layer_norm_epsilon"},
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (!kv_equal(gguf_find_kv(mm, keys[i][0]), gguf_find_kv(got, keys[i][1])))
+            fail_msg("%s differs from %s", keys[i][1], keys[i][0]);
+    uint32_t channels = 0;
+    assert_true(gguf_get_u32(got, "gemma4.vision.num_channels", &channels, &err));
+    assert_int_equal(channels, 3);
+    gguf_close(got);
+    gguf_close(mm);
+    expect_tower_fits(store_fixture_path(g_root, "out.gguf"));
+    assert_int_equal(unlink(store_fixture_path(g_root, "out.gguf")), 0);
+
+    set_json("config.json", "vision_config", "patch_size", "8");
+    expect_convert_refusal("tensor 'model.vision_tower.patch_embedder.input_proj.weight' is not "
+                           "[hidden_size, patch_size * patch_size * num_channels]");
+    set_json("config.json", "vision_config", "patch_size", "null");
+    expect_convert_refusal("config.json has no vision_config.patch_size");
+    set_json("config.json", "vision_config", "patch_size", "4");
+    set_json("config.json", "vision_config", "num_hidden_layers", "1");
+    expect_convert_refusal("tensor 'model.vision_tower.encoder.layers.1.");
+}
+
+/* Gemma4ForCausalLM: the text model saved alone, a fused q/k/v in the fixture. */
+static void test_convert_gemma4_round_trip(void **state)
+{
+    (void)state;
+    gemma4_round_trip("arch/gemma4.gguf", "Gemma4ForCausalLM", SAFETENSORS_BF16,
+                      TENSOR_TYPE_BF16);
+}
+
+/* Gemma4ForConditionalGeneration's text model (its towers left out): per-layer inputs,
+ * key/value sharing, the shared layers' FFN twice as wide. */
+static void test_convert_gemma4_e_round_trip(void **state)
+{
+    (void)state;
+    gemma4_round_trip("arch/gemma4-e.gguf", "Gemma4ForConditionalGeneration", SAFETENSORS_F16,
+                      TENSOR_TYPE_F16);
+}
+
+/* Gemma 4's experts beside the dense FFN: gate and up packed in some layers, apart in others,
+ * each expert's output scale in some. */
+static void test_convert_gemma4_moe_round_trip(void **state)
+{
+    (void)state;
+    gemma4_round_trip("arch/gemma4-moe.gguf", "Gemma4ForConditionalGeneration",
+                      SAFETENSORS_F16, TENSOR_TYPE_F16);
+}
+
+/* Gemma 4 saved with tokenizer.json alone, a BPE over SentencePiece pieces (byte fallback):
+ * the "llama" model with its merges, as ollama's converter writes it, which the engine reads
+ * as Gemma 4's BPE. */
+static void test_convert_gemma4_bpe_tokenizer(void **state)
+{
+    (void)state;
+    hf_fixture_write(fixture("arch/gemma4.gguf"), g_root, "Gemma4ForCausalLM", SAFETENSORS_F16,
+                     NULL);
+    assert_int_equal(unlink(store_fixture_path(g_root, "tokenizer.model")), 0);
+    corral_error err = {{0}};
+    gguf_file *want = gguf_open(fixture("arch/gemma4.gguf"), &err);
+    if (!want)
+        fail_msg("%s", err.message);
+    const gguf_kv *tokens = gguf_find_kv(want, "tokenizer.ggml.tokens");
+    json_t *vocab = json_object();
+    for (uint64_t id = 0; id < tokens->n; id++)
+        json_object_setn_new_nocheck(vocab, gguf_kv_str(tokens, id).data,
+                                     gguf_kv_str(tokens, id).size, json_integer((json_int_t)id));
+    json_t *tokenizer = json_pack("{s:s,s:[],s:{s:s,s:b,s:o,s:[[s,s],[s,s]]}}", "version", "1.0",
+                                  "added_tokens", "model", "type", "BPE", "byte_fallback", true,
+                                  "vocab", vocab, "merges", "\xe2\x96\x81", "t", "h", "e");
+    assert_non_null(tokenizer);
+    char *text = json_dumps(tokenizer, 0);
+    store_fixture_write(g_root, "tokenizer.json", text, strlen(text));
+    free(text);
+    json_decref(tokenizer);
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    gguf_file *got = gguf_open(store_fixture_path(g_root, "out.gguf"), &err);
+    if (!got)
+        fail_msg("%s", err.message);
+    gguf_str model, pre;
+    assert_true(gguf_get_str(got, "tokenizer.ggml.model", &model, &err));
+    assert_true(gguf_get_str(got, "tokenizer.ggml.pre", &pre, &err));
+    assert_int_equal(model.size, 5);
+    assert_memory_equal(model.data, "llama", 5);
+    assert_int_equal(pre.size, 6);
+    assert_memory_equal(pre.data, "gemma4", 6);
+    const gguf_kv *merges = gguf_find_kv(got, "tokenizer.ggml.merges");
+    assert_non_null(merges);
+    assert_int_equal(merges->n, 2);
+    assert_true(kv_equal(tokens, gguf_find_kv(got, "tokenizer.ggml.tokens")));
+    gguf_close(want);
+    gguf_close(got);
+    corral_vocab *v = corral_vocab_open(store_fixture_path(g_root, "out.gguf"), &err);
+    if (!v)
+        fail_msg("%s", err.message);
+    corral_token ids[64];
+    size_t n = 0;
+    assert_true(corral_tokenize(v, "the tale", 8, false, false, ids, 64, &n, &err));
+    assert_true(n > 0);
+    corral_vocab_free(v);
 }
 
 static void test_convert_mixtral_round_trip(void **state)
@@ -2323,6 +2585,50 @@ static void test_convert_refuses_what_lfm2_lacks(void **state)
     expect_convert_refusal("a Lfm2MoeForCausalLM needs num_experts");
 }
 
+/* Gemma 4's layer kinds, head widths and experts come from its config; a global layer whose
+ * keys serve as values has no v_proj. */
+static void test_convert_refuses_what_gemma4_lacks(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *fixture, *key, *value, *why;
+    } cases[] = {
+        {"arch/gemma4.gguf", "global_head_dim", "null", "config.json has no global_head_dim"},
+        {"arch/gemma4.gguf", "layer_types", "[\"full_attention\"]",
+         "a Gemma4ForCausalLM needs layer_types, one per layer (6)"},
+        {"arch/gemma4.gguf", "layer_types",
+         "[\"sliding_attention\", \"sliding_attention\", \"chunked_attention\", "
+         "\"sliding_attention\", \"sliding_attention\", \"full_attention\"]",
+         "layer_types[2] is not \"sliding_attention\" or \"full_attention\""},
+        {"arch/gemma4.gguf", "num_global_key_value_heads", "3",
+         "4 heads of 32 dimensions (3 key/value heads) do not make a global attention layer"},
+        {"arch/gemma4.gguf", "num_kv_shared_layers", "6",
+         "num_kv_shared_layers must be below num_hidden_layers"},
+        {"arch/gemma4-e.gguf", "attention_k_eq_v", "true",
+         "tensor 'model.language_model.layers.1.self_attn.v_proj.weight' is not one of a "
+         "Gemma4ForConditionalGeneration's"},
+        {"arch/gemma4.gguf", "hidden_size_per_layer_input", "-1",
+         "hidden_size_per_layer_input must be an integer from 0 to"},
+        {"arch/gemma4-moe.gguf", "top_k_experts", "null", "config.json has no top_k_experts"},
+        {"arch/gemma4-moe.gguf", "enable_moe_block", "false",
+         "tensor 'model.language_model.layers.0.experts.down_proj' is not one of a "
+         "Gemma4ForConditionalGeneration's"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        bool nested = strcmp(cases[i].fixture, "arch/gemma4.gguf") != 0;
+        hf_fixture_write(fixture(cases[i].fixture), g_root,
+                         nested ? "Gemma4ForConditionalGeneration" : "Gemma4ForCausalLM",
+                         SAFETENSORS_F16, NULL);
+        set_json("config.json", nested ? "text_config" : "", cases[i].key, cases[i].value);
+        expect_convert_refusal(cases[i].why);
+    }
+    hf_fixture_write(fixture("arch/gemma4.gguf"), g_root, "Gemma4ForCausalLM", SAFETENSORS_F16,
+                     NULL);
+    set_json("config.json", "rope_parameters", "full_attention", "{\"rope_type\": \"default\"}");
+    expect_convert_refusal("rope_parameters' full_attention and sliding_attention each need a "
+                           "rope_theta");
+}
+
 /* Nemotron-H's layers are what hybrid_override_pattern says, its Mamba2 sizes required. */
 static void test_convert_refuses_what_nemotron_h_lacks(void **state)
 {
@@ -2566,6 +2872,14 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_convert_qwen3vl_to_one_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_deepseek2_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_gemma3n_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_gemma4_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_gemma4_e_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_gemma4_moe_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_refuses_what_gemma4_lacks, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_convert_gemma4_bpe_tokenizer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_gemma4_vision_to_one_file, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_convert_qwen3vlmoe_experts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_llama4_to_one_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_mllama_to_one_file, setup, teardown),

@@ -17,6 +17,7 @@
 #include "convert/hf_family.h"
 #include "convert/hf_family_deepseek2.h"
 #include "convert/hf_family_embed.h"
+#include "convert/hf_family_gemma4.h"
 #include "convert/hf_family_lfm2.h"
 #include "convert/hf_family_nemotron_h.h"
 #include "convert/hf_tokenizer.h"
@@ -62,9 +63,12 @@ typedef struct out_tensor {
     uint32_t n_experts;
     /* a strided view of src (gpt-oss's experts): output row r's k-th element (an MXFP4 block
      * when type is MXFP4) is src's element (r / group_rows) * group_stride +
-     * (r % group_rows) * row_stride + offset + k * col_stride */
+     * (r % group_rows) * row_stride + offset + k * col_stride; with sub_rows, each group's
+     * rows are in turn subgroups (a patch kernel's channels): row j of a group is at
+     * (j / sub_rows) * sub_stride + (j % sub_rows) * row_stride */
     bool strided;
     uint64_t n_rows, row_elems, group_rows, group_stride, row_stride, offset, col_stride;
+    uint64_t sub_rows, sub_stride;
     const safetensors_tensor *scales; /* MXFP4: the blocks' scales, src the blocks */
 } out_tensor;
 
@@ -295,7 +299,8 @@ static hf_status read_tokenizer(converter *c)
     json_t *const *j = c->tokenizer_json;
     c->vocab = spm ? hf_vocab_load_spm(c->spm_model, spm_len, j[0], j[3], j[4], j[1], j[2],
                                        c->chat_template, c->p.vocab_size, c->err)
-                   : hf_vocab_load(j[0], j[1], j[2], c->chat_template, c->p.vocab_size, c->err);
+                   : hf_vocab_load(j[0], j[1], j[2], c->chat_template, c->p.vocab_size,
+                                   hf_family_bpe_model(c->p.arch), c->err);
     if (c->vocab && hf_family_is_gemma_embedding(c->p.arch)) /* added tokens past the rows */
         hf_vocab_truncate(c->vocab, (uint32_t)c->p.vocab_size);
     if (c->vocab && hf_family_pre_tokenizer(c->p.arch))
@@ -793,6 +798,43 @@ static hf_status add_conv3d_kernel(converter *c, const safetensors_tensor *src, 
     return append_tensor(c, t);
 }
 
+/*
+ * Gemma 4's patch kernel: a linear layer over each patch's pixels ([hidden_size, patch_size *
+ * patch_size * channels], a row's pixels by row, column, then channel) written as ollama's
+ * converter writes it, the convolution kernel [hidden_size, channels, patch_size, patch_size]
+ * (F16): output row (o, c, y) holds source elements o * P * P * C + (y * P + x) * C + c.
+ */
+static hf_status add_patch_kernel(converter *c, const safetensors_tensor *src, out_tensor *t)
+{
+    const hf_vision *v = &c->p.vision;
+    uint64_t side = v->patch_size, channels = v->n_channels;
+    if (src->n_dims != 2 || src->shape[0] != v->n_embd ||
+        src->shape[1] != side * side * channels) {
+        corral_error_set(c->err, "tensor '%.200s' is not [hidden_size, patch_size * patch_size * "
+                         "num_channels] (config.json's vision_config)", src->name);
+        return HF_INVALID;
+    }
+    if (find_tensor(c, t->name)) {
+        corral_error_set(c->err, "tensor '%.200s' is in the checkpoint twice", src->name);
+        return HF_INVALID;
+    }
+    t->n_dims = 4;
+    t->ne[0] = t->ne[1] = (int64_t)side;
+    t->ne[2] = (int64_t)channels;
+    t->ne[3] = (int64_t)v->n_embd;
+    t->type = TENSOR_TYPE_F16; /* its convolution multiplies halves */
+    t->strided = true;
+    t->n_rows = v->n_embd * channels * side;
+    t->row_elems = side;
+    t->group_rows = channels * side;
+    t->group_stride = side * side * channels;
+    t->sub_rows = side;
+    t->sub_stride = 1;
+    t->row_stride = side * channels;
+    t->col_stride = channels;
+    return append_tensor(c, t);
+}
+
 /* Llama 3.2 Vision's one position gate g as ollama's file holds it: 1 - tanh(g) as
  * v.position_embd.gate, tanh(g) as v.tile_position_embd.gate. */
 static hf_status add_mllama_position_gates(converter *c, out_tensor *t)
@@ -865,6 +907,8 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
         return add_qwen25vl_split(c, src, t.name);
     if (qwen3vl && !strcmp(t.name, "v.patch_embed.weight"))
         return add_conv3d_kernel(c, src, &t);
+    if (hf_family_is_gemma4(c->p.arch) && !strcmp(t.name, "v.patch_embd.weight"))
+        return add_patch_kernel(c, src, &t);
     if (src->n_dims > 4) {
         corral_error_set(c->err, "tensor '%.200s' has %u dimensions", src->name, src->n_dims);
         return HF_INVALID;
@@ -1251,8 +1295,11 @@ static bool write_strided_rows(converter *c, const out_tensor *t, uint64_t from,
     size_t out_size = output_elem_bytes(t), in_size = safetensors_dtype_size(t->src->dtype);
     uint64_t piece = CHUNK_BYTES / out_size;
     for (uint64_t r = from; r < to; r++) {
-        uint64_t base = (r / t->group_rows) * t->group_stride +
-                        (r % t->group_rows) * t->row_stride + t->offset;
+        uint64_t j = r % t->group_rows;
+        uint64_t base = (r / t->group_rows) * t->group_stride + t->offset +
+                        (t->sub_rows ? (j / t->sub_rows) * t->sub_stride +
+                                           (j % t->sub_rows) * t->row_stride
+                                     : j * t->row_stride);
         for (uint64_t at = 0; at < t->row_elems; at += piece) {
             size_t n = (size_t)(t->row_elems - at < piece ? t->row_elems - at : piece);
             for (size_t k = 0; k < n; k++) {

@@ -11,6 +11,7 @@
 
 #include "convert/hf_family_deepseek2.h"
 #include "convert/hf_family_embed.h"
+#include "convert/hf_family_gemma4.h"
 #include "convert/hf_family_lfm2.h"
 #include "convert/hf_family_nemotron_h.h"
 #include "convert/hf_tokenizer.h"
@@ -72,6 +73,8 @@ static const hf_arch archs[] = {
     {"NemotronHForCausalLM", "nemotron_h", FAMILY_NEMOTRON_H, false}, /* or nemotron_h_moe */
     {"DeepseekV3ForCausalLM", "deepseek2", FAMILY_DEEPSEEK2, false},  /* and R1 */
     {"Glm4MoeLiteForCausalLM", "deepseek2", FAMILY_DEEPSEEK2, false}, /* GLM-4.7-Flash */
+    {"Gemma4ForCausalLM", "gemma4", FAMILY_GEMMA4, false},
+    {"Gemma4ForConditionalGeneration", "gemma4", FAMILY_GEMMA4, false}, /* the text model */
 };
 
 const hf_arch *hf_family_by_gguf_name(const char *gguf_name)
@@ -116,7 +119,14 @@ const char *hf_family_pre_tokenizer(const hf_arch *a)
 {
     if (hf_family_is_deepseek2(a))
         return hf_deepseek2_pre_tokenizer(a);
+    if (hf_family_is_gemma4(a))
+        return "gemma4";
     return hf_family_is_lfm2(a) ? "lfm2" : NULL;
+}
+
+const char *hf_family_bpe_model(const hf_arch *a)
+{
+    return hf_family_is_gemma4(a) ? "llama" : "gpt2";
 }
 
 bool hf_family_is_gemma(const hf_arch *a)
@@ -743,6 +753,8 @@ static hf_status read_config(family *c)
         p->has_eps = true;
         p->n_ctx = p->n_ctx ? p->n_ctx : 2048;
     }
+    if (p->arch->family == FAMILY_GEMMA4) /* its experts' keys are its own */
+        return hf_gemma4_read_config(c->config, p, c->err);
     bool gptoss = p->arch->family == FAMILY_GPTOSS;
     bool local = gptoss || !strcmp(p->arch->gguf_name, "llama") ||
                  p->arch->family == FAMILY_LLAMA4 ||
@@ -1169,7 +1181,8 @@ hf_status hf_family_read_config(const json_t *config, hf_params *p, corral_error
     /* Qwen 3.5's text model, its vision tower left out */
     bool nested = vision || (name && (strcmp(name, "Qwen3_5ForConditionalGeneration") == 0 ||
                                       strcmp(name, "Qwen3_5MoeForConditionalGeneration") == 0 ||
-                                      strcmp(name, "Gemma3nForConditionalGeneration") == 0));
+                                      strcmp(name, "Gemma3nForConditionalGeneration") == 0 ||
+                                      strcmp(name, "Gemma4ForConditionalGeneration") == 0));
     hf_status status = HF_OK;
     if (nested) {
         c.p.text_config = gemma3 ? gemma3_text_config(&c, config) : text_config(&c, config);
@@ -1235,6 +1248,7 @@ static const char *const *rename_at(const hf_arch *a, const char *s)
     const char *const *own = hf_family_is_lfm2(a)          ? hf_lfm2_rename_at(s)
                              : hf_family_is_nemotron_h(a) ? hf_nemotron_h_rename_at(s)
                              : hf_family_is_deepseek2(a)  ? hf_deepseek2_rename_at(s)
+                             : hf_family_is_gemma4(a)     ? hf_gemma4_rename_at(s)
                                                           : NULL;
     if (own)
         return own;
@@ -1341,6 +1355,8 @@ void hf_family_rename(const hf_arch *a, const char *in, char *out, size_t cap)
         hf_embed_rename(a, in, out, cap);
         return;
     }
+    if (hf_family_is_gemma4(a) && hf_gemma4_rename_tower(in, out, cap))
+        return;
     char stripped[2048];
     /* EmbeddingGemma's text model is saved without its "model." */
     if (hf_family_is_gemma_embedding(a) && strncmp(in, "model.", 6) != 0) {
@@ -1349,7 +1365,8 @@ void hf_family_rename(const hf_arch *a, const char *in, char *out, size_t cap)
     }
     /* a text model under a multimodal checkpoint's prefixes (Gemma 3's, Mistral 3's, Qwen 3.5's,
      * Gemma 3n's) */
-    size_t n_prefixes = a->vision || a->family == FAMILY_QWEN35 || a->family == FAMILY_GEMMA3N
+    size_t n_prefixes = a->vision || a->family == FAMILY_QWEN35 ||
+                                a->family == FAMILY_GEMMA3N || a->family == FAMILY_GEMMA4
                             ? sizeof vision_prefixes / sizeof vision_prefixes[0]
                             : 0;
     for (size_t i = 0; i < n_prefixes; i++) {
@@ -1749,6 +1766,8 @@ bool hf_family_skipped_tensor(const hf_params *p, const char *name)
         return hf_nemotron_h_skipped_tensor(name);
     if (f == FAMILY_DEEPSEEK2)
         return hf_deepseek2_skipped_tensor(p, name);
+    if (f == FAMILY_GEMMA4)
+        return hf_gemma4_skipped_tensor(name);
     return f == FAMILY_QWEN35 &&
            (!strncmp(name, "model.visual.", 13) || !strncmp(name, "mtp.", 4));
 }
@@ -1806,6 +1825,8 @@ bool hf_family_known_tensor(const hf_params *p, const char *name)
     if (p->arch->family == FAMILY_BERT)
         return hf_embed_known_tensor(p, name);
     arch_family f = p->arch->family;
+    if (f == FAMILY_GEMMA4 && hf_gemma4_known_global(p, name))
+        return true;
     if (f == FAMILY_GEMMA3N && (!strcmp(name, "per_layer_token_embd.weight") ||
                                 !strcmp(name, "per_layer_model_proj.weight") ||
                                 !strcmp(name, "per_layer_proj_norm.weight")))
@@ -1827,6 +1848,8 @@ bool hf_family_known_tensor(const hf_params *p, const char *name)
         return hf_nemotron_h_known_tensor(p, layer, suffix);
     if (f == FAMILY_DEEPSEEK2)
         return hf_deepseek2_known_tensor(p, layer, suffix);
+    if (f == FAMILY_GEMMA4)
+        return hf_gemma4_known_tensor(p, layer, suffix);
     if (f == FAMILY_QWEN35)
         return known_qwen35_tensor(p, layer, suffix);
     if (f == FAMILY_GEMMA3N)
@@ -1978,6 +2001,14 @@ static hf_status make_longrope_factors(family *c)
 static hf_status make_rope_freqs(family *c)
 {
     const hf_params *p = &c->p;
+    if (hf_family_is_gemma4(p->arch)) { /* its global layers' partial rotation */
+        hf_extra_tensor *e = &c->extras[c->n_extras];
+        if (!(e->data = hf_gemma4_rope_freqs(p, &e->n, c->err)))
+            return HF_IO;
+        e->name = "rope_freqs.weight";
+        c->n_extras++;
+        return HF_OK;
+    }
     if (p->rope_type && p->arch->family == FAMILY_PHI3 &&
         (!strcmp(p->rope_type, "longrope") || !strcmp(p->rope_type, "su")))
         return make_longrope_factors(c);
@@ -2388,6 +2419,8 @@ static bool write_keys(family *c, gguf_writer *w)
         ok = hf_nemotron_h_write_keys(p, w, err);
     if (ok && hf_family_is_deepseek2(p->arch))
         ok = hf_deepseek2_write_keys(p, w, err);
+    if (ok && hf_family_is_gemma4(p->arch))
+        ok = hf_gemma4_write_keys(p, w, err);
     if (ok && hf_family_is_qwen25vl(p->arch))
         ok = write_qwen25vl_keys(c, w, a);
     else if (ok && hf_family_is_qwen3vl(p->arch))

@@ -35,6 +35,7 @@ typedef enum arch_family {
     FAMILY_LFM2,   /* short convolutions and attention: hf_family_lfm2.c's */
     FAMILY_NEMOTRON_H, /* Mamba2, attention and FFN layers: hf_family_nemotron_h.c's */
     FAMILY_DEEPSEEK2,  /* multi-head latent attention: hf_family_deepseek2.c's */
+    FAMILY_GEMMA4, /* sliding and global layers of two widths: hf_family_gemma4.c's */
 } arch_family;
 
 typedef struct hf_arch {
@@ -85,6 +86,18 @@ typedef struct hf_gemma3n {
     float *sparsity_scale;          /* activation_sparsity_pattern's normal quantiles, per layer */
     uint32_t *ff_per_layer;         /* intermediate_size as a list (NULL: one width) */
 } hf_gemma3n;
+
+/* Gemma 4's (config.json's names in the comments) */
+typedef struct hf_gemma4 {
+    uint32_t global_head_dim;   /* global_head_dim: the global layers' head width */
+    uint32_t n_global_kv_heads; /* num_global_key_value_heads */
+    uint32_t n_kv_shared;       /* num_kv_shared_layers */
+    uint32_t n_embd_per_layer;  /* hidden_size_per_layer_input (0: none) */
+    bool k_eq_v;                /* attention_k_eq_v: the global layers have no v_proj */
+    /* rope_parameters' full_attention and sliding_attention, each when given */
+    bool has_full_rope, has_swa_rope;
+    float rope_theta, rope_theta_swa, partial_rotary;
+} hf_gemma4;
 
 /* config.json's hyperparameters, as the GGUF keys need them */
 typedef struct hf_params {
@@ -150,6 +163,7 @@ typedef struct hf_params {
      * qk_norm */
     uint32_t moe_step, attention_chunk;
     hf_gemma3n gemma3n;
+    hf_gemma4 gemma4;
     /* Llama 3.2 Vision's cross-attention layers (n_cross of them) */
     int32_t cross_layers[256];
     uint32_t n_cross;
@@ -298,6 +312,10 @@ hf_status hf_family_read_preprocessor(const json_t *preprocessor, hf_params *p,
  * (LFM2's "lfm2", DeepSeek V3's "deepseek-v3", GLM-4 MoE Lite's "glm4", as ollama's write
  * them), or NULL. */
 const char *hf_family_pre_tokenizer(const hf_arch *a);
+
+/* The tokenizer model a tokenizer.json BPE is written as: Gemma 4's "llama" (its BPE over
+ * SentencePiece pieces, as ollama's converter names it), every other's "gpt2". */
+const char *hf_family_bpe_model(const hf_arch *a);
 
 /* Gemma's families store RMSNorm weights as w - 1. */
 bool hf_family_is_gemma(const hf_arch *a);

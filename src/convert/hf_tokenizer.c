@@ -54,7 +54,9 @@ typedef struct special_token {
 } special_token;
 
 struct hf_vocab {
-    const char *model; /* "gpt2" (tokenizer.json's BPE) or "llama" (SentencePiece) */
+    /* "gpt2" (tokenizer.json's BPE), "llama" (SentencePiece, or Gemma 4's BPE) or "bert" */
+    const char *model;
+    bool bpe; /* tokenizer.json's BPE: its merges written, even when it has none */
     gguf_str *tokens;
     int32_t *types;
     float *scores;
@@ -750,7 +752,7 @@ static bool mark_word_starts(hf_vocab *v, corral_error *err)
 
 hf_vocab *hf_vocab_load(const json_t *tokenizer, const json_t *tokenizer_config,
                         const json_t *generation_config, const char *chat_template,
-                        uint64_t vocab_size, corral_error *err)
+                        uint64_t vocab_size, const char *bpe_model, corral_error *err)
 {
     const json_t *model = json_object_get(tokenizer, "model");
     const char *type = json_string_value(json_object_get(model, "type"));
@@ -760,7 +762,8 @@ hf_vocab *hf_vocab_load(const json_t *tokenizer, const json_t *tokenizer_config,
                          "not '%.40s'", type ? type : "(no model.type)");
         return NULL;
     }
-    if (!wordpiece && is_spm_style(tokenizer)) {
+    bool gpt2 = strcmp(bpe_model, "gpt2") == 0;
+    if (!wordpiece && gpt2 && is_spm_style(tokenizer)) {
         corral_error_set(err, "tokenizer.json is a SentencePiece tokenizer's BPE (byte fallback, "
                          "Metaspace): give its tokenizer.model too");
         return NULL;
@@ -772,7 +775,8 @@ hf_vocab *hf_vocab_load(const json_t *tokenizer, const json_t *tokenizer_config,
         oom(err);
         return NULL;
     }
-    v->model = wordpiece ? "bert" : "gpt2";
+    v->model = wordpiece ? "bert" : gpt2 ? "gpt2" : "llama";
+    v->bpe = !wordpiece;
     const json_t *added = json_object_get(tokenizer, "added_tokens");
     if (json_is_null(added))
         added = NULL;
@@ -800,7 +804,7 @@ bool hf_vocab_write(const hf_vocab *v, gguf_writer *w, corral_error *err)
                                     v->n, err) &&
               gguf_writer_add_array(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, v->types,
                                     v->n, err);
-    if (ok && strcmp(v->model, "gpt2") == 0) /* a BPE model's, even when it has none */
+    if (ok && v->bpe)
         ok = gguf_writer_add_str_array(w, "tokenizer.ggml.merges", v->merges, v->n_merges, err);
     if (ok && strcmp(v->model, "bert") == 0) /* BERT's two segments, as ollama writes it */
         ok = gguf_writer_add_u32(w, "tokenizer.ggml.token_type_count", 2, err);

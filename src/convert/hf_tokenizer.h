@@ -26,14 +26,17 @@ typedef struct hf_vocab hf_vocab;
 /*
  * Read the tokenizer. tokenizer_config and generation_config may be NULL (absent files);
  * chat_template (NULL when absent) is chat_template.jinja's text, used when tokenizer_config
- * has no template.
+ * has no template. bpe_model is the model a BPE is written as: "gpt2", which refuses a BPE over
+ * SentencePiece pieces (byte fallback, Metaspace); or Gemma 4's "llama", which ollama's
+ * converter writes for its BPE of either kind (with its merges: the engine runs it as BPE over
+ * text whose spaces are SentencePiece's).
  * vocab_size is config.json's (0 when absent): a shorter vocabulary is padded to it with
  * "[PAD<id>]" user-defined tokens, as are ids that no token has. NULL with err set on a
  * tokenizer Corral cannot convert or a malformed one.
  */
 hf_vocab *hf_vocab_load(const json_t *tokenizer, const json_t *tokenizer_config,
                         const json_t *generation_config, const char *chat_template,
-                        uint64_t vocab_size, corral_error *err);
+                        uint64_t vocab_size, const char *bpe_model, corral_error *err);
 /*
  * A SentencePiece tokenizer.model (protobuf, as ollama prefers it to tokenizer.json) as the
  * "llama" model: its pieces with their scores and types, special_tokens_map.json's additional
