@@ -1700,6 +1700,108 @@ static void put_gemma4_tower(shard *s, json_t *weight_map, const char *shard_nam
     }
 }
 
+/* LFM2-VL's config.json (the text model's keys under text_config, the tower's as
+ * vision_config, the projector's scale and LayerNorm at the top) and processor_config.json
+ * (a tile twice the position table's side, the projector's normalisation). */
+static void nest_lfm2vl_config(const gguf_file *mm, const char *dir)
+{
+    json_error_t jerr;
+    json_t *text = json_load_file(store_fixture_path(dir, "config.json"), 0, &jerr);
+    assert_non_null(text);
+    json_t *arches = json_incref(json_object_get(text, "architectures"));
+    json_object_del(text, "architectures");
+    float eps;
+    corral_error err;
+    assert_true(gguf_get_f32(mm, "clip.vision.attention.layer_norm_epsilon", &eps, &err));
+    uint32_t scale = get_u32(mm, "clip.vision.projector.scale_factor");
+    json_t *c = json_pack(
+        "{s:o,s:o,s:{s:I,s:I,s:I,s:I,s:I,s:i,s:f},s:I,s:b,s:b}", "architectures", arches,
+        "text_config", text, "vision_config", "hidden_size",
+        (json_int_t)get_u32(mm, "clip.vision.embedding_length"), "num_hidden_layers",
+        (json_int_t)get_u32(mm, "clip.vision.block_count"), "num_attention_heads",
+        (json_int_t)get_u32(mm, "clip.vision.attention.head_count"), "intermediate_size",
+        (json_int_t)get_u32(mm, "clip.vision.feed_forward_length"), "patch_size",
+        (json_int_t)get_u32(mm, "clip.vision.patch_size"), "num_channels", 3, "layer_norm_eps",
+        (double)eps, "downsample_factor", (json_int_t)scale, "projector_use_layernorm",
+        gguf_find_tensor(mm, "mm.input_norm.weight") != NULL, "do_image_splitting", true);
+    assert_non_null(c);
+    write_json(dir, "config.json", c);
+    const gguf_kv *mean = gguf_find_kv(mm, "clip.vision.image_mean");
+    const gguf_kv *std = gguf_find_kv(mm, "clip.vision.image_std");
+    assert_true(mean && std);
+    write_json(dir, "processor_config.json",
+               json_pack("{s:{s:I,s:[f,f,f],s:[f,f,f]}}", "image_processor", "tile_size",
+                         (json_int_t)get_u32(mm, "clip.vision.image_size") * scale,
+                         "image_mean", (double)gguf_kv_f32(mean, 0),
+                         (double)gguf_kv_f32(mean, 1), (double)gguf_kv_f32(mean, 2),
+                         "image_std", (double)gguf_kv_f32(std, 0), (double)gguf_kv_f32(std, 1),
+                         (double)gguf_kv_f32(std, 2)));
+}
+
+/*
+ * An lfm2 projector's tensors under LFM2-VL's names: its SigLIP 2 tower under
+ * model.vision_tower.vision_model.* (the patch kernel as the linear layer over a patch's
+ * pixels, row by row, channels innermost), the projector under model.multi_modal_projector.*.
+ */
+static void put_lfm2vl_tower(shard *s, json_t *weight_map, const char *shard_name,
+                             const gguf_file *mm, safetensors_dtype dtype)
+{
+    static const char *const parts[][2] = {
+        {"ln1.", "layer_norm1."},         {"ln2.", "layer_norm2."},
+        {"attn_q.", "self_attn.q_proj."}, {"attn_k.", "self_attn.k_proj."},
+        {"attn_v.", "self_attn.v_proj."}, {"attn_out.", "self_attn.out_proj."},
+        {"ffn_up.", "mlp.fc1."},          {"ffn_down.", "mlp.fc2."},
+    };
+    static const char *const whole[][2] = {
+        {"v.patch_embd.", "model.vision_tower.vision_model.embeddings.patch_embedding."},
+        {"v.position_embd.", "model.vision_tower.vision_model.embeddings.position_embedding."},
+        {"v.post_ln.", "model.vision_tower.vision_model.post_layernorm."},
+        {"mm.input_norm.", "model.multi_modal_projector.layer_norm."},
+        {"mm.1.", "model.multi_modal_projector.linear_1."},
+        {"mm.2.", "model.multi_modal_projector.linear_2."},
+    };
+    for (size_t i = 0; i < gguf_n_tensors(mm); i++) {
+        const gguf_tensor *t = gguf_tensor_at(mm, i);
+        char name[256] = "";
+        unsigned layer;
+        int at = 0;
+        if (sscanf(t->name, "v.blk.%u.%n", &layer, &at) == 1 && at > 0) {
+            for (size_t k = 0; k < sizeof parts / sizeof parts[0] && !name[0]; k++)
+                if (!strncmp(t->name + at, parts[k][0], strlen(parts[k][0])))
+                    snprintf(name, sizeof name,
+                             "model.vision_tower.vision_model.encoder.layers.%u.%s%s", layer,
+                             parts[k][1], t->name + at + strlen(parts[k][0]));
+        } else {
+            for (size_t k = 0; k < sizeof whole / sizeof whole[0] && !name[0]; k++)
+                if (!strncmp(t->name, whole[k][0], strlen(whole[k][0])))
+                    snprintf(name, sizeof name, "%s%s", whole[k][1],
+                             t->name + strlen(whole[k][0]));
+        }
+        if (!name[0])
+            fail_msg("no LFM2-VL name for %s", t->name);
+        float *x = tower_floats(t);
+        uint64_t cols = (uint64_t)t->ne[0], rows = gguf_tensor_n_elems(t) / cols;
+        if (!strcmp(t->name, "v.patch_embd.weight")) { /* [hidden, P * P * C], pixel-major */
+            uint64_t side = (uint64_t)t->ne[0], ch = (uint64_t)t->ne[2], out = (uint64_t)t->ne[3];
+            float *hwc = malloc(gguf_tensor_n_elems(t) * sizeof *hwc);
+            assert_non_null(hwc);
+            for (uint64_t o = 0; o < out; o++)
+                for (uint64_t c = 0; c < ch; c++)
+                    for (uint64_t y = 0; y < side; y++)
+                        for (uint64_t px = 0; px < side; px++)
+                            hwc[o * side * side * ch + (y * side + px) * ch + c] =
+                                x[((o * ch + c) * side + y) * side + px];
+            put_matrix(s, name, dtype, hwc, out, side * side * ch, 0, false);
+            free(hwc);
+        } else {
+            put_matrix(s, name, t->n_dims == 1 ? SAFETENSORS_F32 : dtype, x,
+                       t->n_dims == 1 ? 0 : rows, cols, 0, false);
+        }
+        json_object_set_new(weight_map, name, json_string(shard_name));
+        free(x);
+    }
+}
+
 /* Llama 3.2 Vision's config.json: the text model's keys under text_config with its
  * cross-attention layers, the tower's mllama.vision.* keys as vision_config. */
 static void nest_mllama_config(const gguf_file *f, const char *dir)
@@ -2321,6 +2423,7 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     write_config(f, dir, hf_arch);
     bool pixtral = mm && strcmp(hf_arch, "Mistral3ForConditionalGeneration") == 0;
     bool gemma4v = mm && strcmp(hf_arch, "Gemma4ForConditionalGeneration") == 0;
+    bool lfm2vl = mm && strcmp(hf_arch, "Lfm2VlForConditionalGeneration") == 0;
     bool qwen25vl = mm && strcmp(hf_arch, "Qwen2_5_VLForConditionalGeneration") == 0;
     bool qwen3vl = mm && strncmp(hf_arch, "Qwen3VL", 7) == 0;
     bool llama4 = mm && strcmp(hf_arch, "Llama4ForConditionalGeneration") == 0;
@@ -2328,6 +2431,8 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     bool mllama = strcmp(hf_arch, "MllamaForConditionalGeneration") == 0;
     if (gemma4v)
         nest_gemma4_vision_config(mm, dir);
+    else if (lfm2vl)
+        nest_lfm2vl_config(mm, dir);
     else if (pixtral)
         nest_pixtral_config(f, mm, dir);
     else if (qwen25vl)
@@ -2490,11 +2595,11 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
                     strlen(name + strlen("model.")) + 1);
             memcpy(name, "model.language_model.", strlen("model.language_model."));
         }
-        if (qwen3vl && strncmp(name, "model.", 6) == 0) { /* newer transformers' layout */
+        if ((qwen3vl || lfm2vl) && strncmp(name, "model.", 6) == 0) { /* newer layout */
             memmove(name + strlen("model.language_model."), name + strlen("model."),
                     strlen(name + strlen("model.")) + 1);
             memcpy(name, "model.language_model.", strlen("model.language_model."));
-        } else if ((mm && !qwen3vl) || (mllama && !cross)) { /* under language_model, as older
+        } else if ((mm && !qwen3vl && !lfm2vl) || (mllama && !cross)) { /* language_model., as older
                                                               * transformers saved it */
             memmove(name + strlen("language_model."), name, strlen(name) + 1);
             memcpy(name, "language_model.", strlen("language_model."));
@@ -2541,6 +2646,8 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     }
     if (gemma4v)
         put_gemma4_tower(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
+    else if (lfm2vl)
+        put_lfm2vl_tower(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
     else if (qwen25vl)
         put_qwen25vl_tower(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
     else if (qwen3vl)
@@ -2664,6 +2771,13 @@ void hf_fixture_write_gemma4v(const char *text_path, const char *mmproj_path, co
 {
     write_checkpoint(text_path, dir, "Gemma4ForConditionalGeneration", matrix_dtype, NULL,
                      mmproj_path, 0, NULL);
+}
+
+void hf_fixture_write_lfm2vl(const char *text_path, const char *mmproj_path, const char *dir,
+                             safetensors_dtype matrix_dtype)
+{
+    write_checkpoint(text_path, dir, "Lfm2VlForConditionalGeneration", matrix_dtype,
+                     hf_fixture_qwen2_regex, mmproj_path, 0, NULL);
 }
 
 void hf_fixture_write_pixtral(const char *text_path, const char *mmproj_path, const char *dir,

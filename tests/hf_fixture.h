@@ -62,6 +62,17 @@ void hf_fixture_write_gemma4v(const char *text_path, const char *mmproj_path, co
                               safetensors_dtype matrix_dtype);
 
 /*
+ * hf_fixture_write_vision for the lfm2 text model at text_path and its llama.cpp lfm2
+ * projector: an Lfm2VlForConditionalGeneration checkpoint (model.language_model.*), the
+ * SigLIP 2 tower under model.vision_tower.vision_model.* (the patch kernel as a linear layer
+ * over each patch's pixels, channels innermost), the projector under
+ * model.multi_modal_projector.*, a processor_config.json with the tile size and
+ * normalisation, the tokenizer splitting text as Qwen2's.
+ */
+void hf_fixture_write_lfm2vl(const char *text_path, const char *mmproj_path, const char *dir,
+                             safetensors_dtype matrix_dtype);
+
+/*
  * hf_fixture_write_vision for the mistral3 text model at text_path and its llama.cpp pixtral
  * projector: a Mistral3ForConditionalGeneration checkpoint, the tower under vision_tower.* and
  * multi_modal_projector.*, its Q and K rows in Hugging Face's order, the [IMG_BREAK] vector

@@ -192,6 +192,7 @@ static void list_checkpoint(checkpoint *cp)
                                         "chat_template.jinja", "tokenizer.model",
                                         "consolidated.safetensors", "added_tokens.json",
                                         "preprocessor_config.json", "modules.json",
+                                        "processor_config.json",
                                         "1_Pooling/config.json", "2_Dense/config.json",
                                         "2_Dense/model.safetensors", "3_Dense/config.json",
                                         "3_Dense/model.safetensors"};
@@ -1644,6 +1645,111 @@ static void test_convert_gemma3_vision_to_one_file(void **state)
     expect_convert_refusal("config.json has no vision_config object");
 }
 
+/* ---- LFM2-VL with its tower ---- */
+
+/* got's tensor name holds want's tensor as an F16 checkpoint of it converts: vectors and the
+ * kinds kept F32 (a convolution's taps, a position table) F32 with the values F16 rounds them
+ * to, the rest F16. */
+static void expect_converted_f16(const gguf_file *got, const char *name, const gguf_tensor *w)
+{
+    const gguf_tensor *g = gguf_find_tensor(got, name);
+    if (!g)
+        fail_msg("no %s", name);
+    assert_int_equal(g->n_dims, w->n_dims);
+    assert_memory_equal(g->ne, w->ne, sizeof w->ne);
+    bool kept_f32 = strstr(name, "shortconv.conv") || !strcmp(name, "v.position_embd.weight");
+    uint32_t type = w->n_dims == 1 || kept_f32 ? TENSOR_TYPE_F32 : TENSOR_TYPE_F16;
+    if (g->type != type)
+        fail_msg("%s is %s", name, tensor_type_name(g->type));
+    for (uint64_t e = 0; e < gguf_tensor_n_elems(w); e++) {
+        float x = w->type == TENSOR_TYPE_F16 ? quant_f16_to_f32(((const uint16_t *)w->data)[e])
+                                             : ((const float *)w->data)[e];
+        expect_element(kept_f32 ? quant_f16_to_f32(quant_f32_to_f16(x)) : x, type, g->data, e,
+                       name);
+    }
+}
+
+/* The Lfm2VlForConditionalGeneration checkpoint of the lfm2v fixtures converts to the one
+ * file ollama's converter writes: the text model's tensors and keys, the projector's tensors
+ * (the patch kernel back in its channel-major layout) under its names but the blocks' output
+ * projection (attn_output, the text model's name) and the projector's LayerNorm
+ * (mm.layer_norm), the tower's keys and image settings as lfm2.vision.* with the image marks'
+ * ids, and a model its tower fits. */
+static void test_convert_lfm2vl_to_one_file(void **state)
+{
+    (void)state;
+    char text[4096], mmproj[4096];
+    snprintf(text, sizeof text, "%s", fixture("vision/lfm2v-text.gguf"));
+    snprintf(mmproj, sizeof mmproj, "%s", fixture("vision/lfm2v-mmproj.gguf"));
+    hf_fixture_write_lfm2vl(text, mmproj, g_root, SAFETENSORS_F16);
+    corral_error err = {{0}};
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    gguf_file *want = gguf_open(text, &err), *mm = want ? gguf_open(mmproj, &err) : NULL;
+    gguf_file *got = mm ? gguf_open(store_fixture_path(g_root, "out.gguf"), &err) : NULL;
+    if (!got)
+        fail_msg("%s", err.message);
+    assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want) + gguf_n_tensors(mm));
+    for (size_t i = 0; i < gguf_n_tensors(want); i++)
+        expect_converted_f16(got, gguf_tensor_at(want, i)->name, gguf_tensor_at(want, i));
+    for (size_t i = 0; i < gguf_n_tensors(mm); i++) {
+        const gguf_tensor *w = gguf_tensor_at(mm, i);
+        char name[128];
+        const char *out = strstr(w->name, ".attn_out.");
+        if (out)
+            snprintf(name, sizeof name, "%.*s.attn_output.%s", (int)(out - w->name), w->name,
+                     out + strlen(".attn_out."));
+        else if (!strncmp(w->name, "mm.input_norm.", 14))
+            snprintf(name, sizeof name, "mm.layer_norm.%s", w->name + 14);
+        else
+            snprintf(name, sizeof name, "%s", w->name);
+        expect_converted_f16(got, name, w);
+    }
+    expect_same_keys(want, got, lfm2_skipped);
+    static const char *const keys[][2] = {
+        {"clip.vision.block_count", "lfm2.vision.block_count"},
+        {"clip.vision.embedding_length", "lfm2.vision.embedding_length"},
+        {"clip.vision.feed_forward_length", "lfm2.vision.feed_forward_length"},
+        {"clip.vision.attention.head_count", "lfm2.vision.attention.head_count"},
+        {"clip.vision.attention.layer_norm_epsilon", "lfm2.vision.attention.layer_norm_epsilon"},
+        {"clip.vision.patch_size", "lfm2.vision.patch_size"},
+        {"clip.vision.image_size", "lfm2.vision.image_size"},
+        {"clip.vision.projector.scale_factor", "lfm2.vision.projector.scale_factor"},
+        {"clip.vision.image_mean", "lfm2.vision.image_mean"},
+        {"clip.vision.image_std", "lfm2.vision.image_std"},
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (!kv_equal(gguf_find_kv(mm, keys[i][0]), gguf_find_kv(got, keys[i][1])))
+            fail_msg("%s differs from %s", keys[i][1], keys[i][0]);
+    static const struct {
+        const char *key;
+        uint32_t value;
+    } ids[] = {{"lfm2.vision.image_start_token_id", 304},
+               {"lfm2.vision.image_end_token_id", 305},
+               {"lfm2.vision.image_thumbnail_token_id", 306},
+               {"lfm2.vision.tile_size", 128}, /* processor_config.json's */
+               {"lfm2.vision.max_tiles", 10},  /* ollama's default */
+               {"lfm2.vision.image_token_id", 396}};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        uint32_t v = 0;
+        assert_true(gguf_get_u32(got, ids[i].key, &v, &err));
+        assert_int_equal(v, ids[i].value);
+    }
+    assert_true(gguf_kv_bool(gguf_find_kv(got, "lfm2.vision.projector.use_layernorm"), 0));
+    gguf_close(got);
+    gguf_close(mm);
+    gguf_close(want);
+    expect_tower_fits(store_fixture_path(g_root, "out.gguf"));
+    assert_int_equal(unlink(store_fixture_path(g_root, "out.gguf")), 0);
+
+    rewrite("processor_config.json", "\"image_mean\"", "\"image_means\"");
+    expect_convert_refusal("image_processor.image_mean and image_std must be lists of three "
+                           "numbers");
+    rewrite("processor_config.json", "\"image_means\"", "\"image_mean\"");
+    set_json("config.json", "vision_config", "num_hidden_layers", "1");
+    expect_convert_refusal("tensor 'model.vision_tower.vision_model.encoder.layers.1.");
+}
+
 /* ---- Qwen2.5-VL with its tower ---- */
 
 /* The Qwen2_5_VLForConditionalGeneration checkpoint of the qwen25vl vision fixtures converts
@@ -2880,6 +2986,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_convert_gemma4_bpe_tokenizer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_gemma4_vision_to_one_file, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_convert_lfm2vl_to_one_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_qwen3vlmoe_experts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_llama4_to_one_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_mllama_to_one_file, setup, teardown),

@@ -1064,8 +1064,9 @@ static void test_create_refuses_checkpoints_it_cannot_convert(void **state)
                  "Gemma3, Gemma4, Phi3, GptOss, Olmo2, Olmo3, Granite, Cohere, Cohere2, "
                  "SmolLM3, Starcoder2, Lfm2, Lfm2Moe, NemotronH, Ministral3, DeepseekV3, "
                  "Glm4MoeLite (each ...ForCausalLM); Gemma3, Gemma3n, Gemma4, Mistral3, Mllama, "
-                 "Llama4, Qwen2_5_VL, Qwen3VL, Qwen3VLMoe (...ForConditionalGeneration); "
-                 "Qwen3_5, Qwen3_5Moe (both); Bert, NomicBert, Gemma3Text (...Model)");
+                 "Llama4, Qwen2_5_VL, Qwen3VL, Qwen3VLMoe, Lfm2Vl "
+                 "(...ForConditionalGeneration); Qwen3_5, Qwen3_5Moe (both); Bert, NomicBert, "
+                 "Gemma3Text (...Model)");
     free(body);
 
     /* an adapter is checked against the converted weights, once they exist: without

@@ -139,7 +139,8 @@ bool hf_is_checkpoint_file(const char *name)
                                         "generation_config.json", "tokenizer.model",
                                         "special_tokens_map.json", "added_tokens.json",
                                         "model.safetensors.index.json", "chat_template.jinja",
-                                        "preprocessor_config.json", "modules.json"};
+                                        "preprocessor_config.json", "processor_config.json",
+                                        "modules.json"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(name, names[i]) == 0)
             return true;
@@ -268,6 +269,13 @@ static hf_status read_config(converter *c)
     status = hf_family_read_config(c->config, &c->p, c->err);
     if (status == HF_OK && hf_family_is_encoder(c->p.arch))
         status = read_modules(c);
+    if (status == HF_OK && hf_lfm2_is_vl(c->p.arch)) { /* its image settings, when given */
+        json_t *processor = load_json(c, "processor_config.json", false, &status);
+        if (processor)
+            status = hf_lfm2_read_processor(processor, &c->p, c->err);
+        json_decref(processor);
+        return status;
+    }
     if (status != HF_OK || !hf_family_is_qwen3vl(c->p.arch))
         return status;
     json_t *preprocessor = load_json(c, "preprocessor_config.json", false, &status);
@@ -307,6 +315,11 @@ static hf_status read_tokenizer(converter *c)
         hf_vocab_set_pre(c->vocab, hf_family_pre_tokenizer(c->p.arch));
     if (c->vocab && hf_deepseek2_splits_kv_b(c->p.arch)) /* GLM-4 MoE Lite's, as ollama's */
         hf_vocab_eog_from_eos_ids(c->vocab);
+    if (c->vocab && hf_lfm2_is_vl(c->p.arch)) { /* the marks around an image's tokens */
+        c->p.lfm2vl.start_token = hf_vocab_find(c->vocab, "<|image_start|>");
+        c->p.lfm2vl.end_token = hf_vocab_find(c->vocab, "<|image_end|>");
+        c->p.lfm2vl.thumbnail_token = hf_vocab_find(c->vocab, "<|img_thumbnail|>");
+    }
     return c->vocab ? HF_OK : HF_INVALID;
 }
 
@@ -907,8 +920,9 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
         return add_qwen25vl_split(c, src, t.name);
     if (qwen3vl && !strcmp(t.name, "v.patch_embed.weight"))
         return add_conv3d_kernel(c, src, &t);
-    if (hf_family_is_gemma4(c->p.arch) && !strcmp(t.name, "v.patch_embd.weight"))
-        return add_patch_kernel(c, src, &t);
+    if (!strcmp(t.name, "v.patch_embd.weight") &&
+        (hf_family_is_gemma4(c->p.arch) || (hf_lfm2_is_vl(c->p.arch) && src->n_dims == 2)))
+        return add_patch_kernel(c, src, &t); /* LFM2-VL's as a convolution kernel is kept */
     if (src->n_dims > 4) {
         corral_error_set(c->err, "tensor '%.200s' has %u dimensions", src->name, src->n_dims);
         return HF_INVALID;

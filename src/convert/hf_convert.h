@@ -40,6 +40,8 @@
  * NomicBertModel ("nomic-bert") and Gemma3TextModel ("gemma-embedding", EmbeddingGemma),
  * encoders: see hf_family_embed.h,
  * Lfm2ForCausalLM and Lfm2MoeForCausalLM ("lfm2", "lfm2moe": see hf_family_lfm2.h),
+ * Lfm2VlForConditionalGeneration ("lfm2" with its tower in the same file, the image settings
+ * of processor_config.json too: see hf_family_lfm2.h),
  * NemotronHForCausalLM ("nemotron_h" or "nemotron_h_moe": see hf_family_nemotron_h.h),
  * Ministral3ForCausalLM ("mistral3" without a tower: Llama's layers, YaRN from
  * rope_parameters), DeepseekV3ForCausalLM and Glm4MoeLiteForCausalLM ("deepseek2": see
@@ -68,8 +70,8 @@
     "Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3Moe, Qwen3Next, Gemma, Gemma2, Gemma3, "      \
     "Gemma4, Phi3, GptOss, Olmo2, Olmo3, Granite, Cohere, Cohere2, SmolLM3, Starcoder2, "    \
     "Lfm2, Lfm2Moe, NemotronH, Ministral3, DeepseekV3, Glm4MoeLite (each ...ForCausalLM); "  \
-    "Gemma3, Gemma3n, Gemma4, Mistral3, Mllama, Llama4, Qwen2_5_VL, Qwen3VL, Qwen3VLMoe "    \
-    "(...ForConditionalGeneration); Qwen3_5, Qwen3_5Moe (both); Bert, NomicBert, "           \
+    "Gemma3, Gemma3n, Gemma4, Mistral3, Mllama, Llama4, Qwen2_5_VL, Qwen3VL, Qwen3VLMoe, "   \
+    "Lfm2Vl (...ForConditionalGeneration); Qwen3_5, Qwen3_5Moe (both); Bert, NomicBert, "    \
     "Gemma3Text (...Model)"
 
 /* One file of the checkpoint: its name relative to the directory, and where it is. */

@@ -70,6 +70,7 @@ static const hf_arch archs[] = {
     {"Gemma3TextModel", "gemma-embedding", FAMILY_GEMMA3, false}, /* EmbeddingGemma */
     {"Lfm2ForCausalLM", "lfm2", FAMILY_LFM2, false},
     {"Lfm2MoeForCausalLM", "lfm2moe", FAMILY_LFM2, false},
+    {"Lfm2VlForConditionalGeneration", "lfm2", FAMILY_LFM2, false}, /* its tower in the file */
     {"NemotronHForCausalLM", "nemotron_h", FAMILY_NEMOTRON_H, false}, /* or nemotron_h_moe */
     {"DeepseekV3ForCausalLM", "deepseek2", FAMILY_DEEPSEEK2, false},  /* and R1 */
     {"Glm4MoeLiteForCausalLM", "deepseek2", FAMILY_DEEPSEEK2, false}, /* GLM-4.7-Flash */
@@ -1182,7 +1183,8 @@ hf_status hf_family_read_config(const json_t *config, hf_params *p, corral_error
     bool nested = vision || (name && (strcmp(name, "Qwen3_5ForConditionalGeneration") == 0 ||
                                       strcmp(name, "Qwen3_5MoeForConditionalGeneration") == 0 ||
                                       strcmp(name, "Gemma3nForConditionalGeneration") == 0 ||
-                                      strcmp(name, "Gemma4ForConditionalGeneration") == 0));
+                                      strcmp(name, "Gemma4ForConditionalGeneration") == 0 ||
+                                      strcmp(name, "Lfm2VlForConditionalGeneration") == 0));
     hf_status status = HF_OK;
     if (nested) {
         c.p.text_config = gemma3 ? gemma3_text_config(&c, config) : text_config(&c, config);
@@ -1355,7 +1357,8 @@ void hf_family_rename(const hf_arch *a, const char *in, char *out, size_t cap)
         hf_embed_rename(a, in, out, cap);
         return;
     }
-    if (hf_family_is_gemma4(a) && hf_gemma4_rename_tower(in, out, cap))
+    if ((hf_family_is_gemma4(a) && hf_gemma4_rename_tower(in, out, cap)) ||
+        (hf_lfm2_is_vl(a) && hf_lfm2_rename_tower(in, out, cap)))
         return;
     char stripped[2048];
     /* EmbeddingGemma's text model is saved without its "model." */
@@ -1366,7 +1369,8 @@ void hf_family_rename(const hf_arch *a, const char *in, char *out, size_t cap)
     /* a text model under a multimodal checkpoint's prefixes (Gemma 3's, Mistral 3's, Qwen 3.5's,
      * Gemma 3n's) */
     size_t n_prefixes = a->vision || a->family == FAMILY_QWEN35 ||
-                                a->family == FAMILY_GEMMA3N || a->family == FAMILY_GEMMA4
+                                a->family == FAMILY_GEMMA3N || a->family == FAMILY_GEMMA4 ||
+                                hf_lfm2_is_vl(a)
                             ? sizeof vision_prefixes / sizeof vision_prefixes[0]
                             : 0;
     for (size_t i = 0; i < n_prefixes; i++) {
@@ -1824,6 +1828,8 @@ bool hf_family_known_tensor(const hf_params *p, const char *name)
         return known_vision_tensor(p, name);
     if (p->arch->family == FAMILY_BERT)
         return hf_embed_known_tensor(p, name);
+    if (hf_lfm2_is_vl(p->arch) && (!strncmp(name, "v.", 2) || !strncmp(name, "mm.", 3)))
+        return hf_lfm2_known_tower(p, name);
     arch_family f = p->arch->family;
     if (f == FAMILY_GEMMA4 && hf_gemma4_known_global(p, name))
         return true;

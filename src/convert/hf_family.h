@@ -99,6 +99,32 @@ typedef struct hf_gemma4 {
     float rope_theta, rope_theta_swa, partial_rotary;
 } hf_gemma4;
 
+/* LFM2-VL's image settings, each where config.json (top) and processor_config.json's
+ * image_processor (proc) give it: 0 (a flag: -1) when absent; ollama's converter takes the
+ * first given, then its default. */
+enum {
+    LFM2VL_DOWNSAMPLE,  /* downsample_factor */
+    LFM2VL_MIN_TILES,   /* min_tiles */
+    LFM2VL_MAX_TILES,   /* max_tiles */
+    LFM2VL_TILE_SIZE,   /* tile_size */
+    LFM2VL_MIN_TOKENS,  /* min_image_tokens */
+    LFM2VL_MAX_TOKENS,  /* max_image_tokens */
+    LFM2VL_N_COUNTS,
+};
+enum { LFM2VL_SPLIT, LFM2VL_THUMBNAIL, LFM2VL_N_FLAGS }; /* do_image_splitting, use_thumbnail */
+typedef struct hf_lfm2vl {
+    uint32_t top[LFM2VL_N_COUNTS], proc[LFM2VL_N_COUNTS];
+    int8_t top_flag[LFM2VL_N_FLAGS], proc_flag[LFM2VL_N_FLAGS];
+    int8_t special_tokens; /* use_image_special_tokens */
+    bool use_layernorm;    /* projector_use_layernorm */
+    uint32_t encoder_patch, image_token, proc_height, proc_width;
+    float tolerance, proc_tolerance; /* max_pixels_tolerance */
+    float mean[3], std[3];           /* the image processor's, when it gives both */
+    bool has_normalisation;
+    /* the vocabulary's <|image_start|>, <|image_end|> and <|img_thumbnail|> (-1: none) */
+    int64_t start_token, end_token, thumbnail_token;
+} hf_lfm2vl;
+
 /* config.json's hyperparameters, as the GGUF keys need them */
 typedef struct hf_params {
     const hf_arch *arch;
@@ -164,6 +190,7 @@ typedef struct hf_params {
     uint32_t moe_step, attention_chunk;
     hf_gemma3n gemma3n;
     hf_gemma4 gemma4;
+    hf_lfm2vl lfm2vl;
     /* Llama 3.2 Vision's cross-attention layers (n_cross of them) */
     int32_t cross_layers[256];
     uint32_t n_cross;

@@ -795,6 +795,15 @@ hf_vocab *hf_vocab_load(const json_t *tokenizer, const json_t *tokenizer_config,
     return v;
 }
 
+int64_t hf_vocab_find(const hf_vocab *v, const char *text)
+{
+    size_t n = strlen(text);
+    for (uint32_t id = 0; id < v->n; id++)
+        if (v->tokens[id].size == n && memcmp(v->tokens[id].data, text, n) == 0)
+            return id;
+    return -1;
+}
+
 bool hf_vocab_write(const hf_vocab *v, gguf_writer *w, corral_error *err)
 {
     bool ok = gguf_writer_add_str(w, "tokenizer.ggml.model", v->model, strlen(v->model), err) &&

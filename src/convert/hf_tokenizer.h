@@ -60,6 +60,9 @@ void hf_vocab_set_pre(hf_vocab *vocab, const char *pre);
  * ollama's EmbeddingGemma converter keeps those the embeddings have rows for. */
 void hf_vocab_truncate(hf_vocab *vocab, uint32_t n);
 
+/* The id of the token spelled text (the first, when several are), or -1. */
+int64_t hf_vocab_find(const hf_vocab *vocab, const char *text);
+
 void hf_vocab_free(hf_vocab *vocab);
 
 uint32_t hf_vocab_count(const hf_vocab *vocab);
