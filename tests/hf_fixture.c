@@ -365,6 +365,49 @@ static json_t *gemma4_config(const gguf_file *f, json_t *c, const char *hf_arch)
     return json_pack("{s:o,s:o}", "architectures", arches, "text_config", c);
 }
 
+/*
+ * Laguna's config.json keys over the generic ones in c: query heads per layer, layer_types
+ * (llama.cpp's default period: every fourth layer global), per-head gating, the dense first
+ * layer, the router's settings, and rope_parameters per kind of layer (YaRN on the global
+ * ones, partial_rotary_factor from each kind's rotated dimensions).
+ */
+static void laguna_config(const gguf_file *f, json_t *c)
+{
+    const gguf_kv *heads = gguf_find_kv(f, "laguna.attention.head_count");
+    uint32_t n_layer = get_u32(f, "laguna.block_count"), dim = get_u32(f,
+                                                                     "laguna.attention.key_length");
+    json_t *per_layer = json_array(), *types = json_array();
+    for (uint32_t i = 0; i < n_layer; i++) {
+        json_array_append_new(per_layer, json_integer(at_layer(heads, i)));
+        json_array_append_new(types, json_string(i % 4 ? "sliding_attention" : "full_attention"));
+    }
+    gguf_str type = gguf_kv_str(gguf_find_kv(f, "laguna.rope.scaling.type"), 0);
+    float base, base_swa, factor, scale;
+    corral_error err;
+    assert_true(gguf_get_f32(f, "laguna.rope.freq_base", &base, &err));
+    assert_true(gguf_get_f32(f, "laguna.rope.freq_base_swa", &base_swa, &err));
+    assert_true(gguf_get_f32(f, "laguna.rope.scaling.factor", &factor, &err));
+    assert_true(gguf_get_f32(f, "laguna.expert_weights_scale", &scale, &err));
+    json_t *more = json_pack(
+        "{s:o,s:o,s:s,s:s,s:[i],s:b,s:f,s:b,s:{s:{s:s%,s:f,s:f,s:I,s:f},s:{s:s,s:f,s:f}}}",
+        "num_attention_heads_per_layer", per_layer, "layer_types", types, "gating", "per-head",
+        "qk_norm_type", "rmsnorm", "mlp_only_layers", 0, "norm_topk_prob",
+        gguf_kv_bool(gguf_find_kv(f, "laguna.expert_weights_norm"), 0),
+        "moe_routed_scaling_factor", (double)scale, "moe_router_use_sigmoid", true,
+        "rope_parameters", "full_attention", "rope_type",
+        type.data, type.size, "rope_theta",
+        (double)base, "factor", (double)factor, "original_max_position_embeddings",
+        (json_int_t)get_u32(f, "laguna.rope.scaling.original_context_length"),
+        "partial_rotary_factor", (double)get_u32(f, "laguna.rope.dimension_count") / dim,
+        "sliding_attention", "rope_type", "default", "rope_theta", (double)base_swa,
+        "partial_rotary_factor", (double)get_u32(f, "laguna.rope.dimension_count_swa") / dim);
+    assert_non_null(more);
+    json_object_update(c, more);
+    json_decref(more);
+    json_object_del(c, "rope_theta");
+    json_object_del(c, "rope_scaling");
+}
+
 static void write_config(const gguf_file *f, const char *dir, const char *hf_arch)
 {
     gguf_str arch;
@@ -387,7 +430,8 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
                               ? widths
                               : (json_decref(widths),
                                  json_integer((json_int_t)layer_max(f, K("feed_forward_length")))),
-                          "num_attention_heads", (json_int_t)get_u32(f, K("attention.head_count")),
+                          "num_attention_heads",
+                          (json_int_t)layer_max(f, K("attention.head_count")),
                           "num_key_value_heads",
                           (json_int_t)layer_max(f, K("attention.head_count_kv")),
                           "max_position_embeddings", (json_int_t)get_u32(f, K("context_length")),
@@ -657,6 +701,8 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
     }
     if (strcmp(a, "gemma4") == 0)
         c = gemma4_config(f, c, hf_arch);
+    if (strcmp(a, "laguna") == 0)
+        laguna_config(f, c);
 #undef K
     /* Phi-3's LongRoPE factors */
     const gguf_tensor *factors[2] = {gguf_find_tensor(f, "rope_factors_long.weight"),
@@ -1467,6 +1513,29 @@ static bool gemma3n_hf_name(const char *gguf, char *out, size_t cap)
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         if (!strcmp(part, parts[i][0])) {
             snprintf(out, cap, "model.language_model.layers.%u.%s", layer, parts[i][1]);
+            return true;
+        }
+    return false;
+}
+
+/* Laguna's Hugging Face name of a block's tensor that the common names get wrong (its gate,
+ * selection bias and shared expert), into out; false for the others. */
+static bool laguna_hf_name(const char *gguf, char *out, size_t cap)
+{
+    static const char *const parts[][2] = {
+        {"attn_gate.weight", "self_attn.g_proj.weight"},
+        {"exp_probs_b.bias", "mlp.experts.e_score_correction_bias"},
+        {"ffn_gate_shexp.weight", "mlp.shared_expert.gate_proj.weight"},
+        {"ffn_up_shexp.weight", "mlp.shared_expert.up_proj.weight"},
+        {"ffn_down_shexp.weight", "mlp.shared_expert.down_proj.weight"},
+    };
+    unsigned layer;
+    int at = 0;
+    if (sscanf(gguf, "blk.%u.%n", &layer, &at) != 1 || at == 0)
+        return false;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        if (!strcmp(gguf + at, parts[i][0])) {
+            snprintf(out, cap, "model.layers.%u.%s", layer, parts[i][1]);
             return true;
         }
     return false;
@@ -2461,6 +2530,7 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     bool qwen35 = arch.size >= 6 && memcmp(arch.data, "qwen35", 6) == 0; /* and qwen35moe */
     bool next = arch.size == 9 && memcmp(arch.data, "qwen3next", 9) == 0;
     bool deepseek = arch.size == 9 && memcmp(arch.data, "deepseek2", 9) == 0;
+    bool laguna = arch.size == 6 && memcmp(arch.data, "laguna", 6) == 0;
     bool qwen35_flat = qwen35 && strstr(hf_arch, "ForCausalLM"); /* no language_model. */
     bool bert = arch.size == 4 && memcmp(arch.data, "bert", 4) == 0;
     bool nomic = arch.size == 10 && memcmp(arch.data, "nomic-bert", 10) == 0;
@@ -2475,7 +2545,7 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     sandwich = sandwich || olmo2 || gemma3n || embedding_gemma;
     char key[96];
     snprintf(key, sizeof key, "%.*s.attention.head_count", (int)arch.size, arch.data);
-    uint32_t heads = get_u32(f, key);
+    uint32_t heads = layer_max(f, key);
     snprintf(key, sizeof key, "%.*s.attention.head_count_kv", (int)arch.size, arch.data);
     uint32_t kv_heads = layer_max(f, key);
     static const char *const shard_names[] = {"model-00001-of-00002.safetensors",
@@ -2584,6 +2654,8 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
             nomic_hf_name(t->name, name, sizeof name);
         else if (lfm2)
             lfm2_hf_name(t->name, name, sizeof name);
+        else if (laguna && laguna_hf_name(t->name, name, sizeof name))
+            ;
         else if (!cross && (!gemma3n || !gemma3n_hf_name(t->name, name, sizeof name)))
             hf_name(t->name, sandwich, phi3, llama, gptoss, starcoder2, name, sizeof name);
         if (embedding_gemma) /* its text model is saved without "model." */

@@ -156,6 +156,7 @@ static void rewrite(const char *name, const char *from, const char *to);
 static void set_json(const char *name, const char *path, const char *key, const char *value);
 static void expect_convert_refusal(const char *why);
 static void expect_tower_fits(const char *path);
+static void expect_converted_f16(const gguf_file *got, const char *name, const gguf_tensor *w);
 
 static char *g_root;
 
@@ -1465,6 +1466,90 @@ static void test_convert_gemma4_bpe_tokenizer(void **state)
     corral_vocab_free(v);
 }
 
+/* The LagunaForCausalLM checkpoint of arch/laguna converts to ollama's laguna file: the
+ * fixture's tensors (its attention gate under ollama's name, attn_g; the router F32), its
+ * keys but the sliding layers' RoPE, which ollama's names rope.swa.*, and ollama's own: the
+ * layer kinds, gating, the YaRN magnitude it computes, no chat template, no BOS added. */
+static void test_convert_laguna_round_trip(void **state)
+{
+    (void)state;
+    hf_fixture_write(fixture("arch/laguna.gguf"), g_root, "LagunaForCausalLM", SAFETENSORS_F16,
+                     hf_fixture_qwen2_regex);
+    corral_error err = {{0}};
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    gguf_file *want = gguf_open(fixture("arch/laguna.gguf"), &err);
+    gguf_file *got = want ? gguf_open(store_fixture_path(g_root, "out.gguf"), &err) : NULL;
+    if (!got)
+        fail_msg("%s", err.message);
+    assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want));
+    for (size_t i = 0; i < gguf_n_tensors(want); i++) {
+        const gguf_tensor *w = gguf_tensor_at(want, i);
+        char name[128];
+        const char *gate = strstr(w->name, ".attn_gate.");
+        if (gate)
+            snprintf(name, sizeof name, "%.*s.attn_g.weight", (int)(gate - w->name), w->name);
+        else
+            snprintf(name, sizeof name, "%s", w->name);
+        expect_converted_f16(got, name, w);
+    }
+    static const char *const laguna_skipped[] = {"general.name", "general.file_type",
+                                                 "laguna.rope.freq_base_swa",
+                                                 "laguna.rope.dimension_count_swa", NULL};
+    expect_same_keys(want, got, laguna_skipped);
+    static const char *const renamed[][2] = {
+        {"laguna.rope.freq_base_swa", "laguna.rope.swa.freq_base"},
+        {"laguna.rope.dimension_count_swa", "laguna.rope.swa.dimension_count"},
+    };
+    for (size_t i = 0; i < 2; i++)
+        if (!kv_equal(gguf_find_kv(want, renamed[i][0]), gguf_find_kv(got, renamed[i][1])))
+            fail_msg("%s differs from %s", renamed[i][1], renamed[i][0]);
+    float attn_factor = 0;
+    assert_true(gguf_get_f32(got, "laguna.rope.scaling.attn_factor", &attn_factor, &err));
+    assert_true(attn_factor == (float)(0.1 * log(4.0) + 1.0)); /* factor 4, none given */
+    const gguf_kv *kinds = gguf_find_kv(got, "laguna.attention.layer_types");
+    const gguf_kv *pattern = gguf_find_kv(got, "laguna.attention.sliding_window_pattern");
+    assert_true(kinds && pattern && kinds->n == 5 && pattern->n == 5);
+    for (uint64_t i = 0; i < 5; i++) {
+        assert_int_equal(gguf_kv_i64(kinds, i), i % 4 != 0);
+        assert_int_equal(gguf_kv_bool(pattern, i), i % 4 != 0);
+    }
+    assert_null(gguf_find_kv(got, "tokenizer.chat_template"));
+    assert_false(gguf_kv_bool(gguf_find_kv(got, "tokenizer.ggml.add_bos_token"), 0));
+    gguf_close(want);
+    gguf_close(got);
+    corral_model *model = corral_model_load(store_fixture_path(g_root, "out.gguf"), &err);
+    if (!model)
+        fail_msg("%s", err.message);
+    corral_model_free(model);
+    same_tokens("arch/laguna.gguf");
+    assert_int_equal(unlink(store_fixture_path(g_root, "out.gguf")), 0);
+
+    static const struct {
+        const char *key, *value, *why;
+    } cases[] = {
+        {"gating", "\"per-element\"", "attention gating other than per head"},
+        {"swa_attention_sink_enabled", "true", "an attention sink"},
+        {"moe_router_use_sigmoid", "false", "a softmax router"},
+        {"mlp_only_layers", "[0, 1]", "dense layers (mlp_only_layers or mlp_layer_types) must "
+                                      "be its first alone"},
+        {"num_attention_heads_per_layer", "[4, 8]", "num_attention_heads_per_layer must list "
+                                                    "one count per layer (5)"},
+        {"layer_types", "[\"full_attention\", \"chunked\", \"sliding_attention\", "
+                        "\"sliding_attention\", \"full_attention\"]",
+         "layer_types[1] is not"},
+        {"shared_expert_intermediate_size", "null",
+         "config.json has no shared_expert_intermediate_size"},
+        {"decoder_sparse_step", "2", "decoder_sparse_step must be 1"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        hf_fixture_write(fixture("arch/laguna.gguf"), g_root, "LagunaForCausalLM",
+                         SAFETENSORS_F16, hf_fixture_qwen2_regex);
+        set_json("config.json", "", cases[i].key, cases[i].value);
+        expect_convert_refusal(cases[i].why);
+    }
+}
+
 static void test_convert_mixtral_round_trip(void **state)
 {
     (void)state;
@@ -1657,7 +1742,8 @@ static void expect_converted_f16(const gguf_file *got, const char *name, const g
         fail_msg("no %s", name);
     assert_int_equal(g->n_dims, w->n_dims);
     assert_memory_equal(g->ne, w->ne, sizeof w->ne);
-    bool kept_f32 = strstr(name, "shortconv.conv") || !strcmp(name, "v.position_embd.weight");
+    bool kept_f32 = strstr(name, "shortconv.conv") || strstr(name, "ffn_gate_inp.weight") ||
+                    !strcmp(name, "v.position_embd.weight");
     uint32_t type = w->n_dims == 1 || kept_f32 ? TENSOR_TYPE_F32 : TENSOR_TYPE_F16;
     if (g->type != type)
         fail_msg("%s is %s", name, tensor_type_name(g->type));
@@ -2987,6 +3073,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_convert_gemma4_vision_to_one_file, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_convert_lfm2vl_to_one_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_laguna_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_qwen3vlmoe_experts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_llama4_to_one_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_mllama_to_one_file, setup, teardown),

@@ -18,6 +18,7 @@
 #include "convert/hf_family_deepseek2.h"
 #include "convert/hf_family_embed.h"
 #include "convert/hf_family_gemma4.h"
+#include "convert/hf_family_laguna.h"
 #include "convert/hf_family_lfm2.h"
 #include "convert/hf_family_nemotron_h.h"
 #include "convert/hf_tokenizer.h"
@@ -315,6 +316,8 @@ static hf_status read_tokenizer(converter *c)
         hf_vocab_set_pre(c->vocab, hf_family_pre_tokenizer(c->p.arch));
     if (c->vocab && hf_deepseek2_splits_kv_b(c->p.arch)) /* GLM-4 MoE Lite's, as ollama's */
         hf_vocab_eog_from_eos_ids(c->vocab);
+    if (c->vocab && hf_family_is_laguna(c->p.arch))
+        hf_vocab_as_laguna(c->vocab);
     if (c->vocab && hf_lfm2_is_vl(c->p.arch)) { /* the marks around an image's tokens */
         c->p.lfm2vl.start_token = hf_vocab_find(c->vocab, "<|image_start|>");
         c->p.lfm2vl.end_token = hf_vocab_find(c->vocab, "<|image_end|>");

@@ -40,6 +40,7 @@
  * NomicBertModel ("nomic-bert") and Gemma3TextModel ("gemma-embedding", EmbeddingGemma),
  * encoders: see hf_family_embed.h,
  * Lfm2ForCausalLM and Lfm2MoeForCausalLM ("lfm2", "lfm2moe": see hf_family_lfm2.h),
+ * LagunaForCausalLM ("laguna": see hf_family_laguna.h),
  * Lfm2VlForConditionalGeneration ("lfm2" with its tower in the same file, the image settings
  * of processor_config.json too: see hf_family_lfm2.h),
  * NemotronHForCausalLM ("nemotron_h" or "nemotron_h_moe": see hf_family_nemotron_h.h),
@@ -69,7 +70,8 @@
 #define HF_SUPPORTED_ARCHITECTURES                                                           \
     "Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3Moe, Qwen3Next, Gemma, Gemma2, Gemma3, "      \
     "Gemma4, Phi3, GptOss, Olmo2, Olmo3, Granite, Cohere, Cohere2, SmolLM3, Starcoder2, "    \
-    "Lfm2, Lfm2Moe, NemotronH, Ministral3, DeepseekV3, Glm4MoeLite (each ...ForCausalLM); "  \
+    "Lfm2, Lfm2Moe, NemotronH, Ministral3, DeepseekV3, Glm4MoeLite, Laguna "                \
+    "(...ForCausalLM); "                                                                     \
     "Gemma3, Gemma3n, Gemma4, Mistral3, Mllama, Llama4, Qwen2_5_VL, Qwen3VL, Qwen3VLMoe, "   \
     "Lfm2Vl (...ForConditionalGeneration); Qwen3_5, Qwen3_5Moe (both); Bert, NomicBert, "    \
     "Gemma3Text (...Model)"

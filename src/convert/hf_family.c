@@ -12,6 +12,7 @@
 #include "convert/hf_family_deepseek2.h"
 #include "convert/hf_family_embed.h"
 #include "convert/hf_family_gemma4.h"
+#include "convert/hf_family_laguna.h"
 #include "convert/hf_family_lfm2.h"
 #include "convert/hf_family_nemotron_h.h"
 #include "convert/hf_tokenizer.h"
@@ -75,6 +76,7 @@ static const hf_arch archs[] = {
     {"DeepseekV3ForCausalLM", "deepseek2", FAMILY_DEEPSEEK2, false},  /* and R1 */
     {"Glm4MoeLiteForCausalLM", "deepseek2", FAMILY_DEEPSEEK2, false}, /* GLM-4.7-Flash */
     {"Gemma4ForCausalLM", "gemma4", FAMILY_GEMMA4, false},
+    {"LagunaForCausalLM", "laguna", FAMILY_LAGUNA, false},
     {"Gemma4ForConditionalGeneration", "gemma4", FAMILY_GEMMA4, false}, /* the text model */
 };
 
@@ -122,6 +124,8 @@ const char *hf_family_pre_tokenizer(const hf_arch *a)
         return hf_deepseek2_pre_tokenizer(a);
     if (hf_family_is_gemma4(a))
         return "gemma4";
+    if (hf_family_is_laguna(a))
+        return "laguna";
     return hf_family_is_lfm2(a) ? "lfm2" : NULL;
 }
 
@@ -756,6 +760,8 @@ static hf_status read_config(family *c)
     }
     if (p->arch->family == FAMILY_GEMMA4) /* its experts' keys are its own */
         return hf_gemma4_read_config(c->config, p, c->err);
+    if (p->arch->family == FAMILY_LAGUNA)
+        return hf_laguna_read_config(c->config, p, c->err);
     bool gptoss = p->arch->family == FAMILY_GPTOSS;
     bool local = gptoss || !strcmp(p->arch->gguf_name, "llama") ||
                  p->arch->family == FAMILY_LLAMA4 ||
@@ -1225,6 +1231,8 @@ void hf_family_params_free(hf_params *p)
     p->gemma3n.ff_per_layer = NULL;
     free(p->kv_heads_per_layer);
     p->kv_heads_per_layer = NULL;
+    free(p->laguna.heads);
+    p->laguna.heads = NULL;
     free(p->layer_kinds);
     p->layer_kinds = NULL;
     free(p->ffn_per_layer);
@@ -1251,6 +1259,7 @@ static const char *const *rename_at(const hf_arch *a, const char *s)
                              : hf_family_is_nemotron_h(a) ? hf_nemotron_h_rename_at(s)
                              : hf_family_is_deepseek2(a)  ? hf_deepseek2_rename_at(s)
                              : hf_family_is_gemma4(a)     ? hf_gemma4_rename_at(s)
+                             : hf_family_is_laguna(a)     ? hf_laguna_rename_at(s)
                                                           : NULL;
     if (own)
         return own;
@@ -1856,6 +1865,8 @@ bool hf_family_known_tensor(const hf_params *p, const char *name)
         return hf_deepseek2_known_tensor(p, layer, suffix);
     if (f == FAMILY_GEMMA4)
         return hf_gemma4_known_tensor(p, layer, suffix);
+    if (f == FAMILY_LAGUNA)
+        return hf_laguna_known_tensor(p, layer, suffix);
     if (f == FAMILY_QWEN35)
         return known_qwen35_tensor(p, layer, suffix);
     if (f == FAMILY_GEMMA3N)
@@ -2353,7 +2364,8 @@ static bool write_keys(family *c, gguf_writer *w)
                     ? gguf_writer_add_array(w, KEY("feed_forward_length"), GGUF_TYPE_UINT32,
                                             p->gemma3n.ff_per_layer, p->n_layer, err)
                     : gguf_writer_add_u32(w, KEY("feed_forward_length"), p->n_ff, err))) &&
-              gguf_writer_add_u32(w, KEY("attention.head_count"), p->n_head, err) &&
+              (p->laguna.heads || /* per layer: hf_laguna_write_keys' */
+               gguf_writer_add_u32(w, KEY("attention.head_count"), p->n_head, err)) &&
               (p->kv_heads_per_layer || /* per layer: hf_lfm2_write_keys' */
                gguf_writer_add_u32(w, KEY("attention.head_count_kv"), p->n_head_kv, err));
     if (ok && p->n_ctx)
@@ -2427,6 +2439,8 @@ static bool write_keys(family *c, gguf_writer *w)
         ok = hf_deepseek2_write_keys(p, w, err);
     if (ok && hf_family_is_gemma4(p->arch))
         ok = hf_gemma4_write_keys(p, w, err);
+    if (ok && hf_family_is_laguna(p->arch))
+        ok = hf_laguna_write_keys(p, w, err);
     if (ok && hf_family_is_qwen25vl(p->arch))
         ok = write_qwen25vl_keys(c, w, a);
     else if (ok && hf_family_is_qwen3vl(p->arch))

@@ -36,6 +36,7 @@ typedef enum arch_family {
     FAMILY_NEMOTRON_H, /* Mamba2, attention and FFN layers: hf_family_nemotron_h.c's */
     FAMILY_DEEPSEEK2,  /* multi-head latent attention: hf_family_deepseek2.c's */
     FAMILY_GEMMA4, /* sliding and global layers of two widths: hf_family_gemma4.c's */
+    FAMILY_LAGUNA, /* gated attention, heads per layer, experts: hf_family_laguna.c's */
 } arch_family;
 
 typedef struct hf_arch {
@@ -125,6 +126,25 @@ typedef struct hf_lfm2vl {
     int64_t start_token, end_token, thumbnail_token;
 } hf_lfm2vl;
 
+/* One kind of layer's RoPE (Laguna's rope_parameters; config.json's names in the comments):
+ * 0 (a type: NULL) where config.json is silent. */
+typedef struct hf_rope_params {
+    const char *type; /* rope_type, or type */
+    float theta, factor, beta_fast, beta_slow, attention_factor, partial; /* rope_theta, ...,
+                                                                          partial_rotary_factor */
+    uint32_t original_ctx; /* original_max_position_embeddings */
+} hf_rope_params;
+
+/* Laguna's */
+typedef struct hf_laguna {
+    uint32_t *heads;          /* num_attention_heads_per_layer (NULL: one count) */
+    hf_rope_params full, swa; /* the global layers' and the sliding ones' */
+    float partial;            /* partial_rotary_factor, or full's */
+    bool norm_topk;           /* norm_topk_prob (true when absent) */
+    float routed_scale;       /* moe_routed_scaling_factor */
+    bool layer_types;         /* whether config.json lists them (sliding_pattern) */
+} hf_laguna;
+
 /* config.json's hyperparameters, as the GGUF keys need them */
 typedef struct hf_params {
     const hf_arch *arch;
@@ -191,6 +211,7 @@ typedef struct hf_params {
     hf_gemma3n gemma3n;
     hf_gemma4 gemma4;
     hf_lfm2vl lfm2vl;
+    hf_laguna laguna;
     /* Llama 3.2 Vision's cross-attention layers (n_cross of them) */
     int32_t cross_layers[256];
     uint32_t n_cross;
@@ -336,8 +357,8 @@ hf_status hf_family_read_preprocessor(const json_t *preprocessor, hf_params *p,
                                       corral_error *err);
 
 /* The pre-tokenizer the architecture's converter names whatever tokenizer.json's patterns
- * (LFM2's "lfm2", DeepSeek V3's "deepseek-v3", GLM-4 MoE Lite's "glm4", as ollama's write
- * them), or NULL. */
+ * (LFM2's "lfm2", DeepSeek V3's "deepseek-v3", GLM-4 MoE Lite's "glm4", Gemma 4's "gemma4",
+ * Laguna's "laguna", as ollama's write them), or NULL. */
 const char *hf_family_pre_tokenizer(const hf_arch *a);
 
 /* The tokenizer model a tokenizer.json BPE is written as: Gemma 4's "llama" (its BPE over

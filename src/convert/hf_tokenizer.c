@@ -57,6 +57,7 @@ struct hf_vocab {
     /* "gpt2" (tokenizer.json's BPE), "llama" (SentencePiece, or Gemma 4's BPE) or "bert" */
     const char *model;
     bool bpe; /* tokenizer.json's BPE: its merges written, even when it has none */
+    bool bos_add_false; /* add_bos_token written false, whether or not there is a bos */
     gguf_str *tokens;
     int32_t *types;
     float *scores;
@@ -795,6 +796,13 @@ hf_vocab *hf_vocab_load(const json_t *tokenizer, const json_t *tokenizer_config,
     return v;
 }
 
+void hf_vocab_as_laguna(hf_vocab *v)
+{
+    free(v->chat_template);
+    v->chat_template = NULL;
+    v->bos_add_false = true;
+}
+
 int64_t hf_vocab_find(const hf_vocab *v, const char *text)
 {
     size_t n = strlen(text);
@@ -820,12 +828,14 @@ bool hf_vocab_write(const hf_vocab *v, gguf_writer *w, corral_error *err)
     if (ok && v->chat_template)
         ok = gguf_writer_add_str(w, "tokenizer.chat_template", v->chat_template,
                                  strlen(v->chat_template), err);
+    if (ok && v->bos_add_false)
+        ok = gguf_writer_add_bool(w, "tokenizer.ggml.add_bos_token", false, err);
     for (size_t s = 0; ok && s < N_SPECIAL; s++) {
         const special_token *sp = &v->special[s];
         if (!sp->found)
             continue;
         char key[64];
-        if (sp->add_set) {
+        if (sp->add_set && !(s == 0 && v->bos_add_false)) {
             snprintf(key, sizeof key, "tokenizer.ggml.add_%s_token", special_names[s].gguf);
             ok = gguf_writer_add_bool(w, key, sp->add, err);
         }

@@ -56,6 +56,10 @@ void hf_vocab_eog_from_eos_ids(hf_vocab *vocab);
 /* The pre-tokenizer's name as given (a static string), whatever the tokenizer's patterns say. */
 void hf_vocab_set_pre(hf_vocab *vocab, const char *pre);
 
+/* No chat template (Laguna's: ollama's converter leaves it out, its renderer formats prompts),
+ * and add_bos_token written false whatever tokenizer_config.json says. */
+void hf_vocab_as_laguna(hf_vocab *vocab);
+
 /* The first n tokens only, where there are more (the special tokens past them forgotten), as
  * ollama's EmbeddingGemma converter keeps those the embeddings have rows for. */
 void hf_vocab_truncate(hf_vocab *vocab, uint32_t n);
