@@ -1518,6 +1518,52 @@ static bool gemma3n_hf_name(const char *gguf, char *out, size_t cap)
     return false;
 }
 
+/* GLM-OCR's Hugging Face name of a glm4 block's tensor that the common names get wrong (its
+ * sandwich norms, fused gate/up, prediction layer's parts), into out; false for the others. */
+static bool glmocr_hf_name(const char *gguf, char *out, size_t cap)
+{
+    static const char *const parts[][2] = {
+        {"post_attention_norm.weight", "post_self_attn_layernorm.weight"},
+        {"post_ffw_norm.weight", "post_mlp_layernorm.weight"},
+        {"ffn_up.weight", "mlp.gate_up_proj.weight"},
+        {"nextn.eh_proj.weight", "eh_proj.weight"},
+        {"nextn.enorm.weight", "enorm.weight"},
+        {"nextn.hnorm.weight", "hnorm.weight"},
+        {"nextn.embed_tokens.weight", "embed_tokens.weight"},
+        {"nextn.shared_head_head.weight", "shared_head.head.weight"},
+        {"nextn.shared_head_norm.weight", "shared_head.norm.weight"},
+    };
+    unsigned layer;
+    int at = 0;
+    if (sscanf(gguf, "blk.%u.%n", &layer, &at) != 1 || at == 0)
+        return false;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        if (!strcmp(gguf + at, parts[i][0])) {
+            snprintf(out, cap, "model.layers.%u.%s", layer, parts[i][1]);
+            return true;
+        }
+    return false;
+}
+
+/* A glm4 q or k (weight or bias) with each head's rotated dimensions back in GLM's
+ * interleaved pairs from the file's NeoX halves (rope.dimension_count of them): free it. */
+static float *glmocr_interleaved(const gguf_file *f, const gguf_tensor *t)
+{
+    uint64_t dim = get_u32(f, "glm4.attention.key_length"), rot = get_u32(f,
+                                                                          "glm4.rope.dimension_count");
+    uint64_t cols = t->n_dims == 1 ? 1 : (uint64_t)t->ne[0];
+    uint64_t rows = gguf_tensor_n_elems(t) / cols, half = rot / 2;
+    float *out = malloc(gguf_tensor_n_elems(t) * sizeof *out);
+    assert_non_null(out);
+    for (uint64_t r = 0; r < rows; r++) {
+        uint64_t j = r % dim, from = r;
+        if (j < rot)
+            from = r - j + (j % 2 ? half + j / 2 : j / 2);
+        memcpy(out + r * cols, (const float *)t->data + from * cols, cols * sizeof *out);
+    }
+    return out;
+}
+
 /* Laguna's Hugging Face name of a block's tensor that the common names get wrong (its gate,
  * selection bias and shared expert), into out; false for the others. */
 static bool laguna_hf_name(const char *gguf, char *out, size_t cap)
@@ -1866,6 +1912,145 @@ static void put_lfm2vl_tower(shard *s, json_t *weight_map, const char *shard_nam
             put_matrix(s, name, t->n_dims == 1 ? SAFETENSORS_F32 : dtype, x,
                        t->n_dims == 1 ? 0 : rows, cols, 0, false);
         }
+        json_object_set_new(weight_map, name, json_string(shard_name));
+        free(x);
+    }
+}
+
+/* GLM-OCR's config.json (the glm4 text model's keys under text_config, its trunk's layers and
+ * prediction layers apart, M-RoPE sections and partial rotation in rope_parameters; the tower's
+ * as vision_config; the image marks' ids) and preprocessor_config.json (normalisation, sizes). */
+static void nest_glmocr_config(const gguf_file *f, const gguf_file *mm, const char *dir)
+{
+    json_error_t jerr;
+    json_t *text = json_load_file(store_fixture_path(dir, "config.json"), 0, &jerr);
+    assert_non_null(text);
+    json_t *arches = json_incref(json_object_get(text, "architectures"));
+    json_object_del(text, "architectures");
+    uint32_t nextn = get_u32(f, "glm4.nextn_predict_layers");
+    const gguf_kv *sections = gguf_find_kv(f, "glm4.rope.dimension_sections");
+    float base = 0, eps = 0;
+    corral_error err;
+    assert_non_null(sections);
+    assert_true(gguf_get_f32(f, "glm4.rope.freq_base", &base, &err));
+    assert_true(gguf_get_f32(mm, "clip.vision.attention.layer_norm_epsilon", &eps, &err));
+    json_object_set_new(text, "num_hidden_layers",
+                        json_integer(get_u32(f, "glm4.block_count") - nextn));
+    json_object_set_new(text, "num_nextn_predict_layers", json_integer(nextn));
+    json_object_set_new(
+        text, "rope_parameters",
+        json_pack("{s:s,s:[I,I,I],s:f,s:f}", "rope_type", "default", "mrope_section",
+                  (json_int_t)gguf_kv_i64(sections, 0), (json_int_t)gguf_kv_i64(sections, 1),
+                  (json_int_t)gguf_kv_i64(sections, 2), "rope_theta", (double)base,
+                  "partial_rotary_factor",
+                  (double)get_u32(f, "glm4.rope.dimension_count") /
+                      get_u32(f, "glm4.attention.key_length")));
+    json_object_del(text, "rope_theta");
+    json_t *c = json_pack(
+        "{s:o,s:o,s:{s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:I,s:I,s:f},s:i,s:i,s:i}", "architectures",
+        arches, "text_config", text, "vision_config", "depth",
+        (json_int_t)get_u32(mm, "clip.vision.block_count"), "hidden_size",
+        (json_int_t)get_u32(mm, "clip.vision.embedding_length"), "num_heads",
+        (json_int_t)get_u32(mm, "clip.vision.attention.head_count"), "image_size",
+        (json_int_t)get_u32(mm, "clip.vision.image_size"), "patch_size",
+        (json_int_t)get_u32(mm, "clip.vision.patch_size"), "spatial_merge_size",
+        (json_int_t)get_u32(mm, "clip.vision.spatial_merge_size"), "temporal_patch_size", 2,
+        "out_hidden_size", (json_int_t)get_u32(mm, "clip.vision.projection_dim"),
+        "intermediate_size", (json_int_t)get_u32(mm, "clip.vision.feed_forward_length"),
+        "rms_norm_eps", (double)eps, "image_token_id", 310, "image_start_token_id", 308,
+        "image_end_token_id", 309);
+    assert_non_null(c);
+    write_json(dir, "config.json", c);
+    const gguf_kv *mean = gguf_find_kv(mm, "clip.vision.image_mean");
+    const gguf_kv *std = gguf_find_kv(mm, "clip.vision.image_std");
+    assert_true(mean && std);
+    write_json(dir, "preprocessor_config.json",
+               json_pack("{s:{s:i,s:i},s:i,s:i,s:[f,f,f],s:[f,f,f]}", "size", "shortest_edge",
+                         12544, "longest_edge", 9633792, "temporal_patch_size", 2,
+                         "merge_size", 2, "image_mean", (double)gguf_kv_f32(mean, 0),
+                         (double)gguf_kv_f32(mean, 1), (double)gguf_kv_f32(mean, 2),
+                         "image_std", (double)gguf_kv_f32(std, 0), (double)gguf_kv_f32(std, 1),
+                         (double)gguf_kv_f32(std, 2)));
+}
+
+/*
+ * A glm4v projector's tensors under GLM-OCR's names (model.visual.*): its two temporal patch
+ * kernels stacked into one Conv3D kernel [hidden, channels, 2, patch, patch], the blocks'
+ * fused q/k/v as attn.qkv, the patch merger as downsample, the merger's parts.
+ */
+static void put_glmocr_tower(shard *s, json_t *weight_map, const char *shard_name,
+                             const gguf_file *mm, safetensors_dtype dtype)
+{
+    static const char *const parts[][2] = {
+        {"ln1.", "norm1."},          {"ln2.", "norm2."},
+        {"attn_qkv.", "attn.qkv."},  {"attn_out.", "attn.proj."},
+        {"attn_q_norm.", "attn.q_norm."}, {"attn_k_norm.", "attn.k_norm."},
+        {"ffn_gate.", "mlp.gate_proj."}, {"ffn_up.", "mlp.up_proj."},
+        {"ffn_down.", "mlp.down_proj."},
+    };
+    static const char *const whole[][2] = {
+        {"v.patch_embd.bias", "model.visual.patch_embed.proj.bias"},
+        {"v.post_ln.", "model.visual.post_layernorm."},
+        {"mm.patch_merger.", "model.visual.downsample."},
+        {"mm.model.fc.", "model.visual.merger.proj."},
+        {"mm.post_norm.", "model.visual.merger.post_projection_norm."},
+        {"mm.gate.", "model.visual.merger.gate_proj."},
+        {"mm.up.", "model.visual.merger.up_proj."},
+        {"mm.down.", "model.visual.merger.down_proj."},
+    };
+    for (size_t i = 0; i < gguf_n_tensors(mm); i++) {
+        const gguf_tensor *t = gguf_tensor_at(mm, i);
+        char name[256] = "";
+        if (!strcmp(t->name, "v.patch_embd.weight.1"))
+            continue; /* stacked with v.patch_embd.weight */
+        float *x = tower_floats(t);
+        uint64_t cols = (uint64_t)t->ne[0], rows = gguf_tensor_n_elems(t) / cols;
+        if (!strcmp(t->name, "v.patch_embd.weight")) {
+            const gguf_tensor *second = gguf_find_tensor(mm, "v.patch_embd.weight.1");
+            assert_non_null(second);
+            float *y = tower_floats(second);
+            uint64_t area = (uint64_t)t->ne[0] * (uint64_t)t->ne[1];
+            uint64_t n = gguf_tensor_n_elems(t) / area; /* outputs x channels */
+            float *both = malloc(2 * gguf_tensor_n_elems(t) * sizeof *both);
+            assert_non_null(both);
+            for (uint64_t k = 0; k < n; k++) {
+                memcpy(both + (2 * k) * area, x + k * area, area * sizeof *both);
+                memcpy(both + (2 * k + 1) * area, y + k * area, area * sizeof *both);
+            }
+            snprintf(name, sizeof name, "model.visual.patch_embed.proj.weight");
+            put_matrix(s, name, dtype, both, 2 * n, area, 0, false);
+            json_object_set_new(json_object_get(s->header, name), "shape",
+                                json_pack("[I,I,i,I,I]", (json_int_t)t->ne[3],
+                                          (json_int_t)t->ne[2], 2, (json_int_t)t->ne[1],
+                                          (json_int_t)t->ne[0]));
+            json_object_set_new(weight_map, name, json_string(shard_name));
+            free(both);
+            free(y);
+            free(x);
+            continue;
+        }
+        unsigned layer;
+        int at = 0;
+        if (sscanf(t->name, "v.blk.%u.%n", &layer, &at) == 1 && at > 0) {
+            for (size_t k = 0; k < sizeof parts / sizeof parts[0] && !name[0]; k++)
+                if (!strncmp(t->name + at, parts[k][0], strlen(parts[k][0])))
+                    snprintf(name, sizeof name, "model.visual.blocks.%u.%s%s", layer, parts[k][1],
+                             t->name + at + strlen(parts[k][0]));
+        } else {
+            for (size_t k = 0; k < sizeof whole / sizeof whole[0] && !name[0]; k++)
+                if (!strncmp(t->name, whole[k][0], strlen(whole[k][0])))
+                    snprintf(name, sizeof name, "%s%s", whole[k][1],
+                             t->name + strlen(whole[k][0]));
+        }
+        if (!name[0])
+            fail_msg("no GLM-OCR name for %s", t->name);
+        put_matrix(s, name, t->n_dims == 1 ? SAFETENSORS_F32 : dtype, x,
+                   t->n_dims == 1 ? 0 : rows, cols, 0, false);
+        if (t->n_dims == 4) /* the merger's convolution [out, in, 2, 2] */
+            json_object_set_new(json_object_get(s->header, name), "shape",
+                                json_pack("[I,I,I,I]", (json_int_t)t->ne[3],
+                                          (json_int_t)t->ne[2], (json_int_t)t->ne[1],
+                                          (json_int_t)t->ne[0]));
         json_object_set_new(weight_map, name, json_string(shard_name));
         free(x);
     }
@@ -2493,6 +2678,7 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     bool pixtral = mm && strcmp(hf_arch, "Mistral3ForConditionalGeneration") == 0;
     bool gemma4v = mm && strcmp(hf_arch, "Gemma4ForConditionalGeneration") == 0;
     bool lfm2vl = mm && strcmp(hf_arch, "Lfm2VlForConditionalGeneration") == 0;
+    bool glmocr = mm && strcmp(hf_arch, "GlmOcrForConditionalGeneration") == 0;
     bool qwen25vl = mm && strcmp(hf_arch, "Qwen2_5_VLForConditionalGeneration") == 0;
     bool qwen3vl = mm && strncmp(hf_arch, "Qwen3VL", 7) == 0;
     bool llama4 = mm && strcmp(hf_arch, "Llama4ForConditionalGeneration") == 0;
@@ -2502,6 +2688,8 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
         nest_gemma4_vision_config(mm, dir);
     else if (lfm2vl)
         nest_lfm2vl_config(mm, dir);
+    else if (glmocr)
+        nest_glmocr_config(f, mm, dir);
     else if (pixtral)
         nest_pixtral_config(f, mm, dir);
     else if (qwen25vl)
@@ -2656,6 +2844,8 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
             lfm2_hf_name(t->name, name, sizeof name);
         else if (laguna && laguna_hf_name(t->name, name, sizeof name))
             ;
+        else if (glmocr && glmocr_hf_name(t->name, name, sizeof name))
+            ;
         else if (!cross && (!gemma3n || !gemma3n_hf_name(t->name, name, sizeof name)))
             hf_name(t->name, sandwich, phi3, llama, gptoss, starcoder2, name, sizeof name);
         if (embedding_gemma) /* its text model is saved without "model." */
@@ -2667,11 +2857,12 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
                     strlen(name + strlen("model.")) + 1);
             memcpy(name, "model.language_model.", strlen("model.language_model."));
         }
-        if ((qwen3vl || lfm2vl) && strncmp(name, "model.", 6) == 0) { /* newer layout */
+        if ((qwen3vl || lfm2vl || glmocr) && strncmp(name, "model.", 6) == 0) { /* newer */
             memmove(name + strlen("model.language_model."), name + strlen("model."),
                     strlen(name + strlen("model.")) + 1);
             memcpy(name, "model.language_model.", strlen("model.language_model."));
-        } else if ((mm && !qwen3vl && !lfm2vl) || (mllama && !cross)) { /* language_model., as older
+        } else if ((mm && !qwen3vl && !lfm2vl && !glmocr) ||
+                   (mllama && !cross)) { /* under language_model., as older
                                                               * transformers saved it */
             memmove(name + strlen("language_model."), name, strlen(name) + 1);
             memcpy(name, "language_model.", strlen("language_model."));
@@ -2695,6 +2886,8 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
         } else {
             assert_int_equal(t->type, TENSOR_TYPE_F32);
         }
+        if (glmocr && (strstr(t->name, ".attn_q.") || strstr(t->name, ".attn_k.")))
+            data = owned = glmocr_interleaved(f, t); /* GLM's pairs, before NeoX's */
         if (pixtral && strcmp(t->name, "token_embd.weight") == 0) {
             /* Mistral 3 keeps [IMG_BREAK]'s vector as that token's embedding */
             const gguf_tensor *brk = gguf_find_tensor(mm, "v.token_embd.img_break");
@@ -2720,6 +2913,8 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
         put_gemma4_tower(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
     else if (lfm2vl)
         put_lfm2vl_tower(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
+    else if (glmocr)
+        put_glmocr_tower(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
     else if (qwen25vl)
         put_qwen25vl_tower(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
     else if (qwen3vl)
@@ -2849,6 +3044,13 @@ void hf_fixture_write_lfm2vl(const char *text_path, const char *mmproj_path, con
                              safetensors_dtype matrix_dtype)
 {
     write_checkpoint(text_path, dir, "Lfm2VlForConditionalGeneration", matrix_dtype,
+                     hf_fixture_qwen2_regex, mmproj_path, 0, NULL);
+}
+
+void hf_fixture_write_glmocr(const char *text_path, const char *mmproj_path, const char *dir,
+                             safetensors_dtype matrix_dtype)
+{
+    write_checkpoint(text_path, dir, "GlmOcrForConditionalGeneration", matrix_dtype,
                      hf_fixture_qwen2_regex, mmproj_path, 0, NULL);
 }
 

@@ -73,6 +73,16 @@ void hf_fixture_write_lfm2vl(const char *text_path, const char *mmproj_path, con
                              safetensors_dtype matrix_dtype);
 
 /*
+ * hf_fixture_write_vision for the glm4 text model at text_path (M-RoPE, a prediction layer)
+ * and its llama.cpp glm4v projector: a GlmOcrForConditionalGeneration checkpoint, the text
+ * model under model.language_model.* (q and k in GLM's interleaved pairs, gate and up in
+ * gate_up_proj), the tower under model.visual.* (the two temporal patch kernels stacked into
+ * one Conv3D kernel), a preprocessor_config.json, the tokenizer splitting text as Qwen2's.
+ */
+void hf_fixture_write_glmocr(const char *text_path, const char *mmproj_path, const char *dir,
+                             safetensors_dtype matrix_dtype);
+
+/*
  * hf_fixture_write_vision for the mistral3 text model at text_path and its llama.cpp pixtral
  * projector: a Mistral3ForConditionalGeneration checkpoint, the tower under vision_tower.* and
  * multi_modal_projector.*, its Q and K rows in Hugging Face's order, the [IMG_BREAK] vector

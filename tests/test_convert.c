@@ -1836,6 +1836,108 @@ static void test_convert_lfm2vl_to_one_file(void **state)
     expect_convert_refusal("tensor 'model.vision_tower.vision_model.encoder.layers.1.");
 }
 
+/* ---- GLM-OCR with its tower ---- */
+
+/* The GlmOcrForConditionalGeneration checkpoint of the glm4v fixtures converts to the one file
+ * ollama's converter writes: the glm4 text model's tensors (q and k permuted back to NeoX
+ * pairs, gate and up in one ffn_up, the prediction layer's under nextn) and keys under
+ * glmocr.* (the sections as mrope_section), the projector's tensors (its two temporal patch
+ * kernels as patch_embd_0 and patch_embd_1), its keys as glmocr.vision.*, the tokenizer's
+ * marks, and a model its tower fits. */
+static void test_convert_glmocr_to_one_file(void **state)
+{
+    (void)state;
+    char text[4096], mmproj[4096];
+    snprintf(text, sizeof text, "%s", fixture("vision/glm4v-text.gguf"));
+    snprintf(mmproj, sizeof mmproj, "%s", fixture("vision/glm4v-mmproj.gguf"));
+    hf_fixture_write_glmocr(text, mmproj, g_root, SAFETENSORS_F16);
+    corral_error err = {{0}};
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    gguf_file *want = gguf_open(text, &err), *mm = want ? gguf_open(mmproj, &err) : NULL;
+    gguf_file *got = mm ? gguf_open(store_fixture_path(g_root, "out.gguf"), &err) : NULL;
+    if (!got)
+        fail_msg("%s", err.message);
+    assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want) + gguf_n_tensors(mm));
+    for (size_t i = 0; i < gguf_n_tensors(want); i++)
+        expect_converted_f16(got, gguf_tensor_at(want, i)->name, gguf_tensor_at(want, i));
+    for (size_t i = 0; i < gguf_n_tensors(mm); i++) {
+        const gguf_tensor *w = gguf_tensor_at(mm, i);
+        const char *name = !strcmp(w->name, "v.patch_embd.weight")     ? "v.patch_embd_0.weight"
+                           : !strcmp(w->name, "v.patch_embd.weight.1") ? "v.patch_embd_1.weight"
+                                                                       : w->name;
+        expect_converted_f16(got, name, w);
+    }
+    static const char *const keys[][2] = {
+        {"glm4.block_count", "glmocr.block_count"},
+        {"glm4.nextn_predict_layers", "glmocr.nextn_predict_layers"},
+        {"glm4.embedding_length", "glmocr.embedding_length"},
+        {"glm4.feed_forward_length", "glmocr.feed_forward_length"},
+        {"glm4.attention.head_count", "glmocr.attention.head_count"},
+        {"glm4.attention.head_count_kv", "glmocr.attention.head_count_kv"},
+        {"glm4.attention.key_length", "glmocr.attention.key_length"},
+        {"glm4.attention.value_length", "glmocr.attention.value_length"},
+        {"glm4.attention.layer_norm_rms_epsilon", "glmocr.attention.layer_norm_rms_epsilon"},
+        {"glm4.context_length", "glmocr.context_length"},
+        {"glm4.rope.freq_base", "glmocr.rope.freq_base"},
+        {"tokenizer.ggml.pre", "tokenizer.ggml.pre"},
+        {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.bos_token_id"},
+        {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eos_token_id"},
+        {"tokenizer.ggml.padding_token_id", "tokenizer.ggml.padding_token_id"},
+        {"tokenizer.ggml.tokens", "tokenizer.ggml.tokens"},
+        {"clip.vision.block_count", "glmocr.vision.block_count"},
+        {"clip.vision.embedding_length", "glmocr.vision.embedding_length"},
+        {"clip.vision.attention.head_count", "glmocr.vision.attention.head_count"},
+        {"clip.vision.image_size", "glmocr.vision.image_size"},
+        {"clip.vision.patch_size", "glmocr.vision.patch_size"},
+        {"clip.vision.spatial_merge_size", "glmocr.vision.spatial_merge_size"},
+        {"clip.vision.feed_forward_length", "glmocr.vision.intermediate_size"},
+        {"clip.vision.projection_dim", "glmocr.vision.out_hidden_size"},
+        {"clip.vision.attention.layer_norm_epsilon",
+         "glmocr.vision.attention.layer_norm_rms_epsilon"},
+        {"clip.vision.image_mean", "glmocr.vision.image_mean"},
+        {"clip.vision.image_std", "glmocr.vision.image_std"},
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const gguf_file *from = !strncmp(keys[i][0], "clip.", 5) ? mm : want;
+        if (!kv_equal(gguf_find_kv(from, keys[i][0]), gguf_find_kv(got, keys[i][1])))
+            fail_msg("%s differs from %s", keys[i][1], keys[i][0]);
+    }
+    const gguf_kv *want_sections = gguf_find_kv(want, "glm4.rope.dimension_sections");
+    const gguf_kv *sections = gguf_find_kv(got, "glmocr.rope.mrope_section");
+    assert_true(sections && sections->n == 3 && sections->elem_type == GGUF_TYPE_INT32);
+    for (uint64_t i = 0; i < 3; i++)
+        assert_int_equal(gguf_kv_i64(sections, i), gguf_kv_i64(want_sections, i));
+    static const struct {
+        const char *key;
+        uint32_t value;
+    } ids[] = {{"tokenizer.ggml.unknown_token_id", 301}, /* <|endoftext|> */
+               {"tokenizer.ggml.eot_token_id", 306},     /* <|user|> */
+               {"glmocr.image_start_token_id", 308},
+               {"glmocr.vision.temporal_patch_size", 2},
+               {"glmocr.vision.min_pixels", 12544}};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        uint32_t v = 0;
+        assert_true(gguf_get_u32(got, ids[i].key, &v, &err));
+        assert_int_equal(v, ids[i].value);
+    }
+    gguf_close(got);
+    gguf_close(mm);
+    gguf_close(want);
+    expect_tower_fits(store_fixture_path(g_root, "out.gguf"));
+    assert_int_equal(unlink(store_fixture_path(g_root, "out.gguf")), 0);
+
+    set_json("config.json", "vision_config", "patch_size", "8");
+    expect_convert_refusal("tensor 'model.visual.patch_embed.proj.weight' is not [hidden_size, "
+                           "channels, 2, patch_size, patch_size]");
+    set_json("config.json", "vision_config", "patch_size", "4");
+    set_json("config.json", "text_config", "rope_parameters", "{\"mrope_section\": [2, \"3\"]}");
+    expect_convert_refusal("mrope_section must be a list of 1 to 8 integers");
+    set_json("config.json", "text_config", "rope_parameters", "{\"mrope_section\": [2, 3, 3]}");
+    assert_int_equal(unlink(store_fixture_path(g_root, "preprocessor_config.json")), 0);
+    expect_convert_refusal("preprocessor_config.json");
+}
+
 /* ---- Qwen2.5-VL with its tower ---- */
 
 /* The Qwen2_5_VLForConditionalGeneration checkpoint of the qwen25vl vision fixtures converts
@@ -3074,6 +3176,7 @@ int main(int argc, char **argv)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_convert_lfm2vl_to_one_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_laguna_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_glmocr_to_one_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_qwen3vlmoe_experts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_llama4_to_one_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_mllama_to_one_file, setup, teardown),

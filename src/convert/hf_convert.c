@@ -18,6 +18,7 @@
 #include "convert/hf_family_deepseek2.h"
 #include "convert/hf_family_embed.h"
 #include "convert/hf_family_gemma4.h"
+#include "convert/hf_family_glmocr.h"
 #include "convert/hf_family_laguna.h"
 #include "convert/hf_family_lfm2.h"
 #include "convert/hf_family_nemotron_h.h"
@@ -70,6 +71,10 @@ typedef struct out_tensor {
     bool strided;
     uint64_t n_rows, row_elems, group_rows, group_stride, row_stride, offset, col_stride;
     uint64_t sub_rows, sub_stride;
+    /* GLM-OCR's q/k (rows, or a bias's elements): per head of neox_head, its first neox_rot
+     * from interleaved pairs to NeoX's halves (element i < neox_rot / 2 is source 2i, the next
+     * half source 2i + 1) */
+    uint32_t neox_head, neox_rot;
     const safetensors_tensor *scales; /* MXFP4: the blocks' scales, src the blocks */
 } out_tensor;
 
@@ -277,11 +282,15 @@ static hf_status read_config(converter *c)
         json_decref(processor);
         return status;
     }
-    if (status != HF_OK || !hf_family_is_qwen3vl(c->p.arch))
+    if (status != HF_OK)
         return status;
-    json_t *preprocessor = load_json(c, "preprocessor_config.json", false, &status);
+    bool glmocr = hf_family_is_glmocr(c->p.arch); /* whose converter requires the file */
+    if (!hf_family_is_qwen3vl(c->p.arch) && !glmocr)
+        return status;
+    json_t *preprocessor = load_json(c, "preprocessor_config.json", glmocr, &status);
     if (preprocessor)
-        status = hf_family_read_preprocessor(preprocessor, &c->p, c->err);
+        status = glmocr ? hf_glmocr_read_preprocessor(preprocessor, &c->p, c->err)
+                        : hf_family_read_preprocessor(preprocessor, &c->p, c->err);
     json_decref(preprocessor);
     return status;
 }
@@ -318,6 +327,8 @@ static hf_status read_tokenizer(converter *c)
         hf_vocab_eog_from_eos_ids(c->vocab);
     if (c->vocab && hf_family_is_laguna(c->p.arch))
         hf_vocab_as_laguna(c->vocab);
+    if (c->vocab && hf_family_is_glmocr(c->p.arch))
+        hf_vocab_as_glmocr(c->vocab);
     if (c->vocab && hf_lfm2_is_vl(c->p.arch)) { /* the marks around an image's tokens */
         c->p.lfm2vl.start_token = hf_vocab_find(c->vocab, "<|image_start|>");
         c->p.lfm2vl.end_token = hf_vocab_find(c->vocab, "<|image_end|>");
@@ -926,6 +937,11 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
     if (!strcmp(t.name, "v.patch_embd.weight") &&
         (hf_family_is_gemma4(c->p.arch) || (hf_lfm2_is_vl(c->p.arch) && src->n_dims == 2)))
         return add_patch_kernel(c, src, &t); /* LFM2-VL's as a convolution kernel is kept */
+    if (hf_family_is_glmocr(c->p.arch) && !strcmp(t.name, "v.patch_embd.weight")) {
+        if (src->n_dims == 5) /* its two temporal slices apart */
+            return add_qwen25vl_split(c, src, t.name);
+        snprintf(t.name, sizeof t.name, "v.patch_embd_0.weight"); /* one slice already */
+    }
     if (src->n_dims > 4) {
         corral_error_set(c->err, "tensor '%.200s' has %u dimensions", src->name, src->n_dims);
         return HF_INVALID;
@@ -1011,6 +1027,18 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
         return add_mllama_position_gates(c, &t);
     if (hf_family_adds_one(c->p.arch, t.name))
         t.op = ELEM_ADD_ONE;
+    uint32_t neox = hf_family_is_glmocr(c->p.arch) ? hf_glmocr_neox_dims(&c->p) : 0;
+    if (neox && !tower && !strncmp(t.name, "blk.", 4) &&
+        (strstr(t.name, ".attn_q.") || strstr(t.name, ".attn_k."))) {
+        uint64_t size = src->n_dims ? src->shape[0] : 0;
+        if (size == 0 || size % c->p.head_dim || c->p.head_dim < neox) {
+            corral_error_set(c->err, "tensor '%.200s': %llu rows do not split into heads of %u",
+                             src->name, (unsigned long long)size, c->p.head_dim);
+            return HF_INVALID;
+        }
+        t.neox_head = c->p.head_dim;
+        t.neox_rot = neox;
+    }
     if ((c->p.arch->family == FAMILY_QWEN35 || hf_family_is_nemotron_h(c->p.arch)) &&
         ends_with(t.name, ".ssm_a"))
         t.op = ELEM_NEG_EXP;
@@ -1231,6 +1259,15 @@ static uint64_t v_source(const out_tensor *t, uint64_t i)
     return o->first + (k * t->per_key + v) * o->head_size + within;
 }
 
+/* GLM-OCR's permuted q/k: the source of output row (or a bias's element) i (see out_tensor). */
+static uint64_t neox_source(const out_tensor *t, uint64_t i)
+{
+    uint64_t j = i % t->neox_head, half = t->neox_rot / 2;
+    if (j >= t->neox_rot)
+        return i;
+    return i - j + (j < half ? 2 * j : 2 * (j - half) + 1);
+}
+
 /*
  * The row of Qwen3-Next's in_proj_qkvz (per key head: q, k, then the head's value heads' v,
  * then their z; each key head group rows) that row r of attn_qkv or attn_gate is.
@@ -1253,6 +1290,8 @@ static uint64_t qkvz_source(const out_tensor *t, uint64_t r)
  */
 static uint64_t source_row(const out_tensor *t, uint64_t rows, uint64_t r)
 {
+    if (t->neox_head)
+        return neox_source(t, r);
     if (t->qkvz)
         return qkvz_source(t, r);
     if (t->v_reordered && !t->v_order.columns)
@@ -1358,6 +1397,10 @@ static bool write_rows(converter *c, const out_tensor *t, uint64_t from, uint64_
             if (t->v_reordered && t->v_order.columns)
                 for (size_t k = 0; k < n; k++)
                     convert_elements(row + v_source(t, at + k) * in_size, s->dtype, t->type,
+                                     t->op, t->clamp, c->buf + k * out_size, 1);
+            else if (t->neox_head && rows == 1) /* a bias: its elements permuted */
+                for (size_t k = 0; k < n; k++)
+                    convert_elements(row + neox_source(t, at + k) * in_size, s->dtype, t->type,
                                      t->op, t->clamp, c->buf + k * out_size, 1);
             else if (t->transposed) /* element k: column r of the permuted source's row k */
                 for (size_t k = 0; k < n; k++)

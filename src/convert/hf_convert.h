@@ -40,7 +40,8 @@
  * NomicBertModel ("nomic-bert") and Gemma3TextModel ("gemma-embedding", EmbeddingGemma),
  * encoders: see hf_family_embed.h,
  * Lfm2ForCausalLM and Lfm2MoeForCausalLM ("lfm2", "lfm2moe": see hf_family_lfm2.h),
- * LagunaForCausalLM ("laguna": see hf_family_laguna.h),
+ * LagunaForCausalLM ("laguna": see hf_family_laguna.h), GlmOcrForConditionalGeneration
+ * ("glmocr" with its tower in the same file: see hf_family_glmocr.h),
  * Lfm2VlForConditionalGeneration ("lfm2" with its tower in the same file, the image settings
  * of processor_config.json too: see hf_family_lfm2.h),
  * NemotronHForCausalLM ("nemotron_h" or "nemotron_h_moe": see hf_family_nemotron_h.h),
@@ -73,8 +74,8 @@
     "Lfm2, Lfm2Moe, NemotronH, Ministral3, DeepseekV3, Glm4MoeLite, Laguna "                \
     "(...ForCausalLM); "                                                                     \
     "Gemma3, Gemma3n, Gemma4, Mistral3, Mllama, Llama4, Qwen2_5_VL, Qwen3VL, Qwen3VLMoe, "   \
-    "Lfm2Vl (...ForConditionalGeneration); Qwen3_5, Qwen3_5Moe (both); Bert, NomicBert, "    \
-    "Gemma3Text (...Model)"
+    "Lfm2Vl, GlmOcr (...ForConditionalGeneration); Qwen3_5, Qwen3_5Moe (both); Bert, "       \
+    "NomicBert, Gemma3Text (...Model)"
 
 /* One file of the checkpoint: its name relative to the directory, and where it is. */
 typedef struct hf_file {

@@ -12,6 +12,7 @@
 #include "convert/hf_family_deepseek2.h"
 #include "convert/hf_family_embed.h"
 #include "convert/hf_family_gemma4.h"
+#include "convert/hf_family_glmocr.h"
 #include "convert/hf_family_laguna.h"
 #include "convert/hf_family_lfm2.h"
 #include "convert/hf_family_nemotron_h.h"
@@ -77,6 +78,7 @@ static const hf_arch archs[] = {
     {"Glm4MoeLiteForCausalLM", "deepseek2", FAMILY_DEEPSEEK2, false}, /* GLM-4.7-Flash */
     {"Gemma4ForCausalLM", "gemma4", FAMILY_GEMMA4, false},
     {"LagunaForCausalLM", "laguna", FAMILY_LAGUNA, false},
+    {"GlmOcrForConditionalGeneration", "glmocr", FAMILY_GLMOCR, false}, /* its tower in it */
     {"Gemma4ForConditionalGeneration", "gemma4", FAMILY_GEMMA4, false}, /* the text model */
 };
 
@@ -126,6 +128,8 @@ const char *hf_family_pre_tokenizer(const hf_arch *a)
         return "gemma4";
     if (hf_family_is_laguna(a))
         return "laguna";
+    if (hf_family_is_glmocr(a))
+        return "chatglm-bpe";
     return hf_family_is_lfm2(a) ? "lfm2" : NULL;
 }
 
@@ -708,8 +712,8 @@ static hf_status read_config(family *c)
         if (strcmp(archs[i].hf_name, name) == 0)
             c->p.arch = &archs[i];
     if (!c->p.arch) {
-        corral_error_set(c->err, "unsupported architecture '%.80s': Corral converts "
-                         HF_SUPPORTED_ARCHITECTURES, name);
+        corral_error_set(c->err, "unsupported architecture '%.80s' (supported: "
+                         HF_SUPPORTED_ARCHITECTURES ")", name);
         return HF_INVALID;
     }
     hf_params *p = &c->p;
@@ -762,6 +766,8 @@ static hf_status read_config(family *c)
         return hf_gemma4_read_config(c->config, p, c->err);
     if (p->arch->family == FAMILY_LAGUNA)
         return hf_laguna_read_config(c->config, p, c->err);
+    if (p->arch->family == FAMILY_GLMOCR)
+        return hf_glmocr_read_config(c->config, p, c->err);
     bool gptoss = p->arch->family == FAMILY_GPTOSS;
     bool local = gptoss || !strcmp(p->arch->gguf_name, "llama") ||
                  p->arch->family == FAMILY_LLAMA4 ||
@@ -1190,7 +1196,8 @@ hf_status hf_family_read_config(const json_t *config, hf_params *p, corral_error
                                       strcmp(name, "Qwen3_5MoeForConditionalGeneration") == 0 ||
                                       strcmp(name, "Gemma3nForConditionalGeneration") == 0 ||
                                       strcmp(name, "Gemma4ForConditionalGeneration") == 0 ||
-                                      strcmp(name, "Lfm2VlForConditionalGeneration") == 0));
+                                      strcmp(name, "Lfm2VlForConditionalGeneration") == 0 ||
+                                      strcmp(name, "GlmOcrForConditionalGeneration") == 0));
     hf_status status = HF_OK;
     if (nested) {
         c.p.text_config = gemma3 ? gemma3_text_config(&c, config) : text_config(&c, config);
@@ -1260,6 +1267,7 @@ static const char *const *rename_at(const hf_arch *a, const char *s)
                              : hf_family_is_deepseek2(a)  ? hf_deepseek2_rename_at(s)
                              : hf_family_is_gemma4(a)     ? hf_gemma4_rename_at(s)
                              : hf_family_is_laguna(a)     ? hf_laguna_rename_at(s)
+                             : hf_family_is_glmocr(a)     ? hf_glmocr_rename_at(s)
                                                           : NULL;
     if (own)
         return own;
@@ -1367,7 +1375,8 @@ void hf_family_rename(const hf_arch *a, const char *in, char *out, size_t cap)
         return;
     }
     if ((hf_family_is_gemma4(a) && hf_gemma4_rename_tower(in, out, cap)) ||
-        (hf_lfm2_is_vl(a) && hf_lfm2_rename_tower(in, out, cap)))
+        (hf_lfm2_is_vl(a) && hf_lfm2_rename_tower(in, out, cap)) ||
+        (hf_family_is_glmocr(a) && hf_glmocr_rename_tower(in, out, cap)))
         return;
     char stripped[2048];
     /* EmbeddingGemma's text model is saved without its "model." */
@@ -1379,7 +1388,7 @@ void hf_family_rename(const hf_arch *a, const char *in, char *out, size_t cap)
      * Gemma 3n's) */
     size_t n_prefixes = a->vision || a->family == FAMILY_QWEN35 ||
                                 a->family == FAMILY_GEMMA3N || a->family == FAMILY_GEMMA4 ||
-                                hf_lfm2_is_vl(a)
+                                hf_lfm2_is_vl(a) || hf_family_is_glmocr(a)
                             ? sizeof vision_prefixes / sizeof vision_prefixes[0]
                             : 0;
     for (size_t i = 0; i < n_prefixes; i++) {
@@ -1781,6 +1790,8 @@ bool hf_family_skipped_tensor(const hf_params *p, const char *name)
         return hf_deepseek2_skipped_tensor(p, name);
     if (f == FAMILY_GEMMA4)
         return hf_gemma4_skipped_tensor(name);
+    if (f == FAMILY_GLMOCR)
+        return hf_glmocr_skipped_tensor(p, name);
     return f == FAMILY_QWEN35 &&
            (!strncmp(name, "model.visual.", 13) || !strncmp(name, "mtp.", 4));
 }
@@ -1839,6 +1850,8 @@ bool hf_family_known_tensor(const hf_params *p, const char *name)
         return hf_embed_known_tensor(p, name);
     if (hf_lfm2_is_vl(p->arch) && (!strncmp(name, "v.", 2) || !strncmp(name, "mm.", 3)))
         return hf_lfm2_known_tower(p, name);
+    if (hf_family_is_glmocr(p->arch) && (!strncmp(name, "v.", 2) || !strncmp(name, "mm.", 3)))
+        return hf_glmocr_known_tower(p, name);
     arch_family f = p->arch->family;
     if (f == FAMILY_GEMMA4 && hf_gemma4_known_global(p, name))
         return true;
@@ -1867,6 +1880,8 @@ bool hf_family_known_tensor(const hf_params *p, const char *name)
         return hf_gemma4_known_tensor(p, layer, suffix);
     if (f == FAMILY_LAGUNA)
         return hf_laguna_known_tensor(p, layer, suffix);
+    if (f == FAMILY_GLMOCR)
+        return hf_glmocr_known_tensor(p, layer, suffix);
     if (f == FAMILY_QWEN35)
         return known_qwen35_tensor(p, layer, suffix);
     if (f == FAMILY_GEMMA3N)
@@ -2441,6 +2456,8 @@ static bool write_keys(family *c, gguf_writer *w)
         ok = hf_gemma4_write_keys(p, w, err);
     if (ok && hf_family_is_laguna(p->arch))
         ok = hf_laguna_write_keys(p, w, err);
+    if (ok && hf_family_is_glmocr(p->arch))
+        ok = hf_glmocr_write_keys(p, w, err);
     if (ok && hf_family_is_qwen25vl(p->arch))
         ok = write_qwen25vl_keys(c, w, a);
     else if (ok && hf_family_is_qwen3vl(p->arch))

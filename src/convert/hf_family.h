@@ -37,6 +37,7 @@ typedef enum arch_family {
     FAMILY_DEEPSEEK2,  /* multi-head latent attention: hf_family_deepseek2.c's */
     FAMILY_GEMMA4, /* sliding and global layers of two widths: hf_family_gemma4.c's */
     FAMILY_LAGUNA, /* gated attention, heads per layer, experts: hf_family_laguna.c's */
+    FAMILY_GLMOCR, /* GLM-4's layers with M-RoPE and a tower: hf_family_glmocr.c's */
 } arch_family;
 
 typedef struct hf_arch {
@@ -145,6 +146,21 @@ typedef struct hf_laguna {
     bool layer_types;         /* whether config.json lists them (sliding_pattern) */
 } hf_laguna;
 
+/* GLM-OCR's (config.json's and preprocessor_config.json's names in the comments) */
+typedef struct hf_glmocr {
+    uint32_t nextn;           /* num_nextn_predict_layers, after the trunk's */
+    float rope_theta, partial; /* rope_parameters' (or the text config's partial factor) */
+    int32_t mrope[8];         /* rope_parameters' mrope_section (n_mrope of them) */
+    uint32_t n_mrope;
+    uint32_t out_hidden, min_pixels, max_pixels; /* out_hidden_size; size's edges */
+    uint32_t pre_patch, pre_temporal, pre_merge; /* the preprocessor's sizes (0: absent) */
+    float mean[3], std[3];
+    bool has_mean, has_std;
+    /* image_token_id, image_start_token_id, image_end_token_id, video_token_id,
+     * video_start_token_id, video_end_token_id */
+    uint32_t tokens[6];
+} hf_glmocr;
+
 /* config.json's hyperparameters, as the GGUF keys need them */
 typedef struct hf_params {
     const hf_arch *arch;
@@ -212,6 +228,7 @@ typedef struct hf_params {
     hf_gemma4 gemma4;
     hf_lfm2vl lfm2vl;
     hf_laguna laguna;
+    hf_glmocr glmocr;
     /* Llama 3.2 Vision's cross-attention layers (n_cross of them) */
     int32_t cross_layers[256];
     uint32_t n_cross;
@@ -358,7 +375,7 @@ hf_status hf_family_read_preprocessor(const json_t *preprocessor, hf_params *p,
 
 /* The pre-tokenizer the architecture's converter names whatever tokenizer.json's patterns
  * (LFM2's "lfm2", DeepSeek V3's "deepseek-v3", GLM-4 MoE Lite's "glm4", Gemma 4's "gemma4",
- * Laguna's "laguna", as ollama's write them), or NULL. */
+ * Laguna's "laguna", GLM-OCR's "chatglm-bpe", as ollama's write them), or NULL. */
 const char *hf_family_pre_tokenizer(const hf_arch *a);
 
 /* The tokenizer model a tokenizer.json BPE is written as: Gemma 4's "llama" (its BPE over

@@ -803,6 +803,20 @@ void hf_vocab_as_laguna(hf_vocab *v)
     v->bos_add_false = true;
 }
 
+void hf_vocab_as_glmocr(hf_vocab *v)
+{
+    int64_t end = hf_vocab_find(v, "<|endoftext|>"), user = hf_vocab_find(v, "<|user|>");
+    special_token *set[2] = {&v->special[0], &v->special[2]}; /* bos, unk */
+    for (int i = 0; end >= 0 && i < 2; i++) {
+        set[i]->found = true;
+        set[i]->id = (uint32_t)end;
+    }
+    if (user >= 0) {
+        v->eog[0].found = true;
+        v->eog[0].id = (uint32_t)user;
+    }
+}
+
 int64_t hf_vocab_find(const hf_vocab *v, const char *text)
 {
     size_t n = strlen(text);

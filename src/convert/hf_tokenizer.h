@@ -60,6 +60,10 @@ void hf_vocab_set_pre(hf_vocab *vocab, const char *pre);
  * and add_bos_token written false whatever tokenizer_config.json says. */
 void hf_vocab_as_laguna(hf_vocab *vocab);
 
+/* GLM-OCR's special tokens as ollama's converter sets them: <|endoftext|> as bos and unknown
+ * token, <|user|> as end of turn, where the vocabulary has them. */
+void hf_vocab_as_glmocr(hf_vocab *vocab);
+
 /* The first n tokens only, where there are more (the special tokens past them forgotten), as
  * ollama's EmbeddingGemma converter keeps those the embeddings have rows for. */
 void hf_vocab_truncate(hf_vocab *vocab, uint32_t n);
