@@ -2056,6 +2056,114 @@ static void put_glmocr_tower(shard *s, json_t *weight_map, const char *shard_nam
     }
 }
 
+/* DeepSeek-OCR's config.json: the deepseek2-ocr language model's keys under language_config
+ * (its experts as DeepSeek names them), the towers' sizes under vision_config.width (SAM's
+ * global blocks at llama.cpp's fixed places). */
+static void nest_deepseekocr_config(const gguf_file *f, const gguf_file *mm, const char *dir)
+{
+    json_error_t jerr;
+    json_t *text = json_load_file(store_fixture_path(dir, "config.json"), 0, &jerr);
+    assert_non_null(text);
+    json_t *arches = json_incref(json_object_get(text, "architectures"));
+    json_object_del(text, "architectures");
+    json_object_set(text, "n_routed_experts", json_object_get(text, "num_experts"));
+    json_object_del(text, "num_experts");
+    json_object_set_new(text, "n_shared_experts",
+                        json_integer(get_u32(f, "deepseek2-ocr.expert_shared_count")));
+    json_object_set_new(text, "first_k_dense_replace",
+                        json_integer(get_u32(f, "deepseek2-ocr.leading_dense_block_count")));
+    json_t *c = json_pack(
+        "{s:o,s:o,s:{s:I,s:{s:{s:I,s:I,s:I,s:I,s:I},s:{s:[i,i,i,i],s:I,s:I,s:I}}}}",
+        "architectures", arches, "language_config", text, "vision_config", "image_size", 1024,
+        "width", "clip-l-14-224", "heads",
+        (json_int_t)get_u32(mm, "clip.vision.attention.head_count"), "image_size",
+        (json_int_t)get_u32(mm, "clip.vision.image_size"), "layers",
+        (json_int_t)get_u32(mm, "clip.vision.block_count"), "patch_size",
+        (json_int_t)get_u32(mm, "clip.vision.patch_size"), "width",
+        (json_int_t)get_u32(mm, "clip.vision.embedding_length"), "sam_vit_b",
+        "global_attn_indexes", 2, 5, 8, 11, "heads",
+        (json_int_t)get_u32(mm, "clip.vision.sam.head_count"), "layers",
+        (json_int_t)get_u32(mm, "clip.vision.sam.block_count"), "width",
+        (json_int_t)get_u32(mm, "clip.vision.sam.embedding_length"));
+    assert_non_null(c);
+    write_json(dir, "config.json", c);
+}
+
+/*
+ * A deepseekocr projector's tensors under DeepSeek-OCR's names: SAM under model.sam_model.*
+ * (its position table [1, side, side, width], its relative position tables as rel_pos_h and
+ * rel_pos_w), CLIP under model.vision_model.*, the projection as model.projector.layers, the
+ * newline and the view separator as vectors beside them.
+ */
+static void put_deepseekocr_towers(shard *s, json_t *weight_map, const char *shard_name,
+                                   const gguf_file *mm, safetensors_dtype dtype)
+{
+    static const char *const sam_parts[][2] = {
+        {"pre_ln.", "norm1."},         {"post_ln.", "norm2."},
+        {"attn.out.", "attn.proj."},   {"attn.pos_h.weight", "attn.rel_pos_h"},
+        {"attn.pos_w.weight", "attn.rel_pos_w"}, {"attn.qkv.", "attn.qkv."},
+        {"mlp.", "mlp."},
+    };
+    static const char *const clip_parts[][2] = {
+        {"ln1.", "layer_norm1."},          {"ln2.", "layer_norm2."},
+        {"attn_qkv.", "self_attn.qkv_proj."}, {"attn_out.", "self_attn.out_proj."},
+        {"ffn_up.", "mlp.fc1."},           {"ffn_down.", "mlp.fc2."},
+    };
+    static const char *const whole[][2] = {
+        {"v.sam.patch_embd.", "model.sam_model.patch_embed.proj."},
+        {"v.sam.pos_embd.weight", "model.sam_model.pos_embed"},
+        {"v.sam.neck.", "model.sam_model.neck."},
+        {"v.sam.net_", "model.sam_model.net_"},
+        {"v.patch_embd.", "model.vision_model.embeddings.patch_embedding."},
+        {"v.class_embd", "model.vision_model.embeddings.class_embedding"},
+        {"v.position_embd.", "model.vision_model.embeddings.position_embedding."},
+        {"v.pre_ln.", "model.vision_model.pre_layrnorm."},
+        {"mm.model.fc.", "model.projector.layers."},
+        {"v.image_newline", "model.image_newline"},
+        {"v.view_seperator", "model.view_seperator"},
+    };
+    for (size_t i = 0; i < gguf_n_tensors(mm); i++) {
+        const gguf_tensor *t = gguf_tensor_at(mm, i);
+        char name[256] = "";
+        unsigned layer;
+        int at = 0;
+        if (sscanf(t->name, "v.sam.blk.%u.%n", &layer, &at) == 1 && at > 0) {
+            for (size_t k = 0; k < sizeof sam_parts / sizeof sam_parts[0] && !name[0]; k++)
+                if (!strncmp(t->name + at, sam_parts[k][0], strlen(sam_parts[k][0])))
+                    snprintf(name, sizeof name, "model.sam_model.blocks.%u.%s%s", layer,
+                             sam_parts[k][1], t->name + at + strlen(sam_parts[k][0]));
+        } else if (sscanf(t->name, "v.blk.%u.%n", &layer, &at) == 1 && at > 0) {
+            for (size_t k = 0; k < sizeof clip_parts / sizeof clip_parts[0] && !name[0]; k++)
+                if (!strncmp(t->name + at, clip_parts[k][0], strlen(clip_parts[k][0])))
+                    snprintf(name, sizeof name, "model.vision_model.transformer.layers.%u.%s%s",
+                             layer, clip_parts[k][1], t->name + at + strlen(clip_parts[k][0]));
+        } else {
+            for (size_t k = 0; k < sizeof whole / sizeof whole[0] && !name[0]; k++)
+                if (!strncmp(t->name, whole[k][0], strlen(whole[k][0])))
+                    snprintf(name, sizeof name, "%s%s", whole[k][1],
+                             t->name + strlen(whole[k][0]));
+        }
+        if (!name[0])
+            fail_msg("no DeepSeek-OCR name for %s", t->name);
+        float *x = tower_floats(t);
+        bool vector = t->n_dims == 1 || !strcmp(t->name, "v.view_seperator");
+        uint64_t cols = (uint64_t)t->ne[0], rows = gguf_tensor_n_elems(t) / cols;
+        put_matrix(s, name, vector ? SAFETENSORS_F32 : dtype, x, vector ? 0 : rows,
+                   vector ? gguf_tensor_n_elems(t) : cols, 0, false);
+        json_t *shape = NULL;
+        if (!strcmp(t->name, "v.sam.pos_embd.weight")) /* [1, side, side, width] */
+            shape = json_pack("[i,I,I,I]", 1, (json_int_t)t->ne[2], (json_int_t)t->ne[1],
+                              (json_int_t)t->ne[0]);
+        else if (t->n_dims == 4) /* a convolution's [out, in, height, width] */
+            shape = json_pack("[I,I,I,I]", (json_int_t)t->ne[3], (json_int_t)t->ne[2],
+                              (json_int_t)t->ne[1], (json_int_t)t->ne[0]);
+        if (shape)
+            json_object_set_new(json_object_get(s->header, name), "shape", shape);
+        json_object_set_new(weight_map, name, json_string(shard_name));
+        free(x);
+    }
+}
+
 /* Llama 3.2 Vision's config.json: the text model's keys under text_config with its
  * cross-attention layers, the tower's mllama.vision.* keys as vision_config. */
 static void nest_mllama_config(const gguf_file *f, const char *dir)
@@ -2679,6 +2787,7 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     bool gemma4v = mm && strcmp(hf_arch, "Gemma4ForConditionalGeneration") == 0;
     bool lfm2vl = mm && strcmp(hf_arch, "Lfm2VlForConditionalGeneration") == 0;
     bool glmocr = mm && strcmp(hf_arch, "GlmOcrForConditionalGeneration") == 0;
+    bool dsocr = mm && strcmp(hf_arch, "DeepseekOCRForCausalLM") == 0;
     bool qwen25vl = mm && strcmp(hf_arch, "Qwen2_5_VLForConditionalGeneration") == 0;
     bool qwen3vl = mm && strncmp(hf_arch, "Qwen3VL", 7) == 0;
     bool llama4 = mm && strcmp(hf_arch, "Llama4ForConditionalGeneration") == 0;
@@ -2690,6 +2799,8 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
         nest_lfm2vl_config(mm, dir);
     else if (glmocr)
         nest_glmocr_config(f, mm, dir);
+    else if (dsocr)
+        nest_deepseekocr_config(f, mm, dir);
     else if (pixtral)
         nest_pixtral_config(f, mm, dir);
     else if (qwen25vl)
@@ -2861,7 +2972,7 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
             memmove(name + strlen("model.language_model."), name + strlen("model."),
                     strlen(name + strlen("model.")) + 1);
             memcpy(name, "model.language_model.", strlen("model.language_model."));
-        } else if ((mm && !qwen3vl && !lfm2vl && !glmocr) ||
+        } else if ((mm && !qwen3vl && !lfm2vl && !glmocr && !dsocr) ||
                    (mllama && !cross)) { /* under language_model., as older
                                                               * transformers saved it */
             memmove(name + strlen("language_model."), name, strlen(name) + 1);
@@ -2915,6 +3026,8 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
         put_lfm2vl_tower(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
     else if (glmocr)
         put_glmocr_tower(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
+    else if (dsocr)
+        put_deepseekocr_towers(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
     else if (qwen25vl)
         put_qwen25vl_tower(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
     else if (qwen3vl)
@@ -3051,6 +3164,13 @@ void hf_fixture_write_glmocr(const char *text_path, const char *mmproj_path, con
                              safetensors_dtype matrix_dtype)
 {
     write_checkpoint(text_path, dir, "GlmOcrForConditionalGeneration", matrix_dtype,
+                     hf_fixture_qwen2_regex, mmproj_path, 0, NULL);
+}
+
+void hf_fixture_write_deepseekocr(const char *text_path, const char *mmproj_path,
+                                  const char *dir, safetensors_dtype matrix_dtype)
+{
+    write_checkpoint(text_path, dir, "DeepseekOCRForCausalLM", matrix_dtype,
                      hf_fixture_qwen2_regex, mmproj_path, 0, NULL);
 }
 

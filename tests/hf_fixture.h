@@ -83,6 +83,16 @@ void hf_fixture_write_glmocr(const char *text_path, const char *mmproj_path, con
                              safetensors_dtype matrix_dtype);
 
 /*
+ * hf_fixture_write_vision for the deepseek2-ocr language model at text_path and its llama.cpp
+ * deepseekocr projector: a DeepseekOCRForCausalLM checkpoint, the language model's keys under
+ * language_config and its tensors under model.*, SAM under model.sam_model.*, CLIP under
+ * model.vision_model.*, the projection under model.projector.*, the tokenizer splitting text
+ * as Qwen2's.
+ */
+void hf_fixture_write_deepseekocr(const char *text_path, const char *mmproj_path,
+                                  const char *dir, safetensors_dtype matrix_dtype);
+
+/*
  * hf_fixture_write_vision for the mistral3 text model at text_path and its llama.cpp pixtral
  * projector: a Mistral3ForConditionalGeneration checkpoint, the tower under vision_tower.* and
  * multi_modal_projector.*, its Q and K rows in Hugging Face's order, the [IMG_BREAK] vector

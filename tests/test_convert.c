@@ -1740,11 +1740,11 @@ static void expect_converted_f16(const gguf_file *got, const char *name, const g
     const gguf_tensor *g = gguf_find_tensor(got, name);
     if (!g)
         fail_msg("no %s", name);
-    assert_int_equal(g->n_dims, w->n_dims);
-    assert_memory_equal(g->ne, w->ne, sizeof w->ne);
+    assert_memory_equal(g->ne, w->ne, sizeof w->ne); /* its trailing 1s, if any, aside */
     bool kept_f32 = strstr(name, "shortconv.conv") || strstr(name, "ffn_gate_inp.weight") ||
-                    !strcmp(name, "v.position_embd.weight");
-    uint32_t type = w->n_dims == 1 || kept_f32 ? TENSOR_TYPE_F32 : TENSOR_TYPE_F16;
+                    !strcmp(name, "v.position_embd.weight") || !strcmp(name, "s.position_embd") ||
+                    strstr(name, ".rel_pos_");
+    uint32_t type = g->n_dims == 1 || kept_f32 ? TENSOR_TYPE_F32 : TENSOR_TYPE_F16;
     if (g->type != type)
         fail_msg("%s is %s", name, tensor_type_name(g->type));
     for (uint64_t e = 0; e < gguf_tensor_n_elems(w); e++) {
@@ -1936,6 +1936,122 @@ static void test_convert_glmocr_to_one_file(void **state)
     set_json("config.json", "text_config", "rope_parameters", "{\"mrope_section\": [2, 3, 3]}");
     assert_int_equal(unlink(store_fixture_path(g_root, "preprocessor_config.json")), 0);
     expect_convert_refusal("preprocessor_config.json");
+}
+
+/* ---- DeepSeek-OCR with its towers ---- */
+
+/* A deepseekocr projector tensor's name in ollama's file: SAM's under "s." (its position
+ * table without ".weight", its blocks' norms, output projection and relative position tables
+ * under Hugging Face's names), CLIP's blocks and pre-norm under Hugging Face's names, the
+ * projection as mm.layers, the newline and separator under "mm.". */
+static void deepseekocr_ollama_name(const char *name, char *out, size_t cap)
+{
+    static const char *const whole[][2] = {
+        {"v.sam.pos_embd.weight", "s.position_embd"}, {"v.pre_ln.", "v.pre_layrnorm."},
+        {"mm.model.fc.", "mm.layers."},                {"v.image_newline", "mm.image_newline"},
+        {"v.view_seperator", "mm.view_seperator"},     {"v.sam.", "s."},
+    };
+    static const char *const parts[][2] = {
+        {"pre_ln.", "norm1."},         {"post_ln.", "norm2."},
+        {"attn.out.", "attn.proj."},   {"attn.pos_h.weight", "attn.rel_pos_h"},
+        {"attn.pos_w.weight", "attn.rel_pos_w"}, {"ln1.", "layer_norm1."},
+        {"ln2.", "layer_norm2."},      {"attn_qkv.", "self_attn.qkv_proj."},
+        {"attn_out.", "self_attn.out_proj."}, {"ffn_up.", "mlp.fc1."},
+        {"ffn_down.", "mlp.fc2."},
+    };
+    char head[128];
+    snprintf(head, sizeof head, "%s", name);
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
+        if (!strncmp(name, whole[i][0], strlen(whole[i][0]))) {
+            snprintf(head, sizeof head, "%s%s", whole[i][1], name + strlen(whole[i][0]));
+            break;
+        }
+    unsigned layer;
+    int at = 0;
+    if ((sscanf(head, "s.blk.%u.%n", &layer, &at) == 1 || sscanf(head, "v.blk.%u.%n", &layer,
+                                                                  &at) == 1) && at > 0)
+        for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+            if (!strncmp(head + at, parts[i][0], strlen(parts[i][0]))) {
+                snprintf(out, cap, "%.*s%s%s", at, head, parts[i][1],
+                         head + at + strlen(parts[i][0]));
+                return;
+            }
+    snprintf(out, cap, "%s", head);
+}
+
+/* The DeepseekOCRForCausalLM checkpoint of the deepseek2-ocr language model and the
+ * deepseekocr projector converts to the one file ollama's converter writes: the language
+ * model's tensors and only the keys ollama's writes (under deepseekocr.*: no expert width,
+ * epsilon or RoPE keys), both towers' tensors under ollama's names (their tables F32), their
+ * keys as deepseekocr.vision.* and deepseekocr.sam.*; the engine loads it and the towers fit. */
+static void test_convert_deepseekocr_to_one_file(void **state)
+{
+    (void)state;
+    char text[4096], mmproj[4096];
+    snprintf(text, sizeof text, "%s", fixture("arch/deepseek2-ocr.gguf"));
+    snprintf(mmproj, sizeof mmproj, "%s", fixture("vision/deepseekocr-mmproj.gguf"));
+    hf_fixture_write_deepseekocr(text, mmproj, g_root, SAFETENSORS_F16);
+    corral_error err = {{0}};
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    gguf_file *want = gguf_open(text, &err), *mm = want ? gguf_open(mmproj, &err) : NULL;
+    gguf_file *got = mm ? gguf_open(store_fixture_path(g_root, "out.gguf"), &err) : NULL;
+    if (!got)
+        fail_msg("%s", err.message);
+    assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want) + gguf_n_tensors(mm));
+    for (size_t i = 0; i < gguf_n_tensors(want); i++)
+        expect_converted_f16(got, gguf_tensor_at(want, i)->name, gguf_tensor_at(want, i));
+    for (size_t i = 0; i < gguf_n_tensors(mm); i++) {
+        char name[128];
+        deepseekocr_ollama_name(gguf_tensor_at(mm, i)->name, name, sizeof name);
+        expect_converted_f16(got, name, gguf_tensor_at(mm, i));
+    }
+    static const char *const keys[][2] = {
+        {"deepseek2-ocr.block_count", "deepseekocr.block_count"},
+        {"deepseek2-ocr.context_length", "deepseekocr.context_length"},
+        {"deepseek2-ocr.embedding_length", "deepseekocr.embedding_length"},
+        {"deepseek2-ocr.feed_forward_length", "deepseekocr.feed_forward_length"},
+        {"deepseek2-ocr.attention.head_count", "deepseekocr.attention.head_count"},
+        {"deepseek2-ocr.attention.head_count_kv", "deepseekocr.attention.head_count_kv"},
+        {"deepseek2-ocr.expert_count", "deepseekocr.expert_count"},
+        {"deepseek2-ocr.expert_used_count", "deepseekocr.expert_used_count"},
+        {"deepseek2-ocr.leading_dense_block_count", "deepseekocr.leading_dense_block_count"},
+        {"tokenizer.ggml.tokens", "tokenizer.ggml.tokens"},
+        {"clip.vision.block_count", "deepseekocr.vision.block_count"},
+        {"clip.vision.embedding_length", "deepseekocr.vision.embedding_length"},
+        {"clip.vision.attention.head_count", "deepseekocr.vision.head_count"},
+        {"clip.vision.image_size", "deepseekocr.vision.image_size"},
+        {"clip.vision.patch_size", "deepseekocr.vision.patch_size"},
+        {"clip.vision.sam.block_count", "deepseekocr.sam.block_count"},
+        {"clip.vision.sam.embedding_length", "deepseekocr.sam.embedding_length"},
+        {"clip.vision.sam.head_count", "deepseekocr.sam.head_count"},
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const gguf_file *from = !strncmp(keys[i][0], "clip.", 5) ? mm : want;
+        if (!kv_equal(gguf_find_kv(from, keys[i][0]), gguf_find_kv(got, keys[i][1])))
+            fail_msg("%s differs from %s", keys[i][1], keys[i][0]);
+    }
+    static const char *const left_out[] = {
+        "deepseekocr.expert_feed_forward_length", "deepseekocr.expert_shared_count",
+        "deepseekocr.rope.freq_base", "deepseekocr.attention.layer_norm_rms_epsilon",
+        "deepseekocr.attention.key_length"};
+    for (size_t i = 0; i < sizeof left_out / sizeof left_out[0]; i++)
+        if (gguf_find_kv(got, left_out[i]))
+            fail_msg("%s is written", left_out[i]);
+    const gguf_kv *global = gguf_find_kv(got, "deepseekocr.sam.global_attention_indexes");
+    assert_true(global && global->n == 4 && global->elem_type == GGUF_TYPE_INT32);
+    assert_int_equal(gguf_kv_i64(global, 3), 11);
+    gguf_close(got);
+    gguf_close(mm);
+    gguf_close(want);
+    expect_tower_fits(store_fixture_path(g_root, "out.gguf"));
+    assert_int_equal(unlink(store_fixture_path(g_root, "out.gguf")), 0);
+
+    set_json("config.json", "language_config", "num_experts_per_tok", "null");
+    expect_convert_refusal("language_config has n_routed_experts without num_experts_per_tok");
+    set_json("config.json", "language_config", "num_experts_per_tok", "3");
+    set_json("config.json", "vision_config", "width", "[]");
+    expect_convert_refusal("vision_config.width.clip-l-14-224 must be an object");
 }
 
 /* ---- Qwen2.5-VL with its tower ---- */
@@ -2562,7 +2678,7 @@ static void test_convert_refuses_what_it_cannot_convert(void **state)
     (void)state;
     hf_fixture_write(fixture("arch/qwen2.gguf"), g_root, "GPTNeoXForCausalLM", SAFETENSORS_F16,
                      hf_fixture_qwen2_regex);
-    expect_convert_refusal("unsupported architecture 'GPTNeoXForCausalLM'");
+    expect_convert_refusal("unsupported 'GPTNeoXForCausalLM' (supported: Llama,");
 
     hf_fixture_write(fixture("arch/qwen2.gguf"), g_root, "Qwen3ForCausalLM", SAFETENSORS_F16,
                      hf_fixture_qwen2_regex); /* qwen2's biases are no part of qwen3 */
@@ -3177,6 +3293,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_convert_lfm2vl_to_one_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_laguna_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_glmocr_to_one_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_deepseekocr_to_one_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_qwen3vlmoe_experts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_llama4_to_one_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_mllama_to_one_file, setup, teardown),

@@ -997,13 +997,16 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
         t.key_heads = c->p.key_heads;
         t.per_key = c->p.value_heads / c->p.key_heads;
     }
-    bool tower = strncmp(t.name, "v.", 2) == 0; /* ollama keeps a vision tower F16 */
-    /* the position tables ollama's converter keeps F32 (Llama 4's, Llama 3.2 Vision's) */
+    /* ollama keeps a vision tower F16 (DeepSeek-OCR's SAM under "s." too) */
+    bool tower = strncmp(t.name, "v.", 2) == 0 || strncmp(t.name, "s.", 2) == 0;
+    /* the position tables ollama's converter keeps F32 (Llama 4's, Llama 3.2 Vision's,
+     * DeepSeek-OCR's SAM) */
     static const char *const f32_tables[] = {
         "v.positional_embedding_vlm",     "v.position_embd.weight",
         "v.tile_position_embd.weight",    "v.pre_tile_position_embd.weight",
-        "v.post_tile_position_embd.weight"};
-    bool f32_table = false;
+        "v.post_tile_position_embd.weight", "s.position_embd"};
+    /* and SAM's relative position tables */
+    bool f32_table = ends_with(t.name, ".rel_pos_h") || ends_with(t.name, ".rel_pos_w");
     for (size_t i = 0; i < sizeof f32_tables / sizeof f32_tables[0]; i++)
         f32_table = f32_table || !strcmp(t.name, f32_tables[i]);
     if (t.n_dims == 1 || ends_with(t.name, ".bias") || ends_with(t.name, ".ffn_gate_inp.weight") ||

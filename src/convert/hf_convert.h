@@ -41,7 +41,8 @@
  * encoders: see hf_family_embed.h,
  * Lfm2ForCausalLM and Lfm2MoeForCausalLM ("lfm2", "lfm2moe": see hf_family_lfm2.h),
  * LagunaForCausalLM ("laguna": see hf_family_laguna.h), GlmOcrForConditionalGeneration
- * ("glmocr" with its tower in the same file: see hf_family_glmocr.h),
+ * ("glmocr" with its tower in the same file: see hf_family_glmocr.h), DeepseekOCRForCausalLM
+ * ("deepseekocr" with its SAM and CLIP towers in the same file: see hf_family_deepseekocr.h),
  * Lfm2VlForConditionalGeneration ("lfm2" with its tower in the same file, the image settings
  * of processor_config.json too: see hf_family_lfm2.h),
  * NemotronHForCausalLM ("nemotron_h" or "nemotron_h_moe": see hf_family_nemotron_h.h),
@@ -71,7 +72,7 @@
 #define HF_SUPPORTED_ARCHITECTURES                                                           \
     "Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3Moe, Qwen3Next, Gemma, Gemma2, Gemma3, "      \
     "Gemma4, Phi3, GptOss, Olmo2, Olmo3, Granite, Cohere, Cohere2, SmolLM3, Starcoder2, "    \
-    "Lfm2, Lfm2Moe, NemotronH, Ministral3, DeepseekV3, Glm4MoeLite, Laguna "                \
+    "Lfm2, Lfm2Moe, NemotronH, Ministral3, DeepseekV3, Glm4MoeLite, Laguna, DeepseekOCR "   \
     "(...ForCausalLM); "                                                                     \
     "Gemma3, Gemma3n, Gemma4, Mistral3, Mllama, Llama4, Qwen2_5_VL, Qwen3VL, Qwen3VLMoe, "   \
     "Lfm2Vl, GlmOcr (...ForConditionalGeneration); Qwen3_5, Qwen3_5Moe (both); Bert, "       \

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "convert/hf_family_deepseek2.h"
+#include "convert/hf_family_deepseekocr.h"
 #include "convert/hf_family_embed.h"
 #include "convert/hf_family_gemma4.h"
 #include "convert/hf_family_glmocr.h"
@@ -79,6 +80,7 @@ static const hf_arch archs[] = {
     {"Gemma4ForCausalLM", "gemma4", FAMILY_GEMMA4, false},
     {"LagunaForCausalLM", "laguna", FAMILY_LAGUNA, false},
     {"GlmOcrForConditionalGeneration", "glmocr", FAMILY_GLMOCR, false}, /* its tower in it */
+    {"DeepseekOCRForCausalLM", "deepseekocr", FAMILY_DEEPSEEKOCR, false}, /* its towers too */
     {"Gemma4ForConditionalGeneration", "gemma4", FAMILY_GEMMA4, false}, /* the text model */
 };
 
@@ -712,8 +714,8 @@ static hf_status read_config(family *c)
         if (strcmp(archs[i].hf_name, name) == 0)
             c->p.arch = &archs[i];
     if (!c->p.arch) {
-        corral_error_set(c->err, "unsupported architecture '%.80s' (supported: "
-                         HF_SUPPORTED_ARCHITECTURES ")", name);
+        corral_error_set(c->err, "unsupported '%.80s' (supported: " HF_SUPPORTED_ARCHITECTURES ")",
+                         name);
         return HF_INVALID;
     }
     hf_params *p = &c->p;
@@ -768,6 +770,8 @@ static hf_status read_config(family *c)
         return hf_laguna_read_config(c->config, p, c->err);
     if (p->arch->family == FAMILY_GLMOCR)
         return hf_glmocr_read_config(c->config, p, c->err);
+    if (p->arch->family == FAMILY_DEEPSEEKOCR) /* its experts' keys are language_config's */
+        return hf_deepseekocr_read_config(c->config, p, c->err);
     bool gptoss = p->arch->family == FAMILY_GPTOSS;
     bool local = gptoss || !strcmp(p->arch->gguf_name, "llama") ||
                  p->arch->family == FAMILY_LLAMA4 ||
@@ -844,13 +848,13 @@ static hf_status read_config(family *c)
     return has_sandwich_norms(p->arch) ? read_gemma_config(c) : HF_OK;
 }
 
-/* config.json's keys with text_config's over them (text_config, when there is one, must be an
- * object). */
-static json_t *text_config(family *c, const json_t *config)
+/* config.json's keys with those of its object at key over them (text_config; DeepSeek-OCR's
+ * language_config), which must be an object when there is one. */
+static json_t *nested_config(family *c, const json_t *config, const char *key)
 {
-    const json_t *text = json_object_get(config, "text_config");
+    const json_t *text = json_object_get(config, key);
     if (text && !json_is_object(text)) {
-        corral_error_set(c->err, "config.json: text_config must be an object");
+        corral_error_set(c->err, "config.json: %s must be an object", key);
         return NULL;
     }
     json_t *merged = json_copy((json_t *)config);
@@ -870,7 +874,7 @@ static json_t *text_config(family *c, const json_t *config)
  */
 static json_t *gemma3_text_config(family *c, const json_t *config)
 {
-    json_t *merged = text_config(c, config);
+    json_t *merged = nested_config(c, config, "text_config");
     if (!merged)
         return NULL;
     const json_t *layers = json_object_get(merged, "num_hidden_layers");
@@ -1191,17 +1195,21 @@ hf_status hf_family_read_config(const json_t *config, hf_params *p, corral_error
     bool llama4 = name && strcmp(name, "Llama4ForConditionalGeneration") == 0;
     bool mllama = name && strcmp(name, "MllamaForConditionalGeneration") == 0;
     bool vision = gemma3 || pixtral || qwen25vl || qwen3vl || llama4 || mllama;
+    bool ocr = name && strcmp(name, "DeepseekOCRForCausalLM") == 0; /* under language_config */
     /* Qwen 3.5's text model, its vision tower left out */
     bool nested = vision || (name && (strcmp(name, "Qwen3_5ForConditionalGeneration") == 0 ||
                                       strcmp(name, "Qwen3_5MoeForConditionalGeneration") == 0 ||
                                       strcmp(name, "Gemma3nForConditionalGeneration") == 0 ||
                                       strcmp(name, "Gemma4ForConditionalGeneration") == 0 ||
                                       strcmp(name, "Lfm2VlForConditionalGeneration") == 0 ||
-                                      strcmp(name, "GlmOcrForConditionalGeneration") == 0));
+                                      strcmp(name, "GlmOcrForConditionalGeneration") == 0)) ||
+                  ocr;
     hf_status status = HF_OK;
     if (nested) {
-        c.p.text_config = gemma3 ? gemma3_text_config(&c, config) : text_config(&c, config);
-        const json_t *text = json_object_get(config, "text_config");
+        c.p.text_config = gemma3 ? gemma3_text_config(&c, config)
+                                 : nested_config(&c, config,
+                                                 ocr ? "language_config" : "text_config");
+        const json_t *text = json_object_get(config, ocr ? "language_config" : "text_config");
         if (!c.p.text_config)
             status = text && !json_is_object(text) ? HF_INVALID : HF_IO;
     }
@@ -1268,6 +1276,7 @@ static const char *const *rename_at(const hf_arch *a, const char *s)
                              : hf_family_is_gemma4(a)     ? hf_gemma4_rename_at(s)
                              : hf_family_is_laguna(a)     ? hf_laguna_rename_at(s)
                              : hf_family_is_glmocr(a)     ? hf_glmocr_rename_at(s)
+                             : hf_family_is_deepseekocr(a) ? hf_deepseekocr_rename_at(s)
                                                           : NULL;
     if (own)
         return own;
@@ -1376,7 +1385,8 @@ void hf_family_rename(const hf_arch *a, const char *in, char *out, size_t cap)
     }
     if ((hf_family_is_gemma4(a) && hf_gemma4_rename_tower(in, out, cap)) ||
         (hf_lfm2_is_vl(a) && hf_lfm2_rename_tower(in, out, cap)) ||
-        (hf_family_is_glmocr(a) && hf_glmocr_rename_tower(in, out, cap)))
+        (hf_family_is_glmocr(a) && hf_glmocr_rename_tower(in, out, cap)) ||
+        (hf_family_is_deepseekocr(a) && hf_deepseekocr_rename_tower(in, out, cap)))
         return;
     char stripped[2048];
     /* EmbeddingGemma's text model is saved without its "model." */
@@ -1852,6 +1862,9 @@ bool hf_family_known_tensor(const hf_params *p, const char *name)
         return hf_lfm2_known_tower(p, name);
     if (hf_family_is_glmocr(p->arch) && (!strncmp(name, "v.", 2) || !strncmp(name, "mm.", 3)))
         return hf_glmocr_known_tower(p, name);
+    if (hf_family_is_deepseekocr(p->arch) &&
+        (!strncmp(name, "v.", 2) || !strncmp(name, "s.", 2) || !strncmp(name, "mm.", 3)))
+        return hf_deepseekocr_known_tower(p, name);
     arch_family f = p->arch->family;
     if (f == FAMILY_GEMMA4 && hf_gemma4_known_global(p, name))
         return true;
@@ -1882,6 +1895,8 @@ bool hf_family_known_tensor(const hf_params *p, const char *name)
         return hf_laguna_known_tensor(p, layer, suffix);
     if (f == FAMILY_GLMOCR)
         return hf_glmocr_known_tensor(p, layer, suffix);
+    if (f == FAMILY_DEEPSEEKOCR)
+        return hf_deepseekocr_known_tensor(p, layer, suffix);
     if (f == FAMILY_QWEN35)
         return known_qwen35_tensor(p, layer, suffix);
     if (f == FAMILY_GEMMA3N)
@@ -2458,6 +2473,8 @@ static bool write_keys(family *c, gguf_writer *w)
         ok = hf_laguna_write_keys(p, w, err);
     if (ok && hf_family_is_glmocr(p->arch))
         ok = hf_glmocr_write_keys(p, w, err);
+    if (ok && hf_family_is_deepseekocr(p->arch))
+        ok = hf_deepseekocr_write_keys(p, w, err);
     if (ok && hf_family_is_qwen25vl(p->arch))
         ok = write_qwen25vl_keys(c, w, a);
     else if (ok && hf_family_is_qwen3vl(p->arch))

@@ -38,6 +38,7 @@ typedef enum arch_family {
     FAMILY_GEMMA4, /* sliding and global layers of two widths: hf_family_gemma4.c's */
     FAMILY_LAGUNA, /* gated attention, heads per layer, experts: hf_family_laguna.c's */
     FAMILY_GLMOCR, /* GLM-4's layers with M-RoPE and a tower: hf_family_glmocr.c's */
+    FAMILY_DEEPSEEKOCR, /* experts and SAM + CLIP towers: hf_family_deepseekocr.c's */
 } arch_family;
 
 typedef struct hf_arch {
@@ -161,6 +162,14 @@ typedef struct hf_glmocr {
     uint32_t tokens[6];
 } hf_glmocr;
 
+/* DeepSeek-OCR's SAM tower (vision_config.width.sam_vit_b; its CLIP tower is hf_params'
+ * vision) */
+typedef struct hf_sam {
+    uint32_t n_layer, n_embd, n_head; /* layers, width, heads */
+    int32_t global[64];               /* global_attn_indexes (n_global of them) */
+    uint32_t n_global;
+} hf_sam;
+
 /* config.json's hyperparameters, as the GGUF keys need them */
 typedef struct hf_params {
     const hf_arch *arch;
@@ -229,6 +238,7 @@ typedef struct hf_params {
     hf_lfm2vl lfm2vl;
     hf_laguna laguna;
     hf_glmocr glmocr;
+    hf_sam sam;
     /* Llama 3.2 Vision's cross-attention layers (n_cross of them) */
     int32_t cross_layers[256];
     uint32_t n_cross;
