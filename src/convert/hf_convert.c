@@ -826,10 +826,11 @@ static hf_status add_conv3d_kernel(converter *c, const safetensors_tensor *src, 
 }
 
 /*
- * Gemma 4's patch kernel: a linear layer over each patch's pixels ([hidden_size, patch_size *
- * patch_size * channels], a row's pixels by row, column, then channel) written as ollama's
- * converter writes it, the convolution kernel [hidden_size, channels, patch_size, patch_size]
- * (F16): output row (o, c, y) holds source elements o * P * P * C + (y * P + x) * C + c.
+ * Gemma 4's and LFM2-VL's patch kernel: a linear layer over each patch's pixels ([hidden_size,
+ * patch_size * patch_size * channels], a row's pixels by row, column, then channel) written as
+ * ollama's converter writes it, the convolution kernel [hidden_size, channels, patch_size,
+ * patch_size] (F16): output row (o, c, y) holds source elements
+ * o * P * P * C + (y * P + x) * C + c.
  */
 static hf_status add_patch_kernel(converter *c, const safetensors_tensor *src, out_tensor *t)
 {

@@ -81,7 +81,7 @@ static const hf_arch archs[] = {
     {"LagunaForCausalLM", "laguna", FAMILY_LAGUNA, false},
     {"GlmOcrForConditionalGeneration", "glmocr", FAMILY_GLMOCR, false}, /* its tower in it */
     {"DeepseekOCRForCausalLM", "deepseekocr", FAMILY_DEEPSEEKOCR, false}, /* its towers too */
-    {"Gemma4ForConditionalGeneration", "gemma4", FAMILY_GEMMA4, false}, /* the text model */
+    {"Gemma4ForConditionalGeneration", "gemma4", FAMILY_GEMMA4, false}, /* its tower in it */
 };
 
 const hf_arch *hf_family_by_gguf_name(const char *gguf_name)

@@ -279,7 +279,8 @@ bool hf_family_parse_stacked(const hf_params *p, const char *name, char *stack, 
 float hf_family_clamp(const hf_params *p, const char *gguf_name);
 
 /* Whether a checkpoint's tensor is left out (Qwen 3.5's vision tower and its multi-token
- * prediction layers, DeepSeek V3's past num_hidden_layers, Gemma 3n's towers). */
+ * prediction layers, DeepSeek V3's past num_hidden_layers, Gemma 3n's towers, Gemma 4's audio
+ * tower, GLM-OCR's layers past its prediction layers). */
 bool hf_family_skipped_tensor(const hf_params *p, const char *name);
 
 /* Whether a tensor is stored as w - 1 and converted to 1 + w (Gemma's and Qwen 3.5's norms). */
