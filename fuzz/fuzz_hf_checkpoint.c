@@ -32,8 +32,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static const char *const known_names[] = {
     "config.json", "tokenizer.json", "tokenizer_config.json", "tokenizer.model",
     "special_tokens_map.json", "generation_config.json", "preprocessor_config.json",
-    "added_tokens.json", "chat_template.jinja", "model.safetensors.index.json",
-    "model.safetensors", "model-00001-of-00002.safetensors",
+    "processor_config.json", "added_tokens.json", "chat_template.jinja",
+    "model.safetensors.index.json", "model.safetensors", "model-00001-of-00002.safetensors",
     "model-00002-of-00002.safetensors", "consolidated.safetensors", "modules.json",
     "1_Pooling/config.json", "2_Dense/config.json", "2_Dense/model.safetensors",
     "3_Dense/config.json", "3_Dense/model.safetensors",

@@ -289,6 +289,125 @@ static void write_json(const char *dir, const char *name, json_t *value)
     json_decref(value);
 }
 
+/* A per-layer key's value at layer i (the key's one value when it is not a list). */
+static int64_t at_layer(const gguf_kv *kv, uint32_t i)
+{
+    return gguf_kv_i64(kv, kv->type == GGUF_TYPE_ARRAY ? i : 0);
+}
+
+/*
+ * Gemma 4's config.json from the generic one (c, consumed): the sliding layers' head width
+ * as head_dim and the global ones' as global_head_dim, each kind's key/value heads, layer_types,
+ * rope_parameters per kind (partial_rotary_factor from rope_freqs' rotated pairs), the shared
+ * layers' FFN doubled, the experts enabled; under text_config for a
+ * Gemma4ForConditionalGeneration.
+ */
+static json_t *gemma4_config(const gguf_file *f, json_t *c, const char *hf_arch)
+{
+    const gguf_kv *pattern = gguf_find_kv(f, "gemma4.attention.sliding_window_pattern");
+    const gguf_kv *kv_heads = gguf_find_kv(f, "gemma4.attention.head_count_kv");
+    const gguf_kv *ff = gguf_find_kv(f, "gemma4.feed_forward_length");
+    const gguf_tensor *freqs = gguf_find_tensor(f, "rope_freqs.weight");
+    assert_true(pattern && kv_heads && ff && freqs);
+    uint32_t n_layer = get_u32(f, "gemma4.block_count"), global = 0, sliding = 0;
+    uint32_t shared = get_u32(f, "gemma4.attention.shared_kv_layers");
+    bool first_global = true, first_sliding = true, k_eq_v = false, double_wide = false;
+    json_t *types = json_array();
+    for (uint32_t i = 0; i < n_layer; i++) {
+        bool slides = gguf_kv_bool(pattern, i);
+        json_array_append_new(types, json_string(slides ? "sliding_attention"
+                                                        : "full_attention"));
+        if (slides && first_sliding)
+            sliding = (uint32_t)at_layer(kv_heads, i), first_sliding = false;
+        if (!slides && first_global)
+            global = (uint32_t)at_layer(kv_heads, i), first_global = false;
+        char name[64], qkv[64];
+        snprintf(name, sizeof name, "blk.%u.attn_v.weight", i);
+        snprintf(qkv, sizeof qkv, "blk.%u.attn_qkv.weight", i);
+        if (!slides && i < n_layer - shared && !gguf_find_tensor(f, name) &&
+            !gguf_find_tensor(f, qkv))
+            k_eq_v = true;
+        double_wide = double_wide || at_layer(ff, i) != at_layer(ff, 0);
+    }
+    uint32_t rotated = 0;
+    for (uint64_t i = 0; i < gguf_tensor_n_elems(freqs); i++)
+        rotated += ((const float *)freqs->data)[i] == 1.0f;
+    uint32_t global_dim = get_u32(f, "gemma4.attention.key_length");
+    float base, base_swa;
+    corral_error err;
+    assert_true(gguf_get_f32(f, "gemma4.rope.freq_base", &base, &err));
+    assert_true(gguf_get_f32(f, "gemma4.rope.freq_base_swa", &base_swa, &err));
+    json_t *more = json_pack(
+        "{s:I,s:I,s:I,s:I,s:o,s:I,s:I,s:b,s:b,s:I,s:{s:{s:s,s:f,s:f},s:{s:s,s:f}}}", "head_dim",
+        (json_int_t)get_u32(f, "gemma4.attention.key_length_swa"), "global_head_dim",
+        (json_int_t)global_dim, "num_key_value_heads", (json_int_t)sliding,
+        "num_global_key_value_heads", (json_int_t)global, "layer_types", types,
+        "num_kv_shared_layers", (json_int_t)shared, "hidden_size_per_layer_input",
+        (json_int_t)get_u32(f, "gemma4.embedding_length_per_layer_input"), "attention_k_eq_v",
+        k_eq_v, "use_double_wide_mlp", double_wide, "intermediate_size",
+        (json_int_t)at_layer(ff, 0), "rope_parameters", "full_attention", "rope_type",
+        "proportional", "rope_theta", (double)base, "partial_rotary_factor",
+        (double)(2.0f * (float)rotated / (float)global_dim), "sliding_attention", "rope_type",
+        "default", "rope_theta", (double)base_swa);
+    assert_non_null(more);
+    json_object_update(c, more);
+    json_decref(more);
+    json_object_del(c, "rope_theta");
+    if (gguf_find_kv(f, "gemma4.expert_count")) { /* the experts beside the dense FFN */
+        json_object_set_new(c, "enable_moe_block", json_true());
+        json_object_set(c, "top_k_experts", json_object_get(c, "num_experts_per_tok"));
+        json_object_del(c, "num_experts_per_tok");
+    }
+    if (strstr(hf_arch, "ForCausalLM"))
+        return c;
+    json_t *arches = json_incref(json_object_get(c, "architectures"));
+    json_object_del(c, "architectures");
+    return json_pack("{s:o,s:o}", "architectures", arches, "text_config", c);
+}
+
+/*
+ * Laguna's config.json keys over the generic ones in c: query heads per layer, layer_types
+ * (llama.cpp's default period: every fourth layer global), per-head gating, the dense first
+ * layer, the router's settings, and rope_parameters per kind of layer (YaRN on the global
+ * ones, partial_rotary_factor from each kind's rotated dimensions).
+ */
+static void laguna_config(const gguf_file *f, json_t *c)
+{
+    const gguf_kv *heads = gguf_find_kv(f, "laguna.attention.head_count");
+    uint32_t n_layer = get_u32(f, "laguna.block_count"), dim = get_u32(f,
+                                                                     "laguna.attention.key_length");
+    json_t *per_layer = json_array(), *types = json_array();
+    for (uint32_t i = 0; i < n_layer; i++) {
+        json_array_append_new(per_layer, json_integer(at_layer(heads, i)));
+        json_array_append_new(types, json_string(i % 4 ? "sliding_attention" : "full_attention"));
+    }
+    gguf_str type = gguf_kv_str(gguf_find_kv(f, "laguna.rope.scaling.type"), 0);
+    float base, base_swa, factor, scale;
+    corral_error err;
+    assert_true(gguf_get_f32(f, "laguna.rope.freq_base", &base, &err));
+    assert_true(gguf_get_f32(f, "laguna.rope.freq_base_swa", &base_swa, &err));
+    assert_true(gguf_get_f32(f, "laguna.rope.scaling.factor", &factor, &err));
+    assert_true(gguf_get_f32(f, "laguna.expert_weights_scale", &scale, &err));
+    json_t *more = json_pack(
+        "{s:o,s:o,s:s,s:s,s:[i],s:b,s:f,s:b,s:{s:{s:s%,s:f,s:f,s:I,s:f},s:{s:s,s:f,s:f}}}",
+        "num_attention_heads_per_layer", per_layer, "layer_types", types, "gating", "per-head",
+        "qk_norm_type", "rmsnorm", "mlp_only_layers", 0, "norm_topk_prob",
+        gguf_kv_bool(gguf_find_kv(f, "laguna.expert_weights_norm"), 0),
+        "moe_routed_scaling_factor", (double)scale, "moe_router_use_sigmoid", true,
+        "rope_parameters", "full_attention", "rope_type",
+        type.data, type.size, "rope_theta",
+        (double)base, "factor", (double)factor, "original_max_position_embeddings",
+        (json_int_t)get_u32(f, "laguna.rope.scaling.original_context_length"),
+        "partial_rotary_factor", (double)get_u32(f, "laguna.rope.dimension_count") / dim,
+        "sliding_attention", "rope_type", "default", "rope_theta", (double)base_swa,
+        "partial_rotary_factor", (double)get_u32(f, "laguna.rope.dimension_count_swa") / dim);
+    assert_non_null(more);
+    json_object_update(c, more);
+    json_decref(more);
+    json_object_del(c, "rope_theta");
+    json_object_del(c, "rope_scaling");
+}
+
 static void write_config(const gguf_file *f, const char *dir, const char *hf_arch)
 {
     gguf_str arch;
@@ -311,7 +430,8 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
                               ? widths
                               : (json_decref(widths),
                                  json_integer((json_int_t)layer_max(f, K("feed_forward_length")))),
-                          "num_attention_heads", (json_int_t)get_u32(f, K("attention.head_count")),
+                          "num_attention_heads",
+                          (json_int_t)layer_max(f, K("attention.head_count")),
                           "num_key_value_heads",
                           (json_int_t)layer_max(f, K("attention.head_count_kv")),
                           "max_position_embeddings", (json_int_t)get_u32(f, K("context_length")),
@@ -579,6 +699,10 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
                           "vision_config", "depth", (json_int_t)1);
         }
     }
+    if (strcmp(a, "gemma4") == 0)
+        c = gemma4_config(f, c, hf_arch);
+    if (strcmp(a, "laguna") == 0)
+        laguna_config(f, c);
 #undef K
     /* Phi-3's LongRoPE factors */
     const gguf_tensor *factors[2] = {gguf_find_tensor(f, "rope_factors_long.weight"),
@@ -1394,6 +1518,652 @@ static bool gemma3n_hf_name(const char *gguf, char *out, size_t cap)
     return false;
 }
 
+/* GLM-OCR's Hugging Face name of a glm4 block's tensor that the common names get wrong (its
+ * sandwich norms, fused gate/up, prediction layer's parts), into out; false for the others. */
+static bool glmocr_hf_name(const char *gguf, char *out, size_t cap)
+{
+    static const char *const parts[][2] = {
+        {"post_attention_norm.weight", "post_self_attn_layernorm.weight"},
+        {"post_ffw_norm.weight", "post_mlp_layernorm.weight"},
+        {"ffn_up.weight", "mlp.gate_up_proj.weight"},
+        {"nextn.eh_proj.weight", "eh_proj.weight"},
+        {"nextn.enorm.weight", "enorm.weight"},
+        {"nextn.hnorm.weight", "hnorm.weight"},
+        {"nextn.embed_tokens.weight", "embed_tokens.weight"},
+        {"nextn.shared_head_head.weight", "shared_head.head.weight"},
+        {"nextn.shared_head_norm.weight", "shared_head.norm.weight"},
+    };
+    unsigned layer;
+    int at = 0;
+    if (sscanf(gguf, "blk.%u.%n", &layer, &at) != 1 || at == 0)
+        return false;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        if (!strcmp(gguf + at, parts[i][0])) {
+            snprintf(out, cap, "model.layers.%u.%s", layer, parts[i][1]);
+            return true;
+        }
+    return false;
+}
+
+/* A glm4 q or k (weight or bias) with each head's rotated dimensions back in GLM's
+ * interleaved pairs from the file's NeoX halves (rope.dimension_count of them): free it. */
+static float *glmocr_interleaved(const gguf_file *f, const gguf_tensor *t)
+{
+    uint64_t dim = get_u32(f, "glm4.attention.key_length"), rot = get_u32(f,
+                                                                          "glm4.rope.dimension_count");
+    uint64_t cols = t->n_dims == 1 ? 1 : (uint64_t)t->ne[0];
+    uint64_t rows = gguf_tensor_n_elems(t) / cols, half = rot / 2;
+    float *out = malloc(gguf_tensor_n_elems(t) * sizeof *out);
+    assert_non_null(out);
+    for (uint64_t r = 0; r < rows; r++) {
+        uint64_t j = r % dim, from = r;
+        if (j < rot)
+            from = r - j + (j % 2 ? half + j / 2 : j / 2);
+        memcpy(out + r * cols, (const float *)t->data + from * cols, cols * sizeof *out);
+    }
+    return out;
+}
+
+/* Laguna's Hugging Face name of a block's tensor that the common names get wrong (its gate,
+ * selection bias and shared expert), into out; false for the others. */
+static bool laguna_hf_name(const char *gguf, char *out, size_t cap)
+{
+    static const char *const parts[][2] = {
+        {"attn_gate.weight", "self_attn.g_proj.weight"},
+        {"exp_probs_b.bias", "mlp.experts.e_score_correction_bias"},
+        {"ffn_gate_shexp.weight", "mlp.shared_expert.gate_proj.weight"},
+        {"ffn_up_shexp.weight", "mlp.shared_expert.up_proj.weight"},
+        {"ffn_down_shexp.weight", "mlp.shared_expert.down_proj.weight"},
+    };
+    unsigned layer;
+    int at = 0;
+    if (sscanf(gguf, "blk.%u.%n", &layer, &at) != 1 || at == 0)
+        return false;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        if (!strcmp(gguf + at, parts[i][0])) {
+            snprintf(out, cap, "model.layers.%u.%s", layer, parts[i][1]);
+            return true;
+        }
+    return false;
+}
+
+/* Gemma 4's Hugging Face name pieces of a block's GGUF tensors (a part and its kind). */
+static const char *const gemma4_names[][2] = {
+    {"attn_norm.weight", "input_layernorm.weight"},
+    {"attn_q.weight", "self_attn.q_proj.weight"},
+    {"attn_k.weight", "self_attn.k_proj.weight"},
+    {"attn_v.weight", "self_attn.v_proj.weight"},
+    {"attn_output.weight", "self_attn.o_proj.weight"},
+    {"attn_q_norm.weight", "self_attn.q_norm.weight"},
+    {"attn_k_norm.weight", "self_attn.k_norm.weight"},
+    {"post_attention_norm.weight", "post_attention_layernorm.weight"},
+    {"ffn_norm.weight", "pre_feedforward_layernorm.weight"},
+    {"ffn_gate.weight", "mlp.gate_proj.weight"},
+    {"ffn_up.weight", "mlp.up_proj.weight"},
+    {"ffn_down.weight", "mlp.down_proj.weight"},
+    {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
+    {"layer_output_scale.weight", "layer_scalar"},
+    {"inp_gate.weight", "per_layer_input_gate.weight"},
+    {"proj.weight", "per_layer_projection.weight"},
+    {"post_norm.weight", "post_per_layer_input_norm.weight"},
+    {"ffn_gate_inp.weight", "router.proj.weight"},
+    {"ffn_gate_inp.scale", "router.scale"},
+    {"ffn_down_exps.scale", "router.per_expert_scale"},
+    {"pre_ffw_norm_2.weight", "pre_feedforward_layernorm_2.weight"},
+    {"post_ffw_norm_1.weight", "post_feedforward_layernorm_1.weight"},
+    {"post_ffw_norm_2.weight", "post_feedforward_layernorm_2.weight"},
+    {"ffn_gate_up_exps.weight", "experts.gate_up_proj"},
+    {"ffn_down_exps.weight", "experts.down_proj"},
+    {"ffn_gate_exps.weight", "moe.gate_proj"},
+    {"ffn_up_exps.weight", "moe.up_proj"},
+};
+
+/*
+ * A gemma4 tensor under Gemma 4's name (under model.language_model., or model. when flat), its
+ * norms as they are, the experts' stacks whole ([experts, rows, columns]); a fused attn_qkv as
+ * the q_proj, k_proj and v_proj its layer's widths make.
+ */
+static void put_gemma4(shard *s, json_t *weight_map, const char *shard_name, const gguf_file *f,
+                       const gguf_tensor *t, safetensors_dtype dtype, bool flat)
+{
+    static const char *const whole[][2] = {
+        {"token_embd.weight", "embed_tokens.weight"},
+        {"output_norm.weight", "norm.weight"},
+        {"per_layer_token_embd.weight", "embed_tokens_per_layer.weight"},
+        {"per_layer_model_proj.weight", "per_layer_model_projection.weight"},
+        {"per_layer_proj_norm.weight", "per_layer_projection_norm.weight"},
+    };
+    const char *prefix = flat ? "model." : "model.language_model.";
+    char name[256];
+    const float *data = t->data;
+    uint64_t cols = (uint64_t)t->ne[0], rows = gguf_tensor_n_elems(t) / cols;
+    assert_int_equal(t->type, TENSOR_TYPE_F32);
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
+        if (!strcmp(t->name, whole[i][0])) {
+            snprintf(name, sizeof name, "%s%s", prefix, whole[i][1]);
+            put_matrix(s, name, t->n_dims == 1 ? SAFETENSORS_F32 : dtype, data,
+                       t->n_dims == 1 ? 0 : rows, cols, 0, false);
+            json_object_set_new(weight_map, name, json_string(shard_name));
+            return;
+        }
+    if (!strcmp(t->name, "output.weight")) { /* an untied head, beside the model */
+        put_matrix(s, "lm_head.weight", dtype, data, rows, cols, 0, false);
+        json_object_set_new(weight_map, "lm_head.weight", json_string(shard_name));
+        return;
+    }
+    unsigned layer;
+    int at = 0;
+    assert_int_equal(sscanf(t->name, "blk.%u.%n", &layer, &at), 1);
+    const char *part = t->name + at;
+    if (!strcmp(part, "attn_qkv.weight")) { /* q, k and v at this layer's widths */
+        bool slides = gguf_kv_bool(gguf_find_kv(f, "gemma4.attention.sliding_window_pattern"),
+                                   layer);
+        uint64_t dim = get_u32(f, slides ? "gemma4.attention.key_length_swa"
+                                         : "gemma4.attention.key_length");
+        uint64_t q = get_u32(f, "gemma4.attention.head_count") * dim;
+        uint64_t kv = at_layer(gguf_find_kv(f, "gemma4.attention.head_count_kv"), layer) * dim;
+        assert_int_equal(q + 2 * kv, rows);
+        static const char *const parts[] = {"q_proj", "k_proj", "v_proj"};
+        uint64_t first[] = {0, q, q + kv}, n[] = {q, kv, kv};
+        for (int k = 0; k < 3; k++) {
+            snprintf(name, sizeof name, "%slayers.%u.self_attn.%s.weight", prefix, layer,
+                     parts[k]);
+            put_matrix(s, name, dtype, data + first[k] * cols, n[k], cols, 0, false);
+            json_object_set_new(weight_map, name, json_string(shard_name));
+        }
+        return;
+    }
+    const char *hf = NULL;
+    for (size_t i = 0; i < sizeof gemma4_names / sizeof gemma4_names[0] && !hf; i++)
+        if (!strcmp(part, gemma4_names[i][0]))
+            hf = gemma4_names[i][1];
+    if (!hf)
+        fail_msg("no Gemma 4 name for %s", t->name);
+    snprintf(name, sizeof name, "%slayers.%u.%s", prefix, layer, hf);
+    put_matrix(s, name, t->n_dims == 1 ? SAFETENSORS_F32 : dtype, data,
+               t->n_dims == 1 ? 0 : rows, cols, 0, false);
+    if (t->n_dims == 3) /* [experts, rows, columns] */
+        json_object_set_new(json_object_get(s->header, name), "shape",
+                            json_pack("[I,I,I]", (json_int_t)t->ne[2], (json_int_t)t->ne[1],
+                                      (json_int_t)cols));
+    json_object_set_new(weight_map, name, json_string(shard_name));
+}
+
+/* Gemma 4's vision_config from a gemma4v projector's clip.vision.* keys, into config.json. */
+static void nest_gemma4_vision_config(const gguf_file *mm, const char *dir)
+{
+    json_error_t jerr;
+    json_t *c = json_load_file(store_fixture_path(dir, "config.json"), 0, &jerr);
+    assert_non_null(c);
+    float eps;
+    corral_error err;
+    assert_true(gguf_get_f32(mm, "clip.vision.attention.layer_norm_epsilon", &eps, &err));
+    json_object_set_new(
+        c, "vision_config",
+        json_pack("{s:I,s:I,s:I,s:I,s:I,s:i,s:I,s:f}", "hidden_size",
+                  (json_int_t)get_u32(mm, "clip.vision.embedding_length"), "num_hidden_layers",
+                  (json_int_t)get_u32(mm, "clip.vision.block_count"), "num_attention_heads",
+                  (json_int_t)get_u32(mm, "clip.vision.attention.head_count"),
+                  "intermediate_size", (json_int_t)get_u32(mm, "clip.vision.feed_forward_length"),
+                  "patch_size", (json_int_t)get_u32(mm, "clip.vision.patch_size"),
+                  "num_channels", 3, "pooling_kernel_size",
+                  (json_int_t)get_u32(mm, "clip.vision.projector.scale_factor"), "layer_norm_eps",
+                  (double)eps));
+    write_json(dir, "config.json", c);
+}
+
+/* A gemma4v projector tensor's values as floats (its patch kernel is F16); free them. */
+static float *tower_floats(const gguf_tensor *t)
+{
+    size_t n = (size_t)gguf_tensor_n_elems(t);
+    float *x = malloc(n * sizeof *x);
+    assert_non_null(x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = t->type == TENSOR_TYPE_F16 ? quant_f16_to_f32(((const uint16_t *)t->data)[i])
+                                          : ((const float *)t->data)[i];
+    return x;
+}
+
+/*
+ * A gemma4v projector's tensors under Gemma 4's names: the blocks under
+ * model.vision_tower.encoder.layers (the clipped linears as .linear.weight, their bounds as
+ * scalars), the patch kernel as the linear layer over a patch's pixels (row, column, channel),
+ * the position table [2, positions, hidden], the projection under model.embed_vision.
+ */
+static void put_gemma4_tower(shard *s, json_t *weight_map, const char *shard_name,
+                             const gguf_file *mm, safetensors_dtype dtype)
+{
+    static const char *const parts[][2] = {
+        {"ln1.weight", "input_layernorm.weight"},
+        {"ln2.weight", "pre_feedforward_layernorm.weight"},
+        {"attn_q.weight", "self_attn.q_proj.linear.weight"},
+        {"attn_k.weight", "self_attn.k_proj.linear.weight"},
+        {"attn_v.weight", "self_attn.v_proj.linear.weight"},
+        {"attn_out.weight", "self_attn.o_proj.linear.weight"},
+        {"attn_q_norm.weight", "self_attn.q_norm.weight"},
+        {"attn_k_norm.weight", "self_attn.k_norm.weight"},
+        {"attn_post_norm.weight", "post_attention_layernorm.weight"},
+        {"ffn_gate.weight", "mlp.gate_proj.linear.weight"},
+        {"ffn_up.weight", "mlp.up_proj.linear.weight"},
+        {"ffn_down.weight", "mlp.down_proj.linear.weight"},
+        {"ffn_post_norm.weight", "post_feedforward_layernorm.weight"},
+        {"out_scale.weight", "layer_scalar"},
+        /* a clipped linear's bounds */
+        {"attn_q.", "self_attn.q_proj."},
+        {"attn_k.", "self_attn.k_proj."},
+        {"attn_v.", "self_attn.v_proj."},
+        {"attn_out.", "self_attn.o_proj."},
+        {"ffn_gate.", "mlp.gate_proj."},
+        {"ffn_up.", "mlp.up_proj."},
+        {"ffn_down.", "mlp.down_proj."},
+    };
+    static const char *const whole[][2] = {
+        {"v.std_bias", "model.vision_tower.std_bias"},
+        {"v.std_scale", "model.vision_tower.std_scale"},
+        {"mm.input_projection.weight", "model.embed_vision.embedding_projection.weight"},
+        {"mm.input_projection.", "model.embed_vision.embedding_projection."},
+    };
+    for (size_t i = 0; i < gguf_n_tensors(mm); i++) {
+        const gguf_tensor *t = gguf_tensor_at(mm, i);
+        char name[256] = "";
+        float *x = tower_floats(t);
+        uint64_t cols = (uint64_t)t->ne[0], rows = gguf_tensor_n_elems(t) / cols;
+        unsigned layer;
+        int at = 0;
+        if (!strcmp(t->name, "v.patch_embd.weight")) { /* [hidden, P * P * C], pixel-major */
+            uint64_t side = (uint64_t)t->ne[0], ch = (uint64_t)t->ne[2], out = (uint64_t)t->ne[3];
+            float *hwc = malloc(gguf_tensor_n_elems(t) * sizeof *hwc);
+            assert_non_null(hwc);
+            for (uint64_t o = 0; o < out; o++)
+                for (uint64_t c = 0; c < ch; c++)
+                    for (uint64_t y = 0; y < side; y++)
+                        for (uint64_t px = 0; px < side; px++)
+                            hwc[o * side * side * ch + (y * side + px) * ch + c] =
+                                x[((o * ch + c) * side + y) * side + px];
+            snprintf(name, sizeof name, "model.vision_tower.patch_embedder.input_proj.weight");
+            put_matrix(s, name, dtype, hwc, out, side * side * ch, 0, false);
+            free(hwc);
+        } else if (!strcmp(t->name, "v.position_embd.weight")) { /* [2, positions, hidden] */
+            snprintf(name, sizeof name,
+                     "model.vision_tower.patch_embedder.position_embedding_table");
+            put_matrix(s, name, dtype, x, rows, cols, 0, false);
+            json_object_set_new(json_object_get(s->header, name), "shape",
+                                json_pack("[I,I,I]", (json_int_t)t->ne[2], (json_int_t)t->ne[1],
+                                          (json_int_t)cols));
+        } else if (sscanf(t->name, "v.blk.%u.%n", &layer, &at) == 1 && at > 0) {
+            for (size_t k = 0; k < sizeof parts / sizeof parts[0] && !name[0]; k++)
+                if (!strncmp(t->name + at, parts[k][0], strlen(parts[k][0])))
+                    snprintf(name, sizeof name, "model.vision_tower.encoder.layers.%u.%s%s", layer,
+                             parts[k][1], t->name + at + strlen(parts[k][0]));
+        } else {
+            for (size_t k = 0; k < sizeof whole / sizeof whole[0] && !name[0]; k++)
+                if (!strncmp(t->name, whole[k][0], strlen(whole[k][0])))
+                    snprintf(name, sizeof name, "%s%s", whole[k][1],
+                             t->name + strlen(whole[k][0]));
+        }
+        if (!name[0])
+            fail_msg("no Gemma 4 name for %s", t->name);
+        bool bound = strstr(t->name, "put_m") != NULL; /* input_min ... output_max */
+        if (!json_object_get(s->header, name)) {
+            put_matrix(s, name, t->n_dims == 1 ? SAFETENSORS_F32 : dtype, x,
+                       t->n_dims == 1 ? 0 : rows, cols, 0, false);
+            if (bound) /* a scalar */
+                json_object_set_new(json_object_get(s->header, name), "shape", json_array());
+        }
+        json_object_set_new(weight_map, name, json_string(shard_name));
+        free(x);
+    }
+}
+
+/* LFM2-VL's config.json (the text model's keys under text_config, the tower's as
+ * vision_config, the projector's scale and LayerNorm at the top) and processor_config.json
+ * (a tile twice the position table's side, the projector's normalisation). */
+static void nest_lfm2vl_config(const gguf_file *mm, const char *dir)
+{
+    json_error_t jerr;
+    json_t *text = json_load_file(store_fixture_path(dir, "config.json"), 0, &jerr);
+    assert_non_null(text);
+    json_t *arches = json_incref(json_object_get(text, "architectures"));
+    json_object_del(text, "architectures");
+    float eps;
+    corral_error err;
+    assert_true(gguf_get_f32(mm, "clip.vision.attention.layer_norm_epsilon", &eps, &err));
+    uint32_t scale = get_u32(mm, "clip.vision.projector.scale_factor");
+    json_t *c = json_pack(
+        "{s:o,s:o,s:{s:I,s:I,s:I,s:I,s:I,s:i,s:f},s:I,s:b,s:b}", "architectures", arches,
+        "text_config", text, "vision_config", "hidden_size",
+        (json_int_t)get_u32(mm, "clip.vision.embedding_length"), "num_hidden_layers",
+        (json_int_t)get_u32(mm, "clip.vision.block_count"), "num_attention_heads",
+        (json_int_t)get_u32(mm, "clip.vision.attention.head_count"), "intermediate_size",
+        (json_int_t)get_u32(mm, "clip.vision.feed_forward_length"), "patch_size",
+        (json_int_t)get_u32(mm, "clip.vision.patch_size"), "num_channels", 3, "layer_norm_eps",
+        (double)eps, "downsample_factor", (json_int_t)scale, "projector_use_layernorm",
+        gguf_find_tensor(mm, "mm.input_norm.weight") != NULL, "do_image_splitting", true);
+    assert_non_null(c);
+    write_json(dir, "config.json", c);
+    const gguf_kv *mean = gguf_find_kv(mm, "clip.vision.image_mean");
+    const gguf_kv *std = gguf_find_kv(mm, "clip.vision.image_std");
+    assert_true(mean && std);
+    write_json(dir, "processor_config.json",
+               json_pack("{s:{s:I,s:[f,f,f],s:[f,f,f]}}", "image_processor", "tile_size",
+                         (json_int_t)get_u32(mm, "clip.vision.image_size") * scale,
+                         "image_mean", (double)gguf_kv_f32(mean, 0),
+                         (double)gguf_kv_f32(mean, 1), (double)gguf_kv_f32(mean, 2),
+                         "image_std", (double)gguf_kv_f32(std, 0), (double)gguf_kv_f32(std, 1),
+                         (double)gguf_kv_f32(std, 2)));
+}
+
+/*
+ * An lfm2 projector's tensors under LFM2-VL's names: its SigLIP 2 tower under
+ * model.vision_tower.vision_model.* (the patch kernel as the linear layer over a patch's
+ * pixels, row by row, channels innermost), the projector under model.multi_modal_projector.*.
+ */
+static void put_lfm2vl_tower(shard *s, json_t *weight_map, const char *shard_name,
+                             const gguf_file *mm, safetensors_dtype dtype)
+{
+    static const char *const parts[][2] = {
+        {"ln1.", "layer_norm1."},         {"ln2.", "layer_norm2."},
+        {"attn_q.", "self_attn.q_proj."}, {"attn_k.", "self_attn.k_proj."},
+        {"attn_v.", "self_attn.v_proj."}, {"attn_out.", "self_attn.out_proj."},
+        {"ffn_up.", "mlp.fc1."},          {"ffn_down.", "mlp.fc2."},
+    };
+    static const char *const whole[][2] = {
+        {"v.patch_embd.", "model.vision_tower.vision_model.embeddings.patch_embedding."},
+        {"v.position_embd.", "model.vision_tower.vision_model.embeddings.position_embedding."},
+        {"v.post_ln.", "model.vision_tower.vision_model.post_layernorm."},
+        {"mm.input_norm.", "model.multi_modal_projector.layer_norm."},
+        {"mm.1.", "model.multi_modal_projector.linear_1."},
+        {"mm.2.", "model.multi_modal_projector.linear_2."},
+    };
+    for (size_t i = 0; i < gguf_n_tensors(mm); i++) {
+        const gguf_tensor *t = gguf_tensor_at(mm, i);
+        char name[256] = "";
+        unsigned layer;
+        int at = 0;
+        if (sscanf(t->name, "v.blk.%u.%n", &layer, &at) == 1 && at > 0) {
+            for (size_t k = 0; k < sizeof parts / sizeof parts[0] && !name[0]; k++)
+                if (!strncmp(t->name + at, parts[k][0], strlen(parts[k][0])))
+                    snprintf(name, sizeof name,
+                             "model.vision_tower.vision_model.encoder.layers.%u.%s%s", layer,
+                             parts[k][1], t->name + at + strlen(parts[k][0]));
+        } else {
+            for (size_t k = 0; k < sizeof whole / sizeof whole[0] && !name[0]; k++)
+                if (!strncmp(t->name, whole[k][0], strlen(whole[k][0])))
+                    snprintf(name, sizeof name, "%s%s", whole[k][1],
+                             t->name + strlen(whole[k][0]));
+        }
+        if (!name[0])
+            fail_msg("no LFM2-VL name for %s", t->name);
+        float *x = tower_floats(t);
+        uint64_t cols = (uint64_t)t->ne[0], rows = gguf_tensor_n_elems(t) / cols;
+        if (!strcmp(t->name, "v.patch_embd.weight")) { /* [hidden, P * P * C], pixel-major */
+            uint64_t side = (uint64_t)t->ne[0], ch = (uint64_t)t->ne[2], out = (uint64_t)t->ne[3];
+            float *hwc = malloc(gguf_tensor_n_elems(t) * sizeof *hwc);
+            assert_non_null(hwc);
+            for (uint64_t o = 0; o < out; o++)
+                for (uint64_t c = 0; c < ch; c++)
+                    for (uint64_t y = 0; y < side; y++)
+                        for (uint64_t px = 0; px < side; px++)
+                            hwc[o * side * side * ch + (y * side + px) * ch + c] =
+                                x[((o * ch + c) * side + y) * side + px];
+            put_matrix(s, name, dtype, hwc, out, side * side * ch, 0, false);
+            free(hwc);
+        } else {
+            put_matrix(s, name, t->n_dims == 1 ? SAFETENSORS_F32 : dtype, x,
+                       t->n_dims == 1 ? 0 : rows, cols, 0, false);
+        }
+        json_object_set_new(weight_map, name, json_string(shard_name));
+        free(x);
+    }
+}
+
+/* GLM-OCR's config.json (the glm4 text model's keys under text_config, its trunk's layers and
+ * prediction layers apart, M-RoPE sections and partial rotation in rope_parameters; the tower's
+ * as vision_config; the image marks' ids) and preprocessor_config.json (normalisation, sizes). */
+static void nest_glmocr_config(const gguf_file *f, const gguf_file *mm, const char *dir)
+{
+    json_error_t jerr;
+    json_t *text = json_load_file(store_fixture_path(dir, "config.json"), 0, &jerr);
+    assert_non_null(text);
+    json_t *arches = json_incref(json_object_get(text, "architectures"));
+    json_object_del(text, "architectures");
+    uint32_t nextn = get_u32(f, "glm4.nextn_predict_layers");
+    const gguf_kv *sections = gguf_find_kv(f, "glm4.rope.dimension_sections");
+    float base = 0, eps = 0;
+    corral_error err;
+    assert_non_null(sections);
+    assert_true(gguf_get_f32(f, "glm4.rope.freq_base", &base, &err));
+    assert_true(gguf_get_f32(mm, "clip.vision.attention.layer_norm_epsilon", &eps, &err));
+    json_object_set_new(text, "num_hidden_layers",
+                        json_integer(get_u32(f, "glm4.block_count") - nextn));
+    json_object_set_new(text, "num_nextn_predict_layers", json_integer(nextn));
+    json_object_set_new(
+        text, "rope_parameters",
+        json_pack("{s:s,s:[I,I,I],s:f,s:f}", "rope_type", "default", "mrope_section",
+                  (json_int_t)gguf_kv_i64(sections, 0), (json_int_t)gguf_kv_i64(sections, 1),
+                  (json_int_t)gguf_kv_i64(sections, 2), "rope_theta", (double)base,
+                  "partial_rotary_factor",
+                  (double)get_u32(f, "glm4.rope.dimension_count") /
+                      get_u32(f, "glm4.attention.key_length")));
+    json_object_del(text, "rope_theta");
+    json_t *c = json_pack(
+        "{s:o,s:o,s:{s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:I,s:I,s:f},s:i,s:i,s:i}", "architectures",
+        arches, "text_config", text, "vision_config", "depth",
+        (json_int_t)get_u32(mm, "clip.vision.block_count"), "hidden_size",
+        (json_int_t)get_u32(mm, "clip.vision.embedding_length"), "num_heads",
+        (json_int_t)get_u32(mm, "clip.vision.attention.head_count"), "image_size",
+        (json_int_t)get_u32(mm, "clip.vision.image_size"), "patch_size",
+        (json_int_t)get_u32(mm, "clip.vision.patch_size"), "spatial_merge_size",
+        (json_int_t)get_u32(mm, "clip.vision.spatial_merge_size"), "temporal_patch_size", 2,
+        "out_hidden_size", (json_int_t)get_u32(mm, "clip.vision.projection_dim"),
+        "intermediate_size", (json_int_t)get_u32(mm, "clip.vision.feed_forward_length"),
+        "rms_norm_eps", (double)eps, "image_token_id", 310, "image_start_token_id", 308,
+        "image_end_token_id", 309);
+    assert_non_null(c);
+    write_json(dir, "config.json", c);
+    const gguf_kv *mean = gguf_find_kv(mm, "clip.vision.image_mean");
+    const gguf_kv *std = gguf_find_kv(mm, "clip.vision.image_std");
+    assert_true(mean && std);
+    write_json(dir, "preprocessor_config.json",
+               json_pack("{s:{s:i,s:i},s:i,s:i,s:[f,f,f],s:[f,f,f]}", "size", "shortest_edge",
+                         12544, "longest_edge", 9633792, "temporal_patch_size", 2,
+                         "merge_size", 2, "image_mean", (double)gguf_kv_f32(mean, 0),
+                         (double)gguf_kv_f32(mean, 1), (double)gguf_kv_f32(mean, 2),
+                         "image_std", (double)gguf_kv_f32(std, 0), (double)gguf_kv_f32(std, 1),
+                         (double)gguf_kv_f32(std, 2)));
+}
+
+/*
+ * A glm4v projector's tensors under GLM-OCR's names (model.visual.*): its two temporal patch
+ * kernels stacked into one Conv3D kernel [hidden, channels, 2, patch, patch], the blocks'
+ * fused q/k/v as attn.qkv, the patch merger as downsample, the merger's parts.
+ */
+static void put_glmocr_tower(shard *s, json_t *weight_map, const char *shard_name,
+                             const gguf_file *mm, safetensors_dtype dtype)
+{
+    static const char *const parts[][2] = {
+        {"ln1.", "norm1."},          {"ln2.", "norm2."},
+        {"attn_qkv.", "attn.qkv."},  {"attn_out.", "attn.proj."},
+        {"attn_q_norm.", "attn.q_norm."}, {"attn_k_norm.", "attn.k_norm."},
+        {"ffn_gate.", "mlp.gate_proj."}, {"ffn_up.", "mlp.up_proj."},
+        {"ffn_down.", "mlp.down_proj."},
+    };
+    static const char *const whole[][2] = {
+        {"v.patch_embd.bias", "model.visual.patch_embed.proj.bias"},
+        {"v.post_ln.", "model.visual.post_layernorm."},
+        {"mm.patch_merger.", "model.visual.downsample."},
+        {"mm.model.fc.", "model.visual.merger.proj."},
+        {"mm.post_norm.", "model.visual.merger.post_projection_norm."},
+        {"mm.gate.", "model.visual.merger.gate_proj."},
+        {"mm.up.", "model.visual.merger.up_proj."},
+        {"mm.down.", "model.visual.merger.down_proj."},
+    };
+    for (size_t i = 0; i < gguf_n_tensors(mm); i++) {
+        const gguf_tensor *t = gguf_tensor_at(mm, i);
+        char name[256] = "";
+        if (!strcmp(t->name, "v.patch_embd.weight.1"))
+            continue; /* stacked with v.patch_embd.weight */
+        float *x = tower_floats(t);
+        uint64_t cols = (uint64_t)t->ne[0], rows = gguf_tensor_n_elems(t) / cols;
+        if (!strcmp(t->name, "v.patch_embd.weight")) {
+            const gguf_tensor *second = gguf_find_tensor(mm, "v.patch_embd.weight.1");
+            assert_non_null(second);
+            float *y = tower_floats(second);
+            uint64_t area = (uint64_t)t->ne[0] * (uint64_t)t->ne[1];
+            uint64_t n = gguf_tensor_n_elems(t) / area; /* outputs x channels */
+            float *both = malloc(2 * gguf_tensor_n_elems(t) * sizeof *both);
+            assert_non_null(both);
+            for (uint64_t k = 0; k < n; k++) {
+                memcpy(both + (2 * k) * area, x + k * area, area * sizeof *both);
+                memcpy(both + (2 * k + 1) * area, y + k * area, area * sizeof *both);
+            }
+            snprintf(name, sizeof name, "model.visual.patch_embed.proj.weight");
+            put_matrix(s, name, dtype, both, 2 * n, area, 0, false);
+            json_object_set_new(json_object_get(s->header, name), "shape",
+                                json_pack("[I,I,i,I,I]", (json_int_t)t->ne[3],
+                                          (json_int_t)t->ne[2], 2, (json_int_t)t->ne[1],
+                                          (json_int_t)t->ne[0]));
+            json_object_set_new(weight_map, name, json_string(shard_name));
+            free(both);
+            free(y);
+            free(x);
+            continue;
+        }
+        unsigned layer;
+        int at = 0;
+        if (sscanf(t->name, "v.blk.%u.%n", &layer, &at) == 1 && at > 0) {
+            for (size_t k = 0; k < sizeof parts / sizeof parts[0] && !name[0]; k++)
+                if (!strncmp(t->name + at, parts[k][0], strlen(parts[k][0])))
+                    snprintf(name, sizeof name, "model.visual.blocks.%u.%s%s", layer, parts[k][1],
+                             t->name + at + strlen(parts[k][0]));
+        } else {
+            for (size_t k = 0; k < sizeof whole / sizeof whole[0] && !name[0]; k++)
+                if (!strncmp(t->name, whole[k][0], strlen(whole[k][0])))
+                    snprintf(name, sizeof name, "%s%s", whole[k][1],
+                             t->name + strlen(whole[k][0]));
+        }
+        if (!name[0])
+            fail_msg("no GLM-OCR name for %s", t->name);
+        put_matrix(s, name, t->n_dims == 1 ? SAFETENSORS_F32 : dtype, x,
+                   t->n_dims == 1 ? 0 : rows, cols, 0, false);
+        if (t->n_dims == 4) /* the merger's convolution [out, in, 2, 2] */
+            json_object_set_new(json_object_get(s->header, name), "shape",
+                                json_pack("[I,I,I,I]", (json_int_t)t->ne[3],
+                                          (json_int_t)t->ne[2], (json_int_t)t->ne[1],
+                                          (json_int_t)t->ne[0]));
+        json_object_set_new(weight_map, name, json_string(shard_name));
+        free(x);
+    }
+}
+
+/* DeepSeek-OCR's config.json: the deepseek2-ocr language model's keys under language_config
+ * (its experts as DeepSeek names them), the towers' sizes under vision_config.width (SAM's
+ * global blocks at llama.cpp's fixed places). */
+static void nest_deepseekocr_config(const gguf_file *f, const gguf_file *mm, const char *dir)
+{
+    json_error_t jerr;
+    json_t *text = json_load_file(store_fixture_path(dir, "config.json"), 0, &jerr);
+    assert_non_null(text);
+    json_t *arches = json_incref(json_object_get(text, "architectures"));
+    json_object_del(text, "architectures");
+    json_object_set(text, "n_routed_experts", json_object_get(text, "num_experts"));
+    json_object_del(text, "num_experts");
+    json_object_set_new(text, "n_shared_experts",
+                        json_integer(get_u32(f, "deepseek2-ocr.expert_shared_count")));
+    json_object_set_new(text, "first_k_dense_replace",
+                        json_integer(get_u32(f, "deepseek2-ocr.leading_dense_block_count")));
+    json_t *c = json_pack(
+        "{s:o,s:o,s:{s:I,s:{s:{s:I,s:I,s:I,s:I,s:I},s:{s:[i,i,i,i],s:I,s:I,s:I}}}}",
+        "architectures", arches, "language_config", text, "vision_config", "image_size", 1024,
+        "width", "clip-l-14-224", "heads",
+        (json_int_t)get_u32(mm, "clip.vision.attention.head_count"), "image_size",
+        (json_int_t)get_u32(mm, "clip.vision.image_size"), "layers",
+        (json_int_t)get_u32(mm, "clip.vision.block_count"), "patch_size",
+        (json_int_t)get_u32(mm, "clip.vision.patch_size"), "width",
+        (json_int_t)get_u32(mm, "clip.vision.embedding_length"), "sam_vit_b",
+        "global_attn_indexes", 2, 5, 8, 11, "heads",
+        (json_int_t)get_u32(mm, "clip.vision.sam.head_count"), "layers",
+        (json_int_t)get_u32(mm, "clip.vision.sam.block_count"), "width",
+        (json_int_t)get_u32(mm, "clip.vision.sam.embedding_length"));
+    assert_non_null(c);
+    write_json(dir, "config.json", c);
+}
+
+/*
+ * A deepseekocr projector's tensors under DeepSeek-OCR's names: SAM under model.sam_model.*
+ * (its position table [1, side, side, width], its relative position tables as rel_pos_h and
+ * rel_pos_w), CLIP under model.vision_model.*, the projection as model.projector.layers, the
+ * newline and the view separator as vectors beside them.
+ */
+static void put_deepseekocr_towers(shard *s, json_t *weight_map, const char *shard_name,
+                                   const gguf_file *mm, safetensors_dtype dtype)
+{
+    static const char *const sam_parts[][2] = {
+        {"pre_ln.", "norm1."},         {"post_ln.", "norm2."},
+        {"attn.out.", "attn.proj."},   {"attn.pos_h.weight", "attn.rel_pos_h"},
+        {"attn.pos_w.weight", "attn.rel_pos_w"}, {"attn.qkv.", "attn.qkv."},
+        {"mlp.", "mlp."},
+    };
+    static const char *const clip_parts[][2] = {
+        {"ln1.", "layer_norm1."},          {"ln2.", "layer_norm2."},
+        {"attn_qkv.", "self_attn.qkv_proj."}, {"attn_out.", "self_attn.out_proj."},
+        {"ffn_up.", "mlp.fc1."},           {"ffn_down.", "mlp.fc2."},
+    };
+    static const char *const whole[][2] = {
+        {"v.sam.patch_embd.", "model.sam_model.patch_embed.proj."},
+        {"v.sam.pos_embd.weight", "model.sam_model.pos_embed"},
+        {"v.sam.neck.", "model.sam_model.neck."},
+        {"v.sam.net_", "model.sam_model.net_"},
+        {"v.patch_embd.", "model.vision_model.embeddings.patch_embedding."},
+        {"v.class_embd", "model.vision_model.embeddings.class_embedding"},
+        {"v.position_embd.", "model.vision_model.embeddings.position_embedding."},
+        {"v.pre_ln.", "model.vision_model.pre_layrnorm."},
+        {"mm.model.fc.", "model.projector.layers."},
+        {"v.image_newline", "model.image_newline"},
+        {"v.view_seperator", "model.view_seperator"},
+    };
+    for (size_t i = 0; i < gguf_n_tensors(mm); i++) {
+        const gguf_tensor *t = gguf_tensor_at(mm, i);
+        char name[256] = "";
+        unsigned layer;
+        int at = 0;
+        if (sscanf(t->name, "v.sam.blk.%u.%n", &layer, &at) == 1 && at > 0) {
+            for (size_t k = 0; k < sizeof sam_parts / sizeof sam_parts[0] && !name[0]; k++)
+                if (!strncmp(t->name + at, sam_parts[k][0], strlen(sam_parts[k][0])))
+                    snprintf(name, sizeof name, "model.sam_model.blocks.%u.%s%s", layer,
+                             sam_parts[k][1], t->name + at + strlen(sam_parts[k][0]));
+        } else if (sscanf(t->name, "v.blk.%u.%n", &layer, &at) == 1 && at > 0) {
+            for (size_t k = 0; k < sizeof clip_parts / sizeof clip_parts[0] && !name[0]; k++)
+                if (!strncmp(t->name + at, clip_parts[k][0], strlen(clip_parts[k][0])))
+                    snprintf(name, sizeof name, "model.vision_model.transformer.layers.%u.%s%s",
+                             layer, clip_parts[k][1], t->name + at + strlen(clip_parts[k][0]));
+        } else {
+            for (size_t k = 0; k < sizeof whole / sizeof whole[0] && !name[0]; k++)
+                if (!strncmp(t->name, whole[k][0], strlen(whole[k][0])))
+                    snprintf(name, sizeof name, "%s%s", whole[k][1],
+                             t->name + strlen(whole[k][0]));
+        }
+        if (!name[0])
+            fail_msg("no DeepSeek-OCR name for %s", t->name);
+        float *x = tower_floats(t);
+        bool vector = t->n_dims == 1 || !strcmp(t->name, "v.view_seperator");
+        uint64_t cols = (uint64_t)t->ne[0], rows = gguf_tensor_n_elems(t) / cols;
+        put_matrix(s, name, vector ? SAFETENSORS_F32 : dtype, x, vector ? 0 : rows,
+                   vector ? gguf_tensor_n_elems(t) : cols, 0, false);
+        json_t *shape = NULL;
+        if (!strcmp(t->name, "v.sam.pos_embd.weight")) /* [1, side, side, width] */
+            shape = json_pack("[i,I,I,I]", 1, (json_int_t)t->ne[2], (json_int_t)t->ne[1],
+                              (json_int_t)t->ne[0]);
+        else if (t->n_dims == 4) /* a convolution's [out, in, height, width] */
+            shape = json_pack("[I,I,I,I]", (json_int_t)t->ne[3], (json_int_t)t->ne[2],
+                              (json_int_t)t->ne[1], (json_int_t)t->ne[0]);
+        if (shape)
+            json_object_set_new(json_object_get(s->header, name), "shape", shape);
+        json_object_set_new(weight_map, name, json_string(shard_name));
+        free(x);
+    }
+}
+
 /* Llama 3.2 Vision's config.json: the text model's keys under text_config with its
  * cross-attention layers, the tower's mllama.vision.* keys as vision_config. */
 static void nest_mllama_config(const gguf_file *f, const char *dir)
@@ -2014,12 +2784,24 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
         fail_msg("%s", err.message);
     write_config(f, dir, hf_arch);
     bool pixtral = mm && strcmp(hf_arch, "Mistral3ForConditionalGeneration") == 0;
+    bool gemma4v = mm && strcmp(hf_arch, "Gemma4ForConditionalGeneration") == 0;
+    bool lfm2vl = mm && strcmp(hf_arch, "Lfm2VlForConditionalGeneration") == 0;
+    bool glmocr = mm && strcmp(hf_arch, "GlmOcrForConditionalGeneration") == 0;
+    bool dsocr = mm && strcmp(hf_arch, "DeepseekOCRForCausalLM") == 0;
     bool qwen25vl = mm && strcmp(hf_arch, "Qwen2_5_VLForConditionalGeneration") == 0;
     bool qwen3vl = mm && strncmp(hf_arch, "Qwen3VL", 7) == 0;
     bool llama4 = mm && strcmp(hf_arch, "Llama4ForConditionalGeneration") == 0;
     /* Llama 3.2 Vision: text and tower in f, as ollama's file holds them */
     bool mllama = strcmp(hf_arch, "MllamaForConditionalGeneration") == 0;
-    if (pixtral)
+    if (gemma4v)
+        nest_gemma4_vision_config(mm, dir);
+    else if (lfm2vl)
+        nest_lfm2vl_config(mm, dir);
+    else if (glmocr)
+        nest_glmocr_config(f, mm, dir);
+    else if (dsocr)
+        nest_deepseekocr_config(f, mm, dir);
+    else if (pixtral)
         nest_pixtral_config(f, mm, dir);
     else if (qwen25vl)
         nest_qwen25vl_config(f, mm, dir);
@@ -2036,8 +2818,9 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     assert_true(gguf_get_str(f, "general.architecture", &arch, &err));
     bool llama = arch.size == 5 && memcmp(arch.data, "llama", 5) == 0;
     bool gemma3n = arch.size == 7 && memcmp(arch.data, "gemma3n", 7) == 0;
-    /* Gemma's norms but Gemma 3n's, which scale by w */
-    bool gemma = arch.size >= 5 && memcmp(arch.data, "gemma", 5) == 0 && !gemma3n;
+    bool gemma4 = arch.size == 6 && memcmp(arch.data, "gemma4", 6) == 0;
+    /* Gemma's norms but Gemma 3n's and Gemma 4's, which scale by w */
+    bool gemma = arch.size >= 5 && memcmp(arch.data, "gemma", 5) == 0 && !gemma3n && !gemma4;
     bool sandwich = gemma && arch.size == 6; /* gemma2, gemma3 */
     bool phi3 = arch.size == 4 && memcmp(arch.data, "phi3", 4) == 0;
     bool gptoss = arch.size == 7 && memcmp(arch.data, "gpt-oss", 7) == 0;
@@ -2046,6 +2829,7 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     bool qwen35 = arch.size >= 6 && memcmp(arch.data, "qwen35", 6) == 0; /* and qwen35moe */
     bool next = arch.size == 9 && memcmp(arch.data, "qwen3next", 9) == 0;
     bool deepseek = arch.size == 9 && memcmp(arch.data, "deepseek2", 9) == 0;
+    bool laguna = arch.size == 6 && memcmp(arch.data, "laguna", 6) == 0;
     bool qwen35_flat = qwen35 && strstr(hf_arch, "ForCausalLM"); /* no language_model. */
     bool bert = arch.size == 4 && memcmp(arch.data, "bert", 4) == 0;
     bool nomic = arch.size == 10 && memcmp(arch.data, "nomic-bert", 10) == 0;
@@ -2060,7 +2844,7 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     sandwich = sandwich || olmo2 || gemma3n || embedding_gemma;
     char key[96];
     snprintf(key, sizeof key, "%.*s.attention.head_count", (int)arch.size, arch.data);
-    uint32_t heads = get_u32(f, key);
+    uint32_t heads = layer_max(f, key);
     snprintf(key, sizeof key, "%.*s.attention.head_count_kv", (int)arch.size, arch.data);
     uint32_t kv_heads = layer_max(f, key);
     static const char *const shard_names[] = {"model-00001-of-00002.safetensors",
@@ -2086,6 +2870,11 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
             continue;
         if (strncmp(t->name, "dense_", 6) == 0)
             continue; /* EmbeddingGemma's: sentence-transformers' Dense modules hold them */
+        if (gemma4 && strcmp(t->name, "rope_freqs.weight") != 0) /* (config.json makes those) */
+            put_gemma4(&shards[i < n / 2 ? 0 : 1], weight_map, shard_names[i < n / 2 ? 0 : 1], f,
+                       t, matrix_dtype, strstr(hf_arch, "ForCausalLM") != NULL);
+        if (gemma4)
+            continue;
         if (gptoss && strstr(t->name, "_exps.")) {
             const gguf_tensor *e = experts ? gguf_find_tensor(experts, t->name) : t;
             assert_non_null(e);
@@ -2164,6 +2953,10 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
             nomic_hf_name(t->name, name, sizeof name);
         else if (lfm2)
             lfm2_hf_name(t->name, name, sizeof name);
+        else if (laguna && laguna_hf_name(t->name, name, sizeof name))
+            ;
+        else if (glmocr && glmocr_hf_name(t->name, name, sizeof name))
+            ;
         else if (!cross && (!gemma3n || !gemma3n_hf_name(t->name, name, sizeof name)))
             hf_name(t->name, sandwich, phi3, llama, gptoss, starcoder2, name, sizeof name);
         if (embedding_gemma) /* its text model is saved without "model." */
@@ -2175,11 +2968,12 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
                     strlen(name + strlen("model.")) + 1);
             memcpy(name, "model.language_model.", strlen("model.language_model."));
         }
-        if (qwen3vl && strncmp(name, "model.", 6) == 0) { /* newer transformers' layout */
+        if ((qwen3vl || lfm2vl || glmocr) && strncmp(name, "model.", 6) == 0) { /* newer */
             memmove(name + strlen("model.language_model."), name + strlen("model."),
                     strlen(name + strlen("model.")) + 1);
             memcpy(name, "model.language_model.", strlen("model.language_model."));
-        } else if ((mm && !qwen3vl) || (mllama && !cross)) { /* under language_model, as older
+        } else if ((mm && !qwen3vl && !lfm2vl && !glmocr && !dsocr) ||
+                   (mllama && !cross)) { /* under language_model., as older
                                                               * transformers saved it */
             memmove(name + strlen("language_model."), name, strlen(name) + 1);
             memcpy(name, "language_model.", strlen("language_model."));
@@ -2203,6 +2997,8 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
         } else {
             assert_int_equal(t->type, TENSOR_TYPE_F32);
         }
+        if (glmocr && (strstr(t->name, ".attn_q.") || strstr(t->name, ".attn_k.")))
+            data = owned = glmocr_interleaved(f, t); /* GLM's pairs, before NeoX's */
         if (pixtral && strcmp(t->name, "token_embd.weight") == 0) {
             /* Mistral 3 keeps [IMG_BREAK]'s vector as that token's embedding */
             const gguf_tensor *brk = gguf_find_tensor(mm, "v.token_embd.img_break");
@@ -2224,7 +3020,15 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
                                           (json_int_t)t->ne[0]));
         json_object_set_new(weight_map, name, json_string(shard_names[i < n / 2 ? 0 : 1]));
     }
-    if (qwen25vl)
+    if (gemma4v)
+        put_gemma4_tower(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
+    else if (lfm2vl)
+        put_lfm2vl_tower(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
+    else if (glmocr)
+        put_glmocr_tower(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
+    else if (dsocr)
+        put_deepseekocr_towers(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
+    else if (qwen25vl)
         put_qwen25vl_tower(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
     else if (qwen3vl)
         put_qwen3vl_tower(&shards[1], weight_map, shard_names[1], mm, matrix_dtype);
@@ -2237,6 +3041,17 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     if (bert || nomic || embedding_gemma)
         put_sentence_transformers(f, bert ? "bert" : nomic ? "nomic-bert" : "gemma-embedding",
                                   &shards[1], weight_map, shard_names[1], dir, matrix_dtype);
+    if (gemma4 && !strstr(hf_arch, "ForCausalLM")) { /* its towers: left out */
+        static const float dummy[4] = {1, 2, 3, 4};
+        static const char *const towers[] = {
+            "model.audio_tower.layers.0.self_attn.q_proj.linear.weight",
+            "model.embed_audio.embedding_projection.weight",
+            "model.language_model.embedding_post_projection_norm.weight"};
+        for (size_t i = 0; i < 3; i++) {
+            put_matrix(&shards[1], towers[i], matrix_dtype, dummy, 2, 2, 0, false);
+            json_object_set_new(weight_map, towers[i], json_string(shard_names[1]));
+        }
+    }
     if (gemma3n) { /* its towers: left out */
         static const float dummy[4] = {1, 2, 3, 4};
         static const char *const towers[] = {"model.vision_tower.timm_model.stem.conv.weight",
@@ -2329,6 +3144,34 @@ void hf_fixture_write_vision(const char *text_path, const char *mmproj_path, con
 {
     write_checkpoint(text_path, dir, "Gemma3ForConditionalGeneration", matrix_dtype, NULL,
                      mmproj_path, tokens_per_image, NULL);
+}
+
+void hf_fixture_write_gemma4v(const char *text_path, const char *mmproj_path, const char *dir,
+                              safetensors_dtype matrix_dtype)
+{
+    write_checkpoint(text_path, dir, "Gemma4ForConditionalGeneration", matrix_dtype, NULL,
+                     mmproj_path, 0, NULL);
+}
+
+void hf_fixture_write_lfm2vl(const char *text_path, const char *mmproj_path, const char *dir,
+                             safetensors_dtype matrix_dtype)
+{
+    write_checkpoint(text_path, dir, "Lfm2VlForConditionalGeneration", matrix_dtype,
+                     hf_fixture_qwen2_regex, mmproj_path, 0, NULL);
+}
+
+void hf_fixture_write_glmocr(const char *text_path, const char *mmproj_path, const char *dir,
+                             safetensors_dtype matrix_dtype)
+{
+    write_checkpoint(text_path, dir, "GlmOcrForConditionalGeneration", matrix_dtype,
+                     hf_fixture_qwen2_regex, mmproj_path, 0, NULL);
+}
+
+void hf_fixture_write_deepseekocr(const char *text_path, const char *mmproj_path,
+                                  const char *dir, safetensors_dtype matrix_dtype)
+{
+    write_checkpoint(text_path, dir, "DeepseekOCRForCausalLM", matrix_dtype,
+                     hf_fixture_qwen2_regex, mmproj_path, 0, NULL);
 }
 
 void hf_fixture_write_pixtral(const char *text_path, const char *mmproj_path, const char *dir,

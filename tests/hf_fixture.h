@@ -7,7 +7,10 @@
  * Hugging Face's order (a qwen35 model as a Qwen3_5ForConditionalGeneration checkpoint: value
  * heads grouped, A_log, norms as w - 1, experts packed per layer, a vision tower's and an MTP
  * layer's tensor beside; a qwen3next model as a Qwen3NextForCausalLM one, its attn_qkv and
- * attn_gate fused in in_proj_qkvz; a nemotron_h model with an MTP layer's tensor beside).
+ * attn_gate fused in in_proj_qkvz; a nemotron_h model with an MTP layer's tensor beside; a
+ * gemma4 model as Gemma 4's, its norms as they are, a fused attn_qkv as q/k/v, its experts'
+ * stacks whole, a Gemma4ForConditionalGeneration's text model under text_config with tower
+ * tensors beside).
  * Converting the directory must give the fixture back. Fails the
  * current cmocka test on an error.
  */
@@ -47,6 +50,47 @@ void hf_fixture_write_experts_from(const char *gguf_path, const char *experts_pa
  */
 void hf_fixture_write_vision(const char *text_path, const char *mmproj_path, const char *dir,
                              uint32_t tokens_per_image, safetensors_dtype matrix_dtype);
+
+/*
+ * hf_fixture_write_vision for the gemma4 text model at text_path and its llama.cpp gemma4v
+ * projector: a Gemma4ForConditionalGeneration checkpoint, the tower under
+ * model.vision_tower.* (its clipped linears as .linear.weight with their bounds as scalars,
+ * the patch kernel as a linear layer over each patch's pixels, row by row, channels
+ * innermost) and the projection under model.embed_vision.*.
+ */
+void hf_fixture_write_gemma4v(const char *text_path, const char *mmproj_path, const char *dir,
+                              safetensors_dtype matrix_dtype);
+
+/*
+ * hf_fixture_write_vision for the lfm2 text model at text_path and its llama.cpp lfm2
+ * projector: an Lfm2VlForConditionalGeneration checkpoint (model.language_model.*), the
+ * SigLIP 2 tower under model.vision_tower.vision_model.* (the patch kernel as a linear layer
+ * over each patch's pixels, channels innermost), the projector under
+ * model.multi_modal_projector.*, a processor_config.json with the tile size and
+ * normalisation, the tokenizer splitting text as Qwen2's.
+ */
+void hf_fixture_write_lfm2vl(const char *text_path, const char *mmproj_path, const char *dir,
+                             safetensors_dtype matrix_dtype);
+
+/*
+ * hf_fixture_write_vision for the glm4 text model at text_path (M-RoPE, a prediction layer)
+ * and its llama.cpp glm4v projector: a GlmOcrForConditionalGeneration checkpoint, the text
+ * model under model.language_model.* (q and k in GLM's interleaved pairs, gate and up in
+ * gate_up_proj), the tower under model.visual.* (the two temporal patch kernels stacked into
+ * one Conv3D kernel), a preprocessor_config.json, the tokenizer splitting text as Qwen2's.
+ */
+void hf_fixture_write_glmocr(const char *text_path, const char *mmproj_path, const char *dir,
+                             safetensors_dtype matrix_dtype);
+
+/*
+ * hf_fixture_write_vision for the deepseek2-ocr language model at text_path and its llama.cpp
+ * deepseekocr projector: a DeepseekOCRForCausalLM checkpoint, the language model's keys under
+ * language_config and its tensors under model.*, SAM under model.sam_model.*, CLIP under
+ * model.vision_model.*, the projection under model.projector.*, the tokenizer splitting text
+ * as Qwen2's.
+ */
+void hf_fixture_write_deepseekocr(const char *text_path, const char *mmproj_path,
+                                  const char *dir, safetensors_dtype matrix_dtype);
 
 /*
  * hf_fixture_write_vision for the mistral3 text model at text_path and its llama.cpp pixtral

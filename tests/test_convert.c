@@ -155,6 +155,8 @@ static void test_safetensors_refuses_malformed_headers(void **state)
 static void rewrite(const char *name, const char *from, const char *to);
 static void set_json(const char *name, const char *path, const char *key, const char *value);
 static void expect_convert_refusal(const char *why);
+static void expect_tower_fits(const char *path);
+static void expect_converted_f16(const gguf_file *got, const char *name, const gguf_tensor *w);
 
 static char *g_root;
 
@@ -191,6 +193,7 @@ static void list_checkpoint(checkpoint *cp)
                                         "chat_template.jinja", "tokenizer.model",
                                         "consolidated.safetensors", "added_tokens.json",
                                         "preprocessor_config.json", "modules.json",
+                                        "processor_config.json",
                                         "1_Pooling/config.json", "2_Dense/config.json",
                                         "2_Dense/model.safetensors", "3_Dense/config.json",
                                         "3_Dense/model.safetensors"};
@@ -1202,6 +1205,351 @@ static void test_convert_deepseek2_round_trip(void **state)
     expect_convert_refusal("rope_scaling.mscale_all_dim must be a number from 0 to 1000");
 }
 
+/* The keys ollama's Gemma 4 converter writes its own way: per-layer lists as signed integers,
+ * the pre-tokenizer named gemma4. */
+static const char *const gemma4_skipped[] = {"general.name", "general.file_type",
+                                             "gemma4.attention.head_count_kv",
+                                             "gemma4.feed_forward_length", "tokenizer.ggml.pre",
+                                             NULL};
+
+/* got's key holds want's values: a list of INT32 where want's list has two values, one
+ * value where it has one, as ollama's converter writes them. */
+static void expect_gemma4_list(const gguf_file *want, const gguf_file *got, const char *key)
+{
+    const gguf_kv *w = gguf_find_kv(want, key), *g = gguf_find_kv(got, key);
+    if (!w || !g)
+        fail_msg("%s is missing", key);
+    bool varies = false;
+    for (uint64_t i = 1; i < w->n; i++)
+        varies = varies || gguf_kv_i64(w, i) != gguf_kv_i64(w, 0);
+    assert_int_equal(g->type, varies ? GGUF_TYPE_ARRAY : GGUF_TYPE_UINT32);
+    if (varies) {
+        assert_int_equal(g->elem_type, GGUF_TYPE_INT32);
+        assert_int_equal(g->n, w->n);
+    }
+    for (uint64_t i = 0; i < w->n; i++)
+        assert_int_equal(gguf_kv_i64(g, varies ? i : 0), gguf_kv_i64(w, i));
+}
+
+/*
+ * Convert the Gemma 4 checkpoint in g_root and hold it against the gemma4 fixture it was
+ * written from: every tensor (matrices in matrix_type, the rest F32; a fused attn_qkv as the
+ * attn_q, attn_k and attn_v ollama's converter writes) and tower_tensors more, its keys (the
+ * per-layer lists as INT32, the pre-tokenizer gemma4), and the engine loads it.
+ */
+static void expect_gemma4_file(const char *fixture_name, safetensors_dtype dtype,
+                               uint32_t matrix_type, size_t tower_tensors)
+{
+    corral_error err = {{0}};
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s: %s", fixture_name, err.message);
+    gguf_file *want = gguf_open(fixture(fixture_name), &err);
+    gguf_file *got = want ? gguf_open(store_fixture_path(g_root, "out.gguf"), &err) : NULL;
+    if (!got)
+        fail_msg("%s", err.message);
+    size_t fused = 0;
+    for (size_t i = 0; i < gguf_n_tensors(want); i++) {
+        const gguf_tensor *w = gguf_tensor_at(want, i);
+        unsigned layer;
+        if (strstr(w->name, ".attn_qkv.") && sscanf(w->name, "blk.%u.", &layer) == 1) {
+            static const char *const parts[] = {"attn_q", "attn_k", "attn_v"};
+            uint64_t row = 0;
+            for (int k = 0; k < 3; k++) {
+                char name[64];
+                snprintf(name, sizeof name, "blk.%u.%s.weight", layer, parts[k]);
+                const gguf_tensor *g = gguf_find_tensor(got, name);
+                if (!g)
+                    fail_msg("no %s", name);
+                assert_int_equal(g->type, matrix_type);
+                assert_int_equal(g->ne[0], w->ne[0]);
+                for (uint64_t e = 0; e < gguf_tensor_n_elems(g); e++)
+                    expect_element(((const float *)w->data)[row * w->ne[0] + e], matrix_type,
+                                   g->data, e, name);
+                row += (uint64_t)g->ne[1];
+            }
+            assert_int_equal(row, w->ne[1]);
+            fused++;
+            continue;
+        }
+        const gguf_tensor *g = gguf_find_tensor(got, w->name);
+        if (!g)
+            fail_msg("no %s", w->name);
+        assert_memory_equal(g->ne, w->ne, sizeof w->ne);
+        bool router = strstr(w->name, ".ffn_gate_inp.weight") != NULL;
+        uint32_t type = w->n_dims == 1 || router ? TENSOR_TYPE_F32 : matrix_type;
+        if (g->type != type)
+            fail_msg("%s is %s", w->name, tensor_type_name(g->type));
+        for (uint64_t e = 0; e < gguf_tensor_n_elems(w); e++) {
+            float x = ((const float *)w->data)[e];
+            if (router && dtype == SAFETENSORS_F16)
+                x = quant_f16_to_f32(quant_f32_to_f16(x));
+            if (router && dtype == SAFETENSORS_BF16)
+                x = quant_bf16_to_f32(quant_f32_to_bf16(x));
+            expect_element(x, type, g->data, e, w->name);
+        }
+    }
+    assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want) + 2 * fused + tower_tensors);
+    expect_same_keys(want, got, gemma4_skipped);
+    expect_gemma4_list(want, got, "gemma4.attention.head_count_kv");
+    expect_gemma4_list(want, got, "gemma4.feed_forward_length");
+    gguf_str pre;
+    assert_true(gguf_get_str(got, "tokenizer.ggml.pre", &pre, &err));
+    assert_int_equal(pre.size, strlen("gemma4"));
+    assert_memory_equal(pre.data, "gemma4", pre.size);
+    gguf_close(want);
+    gguf_close(got);
+    corral_model *model = corral_model_load(store_fixture_path(g_root, "out.gguf"), &err);
+    if (!model)
+        fail_msg("%s: %s", fixture_name, err.message);
+    corral_model_free(model);
+}
+
+/* The Gemma 4 checkpoint of an arch/ fixture, written as hf_arch, converts back to it (see
+ * expect_gemma4_file) with the same tokens. */
+static void gemma4_round_trip(const char *fixture_name, const char *hf_arch,
+                              safetensors_dtype dtype, uint32_t matrix_type)
+{
+    hf_fixture_write(fixture(fixture_name), g_root, hf_arch, dtype, NULL);
+    expect_gemma4_file(fixture_name, dtype, matrix_type, 0);
+    same_tokens(fixture_name);
+}
+
+/* The Gemma4ForConditionalGeneration checkpoint of the gemma4v fixtures converts to the one
+ * file ollama's converter writes: the text model as expect_gemma4_file holds it, the tower's
+ * tensors under the projector's names (matrices and the patch kernel, back in its channel-major
+ * layout, F16, the position table and vectors F32, the bounds one F32 each), its keys as
+ * gemma4.vision.*, and a model its tower fits. */
+static void test_convert_gemma4_vision_to_one_file(void **state)
+{
+    (void)state;
+    char mmproj[4096];
+    snprintf(mmproj, sizeof mmproj, "%s", fixture("vision/gemma4v-mmproj.gguf"));
+    hf_fixture_write_gemma4v(fixture("vision/gemma4v-text.gguf"), mmproj, g_root,
+                             SAFETENSORS_F16);
+    corral_error err = {{0}};
+    gguf_file *mm = gguf_open(mmproj, &err);
+    if (!mm)
+        fail_msg("%s", err.message);
+    expect_gemma4_file("vision/gemma4v-text.gguf", SAFETENSORS_F16, TENSOR_TYPE_F16,
+                       gguf_n_tensors(mm));
+    gguf_file *got = gguf_open(store_fixture_path(g_root, "out.gguf"), &err);
+    if (!got)
+        fail_msg("%s", err.message);
+    for (size_t i = 0; i < gguf_n_tensors(mm); i++) {
+        const gguf_tensor *w = gguf_tensor_at(mm, i), *g = gguf_find_tensor(got, w->name);
+        if (!g)
+            fail_msg("no %s", w->name);
+        assert_int_equal(g->n_dims, w->n_dims);
+        assert_memory_equal(g->ne, w->ne, sizeof w->ne);
+        bool f32 = w->n_dims == 1 || !strcmp(w->name, "v.position_embd.weight");
+        uint32_t type = f32 ? TENSOR_TYPE_F32 : TENSOR_TYPE_F16;
+        if (g->type != type)
+            fail_msg("%s is %s", w->name, tensor_type_name(g->type));
+        /* the position table: F32 from the checkpoint's F16 */
+        bool table = !strcmp(w->name, "v.position_embd.weight");
+        for (uint64_t e = 0; e < gguf_tensor_n_elems(w); e++) {
+            float x = w->type == TENSOR_TYPE_F16
+                          ? quant_f16_to_f32(((const uint16_t *)w->data)[e])
+                          : ((const float *)w->data)[e];
+            expect_element(table ? quant_f16_to_f32(quant_f32_to_f16(x)) : x, type, g->data, e,
+                           w->name);
+        }
+    }
+    static const char *const keys[][2] = {
+        {"clip.vision.block_count", "gemma4.vision.block_count"},
+        {"clip.vision.embedding_length", "gemma4.vision.embedding_length"},
+        {"clip.vision.attention.head_count", "gemma4.vision.attention.head_count"},
+        {"clip.vision.feed_forward_length", "gemma4.vision.feed_forward_length"},
+        {"clip.vision.patch_size", "gemma4.vision.patch_size"},
+        {"clip.vision.projector.scale_factor", "gemma4.vision.projector.scale_factor"},
+        {"clip.vision.attention.layer_norm_epsilon",
+         "gemma4.vision.attention.layer_norm_epsilon"},
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (!kv_equal(gguf_find_kv(mm, keys[i][0]), gguf_find_kv(got, keys[i][1])))
+            fail_msg("%s differs from %s", keys[i][1], keys[i][0]);
+    uint32_t channels = 0;
+    assert_true(gguf_get_u32(got, "gemma4.vision.num_channels", &channels, &err));
+    assert_int_equal(channels, 3);
+    gguf_close(got);
+    gguf_close(mm);
+    expect_tower_fits(store_fixture_path(g_root, "out.gguf"));
+    assert_int_equal(unlink(store_fixture_path(g_root, "out.gguf")), 0);
+
+    set_json("config.json", "vision_config", "patch_size", "8");
+    expect_convert_refusal("tensor 'model.vision_tower.patch_embedder.input_proj.weight' is not "
+                           "[hidden_size, patch_size * patch_size * num_channels]");
+    set_json("config.json", "vision_config", "patch_size", "null");
+    expect_convert_refusal("config.json has no vision_config.patch_size");
+    set_json("config.json", "vision_config", "patch_size", "4");
+    set_json("config.json", "vision_config", "num_hidden_layers", "1");
+    expect_convert_refusal("tensor 'model.vision_tower.encoder.layers.1.");
+}
+
+/* Gemma4ForCausalLM: the text model saved alone, a fused q/k/v in the fixture. */
+static void test_convert_gemma4_round_trip(void **state)
+{
+    (void)state;
+    gemma4_round_trip("arch/gemma4.gguf", "Gemma4ForCausalLM", SAFETENSORS_BF16,
+                      TENSOR_TYPE_BF16);
+}
+
+/* Gemma4ForConditionalGeneration's text model (its towers left out): per-layer inputs,
+ * key/value sharing, the shared layers' FFN twice as wide. */
+static void test_convert_gemma4_e_round_trip(void **state)
+{
+    (void)state;
+    gemma4_round_trip("arch/gemma4-e.gguf", "Gemma4ForConditionalGeneration", SAFETENSORS_F16,
+                      TENSOR_TYPE_F16);
+}
+
+/* Gemma 4's experts beside the dense FFN: gate and up packed in some layers, apart in others,
+ * each expert's output scale in some. */
+static void test_convert_gemma4_moe_round_trip(void **state)
+{
+    (void)state;
+    gemma4_round_trip("arch/gemma4-moe.gguf", "Gemma4ForConditionalGeneration",
+                      SAFETENSORS_F16, TENSOR_TYPE_F16);
+}
+
+/* Gemma 4 saved with tokenizer.json alone, a BPE over SentencePiece pieces (byte fallback):
+ * the "llama" model with its merges, as ollama's converter writes it, which the engine reads
+ * as Gemma 4's BPE. */
+static void test_convert_gemma4_bpe_tokenizer(void **state)
+{
+    (void)state;
+    hf_fixture_write(fixture("arch/gemma4.gguf"), g_root, "Gemma4ForCausalLM", SAFETENSORS_F16,
+                     NULL);
+    assert_int_equal(unlink(store_fixture_path(g_root, "tokenizer.model")), 0);
+    corral_error err = {{0}};
+    gguf_file *want = gguf_open(fixture("arch/gemma4.gguf"), &err);
+    if (!want)
+        fail_msg("%s", err.message);
+    const gguf_kv *tokens = gguf_find_kv(want, "tokenizer.ggml.tokens");
+    json_t *vocab = json_object();
+    for (uint64_t id = 0; id < tokens->n; id++)
+        json_object_setn_new_nocheck(vocab, gguf_kv_str(tokens, id).data,
+                                     gguf_kv_str(tokens, id).size, json_integer((json_int_t)id));
+    json_t *tokenizer = json_pack("{s:s,s:[],s:{s:s,s:b,s:o,s:[[s,s],[s,s]]}}", "version", "1.0",
+                                  "added_tokens", "model", "type", "BPE", "byte_fallback", true,
+                                  "vocab", vocab, "merges", "\xe2\x96\x81", "t", "h", "e");
+    assert_non_null(tokenizer);
+    char *text = json_dumps(tokenizer, 0);
+    store_fixture_write(g_root, "tokenizer.json", text, strlen(text));
+    free(text);
+    json_decref(tokenizer);
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    gguf_file *got = gguf_open(store_fixture_path(g_root, "out.gguf"), &err);
+    if (!got)
+        fail_msg("%s", err.message);
+    gguf_str model, pre;
+    assert_true(gguf_get_str(got, "tokenizer.ggml.model", &model, &err));
+    assert_true(gguf_get_str(got, "tokenizer.ggml.pre", &pre, &err));
+    assert_int_equal(model.size, 5);
+    assert_memory_equal(model.data, "llama", 5);
+    assert_int_equal(pre.size, 6);
+    assert_memory_equal(pre.data, "gemma4", 6);
+    const gguf_kv *merges = gguf_find_kv(got, "tokenizer.ggml.merges");
+    assert_non_null(merges);
+    assert_int_equal(merges->n, 2);
+    assert_true(kv_equal(tokens, gguf_find_kv(got, "tokenizer.ggml.tokens")));
+    gguf_close(want);
+    gguf_close(got);
+    corral_vocab *v = corral_vocab_open(store_fixture_path(g_root, "out.gguf"), &err);
+    if (!v)
+        fail_msg("%s", err.message);
+    corral_token ids[64];
+    size_t n = 0;
+    assert_true(corral_tokenize(v, "the tale", 8, false, false, ids, 64, &n, &err));
+    assert_true(n > 0);
+    corral_vocab_free(v);
+}
+
+/* The LagunaForCausalLM checkpoint of arch/laguna converts to ollama's laguna file: the
+ * fixture's tensors (its attention gate under ollama's name, attn_g; the router F32), its
+ * keys but the sliding layers' RoPE, which ollama's names rope.swa.*, and ollama's own: the
+ * layer kinds, gating, the YaRN magnitude it computes, no chat template, no BOS added. */
+static void test_convert_laguna_round_trip(void **state)
+{
+    (void)state;
+    hf_fixture_write(fixture("arch/laguna.gguf"), g_root, "LagunaForCausalLM", SAFETENSORS_F16,
+                     hf_fixture_qwen2_regex);
+    corral_error err = {{0}};
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    gguf_file *want = gguf_open(fixture("arch/laguna.gguf"), &err);
+    gguf_file *got = want ? gguf_open(store_fixture_path(g_root, "out.gguf"), &err) : NULL;
+    if (!got)
+        fail_msg("%s", err.message);
+    assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want));
+    for (size_t i = 0; i < gguf_n_tensors(want); i++) {
+        const gguf_tensor *w = gguf_tensor_at(want, i);
+        char name[128];
+        const char *gate = strstr(w->name, ".attn_gate.");
+        if (gate)
+            snprintf(name, sizeof name, "%.*s.attn_g.weight", (int)(gate - w->name), w->name);
+        else
+            snprintf(name, sizeof name, "%s", w->name);
+        expect_converted_f16(got, name, w);
+    }
+    static const char *const laguna_skipped[] = {"general.name", "general.file_type",
+                                                 "laguna.rope.freq_base_swa",
+                                                 "laguna.rope.dimension_count_swa", NULL};
+    expect_same_keys(want, got, laguna_skipped);
+    static const char *const renamed[][2] = {
+        {"laguna.rope.freq_base_swa", "laguna.rope.swa.freq_base"},
+        {"laguna.rope.dimension_count_swa", "laguna.rope.swa.dimension_count"},
+    };
+    for (size_t i = 0; i < 2; i++)
+        if (!kv_equal(gguf_find_kv(want, renamed[i][0]), gguf_find_kv(got, renamed[i][1])))
+            fail_msg("%s differs from %s", renamed[i][1], renamed[i][0]);
+    float attn_factor = 0;
+    assert_true(gguf_get_f32(got, "laguna.rope.scaling.attn_factor", &attn_factor, &err));
+    assert_true(attn_factor == (float)(0.1 * log(4.0) + 1.0)); /* factor 4, none given */
+    const gguf_kv *kinds = gguf_find_kv(got, "laguna.attention.layer_types");
+    const gguf_kv *pattern = gguf_find_kv(got, "laguna.attention.sliding_window_pattern");
+    assert_true(kinds && pattern && kinds->n == 5 && pattern->n == 5);
+    for (uint64_t i = 0; i < 5; i++) {
+        assert_int_equal(gguf_kv_i64(kinds, i), i % 4 != 0);
+        assert_int_equal(gguf_kv_bool(pattern, i), i % 4 != 0);
+    }
+    assert_null(gguf_find_kv(got, "tokenizer.chat_template"));
+    assert_false(gguf_kv_bool(gguf_find_kv(got, "tokenizer.ggml.add_bos_token"), 0));
+    gguf_close(want);
+    gguf_close(got);
+    corral_model *model = corral_model_load(store_fixture_path(g_root, "out.gguf"), &err);
+    if (!model)
+        fail_msg("%s", err.message);
+    corral_model_free(model);
+    same_tokens("arch/laguna.gguf");
+    assert_int_equal(unlink(store_fixture_path(g_root, "out.gguf")), 0);
+
+    static const struct {
+        const char *key, *value, *why;
+    } cases[] = {
+        {"gating", "\"per-element\"", "attention gating other than per head"},
+        {"swa_attention_sink_enabled", "true", "an attention sink"},
+        {"moe_router_use_sigmoid", "false", "a softmax router"},
+        {"mlp_only_layers", "[0, 1]", "dense layers (mlp_only_layers or mlp_layer_types) must "
+                                      "be its first alone"},
+        {"num_attention_heads_per_layer", "[4, 8]", "num_attention_heads_per_layer must list "
+                                                    "one count per layer (5)"},
+        {"layer_types", "[\"full_attention\", \"chunked\", \"sliding_attention\", "
+                        "\"sliding_attention\", \"full_attention\"]",
+         "layer_types[1] is not"},
+        {"shared_expert_intermediate_size", "null",
+         "config.json has no shared_expert_intermediate_size"},
+        {"decoder_sparse_step", "2", "decoder_sparse_step must be 1"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        hf_fixture_write(fixture("arch/laguna.gguf"), g_root, "LagunaForCausalLM",
+                         SAFETENSORS_F16, hf_fixture_qwen2_regex);
+        set_json("config.json", "", cases[i].key, cases[i].value);
+        expect_convert_refusal(cases[i].why);
+    }
+}
+
 static void test_convert_mixtral_round_trip(void **state)
 {
     (void)state;
@@ -1380,6 +1728,330 @@ static void test_convert_gemma3_vision_to_one_file(void **state)
     expect_convert_refusal("config.json: vision_config.image_size must be an integer from 1");
     rewrite("config.json", "\"vision_config\"", "\"vision_configs\"");
     expect_convert_refusal("config.json has no vision_config object");
+}
+
+/* ---- LFM2-VL with its tower ---- */
+
+/* got's tensor name holds want's tensor as an F16 checkpoint of it converts: vectors and the
+ * kinds kept F32 (a convolution's taps, a position table) F32 with the values F16 rounds them
+ * to, the rest F16. */
+static void expect_converted_f16(const gguf_file *got, const char *name, const gguf_tensor *w)
+{
+    const gguf_tensor *g = gguf_find_tensor(got, name);
+    if (!g)
+        fail_msg("no %s", name);
+    assert_memory_equal(g->ne, w->ne, sizeof w->ne); /* its trailing 1s, if any, aside */
+    bool kept_f32 = strstr(name, "shortconv.conv") || strstr(name, "ffn_gate_inp.weight") ||
+                    !strcmp(name, "v.position_embd.weight") || !strcmp(name, "s.position_embd") ||
+                    strstr(name, ".rel_pos_");
+    uint32_t type = g->n_dims == 1 || kept_f32 ? TENSOR_TYPE_F32 : TENSOR_TYPE_F16;
+    if (g->type != type)
+        fail_msg("%s is %s", name, tensor_type_name(g->type));
+    for (uint64_t e = 0; e < gguf_tensor_n_elems(w); e++) {
+        float x = w->type == TENSOR_TYPE_F16 ? quant_f16_to_f32(((const uint16_t *)w->data)[e])
+                                             : ((const float *)w->data)[e];
+        expect_element(kept_f32 ? quant_f16_to_f32(quant_f32_to_f16(x)) : x, type, g->data, e,
+                       name);
+    }
+}
+
+/* The Lfm2VlForConditionalGeneration checkpoint of the lfm2v fixtures converts to the one
+ * file ollama's converter writes: the text model's tensors and keys, the projector's tensors
+ * (the patch kernel back in its channel-major layout) under its names but the blocks' output
+ * projection (attn_output, the text model's name) and the projector's LayerNorm
+ * (mm.layer_norm), the tower's keys and image settings as lfm2.vision.* with the image marks'
+ * ids, and a model its tower fits. */
+static void test_convert_lfm2vl_to_one_file(void **state)
+{
+    (void)state;
+    char text[4096], mmproj[4096];
+    snprintf(text, sizeof text, "%s", fixture("vision/lfm2v-text.gguf"));
+    snprintf(mmproj, sizeof mmproj, "%s", fixture("vision/lfm2v-mmproj.gguf"));
+    hf_fixture_write_lfm2vl(text, mmproj, g_root, SAFETENSORS_F16);
+    corral_error err = {{0}};
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    gguf_file *want = gguf_open(text, &err), *mm = want ? gguf_open(mmproj, &err) : NULL;
+    gguf_file *got = mm ? gguf_open(store_fixture_path(g_root, "out.gguf"), &err) : NULL;
+    if (!got)
+        fail_msg("%s", err.message);
+    assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want) + gguf_n_tensors(mm));
+    for (size_t i = 0; i < gguf_n_tensors(want); i++)
+        expect_converted_f16(got, gguf_tensor_at(want, i)->name, gguf_tensor_at(want, i));
+    for (size_t i = 0; i < gguf_n_tensors(mm); i++) {
+        const gguf_tensor *w = gguf_tensor_at(mm, i);
+        char name[128];
+        const char *out = strstr(w->name, ".attn_out.");
+        if (out)
+            snprintf(name, sizeof name, "%.*s.attn_output.%s", (int)(out - w->name), w->name,
+                     out + strlen(".attn_out."));
+        else if (!strncmp(w->name, "mm.input_norm.", 14))
+            snprintf(name, sizeof name, "mm.layer_norm.%s", w->name + 14);
+        else
+            snprintf(name, sizeof name, "%s", w->name);
+        expect_converted_f16(got, name, w);
+    }
+    expect_same_keys(want, got, lfm2_skipped);
+    static const char *const keys[][2] = {
+        {"clip.vision.block_count", "lfm2.vision.block_count"},
+        {"clip.vision.embedding_length", "lfm2.vision.embedding_length"},
+        {"clip.vision.feed_forward_length", "lfm2.vision.feed_forward_length"},
+        {"clip.vision.attention.head_count", "lfm2.vision.attention.head_count"},
+        {"clip.vision.attention.layer_norm_epsilon", "lfm2.vision.attention.layer_norm_epsilon"},
+        {"clip.vision.patch_size", "lfm2.vision.patch_size"},
+        {"clip.vision.image_size", "lfm2.vision.image_size"},
+        {"clip.vision.projector.scale_factor", "lfm2.vision.projector.scale_factor"},
+        {"clip.vision.image_mean", "lfm2.vision.image_mean"},
+        {"clip.vision.image_std", "lfm2.vision.image_std"},
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (!kv_equal(gguf_find_kv(mm, keys[i][0]), gguf_find_kv(got, keys[i][1])))
+            fail_msg("%s differs from %s", keys[i][1], keys[i][0]);
+    static const struct {
+        const char *key;
+        uint32_t value;
+    } ids[] = {{"lfm2.vision.image_start_token_id", 304},
+               {"lfm2.vision.image_end_token_id", 305},
+               {"lfm2.vision.image_thumbnail_token_id", 306},
+               {"lfm2.vision.tile_size", 128}, /* processor_config.json's */
+               {"lfm2.vision.max_tiles", 10},  /* ollama's default */
+               {"lfm2.vision.image_token_id", 396}};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        uint32_t v = 0;
+        assert_true(gguf_get_u32(got, ids[i].key, &v, &err));
+        assert_int_equal(v, ids[i].value);
+    }
+    assert_true(gguf_kv_bool(gguf_find_kv(got, "lfm2.vision.projector.use_layernorm"), 0));
+    gguf_close(got);
+    gguf_close(mm);
+    gguf_close(want);
+    expect_tower_fits(store_fixture_path(g_root, "out.gguf"));
+    assert_int_equal(unlink(store_fixture_path(g_root, "out.gguf")), 0);
+
+    rewrite("processor_config.json", "\"image_mean\"", "\"image_means\"");
+    expect_convert_refusal("image_processor.image_mean and image_std must be lists of three "
+                           "numbers");
+    rewrite("processor_config.json", "\"image_means\"", "\"image_mean\"");
+    set_json("config.json", "vision_config", "num_hidden_layers", "1");
+    expect_convert_refusal("tensor 'model.vision_tower.vision_model.encoder.layers.1.");
+}
+
+/* ---- GLM-OCR with its tower ---- */
+
+/* The GlmOcrForConditionalGeneration checkpoint of the glm4v fixtures converts to the one file
+ * ollama's converter writes: the glm4 text model's tensors (q and k permuted back to NeoX
+ * pairs, gate and up in one ffn_up, the prediction layer's under nextn) and keys under
+ * glmocr.* (the sections as mrope_section), the projector's tensors (its two temporal patch
+ * kernels as patch_embd_0 and patch_embd_1), its keys as glmocr.vision.*, the tokenizer's
+ * marks, and a model its tower fits. */
+static void test_convert_glmocr_to_one_file(void **state)
+{
+    (void)state;
+    char text[4096], mmproj[4096];
+    snprintf(text, sizeof text, "%s", fixture("vision/glm4v-text.gguf"));
+    snprintf(mmproj, sizeof mmproj, "%s", fixture("vision/glm4v-mmproj.gguf"));
+    hf_fixture_write_glmocr(text, mmproj, g_root, SAFETENSORS_F16);
+    corral_error err = {{0}};
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    gguf_file *want = gguf_open(text, &err), *mm = want ? gguf_open(mmproj, &err) : NULL;
+    gguf_file *got = mm ? gguf_open(store_fixture_path(g_root, "out.gguf"), &err) : NULL;
+    if (!got)
+        fail_msg("%s", err.message);
+    assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want) + gguf_n_tensors(mm));
+    for (size_t i = 0; i < gguf_n_tensors(want); i++)
+        expect_converted_f16(got, gguf_tensor_at(want, i)->name, gguf_tensor_at(want, i));
+    for (size_t i = 0; i < gguf_n_tensors(mm); i++) {
+        const gguf_tensor *w = gguf_tensor_at(mm, i);
+        const char *name = !strcmp(w->name, "v.patch_embd.weight")     ? "v.patch_embd_0.weight"
+                           : !strcmp(w->name, "v.patch_embd.weight.1") ? "v.patch_embd_1.weight"
+                                                                       : w->name;
+        expect_converted_f16(got, name, w);
+    }
+    static const char *const keys[][2] = {
+        {"glm4.block_count", "glmocr.block_count"},
+        {"glm4.nextn_predict_layers", "glmocr.nextn_predict_layers"},
+        {"glm4.embedding_length", "glmocr.embedding_length"},
+        {"glm4.feed_forward_length", "glmocr.feed_forward_length"},
+        {"glm4.attention.head_count", "glmocr.attention.head_count"},
+        {"glm4.attention.head_count_kv", "glmocr.attention.head_count_kv"},
+        {"glm4.attention.key_length", "glmocr.attention.key_length"},
+        {"glm4.attention.value_length", "glmocr.attention.value_length"},
+        {"glm4.attention.layer_norm_rms_epsilon", "glmocr.attention.layer_norm_rms_epsilon"},
+        {"glm4.context_length", "glmocr.context_length"},
+        {"glm4.rope.freq_base", "glmocr.rope.freq_base"},
+        {"tokenizer.ggml.pre", "tokenizer.ggml.pre"},
+        {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.bos_token_id"},
+        {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eos_token_id"},
+        {"tokenizer.ggml.padding_token_id", "tokenizer.ggml.padding_token_id"},
+        {"tokenizer.ggml.tokens", "tokenizer.ggml.tokens"},
+        {"clip.vision.block_count", "glmocr.vision.block_count"},
+        {"clip.vision.embedding_length", "glmocr.vision.embedding_length"},
+        {"clip.vision.attention.head_count", "glmocr.vision.attention.head_count"},
+        {"clip.vision.image_size", "glmocr.vision.image_size"},
+        {"clip.vision.patch_size", "glmocr.vision.patch_size"},
+        {"clip.vision.spatial_merge_size", "glmocr.vision.spatial_merge_size"},
+        {"clip.vision.feed_forward_length", "glmocr.vision.intermediate_size"},
+        {"clip.vision.projection_dim", "glmocr.vision.out_hidden_size"},
+        {"clip.vision.attention.layer_norm_epsilon",
+         "glmocr.vision.attention.layer_norm_rms_epsilon"},
+        {"clip.vision.image_mean", "glmocr.vision.image_mean"},
+        {"clip.vision.image_std", "glmocr.vision.image_std"},
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const gguf_file *from = !strncmp(keys[i][0], "clip.", 5) ? mm : want;
+        if (!kv_equal(gguf_find_kv(from, keys[i][0]), gguf_find_kv(got, keys[i][1])))
+            fail_msg("%s differs from %s", keys[i][1], keys[i][0]);
+    }
+    const gguf_kv *want_sections = gguf_find_kv(want, "glm4.rope.dimension_sections");
+    const gguf_kv *sections = gguf_find_kv(got, "glmocr.rope.mrope_section");
+    assert_true(sections && sections->n == 3 && sections->elem_type == GGUF_TYPE_INT32);
+    for (uint64_t i = 0; i < 3; i++)
+        assert_int_equal(gguf_kv_i64(sections, i), gguf_kv_i64(want_sections, i));
+    static const struct {
+        const char *key;
+        uint32_t value;
+    } ids[] = {{"tokenizer.ggml.unknown_token_id", 301}, /* <|endoftext|> */
+               {"tokenizer.ggml.eot_token_id", 306},     /* <|user|> */
+               {"glmocr.image_start_token_id", 308},
+               {"glmocr.vision.temporal_patch_size", 2},
+               {"glmocr.vision.min_pixels", 12544}};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        uint32_t v = 0;
+        assert_true(gguf_get_u32(got, ids[i].key, &v, &err));
+        assert_int_equal(v, ids[i].value);
+    }
+    gguf_close(got);
+    gguf_close(mm);
+    gguf_close(want);
+    expect_tower_fits(store_fixture_path(g_root, "out.gguf"));
+    assert_int_equal(unlink(store_fixture_path(g_root, "out.gguf")), 0);
+
+    set_json("config.json", "vision_config", "patch_size", "8");
+    expect_convert_refusal("tensor 'model.visual.patch_embed.proj.weight' is not [hidden_size, "
+                           "channels, 2, patch_size, patch_size]");
+    set_json("config.json", "vision_config", "patch_size", "4");
+    set_json("config.json", "text_config", "rope_parameters", "{\"mrope_section\": [2, \"3\"]}");
+    expect_convert_refusal("mrope_section must be a list of 1 to 8 integers");
+    set_json("config.json", "text_config", "rope_parameters", "{\"mrope_section\": [2, 3, 3]}");
+    assert_int_equal(unlink(store_fixture_path(g_root, "preprocessor_config.json")), 0);
+    expect_convert_refusal("preprocessor_config.json");
+}
+
+/* ---- DeepSeek-OCR with its towers ---- */
+
+/* A deepseekocr projector tensor's name in ollama's file: SAM's under "s." (its position
+ * table without ".weight", its blocks' norms, output projection and relative position tables
+ * under Hugging Face's names), CLIP's blocks and pre-norm under Hugging Face's names, the
+ * projection as mm.layers, the newline and separator under "mm.". */
+static void deepseekocr_ollama_name(const char *name, char *out, size_t cap)
+{
+    static const char *const whole[][2] = {
+        {"v.sam.pos_embd.weight", "s.position_embd"}, {"v.pre_ln.", "v.pre_layrnorm."},
+        {"mm.model.fc.", "mm.layers."},                {"v.image_newline", "mm.image_newline"},
+        {"v.view_seperator", "mm.view_seperator"},     {"v.sam.", "s."},
+    };
+    static const char *const parts[][2] = {
+        {"pre_ln.", "norm1."},         {"post_ln.", "norm2."},
+        {"attn.out.", "attn.proj."},   {"attn.pos_h.weight", "attn.rel_pos_h"},
+        {"attn.pos_w.weight", "attn.rel_pos_w"}, {"ln1.", "layer_norm1."},
+        {"ln2.", "layer_norm2."},      {"attn_qkv.", "self_attn.qkv_proj."},
+        {"attn_out.", "self_attn.out_proj."}, {"ffn_up.", "mlp.fc1."},
+        {"ffn_down.", "mlp.fc2."},
+    };
+    char head[128];
+    snprintf(head, sizeof head, "%s", name);
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
+        if (!strncmp(name, whole[i][0], strlen(whole[i][0]))) {
+            snprintf(head, sizeof head, "%s%s", whole[i][1], name + strlen(whole[i][0]));
+            break;
+        }
+    unsigned layer;
+    int at = 0;
+    if ((sscanf(head, "s.blk.%u.%n", &layer, &at) == 1 || sscanf(head, "v.blk.%u.%n", &layer,
+                                                                  &at) == 1) && at > 0)
+        for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+            if (!strncmp(head + at, parts[i][0], strlen(parts[i][0]))) {
+                snprintf(out, cap, "%.*s%s%s", at, head, parts[i][1],
+                         head + at + strlen(parts[i][0]));
+                return;
+            }
+    snprintf(out, cap, "%s", head);
+}
+
+/* The DeepseekOCRForCausalLM checkpoint of the deepseek2-ocr language model and the
+ * deepseekocr projector converts to the one file ollama's converter writes: the language
+ * model's tensors and only the keys ollama's writes (under deepseekocr.*: no expert width,
+ * epsilon or RoPE keys), both towers' tensors under ollama's names (their tables F32), their
+ * keys as deepseekocr.vision.* and deepseekocr.sam.*; the engine loads it and the towers fit. */
+static void test_convert_deepseekocr_to_one_file(void **state)
+{
+    (void)state;
+    char text[4096], mmproj[4096];
+    snprintf(text, sizeof text, "%s", fixture("arch/deepseek2-ocr.gguf"));
+    snprintf(mmproj, sizeof mmproj, "%s", fixture("vision/deepseekocr-mmproj.gguf"));
+    hf_fixture_write_deepseekocr(text, mmproj, g_root, SAFETENSORS_F16);
+    corral_error err = {{0}};
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    gguf_file *want = gguf_open(text, &err), *mm = want ? gguf_open(mmproj, &err) : NULL;
+    gguf_file *got = mm ? gguf_open(store_fixture_path(g_root, "out.gguf"), &err) : NULL;
+    if (!got)
+        fail_msg("%s", err.message);
+    assert_int_equal(gguf_n_tensors(got), gguf_n_tensors(want) + gguf_n_tensors(mm));
+    for (size_t i = 0; i < gguf_n_tensors(want); i++)
+        expect_converted_f16(got, gguf_tensor_at(want, i)->name, gguf_tensor_at(want, i));
+    for (size_t i = 0; i < gguf_n_tensors(mm); i++) {
+        char name[128];
+        deepseekocr_ollama_name(gguf_tensor_at(mm, i)->name, name, sizeof name);
+        expect_converted_f16(got, name, gguf_tensor_at(mm, i));
+    }
+    static const char *const keys[][2] = {
+        {"deepseek2-ocr.block_count", "deepseekocr.block_count"},
+        {"deepseek2-ocr.context_length", "deepseekocr.context_length"},
+        {"deepseek2-ocr.embedding_length", "deepseekocr.embedding_length"},
+        {"deepseek2-ocr.feed_forward_length", "deepseekocr.feed_forward_length"},
+        {"deepseek2-ocr.attention.head_count", "deepseekocr.attention.head_count"},
+        {"deepseek2-ocr.attention.head_count_kv", "deepseekocr.attention.head_count_kv"},
+        {"deepseek2-ocr.expert_count", "deepseekocr.expert_count"},
+        {"deepseek2-ocr.expert_used_count", "deepseekocr.expert_used_count"},
+        {"deepseek2-ocr.leading_dense_block_count", "deepseekocr.leading_dense_block_count"},
+        {"tokenizer.ggml.tokens", "tokenizer.ggml.tokens"},
+        {"clip.vision.block_count", "deepseekocr.vision.block_count"},
+        {"clip.vision.embedding_length", "deepseekocr.vision.embedding_length"},
+        {"clip.vision.attention.head_count", "deepseekocr.vision.head_count"},
+        {"clip.vision.image_size", "deepseekocr.vision.image_size"},
+        {"clip.vision.patch_size", "deepseekocr.vision.patch_size"},
+        {"clip.vision.sam.block_count", "deepseekocr.sam.block_count"},
+        {"clip.vision.sam.embedding_length", "deepseekocr.sam.embedding_length"},
+        {"clip.vision.sam.head_count", "deepseekocr.sam.head_count"},
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const gguf_file *from = !strncmp(keys[i][0], "clip.", 5) ? mm : want;
+        if (!kv_equal(gguf_find_kv(from, keys[i][0]), gguf_find_kv(got, keys[i][1])))
+            fail_msg("%s differs from %s", keys[i][1], keys[i][0]);
+    }
+    static const char *const left_out[] = {
+        "deepseekocr.expert_feed_forward_length", "deepseekocr.expert_shared_count",
+        "deepseekocr.rope.freq_base", "deepseekocr.attention.layer_norm_rms_epsilon",
+        "deepseekocr.attention.key_length"};
+    for (size_t i = 0; i < sizeof left_out / sizeof left_out[0]; i++)
+        if (gguf_find_kv(got, left_out[i]))
+            fail_msg("%s is written", left_out[i]);
+    const gguf_kv *global = gguf_find_kv(got, "deepseekocr.sam.global_attention_indexes");
+    assert_true(global && global->n == 4 && global->elem_type == GGUF_TYPE_INT32);
+    assert_int_equal(gguf_kv_i64(global, 3), 11);
+    gguf_close(got);
+    gguf_close(mm);
+    gguf_close(want);
+    expect_tower_fits(store_fixture_path(g_root, "out.gguf"));
+    assert_int_equal(unlink(store_fixture_path(g_root, "out.gguf")), 0);
+
+    set_json("config.json", "language_config", "num_experts_per_tok", "null");
+    expect_convert_refusal("language_config has n_routed_experts without num_experts_per_tok");
+    set_json("config.json", "language_config", "num_experts_per_tok", "3");
+    set_json("config.json", "vision_config", "width", "[]");
+    expect_convert_refusal("vision_config.width.clip-l-14-224 must be an object");
 }
 
 /* ---- Qwen2.5-VL with its tower ---- */
@@ -2006,7 +2678,7 @@ static void test_convert_refuses_what_it_cannot_convert(void **state)
     (void)state;
     hf_fixture_write(fixture("arch/qwen2.gguf"), g_root, "GPTNeoXForCausalLM", SAFETENSORS_F16,
                      hf_fixture_qwen2_regex);
-    expect_convert_refusal("unsupported architecture 'GPTNeoXForCausalLM'");
+    expect_convert_refusal("unsupported 'GPTNeoXForCausalLM' (supported: Llama,");
 
     hf_fixture_write(fixture("arch/qwen2.gguf"), g_root, "Qwen3ForCausalLM", SAFETENSORS_F16,
                      hf_fixture_qwen2_regex); /* qwen2's biases are no part of qwen3 */
@@ -2323,6 +2995,50 @@ static void test_convert_refuses_what_lfm2_lacks(void **state)
     expect_convert_refusal("a Lfm2MoeForCausalLM needs num_experts");
 }
 
+/* Gemma 4's layer kinds, head widths and experts come from its config; a global layer whose
+ * keys serve as values has no v_proj. */
+static void test_convert_refuses_what_gemma4_lacks(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *fixture, *key, *value, *why;
+    } cases[] = {
+        {"arch/gemma4.gguf", "global_head_dim", "null", "config.json has no global_head_dim"},
+        {"arch/gemma4.gguf", "layer_types", "[\"full_attention\"]",
+         "a Gemma4ForCausalLM needs layer_types, one per layer (6)"},
+        {"arch/gemma4.gguf", "layer_types",
+         "[\"sliding_attention\", \"sliding_attention\", \"chunked_attention\", "
+         "\"sliding_attention\", \"sliding_attention\", \"full_attention\"]",
+         "layer_types[2] is not \"sliding_attention\" or \"full_attention\""},
+        {"arch/gemma4.gguf", "num_global_key_value_heads", "3",
+         "4 heads of 32 dimensions (3 key/value heads) do not make a global attention layer"},
+        {"arch/gemma4.gguf", "num_kv_shared_layers", "6",
+         "num_kv_shared_layers must be below num_hidden_layers"},
+        {"arch/gemma4-e.gguf", "attention_k_eq_v", "true",
+         "tensor 'model.language_model.layers.1.self_attn.v_proj.weight' is not one of a "
+         "Gemma4ForConditionalGeneration's"},
+        {"arch/gemma4.gguf", "hidden_size_per_layer_input", "-1",
+         "hidden_size_per_layer_input must be an integer from 0 to"},
+        {"arch/gemma4-moe.gguf", "top_k_experts", "null", "config.json has no top_k_experts"},
+        {"arch/gemma4-moe.gguf", "enable_moe_block", "false",
+         "tensor 'model.language_model.layers.0.experts.down_proj' is not one of a "
+         "Gemma4ForConditionalGeneration's"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        bool nested = strcmp(cases[i].fixture, "arch/gemma4.gguf") != 0;
+        hf_fixture_write(fixture(cases[i].fixture), g_root,
+                         nested ? "Gemma4ForConditionalGeneration" : "Gemma4ForCausalLM",
+                         SAFETENSORS_F16, NULL);
+        set_json("config.json", nested ? "text_config" : "", cases[i].key, cases[i].value);
+        expect_convert_refusal(cases[i].why);
+    }
+    hf_fixture_write(fixture("arch/gemma4.gguf"), g_root, "Gemma4ForCausalLM", SAFETENSORS_F16,
+                     NULL);
+    set_json("config.json", "rope_parameters", "full_attention", "{\"rope_type\": \"default\"}");
+    expect_convert_refusal("rope_parameters' full_attention and sliding_attention each need a "
+                           "rope_theta");
+}
+
 /* Nemotron-H's layers are what hybrid_override_pattern says, its Mamba2 sizes required. */
 static void test_convert_refuses_what_nemotron_h_lacks(void **state)
 {
@@ -2566,6 +3282,18 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_convert_qwen3vl_to_one_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_deepseek2_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_gemma3n_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_gemma4_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_gemma4_e_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_gemma4_moe_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_refuses_what_gemma4_lacks, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_convert_gemma4_bpe_tokenizer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_gemma4_vision_to_one_file, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_convert_lfm2vl_to_one_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_laguna_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_glmocr_to_one_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_deepseekocr_to_one_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_qwen3vlmoe_experts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_llama4_to_one_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_mllama_to_one_file, setup, teardown),

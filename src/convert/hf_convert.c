@@ -17,6 +17,9 @@
 #include "convert/hf_family.h"
 #include "convert/hf_family_deepseek2.h"
 #include "convert/hf_family_embed.h"
+#include "convert/hf_family_gemma4.h"
+#include "convert/hf_family_glmocr.h"
+#include "convert/hf_family_laguna.h"
 #include "convert/hf_family_lfm2.h"
 #include "convert/hf_family_nemotron_h.h"
 #include "convert/hf_tokenizer.h"
@@ -62,9 +65,16 @@ typedef struct out_tensor {
     uint32_t n_experts;
     /* a strided view of src (gpt-oss's experts): output row r's k-th element (an MXFP4 block
      * when type is MXFP4) is src's element (r / group_rows) * group_stride +
-     * (r % group_rows) * row_stride + offset + k * col_stride */
+     * (r % group_rows) * row_stride + offset + k * col_stride; with sub_rows, each group's
+     * rows are in turn subgroups (a patch kernel's channels): row j of a group is at
+     * (j / sub_rows) * sub_stride + (j % sub_rows) * row_stride */
     bool strided;
     uint64_t n_rows, row_elems, group_rows, group_stride, row_stride, offset, col_stride;
+    uint64_t sub_rows, sub_stride;
+    /* GLM-OCR's q/k (rows, or a bias's elements): per head of neox_head, its first neox_rot
+     * from interleaved pairs to NeoX's halves (element i < neox_rot / 2 is source 2i, the next
+     * half source 2i + 1) */
+    uint32_t neox_head, neox_rot;
     const safetensors_tensor *scales; /* MXFP4: the blocks' scales, src the blocks */
 } out_tensor;
 
@@ -135,7 +145,8 @@ bool hf_is_checkpoint_file(const char *name)
                                         "generation_config.json", "tokenizer.model",
                                         "special_tokens_map.json", "added_tokens.json",
                                         "model.safetensors.index.json", "chat_template.jinja",
-                                        "preprocessor_config.json", "modules.json"};
+                                        "preprocessor_config.json", "processor_config.json",
+                                        "modules.json"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(name, names[i]) == 0)
             return true;
@@ -264,11 +275,22 @@ static hf_status read_config(converter *c)
     status = hf_family_read_config(c->config, &c->p, c->err);
     if (status == HF_OK && hf_family_is_encoder(c->p.arch))
         status = read_modules(c);
-    if (status != HF_OK || !hf_family_is_qwen3vl(c->p.arch))
+    if (status == HF_OK && hf_lfm2_is_vl(c->p.arch)) { /* its image settings, when given */
+        json_t *processor = load_json(c, "processor_config.json", false, &status);
+        if (processor)
+            status = hf_lfm2_read_processor(processor, &c->p, c->err);
+        json_decref(processor);
         return status;
-    json_t *preprocessor = load_json(c, "preprocessor_config.json", false, &status);
+    }
+    if (status != HF_OK)
+        return status;
+    bool glmocr = hf_family_is_glmocr(c->p.arch); /* whose converter requires the file */
+    if (!hf_family_is_qwen3vl(c->p.arch) && !glmocr)
+        return status;
+    json_t *preprocessor = load_json(c, "preprocessor_config.json", glmocr, &status);
     if (preprocessor)
-        status = hf_family_read_preprocessor(preprocessor, &c->p, c->err);
+        status = glmocr ? hf_glmocr_read_preprocessor(preprocessor, &c->p, c->err)
+                        : hf_family_read_preprocessor(preprocessor, &c->p, c->err);
     json_decref(preprocessor);
     return status;
 }
@@ -295,13 +317,23 @@ static hf_status read_tokenizer(converter *c)
     json_t *const *j = c->tokenizer_json;
     c->vocab = spm ? hf_vocab_load_spm(c->spm_model, spm_len, j[0], j[3], j[4], j[1], j[2],
                                        c->chat_template, c->p.vocab_size, c->err)
-                   : hf_vocab_load(j[0], j[1], j[2], c->chat_template, c->p.vocab_size, c->err);
+                   : hf_vocab_load(j[0], j[1], j[2], c->chat_template, c->p.vocab_size,
+                                   hf_family_bpe_model(c->p.arch), c->err);
     if (c->vocab && hf_family_is_gemma_embedding(c->p.arch)) /* added tokens past the rows */
         hf_vocab_truncate(c->vocab, (uint32_t)c->p.vocab_size);
     if (c->vocab && hf_family_pre_tokenizer(c->p.arch))
         hf_vocab_set_pre(c->vocab, hf_family_pre_tokenizer(c->p.arch));
     if (c->vocab && hf_deepseek2_splits_kv_b(c->p.arch)) /* GLM-4 MoE Lite's, as ollama's */
         hf_vocab_eog_from_eos_ids(c->vocab);
+    if (c->vocab && hf_family_is_laguna(c->p.arch))
+        hf_vocab_as_laguna(c->vocab);
+    if (c->vocab && hf_family_is_glmocr(c->p.arch))
+        hf_vocab_as_glmocr(c->vocab);
+    if (c->vocab && hf_lfm2_is_vl(c->p.arch)) { /* the marks around an image's tokens */
+        c->p.lfm2vl.start_token = hf_vocab_find(c->vocab, "<|image_start|>");
+        c->p.lfm2vl.end_token = hf_vocab_find(c->vocab, "<|image_end|>");
+        c->p.lfm2vl.thumbnail_token = hf_vocab_find(c->vocab, "<|img_thumbnail|>");
+    }
     return c->vocab ? HF_OK : HF_INVALID;
 }
 
@@ -793,6 +825,44 @@ static hf_status add_conv3d_kernel(converter *c, const safetensors_tensor *src, 
     return append_tensor(c, t);
 }
 
+/*
+ * Gemma 4's and LFM2-VL's patch kernel: a linear layer over each patch's pixels ([hidden_size,
+ * patch_size * patch_size * channels], a row's pixels by row, column, then channel) written as
+ * ollama's converter writes it, the convolution kernel [hidden_size, channels, patch_size,
+ * patch_size] (F16): output row (o, c, y) holds source elements
+ * o * P * P * C + (y * P + x) * C + c.
+ */
+static hf_status add_patch_kernel(converter *c, const safetensors_tensor *src, out_tensor *t)
+{
+    const hf_vision *v = &c->p.vision;
+    uint64_t side = v->patch_size, channels = v->n_channels;
+    if (src->n_dims != 2 || src->shape[0] != v->n_embd ||
+        src->shape[1] != side * side * channels) {
+        corral_error_set(c->err, "tensor '%.200s' is not [hidden_size, patch_size * patch_size * "
+                         "num_channels] (config.json's vision_config)", src->name);
+        return HF_INVALID;
+    }
+    if (find_tensor(c, t->name)) {
+        corral_error_set(c->err, "tensor '%.200s' is in the checkpoint twice", src->name);
+        return HF_INVALID;
+    }
+    t->n_dims = 4;
+    t->ne[0] = t->ne[1] = (int64_t)side;
+    t->ne[2] = (int64_t)channels;
+    t->ne[3] = (int64_t)v->n_embd;
+    t->type = TENSOR_TYPE_F16; /* its convolution multiplies halves */
+    t->strided = true;
+    t->n_rows = v->n_embd * channels * side;
+    t->row_elems = side;
+    t->group_rows = channels * side;
+    t->group_stride = side * side * channels;
+    t->sub_rows = side;
+    t->sub_stride = 1;
+    t->row_stride = side * channels;
+    t->col_stride = channels;
+    return append_tensor(c, t);
+}
+
 /* Llama 3.2 Vision's one position gate g as ollama's file holds it: 1 - tanh(g) as
  * v.position_embd.gate, tanh(g) as v.tile_position_embd.gate. */
 static hf_status add_mllama_position_gates(converter *c, out_tensor *t)
@@ -865,6 +935,14 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
         return add_qwen25vl_split(c, src, t.name);
     if (qwen3vl && !strcmp(t.name, "v.patch_embed.weight"))
         return add_conv3d_kernel(c, src, &t);
+    if (!strcmp(t.name, "v.patch_embd.weight") &&
+        (hf_family_is_gemma4(c->p.arch) || (hf_lfm2_is_vl(c->p.arch) && src->n_dims == 2)))
+        return add_patch_kernel(c, src, &t); /* LFM2-VL's as a convolution kernel is kept */
+    if (hf_family_is_glmocr(c->p.arch) && !strcmp(t.name, "v.patch_embd.weight")) {
+        if (src->n_dims == 5) /* its two temporal slices apart */
+            return add_qwen25vl_split(c, src, t.name);
+        snprintf(t.name, sizeof t.name, "v.patch_embd_0.weight"); /* one slice already */
+    }
     if (src->n_dims > 4) {
         corral_error_set(c->err, "tensor '%.200s' has %u dimensions", src->name, src->n_dims);
         return HF_INVALID;
@@ -920,13 +998,16 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
         t.key_heads = c->p.key_heads;
         t.per_key = c->p.value_heads / c->p.key_heads;
     }
-    bool tower = strncmp(t.name, "v.", 2) == 0; /* ollama keeps a vision tower F16 */
-    /* the position tables ollama's converter keeps F32 (Llama 4's, Llama 3.2 Vision's) */
+    /* ollama keeps a vision tower F16 (DeepSeek-OCR's SAM under "s." too) */
+    bool tower = strncmp(t.name, "v.", 2) == 0 || strncmp(t.name, "s.", 2) == 0;
+    /* the position tables ollama's converter keeps F32 (Llama 4's, Llama 3.2 Vision's,
+     * DeepSeek-OCR's SAM) */
     static const char *const f32_tables[] = {
         "v.positional_embedding_vlm",     "v.position_embd.weight",
         "v.tile_position_embd.weight",    "v.pre_tile_position_embd.weight",
-        "v.post_tile_position_embd.weight"};
-    bool f32_table = false;
+        "v.post_tile_position_embd.weight", "s.position_embd"};
+    /* and SAM's relative position tables */
+    bool f32_table = ends_with(t.name, ".rel_pos_h") || ends_with(t.name, ".rel_pos_w");
     for (size_t i = 0; i < sizeof f32_tables / sizeof f32_tables[0]; i++)
         f32_table = f32_table || !strcmp(t.name, f32_tables[i]);
     if (t.n_dims == 1 || ends_with(t.name, ".bias") || ends_with(t.name, ".ffn_gate_inp.weight") ||
@@ -950,6 +1031,18 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
         return add_mllama_position_gates(c, &t);
     if (hf_family_adds_one(c->p.arch, t.name))
         t.op = ELEM_ADD_ONE;
+    uint32_t neox = hf_family_is_glmocr(c->p.arch) ? hf_glmocr_neox_dims(&c->p) : 0;
+    if (neox && !tower && !strncmp(t.name, "blk.", 4) &&
+        (strstr(t.name, ".attn_q.") || strstr(t.name, ".attn_k."))) {
+        uint64_t size = src->n_dims ? src->shape[0] : 0;
+        if (size == 0 || size % c->p.head_dim || c->p.head_dim < neox) {
+            corral_error_set(c->err, "tensor '%.200s': %llu rows do not split into heads of %u",
+                             src->name, (unsigned long long)size, c->p.head_dim);
+            return HF_INVALID;
+        }
+        t.neox_head = c->p.head_dim;
+        t.neox_rot = neox;
+    }
     if ((c->p.arch->family == FAMILY_QWEN35 || hf_family_is_nemotron_h(c->p.arch)) &&
         ends_with(t.name, ".ssm_a"))
         t.op = ELEM_NEG_EXP;
@@ -1170,6 +1263,15 @@ static uint64_t v_source(const out_tensor *t, uint64_t i)
     return o->first + (k * t->per_key + v) * o->head_size + within;
 }
 
+/* GLM-OCR's permuted q/k: the source of output row (or a bias's element) i (see out_tensor). */
+static uint64_t neox_source(const out_tensor *t, uint64_t i)
+{
+    uint64_t j = i % t->neox_head, half = t->neox_rot / 2;
+    if (j >= t->neox_rot)
+        return i;
+    return i - j + (j < half ? 2 * j : 2 * (j - half) + 1);
+}
+
 /*
  * The row of Qwen3-Next's in_proj_qkvz (per key head: q, k, then the head's value heads' v,
  * then their z; each key head group rows) that row r of attn_qkv or attn_gate is.
@@ -1192,6 +1294,8 @@ static uint64_t qkvz_source(const out_tensor *t, uint64_t r)
  */
 static uint64_t source_row(const out_tensor *t, uint64_t rows, uint64_t r)
 {
+    if (t->neox_head)
+        return neox_source(t, r);
     if (t->qkvz)
         return qkvz_source(t, r);
     if (t->v_reordered && !t->v_order.columns)
@@ -1251,8 +1355,11 @@ static bool write_strided_rows(converter *c, const out_tensor *t, uint64_t from,
     size_t out_size = output_elem_bytes(t), in_size = safetensors_dtype_size(t->src->dtype);
     uint64_t piece = CHUNK_BYTES / out_size;
     for (uint64_t r = from; r < to; r++) {
-        uint64_t base = (r / t->group_rows) * t->group_stride +
-                        (r % t->group_rows) * t->row_stride + t->offset;
+        uint64_t j = r % t->group_rows;
+        uint64_t base = (r / t->group_rows) * t->group_stride + t->offset +
+                        (t->sub_rows ? (j / t->sub_rows) * t->sub_stride +
+                                           (j % t->sub_rows) * t->row_stride
+                                     : j * t->row_stride);
         for (uint64_t at = 0; at < t->row_elems; at += piece) {
             size_t n = (size_t)(t->row_elems - at < piece ? t->row_elems - at : piece);
             for (size_t k = 0; k < n; k++) {
@@ -1294,6 +1401,10 @@ static bool write_rows(converter *c, const out_tensor *t, uint64_t from, uint64_
             if (t->v_reordered && t->v_order.columns)
                 for (size_t k = 0; k < n; k++)
                     convert_elements(row + v_source(t, at + k) * in_size, s->dtype, t->type,
+                                     t->op, t->clamp, c->buf + k * out_size, 1);
+            else if (t->neox_head && rows == 1) /* a bias: its elements permuted */
+                for (size_t k = 0; k < n; k++)
+                    convert_elements(row + neox_source(t, at + k) * in_size, s->dtype, t->type,
                                      t->op, t->clamp, c->buf + k * out_size, 1);
             else if (t->transposed) /* element k: column r of the permuted source's row k */
                 for (size_t k = 0; k < n; k++)

@@ -40,12 +40,18 @@
  * NomicBertModel ("nomic-bert") and Gemma3TextModel ("gemma-embedding", EmbeddingGemma),
  * encoders: see hf_family_embed.h,
  * Lfm2ForCausalLM and Lfm2MoeForCausalLM ("lfm2", "lfm2moe": see hf_family_lfm2.h),
+ * LagunaForCausalLM ("laguna": see hf_family_laguna.h), GlmOcrForConditionalGeneration
+ * ("glmocr" with its tower in the same file: see hf_family_glmocr.h), DeepseekOCRForCausalLM
+ * ("deepseekocr" with its SAM and CLIP towers in the same file: see hf_family_deepseekocr.h),
+ * Lfm2VlForConditionalGeneration ("lfm2" with its tower in the same file, the image settings
+ * of processor_config.json too: see hf_family_lfm2.h),
  * NemotronHForCausalLM ("nemotron_h" or "nemotron_h_moe": see hf_family_nemotron_h.h),
  * Ministral3ForCausalLM ("mistral3" without a tower: Llama's layers, YaRN from
  * rope_parameters), DeepseekV3ForCausalLM and Glm4MoeLiteForCausalLM ("deepseek2": see
  * hf_family_deepseek2.h), Gemma3nForConditionalGeneration ("gemma3n": the text model as
  * ollama's converter writes it, its towers left out, its AltUp projections stacked, its
- * coefficients clamped). A mixture of
+ * coefficients clamped), Gemma4ForCausalLM and Gemma4ForConditionalGeneration ("gemma4": the
+ * text model with its vision tower in the same file, see hf_family_gemma4.h). A mixture of
  * experts' matrices are stacked per layer into ffn_{gate,up,down}_exps (experts outermost),
  * its router (ffn_gate_inp) kept F32. The tokenizer is
  * a SentencePiece tokenizer.model when there is one, else tokenizer.json's BPE or WordPiece
@@ -65,11 +71,12 @@
 #define HF_MAX_JSON_BYTES ((size_t)64 << 20) /* the largest vocabularies' tokenizer.json fit */
 #define HF_SUPPORTED_ARCHITECTURES                                                           \
     "Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3Moe, Qwen3Next, Gemma, Gemma2, Gemma3, "      \
-    "Phi3, GptOss, Olmo2, Olmo3, Granite, Cohere, Cohere2, SmolLM3, Starcoder2, Lfm2, "      \
-    "Lfm2Moe, NemotronH, Ministral3, DeepseekV3, Glm4MoeLite, Qwen3_5 and Qwen3_5Moe (each "  \
-    "...ForCausalLM); Gemma3, Gemma3n, Mistral3, Mllama, Llama4, Qwen2_5_VL, Qwen3VL, "       \
-    "Qwen3VLMoe, Qwen3_5 and Qwen3_5Moe (...ForConditionalGeneration); Bert, NomicBert and " \
-    "Gemma3Text (...Model)"
+    "Gemma4, Phi3, GptOss, Olmo2, Olmo3, Granite, Cohere, Cohere2, SmolLM3, Starcoder2, "    \
+    "Lfm2, Lfm2Moe, NemotronH, Ministral3, DeepseekV3, Glm4MoeLite, Laguna, DeepseekOCR "   \
+    "(...ForCausalLM); "                                                                     \
+    "Gemma3, Gemma3n, Gemma4, Mistral3, Mllama, Llama4, Qwen2_5_VL, Qwen3VL, Qwen3VLMoe, "   \
+    "Lfm2Vl, GlmOcr (...ForConditionalGeneration); Qwen3_5, Qwen3_5Moe (both); Bert, "       \
+    "NomicBert, Gemma3Text (...Model)"
 
 /* One file of the checkpoint: its name relative to the directory, and where it is. */
 typedef struct hf_file {

@@ -10,7 +10,11 @@
 #include <string.h>
 
 #include "convert/hf_family_deepseek2.h"
+#include "convert/hf_family_deepseekocr.h"
 #include "convert/hf_family_embed.h"
+#include "convert/hf_family_gemma4.h"
+#include "convert/hf_family_glmocr.h"
+#include "convert/hf_family_laguna.h"
 #include "convert/hf_family_lfm2.h"
 #include "convert/hf_family_nemotron_h.h"
 #include "convert/hf_tokenizer.h"
@@ -69,9 +73,15 @@ static const hf_arch archs[] = {
     {"Gemma3TextModel", "gemma-embedding", FAMILY_GEMMA3, false}, /* EmbeddingGemma */
     {"Lfm2ForCausalLM", "lfm2", FAMILY_LFM2, false},
     {"Lfm2MoeForCausalLM", "lfm2moe", FAMILY_LFM2, false},
+    {"Lfm2VlForConditionalGeneration", "lfm2", FAMILY_LFM2, false}, /* its tower in the file */
     {"NemotronHForCausalLM", "nemotron_h", FAMILY_NEMOTRON_H, false}, /* or nemotron_h_moe */
     {"DeepseekV3ForCausalLM", "deepseek2", FAMILY_DEEPSEEK2, false},  /* and R1 */
     {"Glm4MoeLiteForCausalLM", "deepseek2", FAMILY_DEEPSEEK2, false}, /* GLM-4.7-Flash */
+    {"Gemma4ForCausalLM", "gemma4", FAMILY_GEMMA4, false},
+    {"LagunaForCausalLM", "laguna", FAMILY_LAGUNA, false},
+    {"GlmOcrForConditionalGeneration", "glmocr", FAMILY_GLMOCR, false}, /* its tower in it */
+    {"DeepseekOCRForCausalLM", "deepseekocr", FAMILY_DEEPSEEKOCR, false}, /* its towers too */
+    {"Gemma4ForConditionalGeneration", "gemma4", FAMILY_GEMMA4, false}, /* its tower in it */
 };
 
 const hf_arch *hf_family_by_gguf_name(const char *gguf_name)
@@ -116,7 +126,18 @@ const char *hf_family_pre_tokenizer(const hf_arch *a)
 {
     if (hf_family_is_deepseek2(a))
         return hf_deepseek2_pre_tokenizer(a);
+    if (hf_family_is_gemma4(a))
+        return "gemma4";
+    if (hf_family_is_laguna(a))
+        return "laguna";
+    if (hf_family_is_glmocr(a))
+        return "chatglm-bpe";
     return hf_family_is_lfm2(a) ? "lfm2" : NULL;
+}
+
+const char *hf_family_bpe_model(const hf_arch *a)
+{
+    return hf_family_is_gemma4(a) ? "llama" : "gpt2";
 }
 
 bool hf_family_is_gemma(const hf_arch *a)
@@ -693,8 +714,8 @@ static hf_status read_config(family *c)
         if (strcmp(archs[i].hf_name, name) == 0)
             c->p.arch = &archs[i];
     if (!c->p.arch) {
-        corral_error_set(c->err, "unsupported architecture '%.80s': Corral converts "
-                         HF_SUPPORTED_ARCHITECTURES, name);
+        corral_error_set(c->err, "unsupported '%.80s' (supported: " HF_SUPPORTED_ARCHITECTURES ")",
+                         name);
         return HF_INVALID;
     }
     hf_params *p = &c->p;
@@ -743,6 +764,14 @@ static hf_status read_config(family *c)
         p->has_eps = true;
         p->n_ctx = p->n_ctx ? p->n_ctx : 2048;
     }
+    if (p->arch->family == FAMILY_GEMMA4) /* its experts' keys are its own */
+        return hf_gemma4_read_config(c->config, p, c->err);
+    if (p->arch->family == FAMILY_LAGUNA)
+        return hf_laguna_read_config(c->config, p, c->err);
+    if (p->arch->family == FAMILY_GLMOCR)
+        return hf_glmocr_read_config(c->config, p, c->err);
+    if (p->arch->family == FAMILY_DEEPSEEKOCR) /* its experts' keys are language_config's */
+        return hf_deepseekocr_read_config(c->config, p, c->err);
     bool gptoss = p->arch->family == FAMILY_GPTOSS;
     bool local = gptoss || !strcmp(p->arch->gguf_name, "llama") ||
                  p->arch->family == FAMILY_LLAMA4 ||
@@ -819,13 +848,13 @@ static hf_status read_config(family *c)
     return has_sandwich_norms(p->arch) ? read_gemma_config(c) : HF_OK;
 }
 
-/* config.json's keys with text_config's over them (text_config, when there is one, must be an
- * object). */
-static json_t *text_config(family *c, const json_t *config)
+/* config.json's keys with those of its object at key over them (text_config; DeepSeek-OCR's
+ * language_config), which must be an object when there is one. */
+static json_t *nested_config(family *c, const json_t *config, const char *key)
 {
-    const json_t *text = json_object_get(config, "text_config");
+    const json_t *text = json_object_get(config, key);
     if (text && !json_is_object(text)) {
-        corral_error_set(c->err, "config.json: text_config must be an object");
+        corral_error_set(c->err, "config.json: %s must be an object", key);
         return NULL;
     }
     json_t *merged = json_copy((json_t *)config);
@@ -845,7 +874,7 @@ static json_t *text_config(family *c, const json_t *config)
  */
 static json_t *gemma3_text_config(family *c, const json_t *config)
 {
-    json_t *merged = text_config(c, config);
+    json_t *merged = nested_config(c, config, "text_config");
     if (!merged)
         return NULL;
     const json_t *layers = json_object_get(merged, "num_hidden_layers");
@@ -1166,14 +1195,21 @@ hf_status hf_family_read_config(const json_t *config, hf_params *p, corral_error
     bool llama4 = name && strcmp(name, "Llama4ForConditionalGeneration") == 0;
     bool mllama = name && strcmp(name, "MllamaForConditionalGeneration") == 0;
     bool vision = gemma3 || pixtral || qwen25vl || qwen3vl || llama4 || mllama;
+    bool ocr = name && strcmp(name, "DeepseekOCRForCausalLM") == 0; /* under language_config */
     /* Qwen 3.5's text model, its vision tower left out */
     bool nested = vision || (name && (strcmp(name, "Qwen3_5ForConditionalGeneration") == 0 ||
                                       strcmp(name, "Qwen3_5MoeForConditionalGeneration") == 0 ||
-                                      strcmp(name, "Gemma3nForConditionalGeneration") == 0));
+                                      strcmp(name, "Gemma3nForConditionalGeneration") == 0 ||
+                                      strcmp(name, "Gemma4ForConditionalGeneration") == 0 ||
+                                      strcmp(name, "Lfm2VlForConditionalGeneration") == 0 ||
+                                      strcmp(name, "GlmOcrForConditionalGeneration") == 0)) ||
+                  ocr;
     hf_status status = HF_OK;
     if (nested) {
-        c.p.text_config = gemma3 ? gemma3_text_config(&c, config) : text_config(&c, config);
-        const json_t *text = json_object_get(config, "text_config");
+        c.p.text_config = gemma3 ? gemma3_text_config(&c, config)
+                                 : nested_config(&c, config,
+                                                 ocr ? "language_config" : "text_config");
+        const json_t *text = json_object_get(config, ocr ? "language_config" : "text_config");
         if (!c.p.text_config)
             status = text && !json_is_object(text) ? HF_INVALID : HF_IO;
     }
@@ -1210,6 +1246,8 @@ void hf_family_params_free(hf_params *p)
     p->gemma3n.ff_per_layer = NULL;
     free(p->kv_heads_per_layer);
     p->kv_heads_per_layer = NULL;
+    free(p->laguna.heads);
+    p->laguna.heads = NULL;
     free(p->layer_kinds);
     p->layer_kinds = NULL;
     free(p->ffn_per_layer);
@@ -1235,6 +1273,10 @@ static const char *const *rename_at(const hf_arch *a, const char *s)
     const char *const *own = hf_family_is_lfm2(a)          ? hf_lfm2_rename_at(s)
                              : hf_family_is_nemotron_h(a) ? hf_nemotron_h_rename_at(s)
                              : hf_family_is_deepseek2(a)  ? hf_deepseek2_rename_at(s)
+                             : hf_family_is_gemma4(a)     ? hf_gemma4_rename_at(s)
+                             : hf_family_is_laguna(a)     ? hf_laguna_rename_at(s)
+                             : hf_family_is_glmocr(a)     ? hf_glmocr_rename_at(s)
+                             : hf_family_is_deepseekocr(a) ? hf_deepseekocr_rename_at(s)
                                                           : NULL;
     if (own)
         return own;
@@ -1341,6 +1383,11 @@ void hf_family_rename(const hf_arch *a, const char *in, char *out, size_t cap)
         hf_embed_rename(a, in, out, cap);
         return;
     }
+    if ((hf_family_is_gemma4(a) && hf_gemma4_rename_tower(in, out, cap)) ||
+        (hf_lfm2_is_vl(a) && hf_lfm2_rename_tower(in, out, cap)) ||
+        (hf_family_is_glmocr(a) && hf_glmocr_rename_tower(in, out, cap)) ||
+        (hf_family_is_deepseekocr(a) && hf_deepseekocr_rename_tower(in, out, cap)))
+        return;
     char stripped[2048];
     /* EmbeddingGemma's text model is saved without its "model." */
     if (hf_family_is_gemma_embedding(a) && strncmp(in, "model.", 6) != 0) {
@@ -1349,7 +1396,9 @@ void hf_family_rename(const hf_arch *a, const char *in, char *out, size_t cap)
     }
     /* a text model under a multimodal checkpoint's prefixes (Gemma 3's, Mistral 3's, Qwen 3.5's,
      * Gemma 3n's) */
-    size_t n_prefixes = a->vision || a->family == FAMILY_QWEN35 || a->family == FAMILY_GEMMA3N
+    size_t n_prefixes = a->vision || a->family == FAMILY_QWEN35 ||
+                                a->family == FAMILY_GEMMA3N || a->family == FAMILY_GEMMA4 ||
+                                hf_lfm2_is_vl(a) || hf_family_is_glmocr(a)
                             ? sizeof vision_prefixes / sizeof vision_prefixes[0]
                             : 0;
     for (size_t i = 0; i < n_prefixes; i++) {
@@ -1749,6 +1798,10 @@ bool hf_family_skipped_tensor(const hf_params *p, const char *name)
         return hf_nemotron_h_skipped_tensor(name);
     if (f == FAMILY_DEEPSEEK2)
         return hf_deepseek2_skipped_tensor(p, name);
+    if (f == FAMILY_GEMMA4)
+        return hf_gemma4_skipped_tensor(name);
+    if (f == FAMILY_GLMOCR)
+        return hf_glmocr_skipped_tensor(p, name);
     return f == FAMILY_QWEN35 &&
            (!strncmp(name, "model.visual.", 13) || !strncmp(name, "mtp.", 4));
 }
@@ -1805,7 +1858,16 @@ bool hf_family_known_tensor(const hf_params *p, const char *name)
         return known_vision_tensor(p, name);
     if (p->arch->family == FAMILY_BERT)
         return hf_embed_known_tensor(p, name);
+    if (hf_lfm2_is_vl(p->arch) && (!strncmp(name, "v.", 2) || !strncmp(name, "mm.", 3)))
+        return hf_lfm2_known_tower(p, name);
+    if (hf_family_is_glmocr(p->arch) && (!strncmp(name, "v.", 2) || !strncmp(name, "mm.", 3)))
+        return hf_glmocr_known_tower(p, name);
+    if (hf_family_is_deepseekocr(p->arch) &&
+        (!strncmp(name, "v.", 2) || !strncmp(name, "s.", 2) || !strncmp(name, "mm.", 3)))
+        return hf_deepseekocr_known_tower(p, name);
     arch_family f = p->arch->family;
+    if (f == FAMILY_GEMMA4 && hf_gemma4_known_global(p, name))
+        return true;
     if (f == FAMILY_GEMMA3N && (!strcmp(name, "per_layer_token_embd.weight") ||
                                 !strcmp(name, "per_layer_model_proj.weight") ||
                                 !strcmp(name, "per_layer_proj_norm.weight")))
@@ -1827,6 +1889,14 @@ bool hf_family_known_tensor(const hf_params *p, const char *name)
         return hf_nemotron_h_known_tensor(p, layer, suffix);
     if (f == FAMILY_DEEPSEEK2)
         return hf_deepseek2_known_tensor(p, layer, suffix);
+    if (f == FAMILY_GEMMA4)
+        return hf_gemma4_known_tensor(p, layer, suffix);
+    if (f == FAMILY_LAGUNA)
+        return hf_laguna_known_tensor(p, layer, suffix);
+    if (f == FAMILY_GLMOCR)
+        return hf_glmocr_known_tensor(p, layer, suffix);
+    if (f == FAMILY_DEEPSEEKOCR)
+        return hf_deepseekocr_known_tensor(p, layer, suffix);
     if (f == FAMILY_QWEN35)
         return known_qwen35_tensor(p, layer, suffix);
     if (f == FAMILY_GEMMA3N)
@@ -1978,6 +2048,14 @@ static hf_status make_longrope_factors(family *c)
 static hf_status make_rope_freqs(family *c)
 {
     const hf_params *p = &c->p;
+    if (hf_family_is_gemma4(p->arch)) { /* its global layers' partial rotation */
+        hf_extra_tensor *e = &c->extras[c->n_extras];
+        if (!(e->data = hf_gemma4_rope_freqs(p, &e->n, c->err)))
+            return HF_IO;
+        e->name = "rope_freqs.weight";
+        c->n_extras++;
+        return HF_OK;
+    }
     if (p->rope_type && p->arch->family == FAMILY_PHI3 &&
         (!strcmp(p->rope_type, "longrope") || !strcmp(p->rope_type, "su")))
         return make_longrope_factors(c);
@@ -2316,7 +2394,8 @@ static bool write_keys(family *c, gguf_writer *w)
                     ? gguf_writer_add_array(w, KEY("feed_forward_length"), GGUF_TYPE_UINT32,
                                             p->gemma3n.ff_per_layer, p->n_layer, err)
                     : gguf_writer_add_u32(w, KEY("feed_forward_length"), p->n_ff, err))) &&
-              gguf_writer_add_u32(w, KEY("attention.head_count"), p->n_head, err) &&
+              (p->laguna.heads || /* per layer: hf_laguna_write_keys' */
+               gguf_writer_add_u32(w, KEY("attention.head_count"), p->n_head, err)) &&
               (p->kv_heads_per_layer || /* per layer: hf_lfm2_write_keys' */
                gguf_writer_add_u32(w, KEY("attention.head_count_kv"), p->n_head_kv, err));
     if (ok && p->n_ctx)
@@ -2388,6 +2467,14 @@ static bool write_keys(family *c, gguf_writer *w)
         ok = hf_nemotron_h_write_keys(p, w, err);
     if (ok && hf_family_is_deepseek2(p->arch))
         ok = hf_deepseek2_write_keys(p, w, err);
+    if (ok && hf_family_is_gemma4(p->arch))
+        ok = hf_gemma4_write_keys(p, w, err);
+    if (ok && hf_family_is_laguna(p->arch))
+        ok = hf_laguna_write_keys(p, w, err);
+    if (ok && hf_family_is_glmocr(p->arch))
+        ok = hf_glmocr_write_keys(p, w, err);
+    if (ok && hf_family_is_deepseekocr(p->arch))
+        ok = hf_deepseekocr_write_keys(p, w, err);
     if (ok && hf_family_is_qwen25vl(p->arch))
         ok = write_qwen25vl_keys(c, w, a);
     else if (ok && hf_family_is_qwen3vl(p->arch))

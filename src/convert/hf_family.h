@@ -35,6 +35,10 @@ typedef enum arch_family {
     FAMILY_LFM2,   /* short convolutions and attention: hf_family_lfm2.c's */
     FAMILY_NEMOTRON_H, /* Mamba2, attention and FFN layers: hf_family_nemotron_h.c's */
     FAMILY_DEEPSEEK2,  /* multi-head latent attention: hf_family_deepseek2.c's */
+    FAMILY_GEMMA4, /* sliding and global layers of two widths: hf_family_gemma4.c's */
+    FAMILY_LAGUNA, /* gated attention, heads per layer, experts: hf_family_laguna.c's */
+    FAMILY_GLMOCR, /* GLM-4's layers with M-RoPE and a tower: hf_family_glmocr.c's */
+    FAMILY_DEEPSEEKOCR, /* experts and SAM + CLIP towers: hf_family_deepseekocr.c's */
 } arch_family;
 
 typedef struct hf_arch {
@@ -85,6 +89,86 @@ typedef struct hf_gemma3n {
     float *sparsity_scale;          /* activation_sparsity_pattern's normal quantiles, per layer */
     uint32_t *ff_per_layer;         /* intermediate_size as a list (NULL: one width) */
 } hf_gemma3n;
+
+/* Gemma 4's (config.json's names in the comments) */
+typedef struct hf_gemma4 {
+    uint32_t global_head_dim;   /* global_head_dim: the global layers' head width */
+    uint32_t n_global_kv_heads; /* num_global_key_value_heads */
+    uint32_t n_kv_shared;       /* num_kv_shared_layers */
+    uint32_t n_embd_per_layer;  /* hidden_size_per_layer_input (0: none) */
+    bool k_eq_v;                /* attention_k_eq_v: the global layers have no v_proj */
+    /* rope_parameters' full_attention and sliding_attention, each when given */
+    bool has_full_rope, has_swa_rope;
+    float rope_theta, rope_theta_swa, partial_rotary;
+} hf_gemma4;
+
+/* LFM2-VL's image settings, each where config.json (top) and processor_config.json's
+ * image_processor (proc) give it: 0 (a flag: -1) when absent; ollama's converter takes the
+ * first given, then its default. */
+enum {
+    LFM2VL_DOWNSAMPLE,  /* downsample_factor */
+    LFM2VL_MIN_TILES,   /* min_tiles */
+    LFM2VL_MAX_TILES,   /* max_tiles */
+    LFM2VL_TILE_SIZE,   /* tile_size */
+    LFM2VL_MIN_TOKENS,  /* min_image_tokens */
+    LFM2VL_MAX_TOKENS,  /* max_image_tokens */
+    LFM2VL_N_COUNTS,
+};
+enum { LFM2VL_SPLIT, LFM2VL_THUMBNAIL, LFM2VL_N_FLAGS }; /* do_image_splitting, use_thumbnail */
+typedef struct hf_lfm2vl {
+    uint32_t top[LFM2VL_N_COUNTS], proc[LFM2VL_N_COUNTS];
+    int8_t top_flag[LFM2VL_N_FLAGS], proc_flag[LFM2VL_N_FLAGS];
+    int8_t special_tokens; /* use_image_special_tokens */
+    bool use_layernorm;    /* projector_use_layernorm */
+    uint32_t encoder_patch, image_token, proc_height, proc_width;
+    float tolerance, proc_tolerance; /* max_pixels_tolerance */
+    float mean[3], std[3];           /* the image processor's, when it gives both */
+    bool has_normalisation;
+    /* the vocabulary's <|image_start|>, <|image_end|> and <|img_thumbnail|> (-1: none) */
+    int64_t start_token, end_token, thumbnail_token;
+} hf_lfm2vl;
+
+/* One kind of layer's RoPE (Laguna's rope_parameters; config.json's names in the comments):
+ * 0 (a type: NULL) where config.json is silent. */
+typedef struct hf_rope_params {
+    const char *type; /* rope_type, or type */
+    float theta, factor, beta_fast, beta_slow, attention_factor, partial; /* rope_theta, ...,
+                                                                          partial_rotary_factor */
+    uint32_t original_ctx; /* original_max_position_embeddings */
+} hf_rope_params;
+
+/* Laguna's */
+typedef struct hf_laguna {
+    uint32_t *heads;          /* num_attention_heads_per_layer (NULL: one count) */
+    hf_rope_params full, swa; /* the global layers' and the sliding ones' */
+    float partial;            /* partial_rotary_factor, or full's */
+    bool norm_topk;           /* norm_topk_prob (true when absent) */
+    float routed_scale;       /* moe_routed_scaling_factor */
+    bool layer_types;         /* whether config.json lists them (sliding_pattern) */
+} hf_laguna;
+
+/* GLM-OCR's (config.json's and preprocessor_config.json's names in the comments) */
+typedef struct hf_glmocr {
+    uint32_t nextn;           /* num_nextn_predict_layers, after the trunk's */
+    float rope_theta, partial; /* rope_parameters' (or the text config's partial factor) */
+    int32_t mrope[8];         /* rope_parameters' mrope_section (n_mrope of them) */
+    uint32_t n_mrope;
+    uint32_t out_hidden, min_pixels, max_pixels; /* out_hidden_size; size's edges */
+    uint32_t pre_patch, pre_temporal, pre_merge; /* the preprocessor's sizes (0: absent) */
+    float mean[3], std[3];
+    bool has_mean, has_std;
+    /* image_token_id, image_start_token_id, image_end_token_id, video_token_id,
+     * video_start_token_id, video_end_token_id */
+    uint32_t tokens[6];
+} hf_glmocr;
+
+/* DeepSeek-OCR's SAM tower (vision_config.width.sam_vit_b; its CLIP tower is hf_params'
+ * vision) */
+typedef struct hf_sam {
+    uint32_t n_layer, n_embd, n_head; /* layers, width, heads */
+    int32_t global[64];               /* global_attn_indexes (n_global of them) */
+    uint32_t n_global;
+} hf_sam;
 
 /* config.json's hyperparameters, as the GGUF keys need them */
 typedef struct hf_params {
@@ -150,6 +234,11 @@ typedef struct hf_params {
      * qk_norm */
     uint32_t moe_step, attention_chunk;
     hf_gemma3n gemma3n;
+    hf_gemma4 gemma4;
+    hf_lfm2vl lfm2vl;
+    hf_laguna laguna;
+    hf_glmocr glmocr;
+    hf_sam sam;
     /* Llama 3.2 Vision's cross-attention layers (n_cross of them) */
     int32_t cross_layers[256];
     uint32_t n_cross;
@@ -190,7 +279,8 @@ bool hf_family_parse_stacked(const hf_params *p, const char *name, char *stack, 
 float hf_family_clamp(const hf_params *p, const char *gguf_name);
 
 /* Whether a checkpoint's tensor is left out (Qwen 3.5's vision tower and its multi-token
- * prediction layers, DeepSeek V3's past num_hidden_layers, Gemma 3n's towers). */
+ * prediction layers, DeepSeek V3's past num_hidden_layers, Gemma 3n's towers, Gemma 4's audio
+ * tower, GLM-OCR's layers past its prediction layers). */
 bool hf_family_skipped_tensor(const hf_params *p, const char *name);
 
 /* Whether a tensor is stored as w - 1 and converted to 1 + w (Gemma's and Qwen 3.5's norms). */
@@ -295,9 +385,13 @@ hf_status hf_family_read_preprocessor(const json_t *preprocessor, hf_params *p,
                                       corral_error *err);
 
 /* The pre-tokenizer the architecture's converter names whatever tokenizer.json's patterns
- * (LFM2's "lfm2", DeepSeek V3's "deepseek-v3", GLM-4 MoE Lite's "glm4", as ollama's write
- * them), or NULL. */
+ * (LFM2's "lfm2", DeepSeek V3's "deepseek-v3", GLM-4 MoE Lite's "glm4", Gemma 4's "gemma4",
+ * Laguna's "laguna", GLM-OCR's "chatglm-bpe", as ollama's write them), or NULL. */
 const char *hf_family_pre_tokenizer(const hf_arch *a);
+
+/* The tokenizer model a tokenizer.json BPE is written as: Gemma 4's "llama" (its BPE over
+ * SentencePiece pieces, as ollama's converter names it), every other's "gpt2". */
+const char *hf_family_bpe_model(const hf_arch *a);
 
 /* Gemma's families store RMSNorm weights as w - 1. */
 bool hf_family_is_gemma(const hf_arch *a);

@@ -99,6 +99,8 @@ static bool read_layer_types(const json_t *config, hf_params *p, corral_error *e
     return true;
 }
 
+static bool read_vl_config(const json_t *config, hf_params *p, corral_error *err);
+
 hf_status hf_lfm2_read_config(const json_t *config, hf_params *p, corral_error *err)
 {
     bool moe = !strcmp(p->arch->gguf_name, "lfm2moe");
@@ -113,7 +115,8 @@ hf_status hf_lfm2_read_config(const json_t *config, hf_params *p, corral_error *
         !read_count(config, "num_dense_layers", p->n_layer, &dense, err) ||
         !read_number(config, "routed_scaling_factor", "", NULL, &p->expert_weights_scale,
                      err) ||
-        !read_layer_types(config, p, err))
+        !read_layer_types(config, p, err) ||
+        (hf_lfm2_is_vl(p->arch) && !read_vl_config(config, p, err)))
         return HF_INVALID;
     if (!p->conv_kernel) {
         corral_error_set(err, "config.json has no conv_L_cache");
@@ -176,6 +179,8 @@ bool hf_lfm2_known_tensor(const hf_params *p, unsigned layer, const char *suffix
            (experts ? hf_family_listed(suffix, router, 2) : hf_family_listed(suffix, ffn, 3));
 }
 
+static bool write_vl_keys(const hf_params *p, gguf_writer *w, corral_error *err);
+
 bool hf_lfm2_write_keys(const hf_params *p, gguf_writer *w, corral_error *err)
 {
     const char *a = p->arch->gguf_name;
@@ -193,6 +198,302 @@ bool hf_lfm2_write_keys(const hf_params *p, gguf_writer *w, corral_error *err)
              gguf_writer_add_f32(w, KEY("expert_weights_scale"),
                                  p->expert_weights_scale > 0 ? p->expert_weights_scale : 1.0f,
                                  err);
+#undef KEY
+    return ok && (!hf_lfm2_is_vl(p->arch) || write_vl_keys(p, w, err));
+}
+
+/* ---- LFM2-VL: the text model with its SigLIP 2 tower in the same file ---- */
+
+bool hf_lfm2_is_vl(const hf_arch *a)
+{
+    return !strcmp(a->hf_name, "Lfm2VlForConditionalGeneration");
+}
+
+/* A true-or-false key: -1 when absent. */
+static bool read_flag(const json_t *obj, const char *section, const char *key, int8_t *out,
+                      corral_error *err)
+{
+    const json_t *v = json_object_get(obj, key);
+    *out = -1;
+    if (!v || json_is_null(v))
+        return true;
+    if (!json_is_boolean(v)) {
+        corral_error_set(err, "%s%s must be true or false", section, key);
+        return false;
+    }
+    *out = json_is_true(v);
+    return true;
+}
+
+/* A positive integer key of obj (section names it in messages): absent leaves *out. */
+static bool read_count_in(const json_t *obj, const char *section, const char *key, uint32_t max,
+                          uint32_t *out, corral_error *err)
+{
+    const json_t *v = json_object_get(obj, key);
+    if (!v || json_is_null(v))
+        return true;
+    if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > max) {
+        corral_error_set(err, "%s%s must be an integer from 1 to %u", section, key, max);
+        return false;
+    }
+    *out = (uint32_t)json_integer_value(v);
+    return true;
+}
+
+/* The settings config.json (top) and processor_config.json's image_processor both may give. */
+static const char *const shared_counts[LFM2VL_N_COUNTS] = {
+    [LFM2VL_DOWNSAMPLE] = "downsample_factor", [LFM2VL_MIN_TILES] = "min_tiles",
+    [LFM2VL_MAX_TILES] = "max_tiles",          [LFM2VL_TILE_SIZE] = "tile_size",
+    [LFM2VL_MIN_TOKENS] = "min_image_tokens",  [LFM2VL_MAX_TOKENS] = "max_image_tokens"};
+static const char *const shared_flags[LFM2VL_N_FLAGS] = {
+    [LFM2VL_SPLIT] = "do_image_splitting", [LFM2VL_THUMBNAIL] = "use_thumbnail"};
+
+/* LFM2-VL's vision_config (what it leaves out as ollama's converter takes it: LFM2-VL-1.6B's
+ * tower) and its image settings at the top of config.json. */
+static bool read_vl_config(const json_t *config, hf_params *p, corral_error *err)
+{
+    const json_t *v = json_object_get(config, "vision_config");
+    hf_vision *vis = &p->vision;
+    hf_lfm2vl *vl = &p->lfm2vl;
+    *vis = (hf_vision){.n_layer = 27, .n_embd = 1152, .n_ff = 4304, .n_head = 16, .eps = 1e-6f,
+                       .n_channels = 3};
+    if (v && !json_is_null(v) && !json_is_object(v)) {
+        corral_error_set(err, "config.json: vision_config must be an object");
+        return false;
+    }
+    static const char section[] = "config.json: vision_config.";
+    bool ok = read_count_in(v, section, "num_hidden_layers", 4096, &vis->n_layer, err) &&
+              read_count_in(v, section, "hidden_size", MAX_WIDTH, &vis->n_embd, err) &&
+              read_count_in(v, section, "intermediate_size", MAX_WIDTH, &vis->n_ff, err) &&
+              read_count_in(v, section, "num_attention_heads", 65536, &vis->n_head, err) &&
+              read_count_in(v, section, "num_channels", 3, &vis->n_channels, err) &&
+              read_count_in(v, section, "patch_size", 1024, &vis->patch_size, err) &&
+              read_number(v, "layer_norm_eps", "vision_config.", NULL, &vis->eps, err) &&
+              read_count_in(config, "config.json: ", "encoder_patch_size", 1024,
+                            &vl->encoder_patch, err) &&
+              read_count_in(config, "config.json: ", "image_token_id", 1u << 30,
+                            &vl->image_token, err) &&
+              read_number(config, "max_pixels_tolerance", "", NULL, &vl->tolerance, err) &&
+              read_flag(config, "config.json: ", "use_image_special_tokens",
+                        &vl->special_tokens, err);
+    for (int i = 0; ok && i < LFM2VL_N_COUNTS; i++)
+        ok = read_count_in(config, "config.json: ", shared_counts[i], MAX_WIDTH, &vl->top[i],
+                           err);
+    for (int i = 0; ok && i < LFM2VL_N_FLAGS; i++)
+        ok = read_flag(config, "config.json: ", shared_flags[i], &vl->top_flag[i], err);
+    int8_t layernorm = -1;
+    ok = ok && read_flag(config, "config.json: ", "projector_use_layernorm", &layernorm, err);
+    if (!ok)
+        return false;
+    vl->use_layernorm = layernorm == 1;
+    if (!vis->patch_size)
+        vis->patch_size = vl->encoder_patch ? vl->encoder_patch : 16;
+    if (vis->n_embd % vis->n_head) {
+        corral_error_set(err, "config.json: vision_config's %u heads do not divide its "
+                         "hidden_size %u", vis->n_head, vis->n_embd);
+        return false;
+    }
+    for (int i = 0; i < LFM2VL_N_FLAGS; i++)
+        vl->proc_flag[i] = -1;
+    vl->start_token = vl->end_token = vl->thumbnail_token = -1;
+    return true;
+}
+
+/* processor_config.json's image_processor.max_pixels_tolerance: absent or positive. */
+static bool read_tolerance(const json_t *ip, float *out, corral_error *err)
+{
+    const json_t *v = json_object_get(ip, "max_pixels_tolerance");
+    if (!v || json_is_null(v))
+        return true;
+    double d = json_number_value(v);
+    if (!json_is_number(v) || !(d > 0) || d > 3.4e38) {
+        corral_error_set(err, "processor_config.json: image_processor.max_pixels_tolerance "
+                         "must be a positive number");
+        return false;
+    }
+    *out = (float)d;
+    return true;
+}
+
+hf_status hf_lfm2_read_processor(const json_t *processor, hf_params *p, corral_error *err)
+{
+    hf_lfm2vl *vl = &p->lfm2vl;
+    const json_t *ip = json_object_get(processor, "image_processor");
+    if (!ip || json_is_null(ip))
+        return HF_OK;
+    static const char section[] = "processor_config.json: image_processor.";
+    if (!json_is_object(ip)) {
+        corral_error_set(err, "processor_config.json: image_processor must be an object");
+        return HF_INVALID;
+    }
+    const json_t *size = json_object_get(ip, "size");
+    if (size && !json_is_null(size) && !json_is_object(size)) {
+        corral_error_set(err, "%ssize must be an object", section);
+        return HF_INVALID;
+    }
+    bool ok = read_count_in(size, "processor_config.json: image_processor.size.", "height",
+                            MAX_WIDTH, &vl->proc_height, err) &&
+              read_count_in(size, "processor_config.json: image_processor.size.", "width",
+                            MAX_WIDTH, &vl->proc_width, err) &&
+              read_tolerance(ip, &vl->proc_tolerance, err);
+    for (int i = 0; ok && i < LFM2VL_N_COUNTS; i++)
+        ok = read_count_in(ip, section, shared_counts[i], MAX_WIDTH, &vl->proc[i], err);
+    for (int i = 0; ok && i < LFM2VL_N_FLAGS; i++)
+        ok = read_flag(ip, section, shared_flags[i], &vl->proc_flag[i], err);
+    const json_t *mean = json_object_get(ip, "image_mean"), *std = json_object_get(ip, "image_std");
+    if (ok && (mean || std)) {
+        for (int c = 0; ok && c < 3; c++) {
+            const json_t *m = json_array_get(mean, (size_t)c), *s = json_array_get(std, (size_t)c);
+            ok = json_array_size(mean) == 3 && json_array_size(std) == 3 && json_is_number(m) &&
+                 json_is_number(s) && json_number_value(s) > 0;
+            if (ok) {
+                vl->mean[c] = (float)json_number_value(m);
+                vl->std[c] = (float)json_number_value(s);
+            }
+        }
+        if (!ok)
+            corral_error_set(err, "%simage_mean and image_std must be lists of three numbers "
+                             "(std positive)", section);
+        vl->has_normalisation = ok;
+    }
+    return ok ? HF_OK : HF_INVALID;
+}
+
+/* The tower's and projector's name pieces and ollama's, tried in this order at each position
+ * (the text model's first: a block's out_proj takes the text model's name, as ollama's
+ * converter writes it). */
+static const char *const tower_renames[][2] = {
+    {"self_attn.q_proj", "attn_q"},
+    {"self_attn.k_proj", "attn_k"},
+    {"self_attn.v_proj", "attn_v"},
+    {"self_attn.out_proj", "attn_output"},
+    {"model.vision_tower.vision_model.embeddings.patch_embedding", "v.patch_embd"},
+    {"model.vision_tower.vision_model.embeddings.position_embedding", "v.position_embd"},
+    {"model.vision_tower.vision_model.encoder.layers", "v.blk"},
+    {"model.vision_tower.vision_model.post_layernorm", "v.post_ln"},
+    {"model.multi_modal_projector.layer_norm", "mm.layer_norm"},
+    {"model.multi_modal_projector.linear_1", "mm.1"},
+    {"model.multi_modal_projector.linear_2", "mm.2"},
+    {"layer_norm1", "ln1"},
+    {"layer_norm2", "ln2"},
+    {"mlp.fc1", "ffn_up"},
+    {"mlp.fc2", "ffn_down"},
+};
+
+bool hf_lfm2_rename_tower(const char *in, char *out, size_t cap)
+{
+    if (strncmp(in, "model.vision_tower.", 19) != 0 &&
+        strncmp(in, "model.multi_modal_projector.", 28) != 0)
+        return false;
+    size_t o = 0;
+    for (const char *s = in; *s && o + 1 < cap;) {
+        const char *const *pair = hf_family_rename_in(
+            tower_renames, sizeof tower_renames / sizeof tower_renames[0], s);
+        const char *piece = pair ? pair[1] : s;
+        size_t len = pair ? strlen(piece) : 1;
+        for (size_t i = 0; i < len && o + 1 < cap; i++)
+            out[o++] = piece[i];
+        s += pair ? strlen(pair[0]) : 1;
+    }
+    out[o] = '\0';
+    return true;
+}
+
+/* Whether rest is one of parts followed by ".weight" or ".bias". */
+static bool weight_or_bias(const char *rest, const char *const *parts, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(parts[i]);
+        if (!strncmp(rest, parts[i], len) &&
+            (!strcmp(rest + len, ".weight") || !strcmp(rest + len, ".bias")))
+            return true;
+    }
+    return false;
+}
+
+bool hf_lfm2_known_tower(const hf_params *p, const char *name)
+{
+    static const char *const whole[] = {"v.patch_embd", "v.post_ln", "mm.layer_norm", "mm.1",
+                                        "mm.2"};
+    static const char *const block[] = {"ln1",    "ln2",         "attn_q", "attn_k",
+                                        "attn_v", "attn_output", "ffn_up", "ffn_down"};
+    if (weight_or_bias(name, whole, sizeof whole / sizeof whole[0]) ||
+        !strcmp(name, "v.position_embd.weight"))
+        return true;
+    unsigned layer;
+    int at = 0;
+    char again[32];
+    if (sscanf(name, "v.blk.%u.%n", &layer, &at) != 1 || at == 0 || layer >= p->vision.n_layer)
+        return false;
+    snprintf(again, sizeof again, "v.blk.%u.", layer);
+    return !strncmp(name, again, (size_t)at) && /* not "v.blk.01." */
+           weight_or_bias(name + at, block, sizeof block / sizeof block[0]);
+}
+
+/* The first of a setting's two places that gives it, else the default. */
+static uint32_t pick(const hf_lfm2vl *vl, int i, uint32_t otherwise)
+{
+    return vl->top[i] ? vl->top[i] : vl->proc[i] ? vl->proc[i] : otherwise;
+}
+
+static bool pick_flag(const hf_lfm2vl *vl, int i)
+{
+    return vl->top_flag[i] >= 0 ? vl->top_flag[i] == 1 : vl->proc_flag[i] != 0;
+}
+
+/* LFM2-VL's tower keys (lfm2.vision.*) and the image tokens, as ollama's converter writes
+ * them. */
+static bool write_vl_keys(const hf_params *p, gguf_writer *w, corral_error *err)
+{
+    const hf_vision *v = &p->vision;
+    const hf_lfm2vl *vl = &p->lfm2vl;
+    /* the side of the position table: a tile, downsampled */
+    uint32_t tile = vl->proc[LFM2VL_TILE_SIZE] ? vl->proc[LFM2VL_TILE_SIZE]
+                    : vl->proc_height         ? vl->proc_height
+                    : vl->proc_width          ? vl->proc_width
+                                              : 512;
+    uint32_t downsample = pick(vl, LFM2VL_DOWNSAMPLE, 2), side = tile / downsample;
+    static const float half[3] = {0.5f, 0.5f, 0.5f};
+    const char *a = p->arch->gguf_name;
+    char key[96];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s.vision." suffix, a), key)
+    bool ok =
+        gguf_writer_add_u32(w, KEY("block_count"), v->n_layer, err) &&
+        gguf_writer_add_u32(w, KEY("embedding_length"), v->n_embd, err) &&
+        gguf_writer_add_u32(w, KEY("feed_forward_length"), v->n_ff, err) &&
+        gguf_writer_add_u32(w, KEY("attention.head_count"), v->n_head, err) &&
+        gguf_writer_add_f32(w, KEY("attention.layer_norm_epsilon"), v->eps, err) &&
+        gguf_writer_add_u32(w, KEY("patch_size"), v->patch_size, err) &&
+        gguf_writer_add_u32(w, KEY("num_channels"), v->n_channels, err) &&
+        gguf_writer_add_u32(w, KEY("image_size"), side ? side : 1, err) &&
+        gguf_writer_add_u32(w, KEY("projector.scale_factor"), downsample, err) &&
+        gguf_writer_add_bool(w, KEY("projector.use_layernorm"), vl->use_layernorm, err) &&
+        gguf_writer_add_bool(w, KEY("do_image_splitting"), pick_flag(vl, LFM2VL_SPLIT), err) &&
+        gguf_writer_add_u32(w, KEY("min_tiles"), pick(vl, LFM2VL_MIN_TILES, 2), err) &&
+        gguf_writer_add_u32(w, KEY("max_tiles"), pick(vl, LFM2VL_MAX_TILES, 10), err) &&
+        gguf_writer_add_u32(w, KEY("tile_size"), pick(vl, LFM2VL_TILE_SIZE, 512), err) &&
+        gguf_writer_add_u32(w, KEY("min_image_tokens"), pick(vl, LFM2VL_MIN_TOKENS, 64), err) &&
+        gguf_writer_add_u32(w, KEY("max_image_tokens"), pick(vl, LFM2VL_MAX_TOKENS, 256), err) &&
+        gguf_writer_add_f32(w, KEY("max_pixels_tolerance"),
+                            vl->tolerance > 0        ? vl->tolerance
+                            : vl->proc_tolerance > 0 ? vl->proc_tolerance
+                                                     : 2.0f,
+                            err) &&
+        gguf_writer_add_bool(w, KEY("use_thumbnail"), pick_flag(vl, LFM2VL_THUMBNAIL), err) &&
+        gguf_writer_add_bool(w, KEY("use_image_special_tokens"), vl->special_tokens != 0, err) &&
+        gguf_writer_add_array(w, KEY("image_mean"), GGUF_TYPE_FLOAT32,
+                              vl->has_normalisation ? vl->mean : half, 3, err) &&
+        gguf_writer_add_array(w, KEY("image_std"), GGUF_TYPE_FLOAT32,
+                              vl->has_normalisation ? vl->std : half, 3, err) &&
+        gguf_writer_add_u32(w, KEY("image_token_id"), vl->image_token ? vl->image_token : 396,
+                            err);
+    if (ok && vl->start_token >= 0)
+        ok = gguf_writer_add_u32(w, KEY("image_start_token_id"), (uint32_t)vl->start_token, err);
+    if (ok && vl->end_token >= 0)
+        ok = gguf_writer_add_u32(w, KEY("image_end_token_id"), (uint32_t)vl->end_token, err);
+    if (ok && vl->thumbnail_token >= 0)
+        ok = gguf_writer_add_u32(w, KEY("image_thumbnail_token_id"),
+                                 (uint32_t)vl->thumbnail_token, err);
 #undef KEY
     return ok;
 }

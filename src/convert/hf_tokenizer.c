@@ -54,7 +54,10 @@ typedef struct special_token {
 } special_token;
 
 struct hf_vocab {
-    const char *model; /* "gpt2" (tokenizer.json's BPE) or "llama" (SentencePiece) */
+    /* "gpt2" (tokenizer.json's BPE), "llama" (SentencePiece, or Gemma 4's BPE) or "bert" */
+    const char *model;
+    bool bpe; /* tokenizer.json's BPE: its merges written, even when it has none */
+    bool bos_add_false; /* add_bos_token written false, whether or not there is a bos */
     gguf_str *tokens;
     int32_t *types;
     float *scores;
@@ -750,7 +753,7 @@ static bool mark_word_starts(hf_vocab *v, corral_error *err)
 
 hf_vocab *hf_vocab_load(const json_t *tokenizer, const json_t *tokenizer_config,
                         const json_t *generation_config, const char *chat_template,
-                        uint64_t vocab_size, corral_error *err)
+                        uint64_t vocab_size, const char *bpe_model, corral_error *err)
 {
     const json_t *model = json_object_get(tokenizer, "model");
     const char *type = json_string_value(json_object_get(model, "type"));
@@ -760,7 +763,8 @@ hf_vocab *hf_vocab_load(const json_t *tokenizer, const json_t *tokenizer_config,
                          "not '%.40s'", type ? type : "(no model.type)");
         return NULL;
     }
-    if (!wordpiece && is_spm_style(tokenizer)) {
+    bool gpt2 = strcmp(bpe_model, "gpt2") == 0;
+    if (!wordpiece && gpt2 && is_spm_style(tokenizer)) {
         corral_error_set(err, "tokenizer.json is a SentencePiece tokenizer's BPE (byte fallback, "
                          "Metaspace): give its tokenizer.model too");
         return NULL;
@@ -772,7 +776,8 @@ hf_vocab *hf_vocab_load(const json_t *tokenizer, const json_t *tokenizer_config,
         oom(err);
         return NULL;
     }
-    v->model = wordpiece ? "bert" : "gpt2";
+    v->model = wordpiece ? "bert" : gpt2 ? "gpt2" : "llama";
+    v->bpe = !wordpiece;
     const json_t *added = json_object_get(tokenizer, "added_tokens");
     if (json_is_null(added))
         added = NULL;
@@ -791,6 +796,36 @@ hf_vocab *hf_vocab_load(const json_t *tokenizer, const json_t *tokenizer_config,
     return v;
 }
 
+void hf_vocab_as_laguna(hf_vocab *v)
+{
+    free(v->chat_template);
+    v->chat_template = NULL;
+    v->bos_add_false = true;
+}
+
+void hf_vocab_as_glmocr(hf_vocab *v)
+{
+    int64_t end = hf_vocab_find(v, "<|endoftext|>"), user = hf_vocab_find(v, "<|user|>");
+    special_token *set[2] = {&v->special[0], &v->special[2]}; /* bos, unk */
+    for (int i = 0; end >= 0 && i < 2; i++) {
+        set[i]->found = true;
+        set[i]->id = (uint32_t)end;
+    }
+    if (user >= 0) {
+        v->eog[0].found = true;
+        v->eog[0].id = (uint32_t)user;
+    }
+}
+
+int64_t hf_vocab_find(const hf_vocab *v, const char *text)
+{
+    size_t n = strlen(text);
+    for (uint32_t id = 0; id < v->n; id++)
+        if (v->tokens[id].size == n && memcmp(v->tokens[id].data, text, n) == 0)
+            return id;
+    return -1;
+}
+
 bool hf_vocab_write(const hf_vocab *v, gguf_writer *w, corral_error *err)
 {
     bool ok = gguf_writer_add_str(w, "tokenizer.ggml.model", v->model, strlen(v->model), err) &&
@@ -800,19 +835,21 @@ bool hf_vocab_write(const hf_vocab *v, gguf_writer *w, corral_error *err)
                                     v->n, err) &&
               gguf_writer_add_array(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, v->types,
                                     v->n, err);
-    if (ok && strcmp(v->model, "gpt2") == 0) /* a BPE model's, even when it has none */
+    if (ok && v->bpe)
         ok = gguf_writer_add_str_array(w, "tokenizer.ggml.merges", v->merges, v->n_merges, err);
     if (ok && strcmp(v->model, "bert") == 0) /* BERT's two segments, as ollama writes it */
         ok = gguf_writer_add_u32(w, "tokenizer.ggml.token_type_count", 2, err);
     if (ok && v->chat_template)
         ok = gguf_writer_add_str(w, "tokenizer.chat_template", v->chat_template,
                                  strlen(v->chat_template), err);
+    if (ok && v->bos_add_false)
+        ok = gguf_writer_add_bool(w, "tokenizer.ggml.add_bos_token", false, err);
     for (size_t s = 0; ok && s < N_SPECIAL; s++) {
         const special_token *sp = &v->special[s];
         if (!sp->found)
             continue;
         char key[64];
-        if (sp->add_set) {
+        if (sp->add_set && !(s == 0 && v->bos_add_false)) {
             snprintf(key, sizeof key, "tokenizer.ggml.add_%s_token", special_names[s].gguf);
             ok = gguf_writer_add_bool(w, key, sp->add, err);
         }

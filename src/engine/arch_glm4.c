@@ -14,7 +14,8 @@
  *
  * ollama's GLM-OCR files (architecture `glmocr`, keys under `glmocr.`) are the same model:
  * the sections as rope.mrope_section (three of them), no rope.dimension_count (the head's
- * width), gate and up apart (ffn_gate and ffn_up, the common binding's), and in its older
+ * width), gate and up apart (ffn_gate and ffn_up, the common binding's) or, as its current
+ * converter writes them, in one ffn_up as llama.cpp's, and in its older
  * files attn_out, post_attn_norm and post_ffn_norm for llama.cpp's attn_output,
  * post_attention_norm and post_ffw_norm, which are taken where llama.cpp's are absent
  * (glmocr_alias). Its vocabulary's pre-tokenizer is chatglm-bpe whatever the file says
@@ -98,7 +99,7 @@ const model_arch arch_glmocr = {
     .name = "glmocr",
     .rope = ROPE_NORMAL,
     .ffn = FFN_SWIGLU,
-    .tensors = ARCH_POST_NORMS,
+    .tensors = ARCH_POST_NORMS | ARCH_GATE_UP_EITHER,
     .read_hparams = glm4_trunk,
     .layer = layer_sandwich_norm,
     .tensor_alias = glmocr_alias,
@@ -108,7 +109,7 @@ static const model_arch arch_glmocr_mrope = {
     .name = "glmocr",
     .rope = ROPE_NEOX,
     .ffn = FFN_SWIGLU,
-    .tensors = ARCH_POST_NORMS,
+    .tensors = ARCH_POST_NORMS | ARCH_GATE_UP_EITHER,
     .read_hparams = glmocr_mrope_hparams,
     .layer = layer_sandwich_norm,
     .tensor_alias = glmocr_alias,

@@ -34,7 +34,8 @@ const gguf_tensor *mmproj_find_tensor(const corral_mmproj *mm, const char *name)
 {
     char buf[128];
     return gguf_find_tensor(
-        mm->file, mm->ollama_names ? mmproj_ollama_name(mm->kind, name, buf, sizeof buf) : name);
+        mm->file,
+        mm->ollama_names ? mmproj_ollama_name(mm->kind, mm->file, name, buf, sizeof buf) : name);
 }
 
 static bool bind_tensor(corral_mmproj *mm, weight *w, const char *name, size_t n_in,
@@ -43,7 +44,7 @@ static bool bind_tensor(corral_mmproj *mm, weight *w, const char *name, size_t n
 {
     char buf[128];
     if (mm->ollama_names) /* messages name the tensor as the file does */
-        name = mmproj_ollama_name(mm->kind, name, buf, sizeof buf);
+        name = mmproj_ollama_name(mm->kind, mm->file, name, buf, sizeof buf);
     const gguf_tensor *t = gguf_find_tensor(mm->file, name);
     memset(w, 0, sizeof *w);
     if (!t) {

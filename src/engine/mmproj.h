@@ -227,11 +227,12 @@ corral_mmproj *mmproj_open(gguf_file *file, corral_error *err);
 const gguf_tensor *mmproj_find_tensor(const corral_mmproj *mm, const char *name);
 
 /* ollama's single-file layout (mmproj_ollama.c): the projector kind a text architecture's file
- * carries (NULL: none), llama.cpp's tensor name as ollama spells it (buf when rewritten), and
- * the hyper-parameters ollama's engine fixes in code, read after the tower's sizes. */
+ * carries (NULL: none), llama.cpp's tensor name as ollama spells it in file (buf when
+ * rewritten; where its files differ, the spelling file holds), and the hyper-parameters
+ * ollama's engine fixes in code, read after the tower's sizes. */
 const projector_kind *mmproj_ollama_kind(const gguf_file *file, const char *arch);
-const char *mmproj_ollama_name(const projector_kind *kind, const char *name, char *buf,
-                               size_t size);
+const char *mmproj_ollama_name(const projector_kind *kind, const gguf_file *file,
+                               const char *name, char *buf, size_t size);
 bool mmproj_ollama_hparams(corral_mmproj *mm, corral_error *err);
 
 /* Binding helpers for the kinds (mmproj.c): a matrix [n_in, n_out], or an F32 vector. */

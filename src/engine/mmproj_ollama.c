@@ -203,8 +203,8 @@ static const char *deepseekocr_name(const char *name, char *buf, size_t size)
     return w > 0 && (size_t)w < size ? buf : name;
 }
 
-const char *mmproj_ollama_name(const projector_kind *kind, const char *name, char *buf,
-                               size_t size)
+const char *mmproj_ollama_name(const projector_kind *kind, const gguf_file *file,
+                               const char *name, char *buf, size_t size)
 {
     if (kind == &projector_deepseekocr)
         return deepseekocr_name(name, buf, size);
@@ -227,7 +227,13 @@ const char *mmproj_ollama_name(const projector_kind *kind, const char *name, cha
     if (kind == &projector_lfm2) { /* the mmproj's names but for the projector's LayerNorm */
         if (strcmp(name, "mm.input_norm.weight") == 0)
             return "mm.layer_norm.weight";
-        return strcmp(name, "mm.input_norm.bias") == 0 ? "mm.layer_norm.bias" : name;
+        if (strcmp(name, "mm.input_norm.bias") == 0)
+            return "mm.layer_norm.bias";
+        /* ollama's converter names the blocks' output projection as the text model's */
+        static const name_pair out[] = {{"attn_out.", "attn_output."}};
+        return gguf_find_tensor(file, "v.blk.0.attn_output.weight")
+                   ? block_part(name, out, 1, buf, size)
+                   : name;
     }
     if (kind == &projector_glm4v) { /* GLM-OCR's: the mmproj's names but the patch kernels' */
         if (strcmp(name, "v.patch_embd.weight") == 0)

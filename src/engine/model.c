@@ -417,7 +417,10 @@ static bool bind_ffn(model_loader *ld, uint32_t il, char *name, size_t name_size
         if (!bind_moe_ffn(ld, il, name, name_size))
             return false; /* then the dense FFN beside the experts */
     }
-    if (tensors & ARCH_FUSED_GATE_UP) {
+    bool fused = (tensors & ARCH_FUSED_GATE_UP) ||
+                 ((tensors & ARCH_GATE_UP_EITHER) &&
+                  !gguf_find_tensor(m->file, NAME("ffn_gate.weight")));
+    if (fused) {
         weight gate_up;
         ok = bind(ld, &gate_up, NAME("ffn_up.weight"), hp->n_embd, 2 * (size_t)hp->n_ff,
                   USE_MATRIX, true);

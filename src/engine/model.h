@@ -372,6 +372,9 @@ enum {
     ARCH_QK_NORM = 1u << 1,       /* blk.N.attn_{q,k}_norm.weight */
     ARCH_FUSED_QKV = 1u << 2,     /* blk.N.attn_qkv.weight: rows q;k;v */
     ARCH_FUSED_GATE_UP = 1u << 3, /* blk.N.ffn_up.weight: rows gate;up, no ffn_gate */
+    /* ARCH_FUSED_GATE_UP's one ffn_up where the file has no ffn_gate, else the two apart
+     * (ollama's GLM-OCR files come both ways) */
+    ARCH_GATE_UP_EITHER = 1u << 28,
     ARCH_POST_NORMS = 1u << 4,    /* blk.N.post_attention_norm, blk.N.post_ffw_norm */
     ARCH_TIED_OUTPUT = 1u << 5,   /* always token_embd; an output.weight is an error */
     /* an encoder: token_types, token_embd_norm (with bias), LayerNorm eps, attention.causal
