@@ -174,8 +174,10 @@ test('corral run attaches a .wav path for a model with audio, as ollama\'s CLI d
 // (greedy, so the two agree), trimmed; response_format text answers it as plain text.
 const audioGguf = process.env.CORRAL_AUDIO_GGUF;
 if (audioGguf) {
+  let audioBlob; // its digest, once uploaded
   test('an audio model transcribes: the answer is the chat answer to ollama\'s transcription request', async () => {
-    assert.equal((await ollama.create({ model: 'listener', files: { 'model.gguf': await server.uploadBlob(audioGguf) } })).status, 'success');
+    audioBlob = await server.uploadBlob(audioGguf);
+    assert.equal((await ollama.create({ model: 'listener', files: { 'model.gguf': audioBlob } })).status, 'success');
     assert.ok((await ollama.show({ model: 'listener' })).capabilities.includes('audio'));
     const file = await toFile(wav, 'clip.wav', { type: 'audio/wav' });
     const got = await openai.audio.transcriptions.create({ model: 'listener', file, language: 'en' });
@@ -207,6 +209,24 @@ if (audioGguf) {
     const alone = await spoken([]);
     const clip = await spoken([silence(1600 + 8000).toString('base64')]);
     assert.equal(clip.prompt_eval_count - alone.prompt_eval_count, short.usage.prompt_tokens - 1 + more);
+  });
+
+  test('under ollama\'s gemma4 renderer a clip goes in its turn, set apart from the text as ollama sets it', async () => {
+    assert.equal((await ollama.create({ model: 'listener-gemma4', renderer: 'gemma4',
+      files: { 'model.gguf': audioBlob } })).status, 'success');
+    const rendered = async (content) => {
+      const r = await fetch(`${server.base}/api/chat`, { method: 'POST', body: JSON.stringify({
+        model: 'listener-gemma4', _debug_render_only: true, think: false,
+        messages: [{ role: 'user', content, images: [wavBase64] }] }) });
+      assert.equal(r.status, 200);
+      return (await r.json())._debug_info;
+    };
+    // ollama's renderer writes "[img-0] hi" where the clip's tag goes; the markers are cut out
+    for (const [content, turn] of [['hi', ' hi'], [' hi ', ' hi'], ['', '']]) {
+      const info = await rendered(content);
+      assert.equal(info.image_count, 1);
+      assert.ok(info.rendered_template.includes(`<|turn>user\n${turn}<turn|>`), info.rendered_template);
+    }
   });
 
   test('corral run answers about a .wav path with an audio model', async () => {
