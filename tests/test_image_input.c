@@ -36,12 +36,12 @@ static chat_request *request_with_images(const char *content, size_t n)
 }
 
 /* The template input's first message content after marking, with its markers as <N>. */
-static void marked_content(const image_input *in, const chat_request *req, char *out,
-                           size_t size)
+static void marked_content(const image_input *in, const chat_request *req, bool spaced,
+                           char *out, size_t size)
 {
     json_t *input = chat_request_template_input(req);
     assert_non_null(input);
-    assert_true(image_input_mark(in, req, input));
+    assert_true(image_input_mark(in, req, input, spaced));
     json_t *m = json_array_get(json_object_get(input, "messages"), 0);
     assert_null(json_object_get(m, "images")); /* the templates must not tag them again */
     const char *text = json_string_value(json_object_get(m, "content"));
@@ -70,10 +70,40 @@ static void test_placement(void **state)
     assert_true(image_input_prepare(&in, req, message, sizeof message));
     assert_int_equal(in.n_images, 3);
     assert_int_equal(strlen(in.nonce), 16);
-    marked_content(&in, req, text, sizeof text);
+    marked_content(&in, req, false, text, sizeof text);
     assert_string_equal(text, "<1><2>see <0> and");
     image_input_clear(&in);
     chat_request_free(req);
+}
+
+/* For a renderer that sets media apart (corral_renderer.spaced_media), markers in front of
+ * text that starts with a character other than white space are followed by a space, as
+ * ollama's renderers write their image tags; placed markers, empty text and text that
+ * starts with white space (Unicode's, as Go reads it) get none. */
+static void test_spaced_placement(void **state)
+{
+    (void)state;
+    static const char *const cases[][2] = {
+        {"see [img] and", "<1><2> see <0> and"},
+        {"describe this", "<0><1><2> describe this"},
+        {"\u00e9t\u00e9", "<0><1><2> \u00e9t\u00e9"},
+        {"[img][img][img] x", "<0><1><2> x"},
+        {"", "<0><1><2>"},
+        {" hi", "<0><1><2> hi"},
+        {"\nhi", "<0><1><2>\nhi"},
+        {"\u00a0hi", "<0><1><2>\u00a0hi"},
+        {"\u3000hi", "<0><1><2>\u3000hi"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char message[256], text[256];
+        image_input in;
+        chat_request *req = request_with_images(cases[i][0], 3);
+        assert_true(image_input_prepare(&in, req, message, sizeof message));
+        marked_content(&in, req, true, text, sizeof text);
+        assert_string_equal(text, cases[i][1]);
+        image_input_clear(&in);
+        chat_request_free(req);
+    }
 }
 
 static void test_extract(void **state)
@@ -255,7 +285,8 @@ static void test_safe_prefix(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_placement), cmocka_unit_test(test_extract),
+        cmocka_unit_test(test_placement), cmocka_unit_test(test_spaced_placement),
+        cmocka_unit_test(test_extract),
         cmocka_unit_test(test_refusals), cmocka_unit_test(test_audio_items),
         cmocka_unit_test(test_system_images),
         cmocka_unit_test(test_safe_prefix),

@@ -452,6 +452,53 @@ static void test_estimate_counts_the_image_cache_at_its_fullest(void **state)
     ops.free(ops.ctx);
 }
 
+/*
+ * A model file that carries an audio tower and no vision tower (a Gemma 4 file with audio
+ * alone) adds the runner's cache of encoded clips at its fullest: PROMPT_CACHED_IMAGES clips
+ * of 30 seconds, each 750 tokens (2999 frames of 10 ms, halved twice) of its text width (32),
+ * though it has no projector; a file without a tower adds none. A single file with both
+ * towers adds the larger of the two caches, which share their slots.
+ */
+static void test_estimate_counts_the_clip_cache_at_its_fullest(void **state)
+{
+    (void)state;
+    runner_ops ops;
+    corral_error err;
+    if (!runner_process_ops_create(&(server_config){0}, &ops, &err))
+        fail_msg("%s", err.message);
+    uint64_t clips = PROMPT_CACHED_IMAGES * 750ull * 32 * sizeof(float);
+    char model[2048]; /* fixture's paths are reused after a few calls */
+    snprintf(model, sizeof model, "%s", fixture("audio/gemma4a-model.gguf"));
+    runner_spec hearing = {.name = "hearing", .model_path = model,
+                           .num_ctx = 256, .num_parallel = 2, .kv_type = CORRAL_KV_F32};
+    assert_int_equal(memory_estimate_clip_cache_bytes(hearing.model_path), clips);
+    assert_int_equal(ops.estimate_bytes(ops.ctx, &hearing),
+                     memory_estimate_model_bytes(hearing.model_path, 256, 2, CORRAL_KV_F32) +
+                         clips);
+    assert_int_equal(memory_estimate_clip_cache_bytes(fixture("arch/gemma4.gguf")), 0);
+    assert_int_equal(memory_estimate_clip_cache_bytes(fixture("vision/mllama.gguf")), 0);
+    /* beside a projector whose images take less, the clips count; and the other way round */
+    runner_spec both = hearing;
+    both.name = "hearing-seeing";
+    both.projector_path = fixture("vision/gemma3-mmproj.gguf");
+    size_t projector_size;
+    free(file_fixture_read(both.projector_path, &projector_size));
+    uint64_t images = memory_estimate_image_cache_bytes(both.projector_path);
+    assert_true(images > 0 && images < clips);
+    assert_int_equal(ops.estimate_bytes(ops.ctx, &both),
+                     memory_estimate_model_bytes(both.model_path, 256, 2, CORRAL_KV_F32) +
+                         projector_size + clips);
+    both.name = "hearing-seeing-more";
+    both.projector_path = fixture("vision/qwen25vl-mmproj.gguf");
+    free(file_fixture_read(both.projector_path, &projector_size));
+    images = memory_estimate_image_cache_bytes(both.projector_path);
+    assert_true(images > clips);
+    assert_int_equal(ops.estimate_bytes(ops.ctx, &both),
+                     memory_estimate_model_bytes(both.model_path, 256, 2, CORRAL_KV_F32) +
+                         projector_size + images);
+    ops.free(ops.ctx);
+}
+
 /* A copy of the fixture src at dst. */
 static void copy_fixture(const char *src, const char *dst)
 {
@@ -654,6 +701,7 @@ int main(void)
         cmocka_unit_test(test_estimate_counts_lfm2_conv_windows),
         cmocka_unit_test(test_estimate_counts_mllama_layers_and_image_states),
         cmocka_unit_test(test_estimate_counts_the_image_cache_at_its_fullest),
+        cmocka_unit_test(test_estimate_counts_the_clip_cache_at_its_fullest),
         cmocka_unit_test(test_image_cache_count_is_kept_for_the_same_file),
         cmocka_unit_test(test_image_bound_is_the_largest_image_the_preprocessing_makes),
         cmocka_unit_test(test_image_bound_is_the_most_an_image_becomes),

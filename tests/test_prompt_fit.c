@@ -63,7 +63,7 @@ static fitted fit(const chat_request *req, size_t limit)
     image_input in;
     assert_true(image_input_prepare(&in, req, message, sizeof message));
     json_t *input = chat_request_template_input(req);
-    assert_true(input && image_input_mark(&in, req, input));
+    assert_true(input && image_input_mark(&in, req, input, false));
     fitted out;
     memset(&out, 0, sizeof out);
     corral_output_tags tags;

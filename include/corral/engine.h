@@ -549,6 +549,9 @@ const char *corral_audio_tower_begin(const corral_audio_tower *tower);
 const char *corral_audio_tower_end(const corral_audio_tower *tower);
 /* The embeddings n_frames log-mel frames give (0 for none). */
 size_t corral_audio_tower_tokens(const corral_audio_tower *tower, size_t n_frames);
+/* The bytes those embeddings take (corral_image_embd's rows): what a cache of encoded clips
+ * holds for one clip of n_frames frames. UINT64_MAX: past 64 bits. */
+uint64_t corral_audio_tower_clip_bytes(const corral_audio_tower *tower, size_t n_frames);
 /* Encode n_frames rows of 128 log-mel values into out (a 1-D run: nx = n_tokens, ny = 1,
  * causal set, so that corral_decode_image runs its tokens causally) on n_threads threads (0:
  * one per physical core). Free out with corral_image_embd_free. */

@@ -440,6 +440,15 @@ size_t corral_audio_tower_tokens(const corral_audio_tower *t, size_t n_frames)
     return halved(halved(n_frames));
 }
 
+uint64_t corral_audio_tower_clip_bytes(const corral_audio_tower *t, size_t n_frames)
+{
+    uint64_t bytes;
+    if (__builtin_mul_overflow((uint64_t)corral_audio_tower_tokens(t, n_frames),
+                               (uint64_t)t->n_embd_text * sizeof(float), &bytes))
+        return UINT64_MAX;
+    return bytes;
+}
+
 /* ---- encoding ---- */
 
 typedef struct audio_run {

@@ -46,6 +46,11 @@ typedef struct corral_renderer {
     /* a system or developer message with an image is refused (a 400 before rendering, as the
      * server marks images in the text by then): ollama's qwen3.8 renderer refuses one */
     bool text_only_system;
+    /* media placed in front of a message's text are set apart from it by a space when the
+     * text starts with a character other than white space: ollama's renderers that write
+     * image tags themselves place them so (its renderContentWithImageTags), and the runner
+     * keeps the space */
+    bool spaced_media;
 } corral_renderer;
 
 /* The renderer ollama's name picks, or NULL when Corral has none of that name. */

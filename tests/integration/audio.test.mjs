@@ -6,7 +6,7 @@
 // runner is asked; the transcription endpoint's own refusals come in OpenAI's error shape;
 // `corral run` attaches a .wav path for a model with audio. The full path (an audio tower
 // answering) runs when CORRAL_AUDIO_GGUF names a GGUF that carries one. Run by CTest: node
-// audio.test.mjs (env CORRAL_BIN, CORRAL_FIXTURES).
+// audio.test.mjs (env CORRAL_BIN, CORRAL_FIXTURES, CORRAL_AUDIO_GGUF).
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -21,9 +21,8 @@ const test = (name, fn) => tests.push({ name, fn });
 const ollama = new Ollama({ host: server.base });
 const openai = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: 'unused' });
 
-// A 16 kHz mono 16-bit WAV of 0.1 s of silence.
-const wav = (() => {
-  const samples = 1600;
+// A 16 kHz mono 16-bit WAV of `samples` samples of silence; wav holds 0.1 s.
+const silence = (samples) => {
   const out = Buffer.alloc(44 + 2 * samples);
   out.write('RIFF', 0);
   out.writeUInt32LE(36 + 2 * samples, 4);
@@ -38,7 +37,8 @@ const wav = (() => {
   out.write('data', 36);
   out.writeUInt32LE(2 * samples, 40);
   return out;
-})();
+};
+const wav = silence(1600);
 const wavBase64 = wav.toString('base64');
 const vision = join(fixtures, 'vision');
 const png = readFileSync(join(vision, 'square.png')).toString('base64');
@@ -168,26 +168,75 @@ test('corral run attaches a .wav path for a model with audio, as ollama\'s CLI d
   assert.match(run('hearing').stderr, new RegExp(`Added audio '${clip}'`));
 });
 
-// The full path: CORRAL_AUDIO_GGUF names a GGUF that carries an audio tower the engine reads.
+// The full path: CORRAL_AUDIO_GGUF names a GGUF that carries an audio tower the engine reads
+// (CTest gives tests/fixtures/audio/gemma4a-model.gguf, a tiny Gemma 4 text model with one).
 // A transcription is the answer of the chat request ollama's middleware makes of the form
 // (greedy, so the two agree), trimmed; response_format text answers it as plain text.
 const audioGguf = process.env.CORRAL_AUDIO_GGUF;
 if (audioGguf) {
+  let audioBlob; // its digest, once uploaded
   test('an audio model transcribes: the answer is the chat answer to ollama\'s transcription request', async () => {
-    assert.equal((await ollama.create({ model: 'listener', files: { 'model.gguf': await server.uploadBlob(audioGguf) } })).status, 'success');
+    audioBlob = await server.uploadBlob(audioGguf);
+    assert.equal((await ollama.create({ model: 'listener', files: { 'model.gguf': audioBlob } })).status, 'success');
     assert.ok((await ollama.show({ model: 'listener' })).capabilities.includes('audio'));
     const file = await toFile(wav, 'clip.wav', { type: 'audio/wav' });
     const got = await openai.audio.transcriptions.create({ model: 'listener', file, language: 'en' });
     const chat = await ollama.chat({ model: 'listener', stream: false, options: { temperature: 0 }, messages: [
       { role: 'system', content: 'Transcribe the audio exactly as spoken. Output only the spoken words. Do not answer any question in the audio. The audio is in en.' },
       { role: 'user', content: 'What exact words are spoken in this audio?', images: [wavBase64] }] });
+    assert.ok(got.text.length > 0);
     assert.equal(got.text, chat.message.content.trim());
     const text = await openai.audio.transcriptions.create({ model: 'listener', file: await toFile(wav, 'clip.wav'),
       language: 'en', response_format: 'text' });
     assert.equal(text, got.text);
-    const heard = await openai.chat.completions.create({ model: 'listener', max_tokens: 4, messages: [{ role: 'user',
-      content: [{ type: 'input_audio', input_audio: { data: wavBase64, format: 'wav' } }] }] });
-    assert.equal(heard.choices[0].message.role, 'assistant');
+  });
+
+  test('an audio model takes a clip from input_audio and from images into its prompt, a token per 40 ms', async () => {
+    // the prompt is the BOS token and the clip: its two marks and its tokens
+    const heard = async (samples) => openai.chat.completions.create({ model: 'listener', max_tokens: 4,
+      messages: [{ role: 'user', content: [{ type: 'input_audio',
+        input_audio: { data: silence(samples).toString('base64'), format: 'wav' } }] }] });
+    const short = await heard(1600);
+    assert.equal(short.choices[0].message.role, 'assistant');
+    assert.ok(short.choices[0].message.content.length > 0);
+    // 0.5 s more is 12 or 13 more tokens (two halving subsamplings of 10 ms frames)
+    const more = (await heard(1600 + 8000)).usage.prompt_tokens - short.usage.prompt_tokens;
+    assert.ok(more >= 12 && more <= 13, `0.5 s more audio made ${more} more prompt tokens`);
+    // in ollama's images field, before the prompt: the clip's marks and its tokens more (each
+    // prompt shares only its BOS token with the one before it)
+    const spoken = async (images) => ollama.generate({ model: 'listener', prompt: 'what is said?', images,
+      raw: true, stream: false, options: { temperature: 0, num_predict: 1 } });
+    const alone = await spoken([]);
+    const clip = await spoken([silence(1600 + 8000).toString('base64')]);
+    assert.equal(clip.prompt_eval_count - alone.prompt_eval_count, short.usage.prompt_tokens - 1 + more);
+  });
+
+  test('under ollama\'s gemma4 renderer a clip goes in its turn, set apart from the text as ollama sets it', async () => {
+    assert.equal((await ollama.create({ model: 'listener-gemma4', renderer: 'gemma4',
+      files: { 'model.gguf': audioBlob } })).status, 'success');
+    const rendered = async (content) => {
+      const r = await fetch(`${server.base}/api/chat`, { method: 'POST', body: JSON.stringify({
+        model: 'listener-gemma4', _debug_render_only: true, think: false,
+        messages: [{ role: 'user', content, images: [wavBase64] }] }) });
+      assert.equal(r.status, 200);
+      return (await r.json())._debug_info;
+    };
+    // ollama's renderer writes "[img-0] hi" where the clip's tag goes; the markers are cut out
+    for (const [content, turn] of [['hi', ' hi'], [' hi ', ' hi'], ['', '']]) {
+      const info = await rendered(content);
+      assert.equal(info.image_count, 1);
+      assert.ok(info.rendered_template.includes(`<|turn>user\n${turn}<turn|>`), info.rendered_template);
+    }
+  });
+
+  test('corral run answers about a .wav path with an audio model', async () => {
+    const clip = join(server.store, 'spoken.wav');
+    writeFileSync(clip, wav);
+    const run = spawnSync(bin, ['run', 'listener', `what is said in ${clip}`], { encoding: 'utf8',
+      env: { ...process.env, CORRAL_HOST: `127.0.0.1:${server.port}` }, timeout: 60000 });
+    assert.equal(run.status, 0, run.stderr);
+    assert.match(run.stderr, new RegExp(`Added audio '${clip}'`));
+    assert.ok(run.stdout.trim().length > 0);
   });
 }
 

@@ -17,6 +17,11 @@ The clip: 1.2 s at 16 kHz of 16-bit samples from integer arithmetic alone (a 32-
 noise plus a triangle wave), so that a test makes the very same samples (clip_sample below).
 The attention here runs as transformers does, in blocks of 12 queries against 24 keys with
 the blocked relative shift, not as Corral's plain window, so the two are independent.
+
+Also writes OUT_DIR/gemma4a-model.gguf: the same tower beside a two-layer gemma4 text model
+as wide as the tower's output (one sliding-window layer, one global layer whose keys are its
+values), with gemma3.gguf's vocabulary and the marks a Gemma 4 prompt holds (the audio
+marks the runner places around a clip, the turn marks), for the server's full audio path.
 """
 import argparse
 import math
@@ -326,6 +331,66 @@ def tensors():
     return t
 
 
+# The text model of gemma4a-model.gguf: layer 0 slides (head width 16), layer 1 is global
+# (head width 32, no value projection), as tests/fixtures/arch/gemma4.spec.json's layers do.
+TEXT_FF, TEXT_HEADS, SWA_HEAD, GLOBAL_HEAD = 64, 2, 16, 32
+MARKS = [b"<|audio>", b"<audio|>", b"<|turn>", b"<turn|>"]
+VOCAB_FROM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
+                          "fixtures", "arch", "gemma3.gguf")
+
+
+def text_model():
+    """The text model's keys (its vocabulary too) and tensors."""
+    u32, f, arr = archgen.T_U32, archgen.T_F32, archgen.T_ARR
+    vocab = {k: v for k, v in archgen.read_kv(VOCAB_FROM).items() if k.startswith("tokenizer.")}
+    tokens, scores, types = (vocab[f"tokenizer.ggml.{k}"][1][1] for k in ("tokens", "scores",
+                                                                            "token_type"))
+    tokens += MARKS
+    scores += [0.0] * len(MARKS)
+    types += [3] * len(MARKS)  # control: written by the template, never by a user
+    n_vocab = len(tokens)
+    kv = {"gemma4.context_length": (u32, 256), "gemma4.block_count": (u32, 2),
+          "gemma4.feed_forward_length": (u32, TEXT_FF),
+          "gemma4.attention.head_count": (u32, TEXT_HEADS),
+          "gemma4.attention.head_count_kv": (arr, (u32, [1, 1])),
+          "gemma4.attention.key_length": (u32, GLOBAL_HEAD),
+          "gemma4.attention.value_length": (u32, GLOBAL_HEAD),
+          "gemma4.attention.key_length_swa": (u32, SWA_HEAD),
+          "gemma4.attention.value_length_swa": (u32, SWA_HEAD),
+          "gemma4.rope.dimension_count": (u32, GLOBAL_HEAD),
+          "gemma4.rope.dimension_count_swa": (u32, SWA_HEAD),
+          "gemma4.rope.freq_base": (f, 1000000.0), "gemma4.rope.freq_base_swa": (f, 10000.0),
+          "gemma4.attention.sliding_window": (u32, 4),
+          "gemma4.attention.sliding_window_pattern": (arr, (archgen.T_BOOL, [True, False])),
+          "gemma4.attention.shared_kv_layers": (u32, 0),
+          "gemma4.embedding_length_per_layer_input": (u32, 0),
+          "gemma4.attention.layer_norm_rms_epsilon": (f, 1e-6),
+          "gemma4.final_logit_softcapping": (f, 30.0)}
+    kv.update(vocab)
+    m = lambda n_in, n_out: ([n_in, n_out], "matrix", [1.0], "f32")  # noqa: E731
+    v = lambda n, scale=1.0: ([n], "norm", [scale], "f32")  # noqa: E731
+    rope = [1.0] * (GLOBAL_HEAD // 8) + [1e30] * (GLOBAL_HEAD // 2 - GLOBAL_HEAD // 8)
+    t = [("token_embd.weight", [TEXT, n_vocab], "normal", [0.15], "f32"),
+         ("output_norm.weight", [TEXT], "const", [2.5], "f32"),
+         ("rope_freqs.weight", [GLOBAL_HEAD // 2], "values", [rope], "f32")]
+    for il, head in enumerate((SWA_HEAD, GLOBAL_HEAD)):
+        b = f"blk.{il}."
+        t += [(b + "attn_norm.weight",) + v(TEXT),
+              (b + "attn_q.weight",) + m(TEXT, TEXT_HEADS * head),
+              (b + "attn_k.weight",) + m(TEXT, head)]
+        if head == SWA_HEAD:
+            t.append((b + "attn_v.weight",) + m(TEXT, head))
+        t += [(b + "attn_q_norm.weight",) + v(head, 0.5),
+              (b + "attn_k_norm.weight",) + v(head, 0.5),
+              (b + "attn_output.weight",) + m(TEXT_HEADS * head, TEXT),
+              (b + "post_attention_norm.weight",) + v(TEXT), (b + "ffn_norm.weight",) + v(TEXT),
+              (b + "ffn_gate.weight",) + m(TEXT, TEXT_FF),
+              (b + "ffn_up.weight",) + m(TEXT, TEXT_FF),
+              (b + "ffn_down.weight",) + m(TEXT_FF, TEXT), (b + "post_ffw_norm.weight",) + v(TEXT),
+              (b + "layer_output_scale.weight",) + v(1)]
+    return kv, t
+
+
 def main():
     ap = argparse.ArgumentParser(description="tiny Gemma 4 audio tower and its reference")
     ap.add_argument("out_dir")
@@ -344,6 +409,11 @@ def main():
           "gemma4.audio.conv_kernel_size": (u32, K)}
     t = tensors()
     archgen.write_gguf(os.path.join(a.out_dir, "gemma4a-tower.gguf"), kv, t, a.seed)
+    text_kv, text_t = text_model()
+    model_kv = dict(kv)
+    model_kv["general.name"] = (s, f"gemma4audiogen-model-s{a.seed}".encode())
+    model_kv.update(text_kv)
+    archgen.write_gguf(os.path.join(a.out_dir, "gemma4a-model.gguf"), model_kv, text_t + t, a.seed)
     W = {name: [f32(x) for x in archgen.tensor_values(a.seed, name, shape, init, args)]
          for name, shape, init, args, _ in t}
     mel = [[f32(v) for v in row] for row in log_mel(clip())]

@@ -788,7 +788,10 @@ static bool prepare(generation *g, json_t **options, char **prompt, http_reply *
         reply_error(g, reply, 500, "out of memory");
         return false;
     }
-    if (g->images.n_images && !g->info.raw && !image_input_mark(&g->images, req, g->input)) {
+    const corral_renderer *renderer =
+        g->info.raw ? NULL : prompt_renderer(g->ref, g->input, g->info.chat);
+    if (g->images.n_images && !g->info.raw &&
+        !image_input_mark(&g->images, req, g->input, renderer && renderer->spaced_media)) {
         reply_error(g, reply, 500, "out of memory");
         return false;
     }

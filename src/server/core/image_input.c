@@ -4,6 +4,7 @@
  */
 #include "server/core/image_input.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,10 +118,40 @@ void image_input_clear(image_input *in)
     memset(in, 0, sizeof *in);
 }
 
+/* Whether text starts with a character Go's utf8 and unicode packages read as a rune that is
+ * not white space (ollama's test before it sets tags apart from a message's text). */
+static bool starts_with_text(const char *text)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    size_t n = strlen(text);
+    if (n == 0)
+        return false;
+    if (s[0] < 0x80)
+        return !(s[0] == ' ' || (s[0] >= '\t' && s[0] <= '\r'));
+    /* a multi-byte rune: its length from the lead byte, then its continuation bytes */
+    size_t len = s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3
+                 : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+    if (len == 0 || n < len)
+        return false; /* not UTF-8: Go's RuneError */
+    uint32_t cp = s[0] & (0x7fu >> len);
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return false;
+        cp = cp << 6 | (s[i] & 0x3fu);
+    }
+    static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) || cp == 0xfffd)
+        return false; /* overlong, a surrogate, past Unicode, or RuneError itself */
+    return !(cp == 0x85 || cp == 0xa0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) ||
+             cp == 0x2028 || cp == 0x2029 || cp == 0x202f || cp == 0x205f || cp == 0x3000);
+}
+
 /* text with markers first..first+count-1 placed: each at the first "[img]" left, else all
- * the rest in front (no space between), as ollama places its image tags. NULL when out of
- * memory. */
-static char *mark_text(const image_input *in, const char *text, size_t first, size_t count)
+ * the rest in front, as ollama places its image tags; spaced: those in front are set apart
+ * from text that starts with a character other than white space, as ollama's renderers set
+ * them (image_input_mark). NULL when out of memory. */
+static char *mark_text(const image_input *in, const char *text, size_t first, size_t count,
+                       bool spaced)
 {
     size_t len = strlen(text), marker_len = 64;
     char *out = malloc(len + count * (marker_len + 1) + 1);
@@ -134,6 +165,8 @@ static char *mark_text(const image_input *in, const char *text, size_t first, si
         placed++;
     for (size_t k = placed; k < count; k++)
         front += sprintf(front, "<corral-image-%s-%zu>", in->nonce, first + k);
+    if (spaced && placed < count && starts_with_text(text))
+        *front++ = ' '; /* the room of a marker's +1 */
     for (size_t k = 0; k < placed; k++) {
         const char *p = strstr(rest, PLACEHOLDER);
         memcpy(front, rest, (size_t)(p - rest));
@@ -146,16 +179,17 @@ static char *mark_text(const image_input *in, const char *text, size_t first, si
 }
 
 static bool mark_field(const image_input *in, json_t *obj, const char *key, size_t first,
-                       size_t count)
+                       size_t count, bool spaced)
 {
     const char *text = json_string_value(json_object_get(obj, key));
-    char *marked = mark_text(in, text ? text : "", first, count);
+    char *marked = mark_text(in, text ? text : "", first, count, spaced);
     bool ok = marked && json_object_set_new(obj, key, json_string(marked)) == 0;
     free(marked);
     return ok;
 }
 
-bool image_input_mark(const image_input *in, const chat_request *req, json_t *template_input)
+bool image_input_mark(const image_input *in, const chat_request *req, json_t *template_input,
+                      bool spaced)
 {
     json_t *messages = json_object_get(template_input, "messages");
     size_t first = 0;
@@ -163,17 +197,18 @@ bool image_input_mark(const image_input *in, const chat_request *req, json_t *te
         size_t count = req->messages[i].n_images;
         json_t *m = json_array_get(messages, i);
         /* placed here: the templates must not tag them again */
-        if (count && (!mark_field(in, m, "content", first, count) ||
+        if (count && (!mark_field(in, m, "content", first, count, spaced) ||
                       json_object_del(m, "images") != 0))
             return false;
         first += count;
     }
-    return !req->n_images || mark_field(in, template_input, "prompt", first, req->n_images);
+    return !req->n_images ||
+           mark_field(in, template_input, "prompt", first, req->n_images, spaced);
 }
 
 bool image_input_mark_raw(const image_input *in, char **raw)
 {
-    char *marked = mark_text(in, *raw, 0, in->n_images);
+    char *marked = mark_text(in, *raw, 0, in->n_images, false);
     if (!marked)
         return false;
     free(*raw);

@@ -47,8 +47,12 @@ bool image_input_prepare(image_input *in, const chat_request *req, char *message
 void image_input_clear(image_input *in);
 
 /* Markers into a template input (chat_request_template_input's: each message's content, or
- * the prompt), or into a raw prompt (*raw, replaced). False when out of memory. */
-bool image_input_mark(const image_input *in, const chat_request *req, json_t *template_input);
+ * the prompt), or into a raw prompt (*raw, replaced). spaced: markers put in front of a text
+ * that starts with a character other than white space are followed by a space, as ollama's
+ * renderers that write image tags place them (corral_renderer.spaced_media); its templates
+ * get none. False when out of memory. */
+bool image_input_mark(const image_input *in, const chat_request *req, json_t *template_input,
+                      bool spaced);
 bool image_input_mark_raw(const image_input *in, char **raw);
 
 /* Cut the markers out of prompt (in place) and answer the runner's "images" array: the

@@ -180,6 +180,15 @@ static char *render_jinja(const corral_model_file *f, json_t *chat_template,
     return text;
 }
 
+const corral_renderer *prompt_renderer(const model_ref *ref, const json_t *request, bool chat)
+{
+    if (!chat && json_string_value(json_object_get(request, "template")))
+        return NULL;
+    if (harmony_model_renders(ref->config, ref->template_text))
+        return NULL;
+    return renderer_model_find(ref->config, ref->template_text);
+}
+
 static char *build(const model_ref *ref, const json_t *request, bool chat, prompt_window *window,
                    corral_output_tags *tags, corral_error *err)
 {
@@ -201,8 +210,7 @@ static char *build(const model_ref *ref, const json_t *request, bool chat, promp
         json_decref(messages);
         return text;
     }
-    const corral_renderer *renderer =
-        override ? NULL : renderer_model_find(ref->config, ref->template_text);
+    const corral_renderer *renderer = prompt_renderer(ref, request, chat);
     if (renderer) {
         text = renderer->render(messages, chat ? json_object_get(request, "tools") : NULL,
                                 json_object_get(request, "think"), NULL, &len, err);

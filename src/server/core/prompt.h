@@ -16,6 +16,7 @@
 #include <stddef.h>
 
 #include "server/models/model_ref.h"
+#include "template/renderer.h"
 #include "template/template.h"
 
 /* Which part of a chat's history a prompt renders (ollama's `truncate`). */
@@ -30,6 +31,10 @@ typedef struct prompt_window {
  * whole history; a chat's may leave its start out. */
 char *prompt_build(const model_ref *ref, const json_t *request, bool chat, prompt_window *window,
                    corral_output_tags *tags, corral_error *err);
+
+/* The built-in renderer that lays out request's prompt (template/renderer.h), or NULL when
+ * harmony's renderer or a template does (a generate's own `template` among them). */
+const corral_renderer *prompt_renderer(const model_ref *ref, const json_t *request, bool chat);
 
 /* Bytes of text a request brings to its prompt (a chat's message contents and thinking; a
  * generate's prompt, system and suffix). A template writes that text out whole, so past the

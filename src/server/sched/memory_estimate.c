@@ -1,9 +1,10 @@
 /*
  * A runner's memory for the scheduler (memory_estimate.h): the engine's plan of the weights
- * (corral_model_file_memory) plus the KV cache, and a vision projector's cache of encoded
- * images (corral_mmproj_image_bytes). The scheduler compares it with MemAvailable,
- * which counts reclaimable page cache as free: so a model's mapped weights count only as far
- * as a token reads them, and its copies (repacks, converted layouts) count whole.
+ * (corral_model_file_memory) plus the KV cache, and the runner's cache of encoded images
+ * (corral_mmproj_image_bytes) and clips (corral_audio_tower_clip_bytes). The scheduler
+ * compares it with MemAvailable, which counts reclaimable page cache as free: so a model's
+ * mapped weights count only as far as a token reads them, and its copies (repacks, converted
+ * layouts) count whole.
  */
 #include "server/sched/memory_estimate.h"
 
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "audio/mel.h"
 #include "runner/prompt_images.h"
 
 static uint64_t meta_u64(const corral_model_file *f, const char *arch, const char *suffix,
@@ -222,28 +224,39 @@ uint64_t memory_estimate_model_bytes(const char *path, uint32_t num_ctx, uint32_
     return total;
 }
 
-/* The last projectors' counts, by the file's identity: the scheduler estimates a runner for
- * every request, and loading a projector binds its tower (some kinds convert a matrix, tens
- * of MB for a large one). A file changed or replaced has another inode, size or time. */
-#define REMEMBERED_PROJECTORS 8
+/* The last files' counts, by the file's identity: the scheduler estimates a runner for every
+ * request, and loading a projector binds its tower (some kinds convert a matrix, tens of MB
+ * for a large one). A file changed or replaced has another inode, size or time. A model file
+ * that carries its own vision tower has two counts, its images' and its clips'; a text
+ * model file has its clips' (0). */
+#define REMEMBERED_COUNTS 16
 
-typedef struct remembered_projector {
+typedef struct remembered_count {
     dev_t dev;
     ino_t ino;
     off_t size;
     struct timespec mtime;
+    bool clips; /* the count of the file's clips, not its images' */
     uint64_t bytes;
     bool used;
-} remembered_projector;
+} remembered_count;
 
-static remembered_projector remembered[REMEMBERED_PROJECTORS];
+static remembered_count remembered[REMEMBERED_COUNTS];
 static size_t remembered_next;
 static pthread_mutex_t remembered_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static bool same_file(const remembered_projector *r, const struct stat *st)
+static bool same_count(const remembered_count *r, const struct stat *st, bool clips)
 {
-    return r->used && r->dev == st->st_dev && r->ino == st->st_ino && r->size == st->st_size &&
-           r->mtime.tv_sec == st->st_mtim.tv_sec && r->mtime.tv_nsec == st->st_mtim.tv_nsec;
+    return r->used && r->clips == clips && r->dev == st->st_dev && r->ino == st->st_ino &&
+           r->size == st->st_size && r->mtime.tv_sec == st->st_mtim.tv_sec &&
+           r->mtime.tv_nsec == st->st_mtim.tv_nsec;
+}
+
+static uint64_t times_cached(uint64_t one)
+{
+    uint64_t total;
+    return __builtin_mul_overflow(one, (uint64_t)PROMPT_CACHED_IMAGES, &total) ? UINT64_MAX
+                                                                               : total;
 }
 
 static uint64_t image_cache_bytes_of_file(const char *projector_path)
@@ -251,32 +264,56 @@ static uint64_t image_cache_bytes_of_file(const char *projector_path)
     corral_mmproj *mm = corral_mmproj_load(projector_path, NULL);
     if (!mm)
         return 0;
-    uint64_t one = corral_mmproj_image_bytes(mm), total;
+    uint64_t one = corral_mmproj_image_bytes(mm);
     corral_mmproj_free(mm);
-    return __builtin_mul_overflow(one, (uint64_t)PROMPT_CACHED_IMAGES, &total) ? UINT64_MAX
-                                                                               : total;
+    return times_cached(one);
 }
 
-uint64_t memory_estimate_image_cache_bytes(const char *projector_path)
+/* A tower that does not load takes no clips in the runner: its count is 0 (the runner says
+ * why). */
+static uint64_t clip_cache_bytes_of_file(const char *model_path)
+{
+    corral_error err;
+    bool absent;
+    corral_audio_tower *tower = corral_audio_tower_load(model_path, &absent, &err);
+    if (!tower)
+        return 0;
+    size_t longest = audio_mel_frames((size_t)(PROMPT_MAX_AUDIO_SECONDS * AUDIO_MEL_RATE));
+    uint64_t one = corral_audio_tower_clip_bytes(tower, longest);
+    corral_audio_tower_free(tower);
+    return times_cached(one);
+}
+
+static uint64_t cache_bytes(const char *path, bool clips)
 {
     struct stat st;
-    if (stat(projector_path, &st) != 0)
+    if (stat(path, &st) != 0)
         return 0;
     pthread_mutex_lock(&remembered_lock);
-    for (size_t i = 0; i < REMEMBERED_PROJECTORS; i++)
-        if (same_file(&remembered[i], &st)) {
+    for (size_t i = 0; i < REMEMBERED_COUNTS; i++)
+        if (same_count(&remembered[i], &st, clips)) {
             uint64_t bytes = remembered[i].bytes;
             pthread_mutex_unlock(&remembered_lock);
             return bytes;
         }
     pthread_mutex_unlock(&remembered_lock);
-    uint64_t bytes = image_cache_bytes_of_file(projector_path);
+    uint64_t bytes = clips ? clip_cache_bytes_of_file(path) : image_cache_bytes_of_file(path);
     pthread_mutex_lock(&remembered_lock);
-    remembered[remembered_next] = (remembered_projector){.dev = st.st_dev, .ino = st.st_ino,
-                                                         .size = st.st_size,
-                                                         .mtime = st.st_mtim,
-                                                         .bytes = bytes, .used = true};
-    remembered_next = (remembered_next + 1) % REMEMBERED_PROJECTORS;
+    remembered[remembered_next] = (remembered_count){.dev = st.st_dev, .ino = st.st_ino,
+                                                     .size = st.st_size, .mtime = st.st_mtim,
+                                                     .clips = clips, .bytes = bytes,
+                                                     .used = true};
+    remembered_next = (remembered_next + 1) % REMEMBERED_COUNTS;
     pthread_mutex_unlock(&remembered_lock);
     return bytes;
+}
+
+uint64_t memory_estimate_image_cache_bytes(const char *projector_path)
+{
+    return cache_bytes(projector_path, false);
+}
+
+uint64_t memory_estimate_clip_cache_bytes(const char *model_path)
+{
+    return cache_bytes(model_path, true);
 }

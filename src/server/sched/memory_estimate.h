@@ -28,4 +28,12 @@ uint64_t memory_estimate_model_bytes(const char *path, uint32_t num_ctx, uint32_
  */
 uint64_t memory_estimate_image_cache_bytes(const char *projector_path);
 
+/*
+ * The same cache at its fullest of clips, for the audio tower the model file at path carries:
+ * PROMPT_CACHED_IMAGES clips of PROMPT_MAX_AUDIO_SECONDS (corral_audio_tower_clip_bytes). 0
+ * for a file that carries none or one the engine cannot load; kept as the images' count is.
+ * The runner keeps images and clips in one cache: its fullest is the larger of the two.
+ */
+uint64_t memory_estimate_clip_cache_bytes(const char *model_path);
+
 #endif

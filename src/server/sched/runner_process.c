@@ -297,17 +297,19 @@ static uint64_t estimate_runner_bytes(void *ctx, const runner_spec *spec)
                                                      spec->num_parallel, spec->kv_type);
         bytes = bytes > UINT64_MAX - draft ? UINT64_MAX : bytes + draft;
     }
-    if (!spec->projector_path)
-        return bytes;
     struct stat st; /* a projector is held whole, beside the model (unless it is the model) */
-    uint64_t projector = strcmp(spec->projector_path, spec->model_path) != 0 &&
+    uint64_t projector = spec->projector_path &&
+                                 strcmp(spec->projector_path, spec->model_path) != 0 &&
                                  stat(spec->projector_path, &st) == 0
                              ? (uint64_t)st.st_size
                              : 0;
-    /* and the images it encodes, as many as the runner keeps */
-    uint64_t images = memory_estimate_image_cache_bytes(spec->projector_path);
+    /* and the images and clips it encodes, as many as the runner keeps in their one cache */
+    uint64_t images =
+        spec->projector_path ? memory_estimate_image_cache_bytes(spec->projector_path) : 0;
+    uint64_t clips = memory_estimate_clip_cache_bytes(spec->model_path);
+    uint64_t media = images > clips ? images : clips;
     bytes = bytes > UINT64_MAX - projector ? UINT64_MAX : bytes + projector;
-    return bytes > UINT64_MAX - images ? UINT64_MAX : bytes + images;
+    return bytes > UINT64_MAX - media ? UINT64_MAX : bytes + media;
 }
 
 static uint64_t available_bytes(void *ctx)
