@@ -57,8 +57,8 @@ static vk_buffer buffer_with(const void *data, size_t bytes)
 }
 
 /* rows x N weights of `type` quantized from pseudo-random floats (pseudo-random blocks for a
- * type without a quantizer, IQ4_NL and IQ4_XS: any bytes under a finite f16 scale make a
- * block), and n_tokens rows of x taken from those floats. */
+ * type without a quantizer, IQ4_NL, IQ4_XS and the lattice IQ types: any bytes under a finite
+ * f16 scale make a block), and n_tokens rows of x taken from those floats. */
 static uint8_t *make_weights(uint32_t type, size_t rows, size_t row_bytes, float **x,
                              uint32_t n_tokens)
 {
@@ -88,8 +88,15 @@ static uint8_t *make_weights(uint32_t type, size_t rows, size_t row_bytes, float
             rng = rng * 1664525u + 1013904223u;
             w[i] = (uint8_t)(rng >> 24);
         }
-        for (size_t b = 0; b < row_bytes * rows / info->block_bytes; b++)
-            memcpy(w + b * info->block_bytes, &d, sizeof d);
+        for (size_t b = 0; b < row_bytes * rows / info->block_bytes; b++) {
+            uint8_t *block = w + b * info->block_bytes;
+            if (type == TENSOR_TYPE_IQ1_M) /* d in the top nibbles of 4 words from byte 48 */
+                for (int k = 0; k < 4; k++)
+                    block[49 + 2 * k] = (uint8_t)((block[49 + 2 * k] & 0x0f) |
+                                                  ((d >> (4 * k)) & 0xf) << 4);
+            else
+                memcpy(block, &d, sizeof d);
+        }
     }
     free(wf);
     return w;

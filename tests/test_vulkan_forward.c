@@ -570,6 +570,15 @@ static void test_quant_iq4(void **state)
     check_long_prompt("quant/rand-e256-IQ4_XS.gguf", 64, 1e-2f, true);
 }
 
+/* IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S and IQ1_M matrices (the embeddings IQ3_XXS,
+ * the output layer IQ3_S): the per-row products, then a 64-token prompt's tiled ones */
+static void test_quant_iq_lattice(void **state)
+{
+    (void)state;
+    check_model_in_full_runs("quant/rand-e256-IQ-lattice.gguf", 1e-2f, true);
+    check_long_prompt("quant/rand-e256-IQ-lattice.gguf", 64, 1e-2f, true);
+}
+
 /* 64 tokens: 128 pairs over 8 experts, in the per-row kernel's tiles of 8 */
 static void test_long_prompt_experts(void **state)
 {
@@ -990,23 +999,6 @@ static void test_weights_the_device_lacks_stay_on_the_cpu(void **state)
     corral_model_free(m);
 }
 
-/* Weights of types the device kernels lack (the lattice IQ types) keep every layer on the
- * CPU, which gives the logits of a context that asked for no device layers, bit for bit. */
-static void test_weight_types_the_device_lacks_stay_on_the_cpu(void **state)
-{
-    (void)state;
-    corral_error err = {{0}};
-    corral_model *m = corral_model_load(fixture("quant/rand-e256-IQ-lattice.gguf"), &err);
-    if (!m)
-        fail_msg("%s", err.message);
-    corral_context *cpu = context(m, 0, 1), *asked = context(m, -1, 1);
-    assert_int_equal(corral_context_gpu_layers(asked), 0);
-    check_against_cpu("rand-e256-IQ-lattice", m, cpu, asked, 0.0f, false);
-    corral_context_free(cpu);
-    corral_context_free(asked);
-    corral_model_free(m);
-}
-
 /* "As many layers as fit" leaves the reserve a context asks for (a vision tower's blocks):
  * a byte short of room for every layer keeps one off the device, the whole free memory all. */
 static void test_fitting_leaves_the_reserve(void **state)
@@ -1377,6 +1369,7 @@ int main(void)
         cmocka_unit_test(test_quant_q2_k),
         cmocka_unit_test(test_quant_q3_k),
         cmocka_unit_test(test_quant_iq4),
+        cmocka_unit_test(test_quant_iq_lattice),
         cmocka_unit_test(test_four_sequences_batched),
         cmocka_unit_test(test_four_sequences_batched_experts),
         cmocka_unit_test(test_long_prompt_experts),
@@ -1389,7 +1382,6 @@ int main(void)
         cmocka_unit_test(test_fitting_leaves_the_reserve),
         cmocka_unit_test(test_what_the_device_lacks_stays_on_the_cpu),
         cmocka_unit_test(test_weights_the_device_lacks_stay_on_the_cpu),
-        cmocka_unit_test(test_weight_types_the_device_lacks_stay_on_the_cpu),
         cmocka_unit_test(test_gemma4_two_head_widths),
         cmocka_unit_test(test_gemma4_per_layer_inputs_shared_kv),
         cmocka_unit_test(test_gemma4_dense_and_experts),

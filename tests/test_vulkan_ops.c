@@ -44,9 +44,33 @@ static float *random_floats(size_t n)
     return x;
 }
 
+/* The lattice IQ types (none has a quantizer), most used first. */
+static const uint32_t lattice_types[] = {TENSOR_TYPE_IQ2_XXS, TENSOR_TYPE_IQ3_XXS,
+                                         TENSOR_TYPE_IQ1_S,   TENSOR_TYPE_IQ2_XS,
+                                         TENSOR_TYPE_IQ3_S,   TENSOR_TYPE_IQ2_S,
+                                         TENSOR_TYPE_IQ1_M};
+enum { LATTICE_TYPES = sizeof lattice_types / sizeof lattice_types[0] };
+
+/* The largest value of a block of `type` without a quantizer in units of its f16 d: the
+ * largest code's value times the largest (sub-)block scale, times the type's fixed factor. */
+static float largest_value(uint32_t type)
+{
+    switch (type) {
+    case TENSOR_TYPE_IQ4_NL: return 127.0f;
+    case TENSOR_TYPE_IQ4_XS: return 127.0f * 32.0f;
+    case TENSOR_TYPE_IQ2_XXS: case TENSOR_TYPE_IQ2_XS: case TENSOR_TYPE_IQ2_S:
+        return 43.0f * 31.0f / 8.0f;
+    case TENSOR_TYPE_IQ3_XXS: return 62.0f * 31.0f / 4.0f;
+    case TENSOR_TYPE_IQ3_S: return 15.0f * 31.0f;
+    case TENSOR_TYPE_IQ1_S: case TENSOR_TYPE_IQ1_M: return 1.125f * 15.0f;
+    default: fail_msg("type %u has a quantizer", type); return 0.0f;
+    }
+}
+
 /* `rows` rows of n weights of `type` into w: wf's rows quantized as ggml does, or, for a type
- * without a quantizer (IQ4_NL, IQ4_XS), random blocks: any bytes make a valid block once its
- * f16 scale is a finite number, here one of the size that brings the values near wf's. */
+ * without a quantizer (IQ4_NL, IQ4_XS, the lattice types), random blocks: any bytes make a
+ * valid block once its f16 d is a finite number, here one of the size that brings the values
+ * near wf's (IQ1_M keeps d in the top nibbles of its four scale words, from byte 48). */
 static void weight_rows(uint32_t type, const float *wf, uint8_t *w, size_t n, size_t rows)
 {
     const quant_ops *ops = quant_ops_get(type, CPU_LEVEL_SCALAR);
@@ -59,15 +83,19 @@ static void weight_rows(uint32_t type, const float *wf, uint8_t *w, size_t n, si
         return;
     }
     const tensor_type_info *info = tensor_type_get(type);
-    assert_true(type == TENSOR_TYPE_IQ4_NL || type == TENSOR_TYPE_IQ4_XS);
-    /* the largest code's value 127, times IQ4_XS's largest sub-block scale 32 */
-    float unit = type == TENSOR_TYPE_IQ4_XS ? 1.0f / (127.0f * 32.0f) : 1.0f / 127.0f;
+    float unit = 1.0f / largest_value(type);
     for (size_t b = 0; b < rows * row_bytes / info->block_bytes; b++) {
         uint8_t *block = w + b * info->block_bytes;
         for (size_t j = 0; j < info->block_bytes; j++)
             block[j] = (uint8_t)((uniform() + 1.0f) * 128.0f);
         uint16_t d = quant_f32_to_f16(unit * (0.5f + 0.5f * uniform()));
-        memcpy(block, &d, sizeof d);
+        if (type == TENSOR_TYPE_IQ1_M) {
+            for (int k = 0; k < 4; k++)
+                block[48 + 2 * k + 1] = (uint8_t)((block[48 + 2 * k + 1] & 0x0f) |
+                                                  ((d >> (4 * k)) & 0xf) << 4);
+        } else {
+            memcpy(block, &d, sizeof d);
+        }
     }
 }
 
@@ -1064,6 +1092,30 @@ static void test_copy_rows(void **state)
     free(src), free(dst);
 }
 
+/* Rows 8, 0, 3, 3 and 7 of 9 of `type`, dequantized on the device: the CPU's bits. */
+static void check_get_rows(uint32_t type)
+{
+    enum { N = 768, ROWS = 9 };
+    const uint32_t ids[] = {8, 0, 3, 3, 7};
+    const quant_ops *ops = quant_ops_get(type, CPU_LEVEL_SCALAR);
+    size_t row_bytes;
+    assert_true(tensor_type_row_bytes(type, N, &row_bytes));
+    float *wf = random_floats(N * ROWS), want[5 * N], got[5 * N];
+    uint8_t *w = malloc(row_bytes * ROWS);
+    weight_rows(type, wf, w, N, ROWS);
+    for (size_t i = 0; i < 5; i++)
+        ops->dequantize(w + ids[i] * row_bytes, want + i * N, N);
+    vk_buffer bw = device_buffer(w, row_bytes * ROWS), bi = device_buffer(ids, sizeof ids);
+    vk_buffer by = device_buffer(NULL, sizeof got);
+    vk_commands c = begin();
+    vk_op_get_rows(&c, type, vk_whole(&bw), row_bytes, vk_whole(&bi), vk_whole(&by), N, 5);
+    submit(&c);
+    read_back(&by, got, sizeof got);
+    assert_close(tensor_type_name(type), got, want, 5 * N, 0.0); /* exact */
+    vk_buffer_free(dev, &bw), vk_buffer_free(dev, &bi), vk_buffer_free(dev, &by);
+    free(wf), free(w);
+}
+
 static void test_get_rows(void **state)
 {
     (void)state;
@@ -1073,27 +1125,8 @@ static void test_get_rows(void **state)
                               TENSOR_TYPE_Q4_1, TENSOR_TYPE_Q5_1, TENSOR_TYPE_Q2_K,
                               TENSOR_TYPE_Q3_K, TENSOR_TYPE_MXFP4, TENSOR_TYPE_IQ4_NL,
                               TENSOR_TYPE_IQ4_XS};
-    enum { N = 768, ROWS = 9 };
-    const uint32_t ids[] = {8, 0, 3, 3, 7};
-    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
-        const quant_ops *ops = quant_ops_get(types[k], CPU_LEVEL_SCALAR);
-        size_t row_bytes;
-        assert_true(tensor_type_row_bytes(types[k], N, &row_bytes));
-        float *wf = random_floats(N * ROWS), want[5 * N], got[5 * N];
-        uint8_t *w = malloc(row_bytes * ROWS);
-        weight_rows(types[k], wf, w, N, ROWS);
-        for (size_t i = 0; i < 5; i++)
-            ops->dequantize(w + ids[i] * row_bytes, want + i * N, N);
-        vk_buffer bw = device_buffer(w, row_bytes * ROWS), bi = device_buffer(ids, sizeof ids);
-        vk_buffer by = device_buffer(NULL, sizeof got);
-        vk_commands c = begin();
-        vk_op_get_rows(&c, types[k], vk_whole(&bw), row_bytes, vk_whole(&bi), vk_whole(&by), N, 5);
-        submit(&c);
-        read_back(&by, got, sizeof got);
-        assert_close(tensor_type_name(types[k]), got, want, 5 * N, 0.0); /* exact */
-        vk_buffer_free(dev, &bw), vk_buffer_free(dev, &bi), vk_buffer_free(dev, &by);
-        free(wf), free(w);
-    }
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++)
+        check_get_rows(types[k]);
 }
 
 /* ---- mixtures of experts ---- */
@@ -1487,6 +1520,26 @@ static void test_matmul_expert_tiles_tiled(void **state)
                                 TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K, TENSOR_TYPE_IQ4_XS};
     for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++)
         check_expert_tiles_tiled(k_types[i], 512);
+}
+
+/* The lattice IQ types (random blocks: every grid index, sign and scale) through each kernel
+ * against the CPU: the per-row product (one token, and 7 over rows of 5 super-blocks), a
+ * matrix split across buffers, the tiled product, the expert products pair by pair, in tiles
+ * of 8 and in tiles of 64, and get_rows' dequantization (exact). */
+static void test_lattice_types(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < LATTICE_TYPES; i++) {
+        uint32_t type = lattice_types[i];
+        check_matmul(type, 768, 17, 1);
+        check_matmul(type, 1280, 9, 7);
+        check_matmul_split(type);
+        check_matmul(type, 512, 67, 70);
+        check_matmul_experts(type, 768, 3);
+        check_expert_tiles(type, 512);
+        check_expert_tiles_tiled(type, 512);
+        check_get_rows(type);
+    }
 }
 
 /* The tiled kernel takes a prompt's experts from 32 pairs an expert on average, where the
@@ -2184,6 +2237,7 @@ int main(void)
         cmocka_unit_test(test_swiglu_and_binary),
         cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_get_rows),
+        cmocka_unit_test(test_lattice_types),
         cmocka_unit_test(test_copy_rows),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_wide_heads),

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "quant_iq_grids.h"
 #include "util/log.h"
 #include "vk_shaders.h"
 #include "vk_spirv.h"
@@ -139,6 +140,8 @@ static void describe(VkPhysicalDevice pd, uint32_t index, vk_device_info *out)
         out->why_not = "Vulkan 1.0 only (1.1 needed)";
     else if (!device_has_extension(pd, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME))
         out->why_not = "no VK_KHR_push_descriptor";
+    else if (props.limits.maxPerStageDescriptorStorageBuffers < VK_BINDINGS)
+        out->why_not = "fewer storage buffers a shader than the kernels bind (7)";
     else
         out->usable = true;
 }
@@ -210,6 +213,13 @@ static const char *const pipeline_shader[VK_PIPE_COUNT] = {
     [VK_PIPE_MATMUL_MXFP4] = "matmul_mxfp4.spv",
     [VK_PIPE_MATMUL_IQ4_NL] = "matmul_iq4_nl.spv",
     [VK_PIPE_MATMUL_IQ4_XS] = "matmul_iq4_xs.spv",
+    [VK_PIPE_MATMUL_IQ2_XXS] = "matmul_iq2_xxs.spv",
+    [VK_PIPE_MATMUL_IQ2_XS] = "matmul_iq2_xs.spv",
+    [VK_PIPE_MATMUL_IQ2_S] = "matmul_iq2_s.spv",
+    [VK_PIPE_MATMUL_IQ3_XXS] = "matmul_iq3_xxs.spv",
+    [VK_PIPE_MATMUL_IQ3_S] = "matmul_iq3_s.spv",
+    [VK_PIPE_MATMUL_IQ1_S] = "matmul_iq1_s.spv",
+    [VK_PIPE_MATMUL_IQ1_M] = "matmul_iq1_m.spv",
     [VK_PIPE_ROPE] = "rope.spv",
     [VK_PIPE_KV_STORE] = "kv_store.spv",
     [VK_PIPE_KV_SHIFT] = "kv_shift.spv",
@@ -247,6 +257,13 @@ static const char *const pipeline_shader[VK_PIPE_COUNT] = {
     [VK_PIPE_MATMUL_TILED_MXFP4] = "matmul_tiled_mxfp4.spv",
     [VK_PIPE_MATMUL_TILED_IQ4_NL] = "matmul_tiled_iq4_nl.spv",
     [VK_PIPE_MATMUL_TILED_IQ4_XS] = "matmul_tiled_iq4_xs.spv",
+    [VK_PIPE_MATMUL_TILED_IQ2_XXS] = "matmul_tiled_iq2_xxs.spv",
+    [VK_PIPE_MATMUL_TILED_IQ2_XS] = "matmul_tiled_iq2_xs.spv",
+    [VK_PIPE_MATMUL_TILED_IQ2_S] = "matmul_tiled_iq2_s.spv",
+    [VK_PIPE_MATMUL_TILED_IQ3_XXS] = "matmul_tiled_iq3_xxs.spv",
+    [VK_PIPE_MATMUL_TILED_IQ3_S] = "matmul_tiled_iq3_s.spv",
+    [VK_PIPE_MATMUL_TILED_IQ1_S] = "matmul_tiled_iq1_s.spv",
+    [VK_PIPE_MATMUL_TILED_IQ1_M] = "matmul_tiled_iq1_m.spv",
     [VK_PIPE_ADD_RMSNORM] = "add_rmsnorm.spv",
     [VK_PIPE_RMSNORM_QUANTIZE] = "rmsnorm_quantize.spv",
     [VK_PIPE_SWIGLU_QUANTIZE] = "swiglu_quantize.spv",
@@ -269,14 +286,19 @@ static bool has_dot_variant(int p)
     case VK_PIPE_MATMUL_Q5_1: case VK_PIPE_MATMUL_Q8_0: case VK_PIPE_MATMUL_Q2_K:
     case VK_PIPE_MATMUL_Q3_K: case VK_PIPE_MATMUL_Q4_K: case VK_PIPE_MATMUL_Q5_K:
     case VK_PIPE_MATMUL_Q6_K: case VK_PIPE_MATMUL_MXFP4: case VK_PIPE_MATMUL_IQ4_NL:
-    case VK_PIPE_MATMUL_IQ4_XS:
+    case VK_PIPE_MATMUL_IQ4_XS: case VK_PIPE_MATMUL_IQ2_XXS: case VK_PIPE_MATMUL_IQ2_XS:
+    case VK_PIPE_MATMUL_IQ2_S: case VK_PIPE_MATMUL_IQ3_XXS: case VK_PIPE_MATMUL_IQ3_S:
+    case VK_PIPE_MATMUL_IQ1_S: case VK_PIPE_MATMUL_IQ1_M:
     case VK_PIPE_MATMUL_TILED_Q4_0: case VK_PIPE_MATMUL_TILED_Q4_1:
     case VK_PIPE_MATMUL_TILED_Q5_0: case VK_PIPE_MATMUL_TILED_Q5_1:
     case VK_PIPE_MATMUL_TILED_Q8_0: case VK_PIPE_MATMUL_TILED_Q2_K:
     case VK_PIPE_MATMUL_TILED_Q3_K: case VK_PIPE_MATMUL_TILED_Q4_K:
     case VK_PIPE_MATMUL_TILED_Q5_K: case VK_PIPE_MATMUL_TILED_Q6_K:
     case VK_PIPE_MATMUL_TILED_MXFP4: case VK_PIPE_MATMUL_TILED_IQ4_NL:
-    case VK_PIPE_MATMUL_TILED_IQ4_XS:
+    case VK_PIPE_MATMUL_TILED_IQ4_XS: case VK_PIPE_MATMUL_TILED_IQ2_XXS:
+    case VK_PIPE_MATMUL_TILED_IQ2_XS: case VK_PIPE_MATMUL_TILED_IQ2_S:
+    case VK_PIPE_MATMUL_TILED_IQ3_XXS: case VK_PIPE_MATMUL_TILED_IQ3_S:
+    case VK_PIPE_MATMUL_TILED_IQ1_S: case VK_PIPE_MATMUL_TILED_IQ1_M:
         return true;
     default:
         return false;
@@ -294,7 +316,7 @@ bool vk_device_fits_tiled(const vk_device *d)
 static bool build_pipeline(vk_device *d, int p, bool int_dot, VkPipeline *out, corral_error *err)
 {
     *out = VK_NULL_HANDLE;
-    if (p >= VK_PIPE_MATMUL_TILED_F32 && p <= VK_PIPE_MATMUL_TILED_IQ4_XS &&
+    if (p >= VK_PIPE_MATMUL_TILED_F32 && p <= VK_PIPE_MATMUL_TILED_IQ1_M &&
         !vk_device_fits_tiled(d))
         return true;
     char dot_name[64];
@@ -387,6 +409,47 @@ bool vk_device_use_int_dot(vk_device *d, bool on, corral_error *err)
     return true;
 }
 
+/* The lattice IQ types' grids as common.glsl's Grids buffer: the tables one after another
+ * (the offsets its GRID_* constants name), an entry of 8 elements as two 32-bit words and of 4
+ * as one, element j in byte j; the words little-endian whatever the host's order. */
+static void put_grid8(uint8_t *out, const uint64_t *grid, size_t entries)
+{
+    for (size_t e = 0; e < entries; e++)
+        for (int j = 0; j < 8; j++)
+            out[8 * e + (size_t)j] = (uint8_t)(grid[e] >> (8 * j));
+}
+
+static void put_grid4(uint8_t *out, const uint32_t *grid, size_t entries)
+{
+    for (size_t e = 0; e < entries; e++)
+        for (int j = 0; j < 4; j++)
+            out[4 * e + (size_t)j] = (uint8_t)(grid[e] >> (8 * j));
+}
+
+static bool upload_grids(vk_device *d, corral_error *err)
+{
+    enum {
+        IQ2_XXS = 0, IQ2_XS = IQ2_XXS + 256 * 8, IQ2_S = IQ2_XS + 512 * 8,
+        IQ3_XXS = IQ2_S + 1024 * 8, IQ3_S = IQ3_XXS + 256 * 4, IQ1_S = IQ3_S + 512 * 4,
+        GRID_BYTES = IQ1_S + 2048 * 8
+    };
+    uint8_t *bytes = malloc(GRID_BYTES);
+    if (!bytes) {
+        corral_error_set(err, "out of memory for the IQ grids");
+        return false;
+    }
+    put_grid8(bytes + IQ2_XXS, quant_iq2xxs_grid, 256);
+    put_grid8(bytes + IQ2_XS, quant_iq2xs_grid, 512);
+    put_grid8(bytes + IQ2_S, quant_iq2s_grid, 1024);
+    put_grid4(bytes + IQ3_XXS, quant_iq3xxs_grid, 256);
+    put_grid4(bytes + IQ3_S, quant_iq3s_grid, 512);
+    put_grid8(bytes + IQ1_S, quant_iq1s_grid, 2048);
+    bool ok = vk_buffer_create(d, GRID_BYTES, false, &d->grids, err) &&
+              vk_buffer_write(d, &d->grids, 0, bytes, GRID_BYTES, err);
+    free(bytes);
+    return ok;
+}
+
 static bool open_device(vk_device *d, VkPhysicalDevice pd, corral_error *err)
 {
     d->physical = pd;
@@ -444,7 +507,8 @@ static bool open_device(vk_device *d, VkPhysicalDevice pd, corral_error *err)
     }
     vk.vkGetDeviceQueue(d->device, d->queue_family, 0, &d->queue);
     pthread_mutex_init(&d->queue_lock, NULL);
-    if (!create_pipelines(d, err) || !vk_buffer_create(d, 256, false, &d->dummy, err))
+    if (!create_pipelines(d, err) || !vk_buffer_create(d, 256, false, &d->dummy, err) ||
+        !upload_grids(d, err))
         return false;
     VkMemoryRequirements req;
     vk.vkGetBufferMemoryRequirements(d->device, d->dummy.buffer, &req);
@@ -459,6 +523,8 @@ static void close_device(vk_device *d)
     if (d->device && vk.vkDestroyDevice) {
         if (d->dummy.buffer)
             vk_buffer_free(d, &d->dummy);
+        if (d->grids.buffer)
+            vk_buffer_free(d, &d->grids);
         for (int p = 0; p < VK_PIPE_COUNT; p++) {
             if (d->pipelines[p])
                 vk.vkDestroyPipeline(d->device, d->pipelines[p], NULL);

@@ -66,6 +66,13 @@ enum vk_pipeline {
     VK_PIPE_MATMUL_MXFP4,
     VK_PIPE_MATMUL_IQ4_NL,
     VK_PIPE_MATMUL_IQ4_XS,
+    VK_PIPE_MATMUL_IQ2_XXS,
+    VK_PIPE_MATMUL_IQ2_XS,
+    VK_PIPE_MATMUL_IQ2_S,
+    VK_PIPE_MATMUL_IQ3_XXS,
+    VK_PIPE_MATMUL_IQ3_S,
+    VK_PIPE_MATMUL_IQ1_S,
+    VK_PIPE_MATMUL_IQ1_M,
     VK_PIPE_ROPE,
     VK_PIPE_KV_STORE,
     VK_PIPE_KV_SHIFT,
@@ -104,6 +111,13 @@ enum vk_pipeline {
     VK_PIPE_MATMUL_TILED_MXFP4,
     VK_PIPE_MATMUL_TILED_IQ4_NL,
     VK_PIPE_MATMUL_TILED_IQ4_XS,
+    VK_PIPE_MATMUL_TILED_IQ2_XXS,
+    VK_PIPE_MATMUL_TILED_IQ2_XS,
+    VK_PIPE_MATMUL_TILED_IQ2_S,
+    VK_PIPE_MATMUL_TILED_IQ3_XXS,
+    VK_PIPE_MATMUL_TILED_IQ3_S,
+    VK_PIPE_MATMUL_TILED_IQ1_S,
+    VK_PIPE_MATMUL_TILED_IQ1_M,
     VK_PIPE_ADD_RMSNORM,
     VK_PIPE_RMSNORM_QUANTIZE,
     VK_PIPE_SWIGLU_QUANTIZE,
@@ -115,8 +129,9 @@ enum vk_pipeline {
 enum { VK_TILED_INVOCATIONS = 256, VK_TILED_SHARED_BYTES = 2 * 16 * 65 * 4 };
 
 /* Every pipeline has one layout: VK_BINDINGS storage buffers (pushed per dispatch, unused
- * ones bound to a small dummy) and VK_PUSH_BYTES of push constants. */
-enum { VK_BINDINGS = 6, VK_PUSH_BYTES = 64 };
+ * ones bound to a small dummy, VK_BINDING_GRIDS to the device's grids) and VK_PUSH_BYTES of
+ * push constants. */
+enum { VK_BINDINGS = 7, VK_BINDING_GRIDS = 6, VK_PUSH_BYTES = 64 };
 
 typedef struct vk_buffer {
     VkBuffer buffer;
@@ -153,6 +168,8 @@ typedef struct vk_device {
     /* per pipeline, bit b set where its shader may write binding b (vk_spirv.h) */
     uint32_t written[VK_PIPE_COUNT];
     vk_buffer dummy;
+    /* the lattice IQ types' grids (quant_iq_grids.h) in common.glsl's layout, read-only */
+    vk_buffer grids;
     pthread_mutex_t queue_lock; /* the queue is shared by every context of the process */
     VkDeviceSize memory_align; /* the alignment of a buffer's memory (the dummy's) */
     uint64_t allocated; /* bytes of memory the live buffers hold (updated atomically) */

@@ -14,7 +14,9 @@ bool vk_type_supported(uint32_t type)
     case TENSOR_TYPE_Q5_0: case TENSOR_TYPE_Q8_0: case TENSOR_TYPE_Q4_K: case TENSOR_TYPE_Q5_K:
     case TENSOR_TYPE_Q6_K: case TENSOR_TYPE_Q4_1: case TENSOR_TYPE_Q5_1: case TENSOR_TYPE_Q2_K:
     case TENSOR_TYPE_Q3_K: case TENSOR_TYPE_MXFP4: case TENSOR_TYPE_IQ4_NL:
-    case TENSOR_TYPE_IQ4_XS:
+    case TENSOR_TYPE_IQ4_XS: case TENSOR_TYPE_IQ2_XXS: case TENSOR_TYPE_IQ2_XS:
+    case TENSOR_TYPE_IQ2_S: case TENSOR_TYPE_IQ3_XXS: case TENSOR_TYPE_IQ3_S:
+    case TENSOR_TYPE_IQ1_S: case TENSOR_TYPE_IQ1_M:
         return true;
     default:
         return false;
@@ -67,7 +69,9 @@ static void record(vk_commands *c, enum vk_pipeline pipe, const vk_span spans[VK
     vk_access touched[VK_BINDINGS];
     uint32_t n_touched = 0;
     for (uint32_t b = 0; b < VK_BINDINGS; b++) {
-        vk_span s = spans[b].buffer ? spans[b] : vk_whole(&d->dummy);
+        vk_span s = spans[b].buffer         ? spans[b]
+                    : b == VK_BINDING_GRIDS ? vk_whole(&d->grids)
+                                            : vk_whole(&d->dummy);
         bool written = d->written[pipe] >> b & 1;
         /* an unbound binding is read as garbage by design; only a write to it is tracked */
         if (spans[b].buffer || written)
@@ -193,6 +197,13 @@ static enum vk_pipeline matmul_pipeline(uint32_t type)
     case TENSOR_TYPE_MXFP4: return VK_PIPE_MATMUL_MXFP4;
     case TENSOR_TYPE_IQ4_NL: return VK_PIPE_MATMUL_IQ4_NL;
     case TENSOR_TYPE_IQ4_XS: return VK_PIPE_MATMUL_IQ4_XS;
+    case TENSOR_TYPE_IQ2_XXS: return VK_PIPE_MATMUL_IQ2_XXS;
+    case TENSOR_TYPE_IQ2_XS: return VK_PIPE_MATMUL_IQ2_XS;
+    case TENSOR_TYPE_IQ2_S: return VK_PIPE_MATMUL_IQ2_S;
+    case TENSOR_TYPE_IQ3_XXS: return VK_PIPE_MATMUL_IQ3_XXS;
+    case TENSOR_TYPE_IQ3_S: return VK_PIPE_MATMUL_IQ3_S;
+    case TENSOR_TYPE_IQ1_S: return VK_PIPE_MATMUL_IQ1_S;
+    case TENSOR_TYPE_IQ1_M: return VK_PIPE_MATMUL_IQ1_M;
     default: return VK_PIPE_MATMUL_Q8_0;
     }
 }
@@ -216,6 +227,13 @@ static enum vk_pipeline matmul_tiled_pipeline(uint32_t type)
     case TENSOR_TYPE_MXFP4: return VK_PIPE_MATMUL_TILED_MXFP4;
     case TENSOR_TYPE_IQ4_NL: return VK_PIPE_MATMUL_TILED_IQ4_NL;
     case TENSOR_TYPE_IQ4_XS: return VK_PIPE_MATMUL_TILED_IQ4_XS;
+    case TENSOR_TYPE_IQ2_XXS: return VK_PIPE_MATMUL_TILED_IQ2_XXS;
+    case TENSOR_TYPE_IQ2_XS: return VK_PIPE_MATMUL_TILED_IQ2_XS;
+    case TENSOR_TYPE_IQ2_S: return VK_PIPE_MATMUL_TILED_IQ2_S;
+    case TENSOR_TYPE_IQ3_XXS: return VK_PIPE_MATMUL_TILED_IQ3_XXS;
+    case TENSOR_TYPE_IQ3_S: return VK_PIPE_MATMUL_TILED_IQ3_S;
+    case TENSOR_TYPE_IQ1_S: return VK_PIPE_MATMUL_TILED_IQ1_S;
+    case TENSOR_TYPE_IQ1_M: return VK_PIPE_MATMUL_TILED_IQ1_M;
     default: return VK_PIPE_MATMUL_TILED_Q8_0;
     }
 }
@@ -233,7 +251,9 @@ static enum activations matmul_activations(uint32_t type)
     case TENSOR_TYPE_Q4_1: case TENSOR_TYPE_Q5_1:
         return ACT_Q8_1;
     case TENSOR_TYPE_Q2_K: case TENSOR_TYPE_Q3_K: case TENSOR_TYPE_Q4_K: case TENSOR_TYPE_Q5_K:
-    case TENSOR_TYPE_Q6_K: case TENSOR_TYPE_IQ4_XS:
+    case TENSOR_TYPE_Q6_K: case TENSOR_TYPE_IQ4_XS: case TENSOR_TYPE_IQ2_XXS:
+    case TENSOR_TYPE_IQ2_XS: case TENSOR_TYPE_IQ2_S: case TENSOR_TYPE_IQ3_XXS:
+    case TENSOR_TYPE_IQ3_S: case TENSOR_TYPE_IQ1_S: case TENSOR_TYPE_IQ1_M:
         return ACT_Q8_K;
     default:
         return ACT_F32;

@@ -13,6 +13,9 @@ set(VK_DOT_SHADERS matmul_q4_0 matmul_q4_1 matmul_q5_0 matmul_q5_1 matmul_q8_0 m
     matmul_tiled_q4_1 matmul_tiled_q5_0 matmul_tiled_q5_1 matmul_tiled_q8_0 matmul_tiled_q2_k
     matmul_tiled_q3_k matmul_tiled_q4_k matmul_tiled_q5_k matmul_tiled_q6_k matmul_tiled_mxfp4
     matmul_tiled_iq4_nl matmul_tiled_iq4_xs)
+foreach(type iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s iq1_s iq1_m)
+  list(APPEND VK_DOT_SHADERS matmul_${type} matmul_tiled_${type})
+endforeach()
 set(spirv "")
 foreach(shader IN LISTS VK_SHADERS)
   get_filename_component(name ${shader} NAME_WE)

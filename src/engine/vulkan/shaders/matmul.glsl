@@ -3,9 +3,9 @@
 // for all the group's tokens and the sums added in shared memory. F32 weights take x as it
 // is, F16 and BF16 weights x rounded to their type, Q4_0, Q5_0, Q8_0, MXFP4 and IQ4_NL
 // weights x quantized to Q8_0 (quantize_q8_0.comp), Q4_1 and Q5_1 weights to Q8_1 (the
-// same, with each block's scaled sum for the weights' minimum), the K-quants Q2_K..Q6_K and
-// IQ4_XS x quantized to Q8_K (quantize_q8_k.comp): the partners the CPU kernels use, so
-// both sides multiply the same numbers. Quantized types sum integer products per
+// same, with each block's scaled sum for the weights' minimum), the K-quants Q2_K..Q6_K,
+// IQ4_XS and the lattice IQ types x quantized to Q8_K (quantize_q8_k.comp): the partners the
+// CPU kernels use, so both sides multiply the same numbers. Quantized types sum integer products per
 // (sub-)block and scale them, as the CPU's dot products do; the integer products go four at
 // a time (dot4), through the device's integer dot product instruction in the variant built
 // with INT_DOT.

@@ -3,9 +3,28 @@
 // four at a time. The including shader declares the weights `uint w[]` and, for INT_DOT,
 // enables GL_EXT_spirv_intrinsics.
 
+// the lattice IQ types name themselves by their type id (common.glsl's TYPE_*), which
+// lattice_group takes
+#if defined(WEIGHT_IQ2_XXS)
+#define LATTICE_TYPE TYPE_IQ2_XXS
+#elif defined(WEIGHT_IQ2_XS)
+#define LATTICE_TYPE TYPE_IQ2_XS
+#elif defined(WEIGHT_IQ2_S)
+#define LATTICE_TYPE TYPE_IQ2_S
+#elif defined(WEIGHT_IQ3_XXS)
+#define LATTICE_TYPE TYPE_IQ3_XXS
+#elif defined(WEIGHT_IQ3_S)
+#define LATTICE_TYPE TYPE_IQ3_S
+#elif defined(WEIGHT_IQ1_S)
+#define LATTICE_TYPE TYPE_IQ1_S
+#elif defined(WEIGHT_IQ1_M)
+#define LATTICE_TYPE TYPE_IQ1_M
+#endif
+
 // elements of a weight block (and of its activation partner's)
 #if defined(WEIGHT_Q2_K) || defined(WEIGHT_Q3_K) || defined(WEIGHT_Q4_K) || \
-    defined(WEIGHT_Q5_K) || defined(WEIGHT_Q6_K) || defined(WEIGHT_IQ4_XS)
+    defined(WEIGHT_Q5_K) || defined(WEIGHT_Q6_K) || defined(WEIGHT_IQ4_XS) || \
+    defined(LATTICE_TYPE)
 #define BLOCK_ELEMS 256u
 #else
 #define BLOCK_ELEMS 32u
@@ -24,12 +43,6 @@ uint word_at(uint at)
 uint minus_bytes(uint v, uint k)
 {
     return (v + (128u - k) * 0x01010101u) ^ 0x80808080u;
-}
-
-// bits 0..3 of h at bit 0 of bytes 0..3
-uint spread_bits(uint h)
-{
-    return (h & 1u) | ((h & 2u) << 7) | ((h & 4u) << 14) | ((h & 8u) << 21);
 }
 
 // the IQ4 codes of the four nibbles at bits 0..3 of v's bytes as their values (iq4_value),
@@ -156,6 +169,15 @@ WeightRun weight_run(uint base, uint run)
     uint sc_high = ((byte_at(at + 2u) | (byte_at(at + 3u) << 8)) >> (2u * s)) & 3u;
     r.sc = int(sc_low | (sc_high << 4)) - 32;
     r.scale = half_at(at);
+#elif defined(LATTICE_TYPE)
+    // a run is one group of a lattice IQ super-block (common.glsl's lattice_group); its
+    // integer scale sc as the K-quants' sub-block scales
+    LatticeGroup lg = lattice_group(LATTICE_TYPE, base + b * lattice_block_bytes(LATTICE_TYPE),
+                                    e0 / 8u);
+    r.q0 = lg.q0;
+    r.q1 = lg.q1;
+    r.scale = lg.scale;
+    r.sc = lg.sc;
 #elif defined(WEIGHT_Q2_K)
     // 84-byte blocks of 256: 16 bytes of 4-bit scales (low nibble) and mins (high) of
     // sub-blocks of 16, 64 bytes of 2-bit quants, then d and dmin (f16); each half of
