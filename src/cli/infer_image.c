@@ -278,18 +278,14 @@ static bool clip_embd(const infer_image_options *io, const corral_model *model,
     return ok;
 }
 
-/* The prompt around the --audio clip: before + begin-of-audio, the clip's embeddings (its
- * tokens causal), end-of-audio + after. */
-static bool clip_prompt(const infer_image_options *io, const corral_model *model,
-                        corral_context *ctx, const char *prompt, const char *marker,
-                        corral_token **text_ids, size_t *n_text, size_t *n_evaluated,
-                        size_t *last_logits)
+/* The prompt around one media item already encoded (embd, freed here; ok false: it was not):
+ * before + begin, the item's embeddings, end + after. begin and end are static texts. */
+static bool eval_around_item(const corral_model *model, corral_context *ctx, const char *prompt,
+                             const char *marker, const char *begin, const char *end,
+                             corral_image_embd *embd, bool ok, corral_token **text_ids,
+                             size_t *n_text, size_t *n_evaluated, size_t *last_logits)
 {
-    corral_image_embd embd = {0};
-    const char *begin = "", *end = "";
-    bool ok = clip_embd(io, model, &embd, &begin, &end);
     size_t before = (size_t)(marker - prompt), after = strlen(marker + strlen(MEDIA_MARKER));
-    /* the tower's texts are static: they outlive it */
     char *text = ok ? malloc(before + after + strlen(begin) + strlen(end) + 1) : NULL;
     const corral_vocab *vocab = corral_model_vocab(model);
     corral_error err;
@@ -304,25 +300,40 @@ static bool clip_prompt(const infer_image_options *io, const corral_model *model
         int len = sprintf(text, "%.*s%s", (int)before, prompt, begin);
         ok = eval_text(vocab, ctx, text, (size_t)len, true, text_ids, n_text, &last);
     }
-    if (ok && !corral_decode_image(ctx, 0, &embd, &err)) {
+    if (ok && !corral_decode_image(ctx, 0, embd, &err)) {
         fprintf(stderr, "corral infer: %s\n", err.message);
         ok = false;
     }
-    last = embd.n_tokens - 1;
+    last = embd->n_tokens - 1;
     if (ok) {
         int len = sprintf(text, "%s%s", end, marker + strlen(MEDIA_MARKER));
         ok = eval_text(vocab, ctx, text, (size_t)len, false, text_ids, n_text, &last);
     }
     if (ok) {
-        *n_evaluated = *n_text + embd.n_tokens;
+        *n_evaluated = *n_text + embd->n_tokens;
         *last_logits = last;
     } else {
         free(*text_ids);
         *text_ids = NULL;
     }
     free(text);
-    corral_image_embd_free(&embd);
+    corral_image_embd_free(embd);
     return ok;
+}
+
+/* The prompt around the --audio clip: before + begin-of-audio, the clip's embeddings (its
+ * tokens causal), end-of-audio + after. */
+static bool clip_prompt(const infer_image_options *io, const corral_model *model,
+                        corral_context *ctx, const char *prompt, const char *marker,
+                        corral_token **text_ids, size_t *n_text, size_t *n_evaluated,
+                        size_t *last_logits)
+{
+    corral_image_embd embd = {0};
+    const char *begin = "", *end = "";
+    bool ok = clip_embd(io, model, &embd, &begin, &end);
+    /* the tower's texts are static: they outlive it */
+    return eval_around_item(model, ctx, prompt, marker, begin, end, &embd, ok, text_ids, n_text,
+                            n_evaluated, last_logits);
 }
 
 bool infer_image_prompt(const infer_image_options *io, const corral_model *model,
@@ -376,41 +387,9 @@ bool infer_image_prompt(const infer_image_options *io, const corral_model *model
     }
     if (ok && io->dump_embd_path)
         ok = write_floats(io->dump_embd_path, embd.data, embd.n_tokens * embd.n_embd);
-
-    /* before + begin-of-image, the image, end-of-image + after */
-    const char *begin = corral_mmproj_image_begin(mm), *end = corral_mmproj_image_end(mm);
-    size_t before = (size_t)(marker - prompt), after = strlen(marker + strlen(MEDIA_MARKER));
-    char *text = ok ? malloc(before + after + strlen(begin) + strlen(end) + 1) : NULL;
-    const corral_vocab *vocab = corral_model_vocab(model);
-    *text_ids = NULL;
-    *n_text = 0;
-    if (ok && !text) {
-        fprintf(stderr, "corral infer: out of memory\n");
-        ok = false;
-    }
-    size_t last = 0;
-    if (ok) {
-        int len = sprintf(text, "%.*s%s", (int)before, prompt, begin);
-        ok = eval_text(vocab, ctx, text, (size_t)len, true, text_ids, n_text, &last);
-    }
-    if (ok && !corral_decode_image(ctx, 0, &embd, &err)) {
-        fprintf(stderr, "corral infer: %s\n", err.message);
-        ok = false;
-    }
-    last = embd.n_tokens - 1;
-    if (ok) {
-        int len = sprintf(text, "%s%s", end, marker + strlen(MEDIA_MARKER));
-        ok = eval_text(vocab, ctx, text, (size_t)len, false, text_ids, n_text, &last);
-    }
-    if (ok) {
-        *n_evaluated = *n_text + embd.n_tokens;
-        *last_logits = last;
-    } else {
-        free(*text_ids);
-        *text_ids = NULL;
-    }
-    free(text);
-    corral_image_embd_free(&embd);
+    ok = eval_around_item(model, ctx, prompt, marker, corral_mmproj_image_begin(mm),
+                          corral_mmproj_image_end(mm), &embd, ok, text_ids, n_text, n_evaluated,
+                          last_logits);
     free(pixels);
     corral_mmproj_free(mm);
     return ok;

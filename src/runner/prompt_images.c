@@ -248,6 +248,50 @@ static size_t part_tokens(const corral_mmproj *mm, const image_slice_plan *plan,
                : corral_mmproj_image_tokens(mm, plan->cell_w, plan->cell_h);
 }
 
+/* The cached embeddings of digest copied into out (with the count only when !copy); false
+ * when none is cached, or out of memory (*failed then). Under v->lock. */
+static bool from_cache(prompt_vision *v, const image_digest *digest, bool copy, image_embd *out,
+                       bool *failed, corral_error *err)
+{
+    *failed = false;
+    for (size_t i = 0; i < PROMPT_CACHED_IMAGES; i++) {
+        cached_image *c = &v->cache[i];
+        if (!c->image.embd.n_tokens || !same_digest(&c->digest, digest))
+            continue;
+        out->plan = c->image.plan;
+        if (!copy) {
+            out->embd.n_tokens = c->image.embd.n_tokens;
+            return true;
+        }
+        c->used = ++v->clock;
+        if (!copy_embd(&out->embd, &c->image.embd)) {
+            corral_error_set(err, "out of memory");
+            *failed = true;
+            return false;
+        }
+        return true;
+    }
+    return false;
+}
+
+/* Freshly encoded embeddings kept in the least recently used entry (a copy of out's), so the
+ * same bytes in a later request are not encoded again. Under v->lock. */
+static void keep_encoded(prompt_vision *v, const image_digest *digest, const image_embd *out)
+{
+    cached_image *slot = &v->cache[0];
+    for (size_t i = 0; i < PROMPT_CACHED_IMAGES; i++)
+        if (v->cache[i].used < slot->used)
+            slot = &v->cache[i];
+    corral_image_embd_free(&slot->image.embd);
+    slot->image.plan = out->plan;
+    if (copy_embd(&slot->image.embd, &out->embd)) {
+        slot->digest = *digest;
+        slot->used = ++v->clock;
+    } else {
+        slot->image.embd = (corral_image_embd){0}; /* out of memory: only the cache goes short */
+    }
+}
+
 /* The tokens of one image file's bytes (digest: theirs): the cached embeddings' count, else
  * the count its size gives, without encoding it. */
 static bool count_image(prompt_vision *v, const uint8_t *data, size_t len,
@@ -255,14 +299,11 @@ static bool count_image(prompt_vision *v, const uint8_t *data, size_t len,
                         image_embd *out, bool *refused, corral_error *err)
 {
     memset(out, 0, sizeof *out);
+    bool failed;
     pthread_mutex_lock(&v->lock);
-    for (size_t i = 0; i < PROMPT_CACHED_IMAGES; i++)
-        if (v->cache[i].image.embd.n_tokens && same_digest(&v->cache[i].digest, digest)) {
-            out->embd.n_tokens = v->cache[i].image.embd.n_tokens;
-            out->plan = v->cache[i].image.plan;
-        }
+    bool cached = from_cache(v, digest, false, out, &failed, err);
     pthread_mutex_unlock(&v->lock);
-    if (out->embd.n_tokens)
+    if (cached)
         return true;
     image_rgb *rgb = image_decode(data, len, NULL, err);
     bool ok = rgb != NULL;
@@ -335,21 +376,11 @@ static bool encode_image(prompt_vision *v, const uint8_t *data, size_t len,
 {
     *encoded = false;
     memset(out, 0, sizeof *out);
+    bool failed;
     pthread_mutex_lock(&v->lock);
-    cached_image *slot = &v->cache[0];
-    for (size_t i = 0; i < PROMPT_CACHED_IMAGES; i++) {
-        cached_image *c = &v->cache[i];
-        if (c->image.embd.n_tokens && same_digest(&c->digest, digest)) {
-            c->used = ++v->clock;
-            out->plan = c->image.plan;
-            bool ok = copy_embd(&out->embd, &c->image.embd);
-            pthread_mutex_unlock(&v->lock);
-            if (!ok)
-                corral_error_set(err, "out of memory");
-            return ok;
-        }
-        if (c->used < slot->used)
-            slot = c;
+    if (from_cache(v, digest, true, out, &failed, err) || failed) {
+        pthread_mutex_unlock(&v->lock);
+        return !failed;
     }
     image_rgb *rgb = image_decode(data, len, NULL, err);
     bool ok = rgb != NULL;
@@ -366,16 +397,8 @@ static bool encode_image(prompt_vision *v, const uint8_t *data, size_t len,
     }
     image_rgb_free(rgb);
     *encoded = ok;
-    if (ok) {
-        corral_image_embd_free(&slot->image.embd);
-        slot->image.plan = out->plan;
-        if (copy_embd(&slot->image.embd, &out->embd)) {
-            slot->digest = *digest;
-            slot->used = ++v->clock;
-        } else {
-            slot->image.embd = (corral_image_embd){0};
-        }
-    }
+    if (ok)
+        keep_encoded(v, digest, out);
     pthread_mutex_unlock(&v->lock);
     return ok;
 }
@@ -388,32 +411,6 @@ static audio_mel *clip_frames(const uint8_t *data, size_t len, corral_error *err
     audio_mel *mel = pcm ? audio_mel_compute(pcm->samples, pcm->n_samples, err) : NULL;
     audio_pcm_free(pcm);
     return mel;
-}
-
-/* The cached embeddings of digest copied into out (with the count only when !copy); false
- * when none is cached, or out of memory (*failed then). Under v->lock. */
-static bool from_cache(prompt_vision *v, const image_digest *digest, bool copy, image_embd *out,
-                       bool *failed, corral_error *err)
-{
-    *failed = false;
-    for (size_t i = 0; i < PROMPT_CACHED_IMAGES; i++) {
-        cached_image *c = &v->cache[i];
-        if (!c->image.embd.n_tokens || !same_digest(&c->digest, digest))
-            continue;
-        out->plan = c->image.plan;
-        if (!copy) {
-            out->embd.n_tokens = c->image.embd.n_tokens;
-            return true;
-        }
-        c->used = ++v->clock;
-        if (!copy_embd(&out->embd, &c->image.embd)) {
-            corral_error_set(err, "out of memory");
-            *failed = true;
-            return false;
-        }
-        return true;
-    }
-    return false;
 }
 
 /* The tokens of one clip's bytes (digest: theirs) without encoding it; every failure is the
@@ -451,26 +448,14 @@ static bool encode_clip(prompt_vision *v, const uint8_t *data, size_t len,
         pthread_mutex_unlock(&v->lock);
         return !failed;
     }
-    cached_image *slot = &v->cache[0];
-    for (size_t i = 0; i < PROMPT_CACHED_IMAGES; i++)
-        if (v->cache[i].used < slot->used)
-            slot = &v->cache[i];
     audio_mel *mel = clip_frames(data, len, err);
     *refused = !mel;
     bool ok = mel && corral_audio_tower_encode(v->audio, mel->data, mel->n_frames, v->n_threads,
                                                &out->embd, err);
     audio_mel_free(mel);
     *encoded = ok;
-    if (ok) {
-        corral_image_embd_free(&slot->image.embd);
-        slot->image.plan = out->plan;
-        if (copy_embd(&slot->image.embd, &out->embd)) {
-            slot->digest = *digest;
-            slot->used = ++v->clock;
-        } else {
-            slot->image.embd = (corral_image_embd){0};
-        }
-    }
+    if (ok)
+        keep_encoded(v, digest, out);
     pthread_mutex_unlock(&v->lock);
     return ok;
 }
