@@ -1265,6 +1265,32 @@ const char *const *hf_family_rename_in(const char *const (*renames)[2], size_t n
     return NULL;
 }
 
+void hf_family_rename_by(const char *const (*renames)[2], size_t n, const char *in, char *out,
+                         size_t cap)
+{
+    size_t o = 0;
+    for (const char *s = in; *s && o + 1 < cap;) {
+        const char *const *pair = hf_family_rename_in(renames, n, s);
+        const char *piece = pair ? pair[1] : s;
+        size_t len = pair ? strlen(piece) : 1;
+        for (size_t i = 0; i < len && o + 1 < cap; i++)
+            out[o++] = piece[i];
+        s += pair ? strlen(pair[0]) : 1;
+    }
+    out[o] = '\0';
+}
+
+bool hf_family_weight_or_bias(const char *rest, const char *const *parts, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(parts[i]);
+        if (!strncmp(rest, parts[i], len) &&
+            (!strcmp(rest + len, ".weight") || !strcmp(rest + len, ".bias")))
+            return true;
+    }
+    return false;
+}
+
 #define RENAME_IN(table, s) hf_family_rename_in(table, sizeof table / sizeof table[0], s)
 
 /* The pair of the rename tables that starts s, or NULL. */

@@ -321,6 +321,12 @@ bool hf_family_known_tensor(const hf_params *p, const char *name);
  * piece begins s, or NULL. */
 const char *const *hf_family_rename_in(const char *const (*renames)[2], size_t n,
                                        const char *s);
+/* in with every piece the n renames know replaced, left to right (the first row that begins
+ * each position), into out (cap bytes, cut short past it). */
+void hf_family_rename_by(const char *const (*renames)[2], size_t n, const char *in, char *out,
+                         size_t cap);
+/* Whether rest is one of the n parts followed by ".weight" or ".bias". */
+bool hf_family_weight_or_bias(const char *rest, const char *const *parts, size_t n);
 
 /* Whether s is one of the n names. */
 bool hf_family_listed(const char *s, const char *const *names, size_t n);

@@ -139,30 +139,9 @@ bool hf_deepseekocr_rename_tower(const char *in, char *out, size_t cap)
         is_tower = is_tower || !strncmp(in, prefixes[i], strlen(prefixes[i]));
     if (!is_tower)
         return false;
-    size_t o = 0;
-    for (const char *s = in; *s && o + 1 < cap;) {
-        const char *const *pair = hf_family_rename_in(
-            tower_renames, sizeof tower_renames / sizeof tower_renames[0], s);
-        const char *piece = pair ? pair[1] : s;
-        size_t len = pair ? strlen(piece) : 1;
-        for (size_t i = 0; i < len && o + 1 < cap; i++)
-            out[o++] = piece[i];
-        s += pair ? strlen(pair[0]) : 1;
-    }
-    out[o] = '\0';
+    hf_family_rename_by(tower_renames, sizeof tower_renames / sizeof tower_renames[0], in, out,
+                        cap);
     return true;
-}
-
-/* Whether rest is one of parts followed by ".weight" or ".bias". */
-static bool weight_or_bias(const char *rest, const char *const *parts, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        size_t len = strlen(parts[i]);
-        if (!strncmp(rest, parts[i], len) &&
-            (!strcmp(rest + len, ".weight") || !strcmp(rest + len, ".bias")))
-            return true;
-    }
-    return false;
 }
 
 /* The part of a block's name after "<prefix>blk.L." when L is below layers, or NULL. */
@@ -193,15 +172,17 @@ bool hf_deepseekocr_known_tower(const hf_params *p, const char *name)
     static const char *const sam_tables[] = {"attn.rel_pos_h", "attn.rel_pos_w"};
     static const char *const clip_block[] = {"layer_norm1", "layer_norm2", "self_attn.qkv_proj",
                                              "self_attn.out_proj", "mlp.fc1", "mlp.fc2"};
-    if (weight_or_bias(name, whole, sizeof whole / sizeof whole[0]) ||
+    if (hf_family_weight_or_bias(name, whole, sizeof whole / sizeof whole[0]) ||
         hf_family_listed(name, vectors, sizeof vectors / sizeof vectors[0]))
         return true;
     const char *rest = block_rest(name, "s.", p->sam.n_layer);
     if (rest)
-        return weight_or_bias(rest, sam_block, sizeof sam_block / sizeof sam_block[0]) ||
+        return hf_family_weight_or_bias(rest, sam_block,
+                                        sizeof sam_block / sizeof sam_block[0]) ||
                hf_family_listed(rest, sam_tables, 2);
     rest = block_rest(name, "v.", p->vision.n_layer);
-    return rest && weight_or_bias(rest, clip_block, sizeof clip_block / sizeof clip_block[0]);
+    return rest && hf_family_weight_or_bias(rest, clip_block,
+                                            sizeof clip_block / sizeof clip_block[0]);
 }
 
 bool hf_deepseekocr_known_tensor(const hf_params *p, unsigned layer, const char *suffix)

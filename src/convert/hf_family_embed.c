@@ -63,17 +63,9 @@ static bool is_nomic(const hf_arch *a)
 void hf_embed_rename(const hf_arch *a, const char *in, char *out, size_t cap)
 {
     const char *const(*renames)[2] = is_nomic(a) ? nomic_renames : bert_renames;
-    size_t o = 0, n = is_nomic(a) ? sizeof nomic_renames / sizeof nomic_renames[0]
-                                  : sizeof bert_renames / sizeof bert_renames[0];
-    for (const char *s = in; *s && o + 1 < cap;) {
-        const char *const *pair = hf_family_rename_in(renames, n, s);
-        const char *piece = pair ? pair[1] : s;
-        size_t len = pair ? strlen(piece) : 1;
-        for (size_t i = 0; i < len && o + 1 < cap; i++)
-            out[o++] = piece[i];
-        s += pair ? strlen(pair[0]) : 1;
-    }
-    out[o] = '\0';
+    size_t n = is_nomic(a) ? sizeof nomic_renames / sizeof nomic_renames[0]
+                           : sizeof bert_renames / sizeof bert_renames[0];
+    hf_family_rename_by(renames, n, in, out, cap);
 }
 
 bool hf_embed_skipped_tensor(const char *name)

@@ -212,17 +212,8 @@ bool hf_glmocr_rename_tower(const char *in, char *out, size_t cap)
 {
     if (strncmp(in, "model.visual.", 13) != 0)
         return false;
-    size_t o = 0;
-    for (const char *s = in; *s && o + 1 < cap;) {
-        const char *const *pair = hf_family_rename_in(
-            tower_renames, sizeof tower_renames / sizeof tower_renames[0], s);
-        const char *piece = pair ? pair[1] : s;
-        size_t len = pair ? strlen(piece) : 1;
-        for (size_t i = 0; i < len && o + 1 < cap; i++)
-            out[o++] = piece[i];
-        s += pair ? strlen(pair[0]) : 1;
-    }
-    out[o] = '\0';
+    hf_family_rename_by(tower_renames, sizeof tower_renames / sizeof tower_renames[0], in, out,
+                        cap);
     return true;
 }
 
@@ -251,18 +242,6 @@ bool hf_glmocr_skipped_tensor(const hf_params *p, const char *name)
     return sscanf(name, "model.language_model.layers.%u.", &layer) == 1 && layer >= p->n_layer;
 }
 
-/* Whether rest is one of parts followed by ".weight" or ".bias". */
-static bool weight_or_bias(const char *rest, const char *const *parts, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        size_t len = strlen(parts[i]);
-        if (!strncmp(rest, parts[i], len) &&
-            (!strcmp(rest + len, ".weight") || !strcmp(rest + len, ".bias")))
-            return true;
-    }
-    return false;
-}
-
 bool hf_glmocr_known_tower(const hf_params *p, const char *name)
 {
     static const char *const whole[] = {"v.patch_embd",   "v.patch_embd_0", "v.patch_embd_1",
@@ -272,7 +251,7 @@ bool hf_glmocr_known_tower(const hf_params *p, const char *name)
     static const char *const block[] = {"ln1",         "ln2",         "attn_qkv", "attn_out",
                                         "attn_q_norm", "attn_k_norm", "ffn_gate", "ffn_up",
                                         "ffn_down"};
-    if (weight_or_bias(name, whole, sizeof whole / sizeof whole[0]))
+    if (hf_family_weight_or_bias(name, whole, sizeof whole / sizeof whole[0]))
         return true;
     unsigned layer;
     int at = 0;
@@ -281,7 +260,7 @@ bool hf_glmocr_known_tower(const hf_params *p, const char *name)
         return false;
     snprintf(again, sizeof again, "v.blk.%u.", layer);
     return !strncmp(name, again, (size_t)at) && /* not "v.blk.01." */
-           weight_or_bias(name + at, block, sizeof block / sizeof block[0]);
+           hf_family_weight_or_bias(name + at, block, sizeof block / sizeof block[0]);
 }
 
 bool hf_glmocr_known_tensor(const hf_params *p, unsigned layer, const char *suffix)

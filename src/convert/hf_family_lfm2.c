@@ -385,30 +385,9 @@ bool hf_lfm2_rename_tower(const char *in, char *out, size_t cap)
     if (strncmp(in, "model.vision_tower.", 19) != 0 &&
         strncmp(in, "model.multi_modal_projector.", 28) != 0)
         return false;
-    size_t o = 0;
-    for (const char *s = in; *s && o + 1 < cap;) {
-        const char *const *pair = hf_family_rename_in(
-            tower_renames, sizeof tower_renames / sizeof tower_renames[0], s);
-        const char *piece = pair ? pair[1] : s;
-        size_t len = pair ? strlen(piece) : 1;
-        for (size_t i = 0; i < len && o + 1 < cap; i++)
-            out[o++] = piece[i];
-        s += pair ? strlen(pair[0]) : 1;
-    }
-    out[o] = '\0';
+    hf_family_rename_by(tower_renames, sizeof tower_renames / sizeof tower_renames[0], in, out,
+                        cap);
     return true;
-}
-
-/* Whether rest is one of parts followed by ".weight" or ".bias". */
-static bool weight_or_bias(const char *rest, const char *const *parts, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        size_t len = strlen(parts[i]);
-        if (!strncmp(rest, parts[i], len) &&
-            (!strcmp(rest + len, ".weight") || !strcmp(rest + len, ".bias")))
-            return true;
-    }
-    return false;
 }
 
 bool hf_lfm2_known_tower(const hf_params *p, const char *name)
@@ -417,7 +396,7 @@ bool hf_lfm2_known_tower(const hf_params *p, const char *name)
                                         "mm.2"};
     static const char *const block[] = {"ln1",    "ln2",         "attn_q", "attn_k",
                                         "attn_v", "attn_output", "ffn_up", "ffn_down"};
-    if (weight_or_bias(name, whole, sizeof whole / sizeof whole[0]) ||
+    if (hf_family_weight_or_bias(name, whole, sizeof whole / sizeof whole[0]) ||
         !strcmp(name, "v.position_embd.weight"))
         return true;
     unsigned layer;
@@ -427,7 +406,7 @@ bool hf_lfm2_known_tower(const hf_params *p, const char *name)
         return false;
     snprintf(again, sizeof again, "v.blk.%u.", layer);
     return !strncmp(name, again, (size_t)at) && /* not "v.blk.01." */
-           weight_or_bias(name + at, block, sizeof block / sizeof block[0]);
+           hf_family_weight_or_bias(name + at, block, sizeof block / sizeof block[0]);
 }
 
 /* The first of a setting's two places that gives it, else the default. */
