@@ -403,7 +403,7 @@ static float dot_iq1_m(size_t n, const void *w, const void *a)
         [CPU_LEVEL_AVX2] = LATTICE_OPS(type_id, deq, quant_k_quantize_q8_k, \
                                        quant_dot_##name##_avx2, quant_matmul_##name##_avx2), \
         [CPU_LEVEL_AVX512] = LATTICE_OPS(type_id, deq, quant_k_quantize_q8_k_avx512, \
-                                         quant_dot_##name##_avx2, quant_matmul_##name##_avx2), \
+                                         quant_dot_##name##_avx512, quant_matmul_##name##_avx512), \
     }
 
 static const quant_ops iq2_xxs_ops[CPU_LEVEL_COUNT] =
