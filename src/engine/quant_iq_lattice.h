@@ -137,12 +137,17 @@ IQ_LATTICE_AVX2_KERNELS(iq1_s)
 IQ_LATTICE_AVX2_KERNELS(iq1_m)
 #undef IQ_LATTICE_AVX2_KERNELS
 
-/* The AVX-512 ones (quant_iq_lattice_avx512.c): the same results, two sub-blocks a vector. */
+/* The AVX-512 ones (quant_iq_lattice_avx512.c): the same results, two sub-blocks a vector;
+ * the _vnni tiles add the scaled sums with vpdpwssd, for CPUs with AVX-512 VNNI. */
 #define IQ_LATTICE_AVX512_KERNELS(name) \
     float quant_dot_##name##_avx512(size_t n, const void *w, const void *a); \
     void quant_matmul_##name##_avx512(size_t n, const void *w, size_t w_row_bytes, \
                                       size_t n_rows, const void *act, size_t act_row_bytes, \
-                                      size_t n_tokens, float *y, size_t ldy);
+                                      size_t n_tokens, float *y, size_t ldy); \
+    void quant_matmul_##name##_avx512_vnni(size_t n, const void *w, size_t w_row_bytes, \
+                                           size_t n_rows, const void *act, \
+                                           size_t act_row_bytes, size_t n_tokens, float *y, \
+                                           size_t ldy);
 IQ_LATTICE_AVX512_KERNELS(iq2_xxs)
 IQ_LATTICE_AVX512_KERNELS(iq2_xs)
 IQ_LATTICE_AVX512_KERNELS(iq2_s)

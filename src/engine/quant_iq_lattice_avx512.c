@@ -16,7 +16,7 @@
 
 /* Two decoded sub-blocks: the magnitudes of their 64 weights (unsigned bytes, at most 62),
  * which of them are negative, and the i16 scales of their four quarters. IQ1_S and IQ1_M
- * decode to eighths (see quant_iq_lattice_avx2.c). */
+ * decode to eighths plus 9, never negative (see pair_iq1). */
 typedef struct iq_pair {
     __m512i magnitudes, scales;
     __mmask64 negative;
@@ -176,15 +176,36 @@ static inline void iq1_indices(iq_super_block *sb, const uint8_t qs[32], __m512i
     _mm512_storeu_si512(sb->idx, _mm512_or_si512(low, ninth));
 }
 
-/* 8 times each element (8 * grid value + 1 or - 1), at most 9 in magnitude. */
+/*
+ * IQ1: 8 times each element is e = 8 * grid value + 1 or - 1 (at most 9 in magnitude); the
+ * pairs hold e + 9 (0 to 18), unsigned as maddubs wants them, with no signs to apply. What
+ * the 9 adds, 9 * (2s + 1) times each quarter's quant sum (Q8_K's bsums), is taken off
+ * before the pairs are added (iq1_start), so the sum is the same integer as the AVX2 one.
+ */
 static inline iq_pair pair_iq1(const iq_super_block *sb, int p)
 {
+    /* grid value -1, 0, +1 (low nibble 15, 0, 1) to 8 * value + 9 */
+    const __m512i plus_nine = _mm512_broadcast_i32x4(
+        _mm_setr_epi8(9, 17, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1));
     __m512i grid = gather64(quant_iq1s_grid, _mm_loadu_si128((const __m128i *)(sb->idx + 8 * p)));
-    __m512i twice = _mm512_add_epi8(grid, grid), four = _mm512_add_epi8(twice, twice);
+    __m512i scaled = _mm512_shuffle_epi8(plus_nine, _mm512_and_si512(grid, _mm512_set1_epi8(15)));
     __m512i down = _mm512_movm_epi64((__mmask8)(sb->down >> (8 * p)));
-    __m512i eighths = _mm512_add_epi8(_mm512_add_epi8(four, four),
-                                      _mm512_or_si512(down, _mm512_set1_epi8(1)));
-    return make_pair(sb, p, _mm512_abs_epi8(eighths), _mm512_movepi8_mask(eighths));
+    __m512i shifted = _mm512_add_epi8(scaled, _mm512_or_si512(down, _mm512_set1_epi8(1)));
+    return make_pair(sb, p, shifted, 0);
+}
+
+static inline __m512i iq1_start(const iq_super_block *sb, const block_q8_k *y)
+{
+    __m256i minus_nine = _mm256_mullo_epi16(sb->half_scales, _mm256_set1_epi16(-9));
+    __m256i bsums = _mm256_loadu_si256((const __m256i *)y->bsums);
+    return _mm512_zextsi256_si512(_mm256_madd_epi16(minus_nine, bsums));
+}
+
+static inline __m512i start_at_zero(const iq_super_block *sb, const block_q8_k *y)
+{
+    (void)sb;
+    (void)y;
+    return _mm512_setzero_si512();
 }
 
 /* u16 lane g holds g >> shift: group g reads word g / 4 (shift 2) or byte g / 2 (shift 1). */
@@ -229,24 +250,39 @@ static inline void prepare_iq1_m(iq_super_block *sb)
 
 /* ---- the dot and the tile ---- */
 
-/* i32 lanes of a pair times 64 Q8_K quants: maddubs pairs at most 2 * 62 * 127 (no
- * saturation), then the scales in the i32 madd. */
-static inline __m512i pair_dot(iq_pair pr, const int8_t *q8)
+/* acc plus a pair times 64 Q8_K quants, in i32 lanes: maddubs pairs at most 2 * 62 * 127 (no
+ * saturation), then the scales in an i32 madd and add, or one vpdpwssd with VNNI. */
+static inline __m512i pair_add(__m512i acc, iq_pair pr, const int8_t *q8, bool signed_weights,
+                               bool vnni)
 {
     __m512i q = _mm512_loadu_si512(q8);
-    q = _mm512_mask_sub_epi8(q, pr.negative, _mm512_setzero_si512(), q);
-    return _mm512_madd_epi16(_mm512_maddubs_epi16(pr.magnitudes, q), pr.scales);
+    if (signed_weights)
+        q = _mm512_mask_sub_epi8(q, pr.negative, _mm512_setzero_si512(), q);
+    __m512i products = _mm512_maddubs_epi16(pr.magnitudes, q);
+    return vnni ? _mm512_dpwssd_epi32(acc, products, pr.scales)
+                : _mm512_add_epi32(acc, _mm512_madd_epi16(products, pr.scales));
 }
 
 typedef void (*prepare_fn)(iq_super_block *sb);
 typedef iq_pair (*pair_fn)(const iq_super_block *sb, int p);
 typedef float (*scale_fn)(const uint8_t *block);
+typedef __m512i (*start_fn)(const iq_super_block *sb, const block_q8_k *y);
+
+/* How a type's sum is taken beyond its pairs: what the accumulator starts from, whether the
+ * pairs carry signs, the f32 steps, and whether a tile may use VNNI (a lone row's dot does
+ * not: vpdpwssd's latency on the accumulator's chain costs it more than the madd it saves). */
+typedef struct iq_sum_steps {
+    start_fn start;
+    bool signed_weights;
+    enum iq_steps steps;
+    bool vnni;
+} iq_sum_steps;
 
 enum { PAIRS = QK_K / 64 };
 
 static inline __attribute__((always_inline)) float
 lattice_dot(size_t n, const void *w, const void *a, size_t block_bytes, prepare_fn prepare,
-            pair_fn pair, scale_fn scale, enum iq_steps steps)
+            pair_fn pair, scale_fn scale, iq_sum_steps sum)
 {
     const block_q8_k *y = a;
     float sumf = 0.0f;
@@ -254,13 +290,13 @@ lattice_dot(size_t n, const void *w, const void *a, size_t block_bytes, prepare_
     for (size_t i = 0; i < n / QK_K; i++) {
         sb.block = (const uint8_t *)w + i * block_bytes;
         prepare(&sb);
-        __m512i acc = _mm512_setzero_si512();
+        __m512i acc = sum.start(&sb, &y[i]);
         for (int p = 0; p < PAIRS; p++)
-            acc = _mm512_add_epi32(acc, pair_dot(pair(&sb, p), y[i].qs + 64 * p));
+            acc = pair_add(acc, pair(&sb, p), y[i].qs + 64 * p, sum.signed_weights, false);
         sumf = iq_x86_add_super_block(sumf, scale(sb.block) * q8k_d(&y[i]),
-                                      _mm512_reduce_add_epi32(acc), steps);
+                                      _mm512_reduce_add_epi32(acc), sum.steps);
     }
-    return iq_x86_finish_row(sumf, steps);
+    return iq_x86_finish_row(sumf, sum.steps);
 }
 
 /* Activation rows a tile takes at once: each decoded super-block serves that many. */
@@ -272,7 +308,7 @@ enum { TILE_TOKENS = 8 };
 static inline __attribute__((always_inline)) void
 lattice_matmul(size_t n, const void *w, size_t w_row_bytes, size_t n_rows, const void *act,
                size_t act_row_bytes, size_t n_tokens, float *y, size_t ldy, size_t block_bytes,
-               prepare_fn prepare, pair_fn pair, scale_fn scale, enum iq_steps steps)
+               prepare_fn prepare, pair_fn pair, scale_fn scale, iq_sum_steps sum)
 {
     iq_super_block sb;
     iq_pair dec[PAIRS];
@@ -282,7 +318,7 @@ lattice_matmul(size_t n, const void *w, size_t w_row_bytes, size_t n_rows, const
             size_t tile = n_tokens - t0 < TILE_TOKENS ? n_tokens - t0 : TILE_TOKENS;
             if (tile == 1) {
                 y[t0 * ldy + r] = lattice_dot(n, row, (const char *)act + t0 * act_row_bytes,
-                                              block_bytes, prepare, pair, scale, steps);
+                                              block_bytes, prepare, pair, scale, sum);
                 continue;
             }
             const block_q8_k *blocks[TILE_TOKENS];
@@ -298,37 +334,48 @@ lattice_matmul(size_t n, const void *w, size_t w_row_bytes, size_t n_rows, const
                     dec[p] = pair(&sb, p);
                 float d = scale(sb.block);
                 for (size_t t = 0; t < tile; t++) {
-                    __m512i acc = _mm512_setzero_si512();
+                    __m512i acc = sum.start(&sb, &blocks[t][i]);
                     const int8_t *q8 = blocks[t][i].qs;
                     for (int p = 0; p < PAIRS; p++)
-                        acc = _mm512_add_epi32(acc, pair_dot(dec[p], q8 + 64 * p));
+                        acc = pair_add(acc, dec[p], q8 + 64 * p, sum.signed_weights, sum.vnni);
                     sumf[t] = iq_x86_add_super_block(sumf[t], d * q8k_d(&blocks[t][i]),
-                                                     _mm512_reduce_add_epi32(acc), steps);
+                                                     _mm512_reduce_add_epi32(acc), sum.steps);
                 }
             }
             for (size_t t = 0; t < tile; t++)
-                y[(t0 + t) * ldy + r] = iq_x86_finish_row(sumf[t], steps);
+                y[(t0 + t) * ldy + r] = iq_x86_finish_row(sumf[t], sum.steps);
         }
     }
 }
 
-#define LATTICE_KERNELS(name, block_type, pair, scale, steps) \
-    float quant_dot_##name##_avx512(size_t n, const void *w, const void *a) \
-    { \
-        return lattice_dot(n, w, a, sizeof(block_type), prepare_##name, pair, scale, steps); \
-    } \
-    void quant_matmul_##name##_avx512(size_t n, const void *w, size_t w_row_bytes, \
-                                      size_t n_rows, const void *act, size_t act_row_bytes, \
-                                      size_t n_tokens, float *y, size_t ldy) \
+#define LATTICE_MATMUL(name, suffix, vnni, block_type, pair, scale, start, signs, steps) \
+    void quant_matmul_##name##_##suffix(size_t n, const void *w, size_t w_row_bytes, \
+                                        size_t n_rows, const void *act, size_t act_row_bytes, \
+                                        size_t n_tokens, float *y, size_t ldy) \
     { \
         lattice_matmul(n, w, w_row_bytes, n_rows, act, act_row_bytes, n_tokens, y, ldy, \
-                       sizeof(block_type), prepare_##name, pair, scale, steps); \
+                       sizeof(block_type), prepare_##name, pair, scale, \
+                       (iq_sum_steps){start, signs, steps, vnni}); \
     }
+#define LATTICE_KERNELS(name, block_type, pair, scale, start, signs, steps) \
+    float quant_dot_##name##_avx512(size_t n, const void *w, const void *a) \
+    { \
+        return lattice_dot(n, w, a, sizeof(block_type), prepare_##name, pair, scale, \
+                           (iq_sum_steps){start, signs, steps, false}); \
+    } \
+    LATTICE_MATMUL(name, avx512, false, block_type, pair, scale, start, signs, steps) \
+    LATTICE_MATMUL(name, avx512_vnni, true, block_type, pair, scale, start, signs, steps)
 
-LATTICE_KERNELS(iq2_xxs, block_iq2_xxs, pair_iq2_xxs, iq_f16_at_start, STEPS_EIGHTH)
-LATTICE_KERNELS(iq2_xs, block_iq2_xs, pair_iq2_xs, iq_f16_at_start, STEPS_EIGHTH)
-LATTICE_KERNELS(iq2_s, block_iq2_s, pair_iq2_s, iq_f16_at_start, STEPS_EIGHTH)
-LATTICE_KERNELS(iq3_xxs, block_iq3_xxs, pair_iq3_xxs, iq_f16_at_start, STEPS_QUARTER)
-LATTICE_KERNELS(iq3_s, block_iq3_s, pair_iq3_s, iq_f16_at_start, STEPS_PLAIN)
-LATTICE_KERNELS(iq1_s, block_iq1_s, pair_iq1, iq_f16_at_start, STEPS_EIGHTHS_SUM)
-LATTICE_KERNELS(iq1_m, block_iq1_m, pair_iq1, iq1_m_d, STEPS_EIGHTHS_SUM)
+LATTICE_KERNELS(iq2_xxs, block_iq2_xxs, pair_iq2_xxs, iq_f16_at_start, start_at_zero, true,
+                STEPS_EIGHTH)
+LATTICE_KERNELS(iq2_xs, block_iq2_xs, pair_iq2_xs, iq_f16_at_start, start_at_zero, true,
+                STEPS_EIGHTH)
+LATTICE_KERNELS(iq2_s, block_iq2_s, pair_iq2_s, iq_f16_at_start, start_at_zero, true,
+                STEPS_EIGHTH)
+LATTICE_KERNELS(iq3_xxs, block_iq3_xxs, pair_iq3_xxs, iq_f16_at_start, start_at_zero, true,
+                STEPS_QUARTER)
+LATTICE_KERNELS(iq3_s, block_iq3_s, pair_iq3_s, iq_f16_at_start, start_at_zero, true,
+                STEPS_PLAIN)
+LATTICE_KERNELS(iq1_s, block_iq1_s, pair_iq1, iq_f16_at_start, iq1_start, false,
+                STEPS_EIGHTHS_SUM)
+LATTICE_KERNELS(iq1_m, block_iq1_m, pair_iq1, iq1_m_d, iq1_start, false, STEPS_EIGHTHS_SUM)
