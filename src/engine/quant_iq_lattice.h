@@ -107,6 +107,13 @@ static inline uint32_t iq_u32(const uint8_t *p)
     return v;
 }
 
+static inline uint64_t iq_u64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
 /* IQ1_M's f16 super-block scale, gathered from the top nibbles of its four scale words. */
 static inline uint16_t iq1_m_scale_bits(const block_iq1_m *b)
 {

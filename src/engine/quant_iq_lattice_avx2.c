@@ -42,32 +42,43 @@ static inline __m256i grid32(const uint32_t *grid, const uint8_t idx[8])
 /*
  * One decoded sub-block: its 32 weights' magnitudes (unsigned bytes, at most 62) and signs
  * (+1 / -1 bytes), and the i16 scales of its two halves. IQ1_S and IQ1_M decode to eighths
- * (see iq1_eighths).
+ * plus 9, with no signs (see iq1_plus_nine).
  */
 typedef struct iq_sub_block {
     __m256i magnitudes, signs, scales;
 } iq_sub_block;
 
 /* A super-block being decoded: the block, and what some types put together for the whole
- * super-block first: IQ2_S's and IQ3_S's grid indices, and the sign bytes of the types that
- * store 7-bit sign codes (IQ2_XXS, IQ2_XS, IQ3_XXS). */
+ * super-block first: IQ2_S's and IQ3_S's grid indices, the sign bytes of the types that
+ * store 7-bit sign codes (IQ2_XXS, IQ2_XS, IQ3_XXS), IQ1's quarter scales. */
 typedef struct iq_super_block {
     const uint8_t *block;
+    __m256i half_scales; /* IQ1: 2s + 1 of each 16-element quarter */
     uint16_t idx[64];
     uint8_t signs[32]; /* sub-block k's four sign bytes at 4k */
 } iq_super_block;
 
 /* The i32 lanes of a decoded sub-block times 32 Q8_K quants: maddubs pairs at most
  * 2 * 62 * 127 (no saturation), then the scales in the i32 madd. */
-static inline __m256i sub_block_dot(iq_sub_block sb, const int8_t *q8)
+static inline __m256i sub_block_dot(iq_sub_block sb, const int8_t *q8, bool signed_weights)
 {
-    __m256i q = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)q8), sb.signs);
+    __m256i q = _mm256_loadu_si256((const __m256i *)q8);
+    if (signed_weights)
+        q = _mm256_sign_epi8(q, sb.signs);
     return _mm256_madd_epi16(_mm256_maddubs_epi16(sb.magnitudes, q), sb.scales);
 }
 
-static inline void prepare_nothing(iq_super_block *sb)
+/* What a super-block's i32 lanes start from: nothing, or IQ1's offset (iq1_sum_start). */
+static inline __m256i start_at_zero(const iq_super_block *sb, const block_q8_k *y)
 {
     (void)sb;
+    (void)y;
+    return _mm256_setzero_si256();
+}
+
+static inline __m256i start_iq1(const iq_super_block *sb, const block_q8_k *y)
+{
+    return iq1_sum_start(sb->half_scales, y);
 }
 
 static inline void prepare_iq2_xxs(iq_super_block *sb)
@@ -147,16 +158,29 @@ static inline iq_sub_block sub_iq3_s(const iq_super_block *sb, int k)
 
 /*
  * IQ1_S and IQ1_M: an element is (2s + 1) * (value + shift) with value in {-1, 0, 1} and shift
- * +-1/8, so 8 times it is (2s + 1) times the small integer 8 * value +- 1 (at most 9 in
- * magnitude, never 0). Summed with the quants that is S = 8 * sum_grid + sum_shift in one i32
- * pass (S below 9 * 15 * 127 * 256 < 2^24). The scalar code rounds sum_grid + sum_shift / 8 to
- * f32 once, and that exact value is S / 8, which f32 holds exactly; so S * 1/8 is the same
+ * +-1/8, so 8 times it is (2s + 1) times the small integer 8 * value +- 1. Summed with the
+ * quants (as that plus 9, quant_iq_lattice_x86.h) that is S = 8 * sum_grid + sum_shift in one
+ * i32 pass (S below 9 * 15 * 127 * 256 < 2^24). The scalar code rounds sum_grid + sum_shift / 8
+ * to f32 once, and that exact value is S / 8, which f32 holds exactly; so S * 1/8 is the same
  * float.
  */
-static inline iq_sub_block iq1_eighths(__m256i grid, __m256i shifts, __m256i scales)
+static inline iq_sub_block iq1_plus_nine(__m256i grid, __m256i shifts, __m256i scales)
 {
-    __m256i eighths = _mm256_add_epi8(_mm256_sign_epi8(_mm256_set1_epi8(8), grid), shifts);
-    return (iq_sub_block){_mm256_abs_epi8(eighths), eighths, scales};
+    /* grid value -1, 0, +1 (low nibble 15, 0, 1) to 8 * value + 9 */
+    const __m256i plus_nine = _mm256_setr_epi8(9, 17, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1,
+                                               9, 17, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1);
+    __m256i scaled = _mm256_shuffle_epi8(plus_nine, _mm256_and_si256(grid, _mm256_set1_epi8(15)));
+    return (iq_sub_block){_mm256_add_epi8(scaled, shifts), _mm256_setzero_si256(), scales};
+}
+
+static inline void prepare_iq1_s(iq_super_block *sb)
+{
+    sb->half_scales = iq1_s_half_scales((const block_iq1_s *)sb->block);
+}
+
+static inline void prepare_iq1_m(iq_super_block *sb)
+{
+    sb->half_scales = iq1_m_half_scales((const block_iq1_m *)sb->block);
 }
 
 static inline iq_sub_block sub_iq1_s(const iq_super_block *sb, int k)
@@ -166,7 +190,7 @@ static inline iq_sub_block sub_iq1_s(const iq_super_block *sb, int k)
     unsigned qh = iq_u16(b->qh + 2 * k);
     __m256i grid = grid64(quant_iq1s_grid, qs[0] | (qh << 8 & 0x700), qs[1] | (qh << 5 & 0x700),
                           qs[2] | (qh << 2 & 0x700), qs[3] | (qh >> 1 & 0x700));
-    return iq1_eighths(grid, _mm256_set1_epi8(qh & 0x8000 ? -1 : 1),
+    return iq1_plus_nine(grid, _mm256_set1_epi8(qh & 0x8000 ? -1 : 1),
                        _mm256_set1_epi16((int16_t)(2 * (qh >> 12 & 7) + 1)));
 }
 
@@ -190,7 +214,7 @@ static inline iq_sub_block sub_iq1_m(const iq_super_block *sb, int k)
                           qs[1] | (qh[0] << 4 & 0x700u), qs[2] | (qh[1] << 8 & 0x700u),
                           qs[3] | (qh[1] << 4 & 0x700u));
     unsigned word = iq_u16(b->scales + 2 * (k / 2)) >> (6 * (k % 2));
-    return iq1_eighths(grid, iq1_m_shifts(qh),
+    return iq1_plus_nine(grid, iq1_m_shifts(qh),
                        scale_words((int)(2 * (word & 7) + 1), (int)(2 * (word >> 3 & 7) + 1)));
 }
 
@@ -198,10 +222,19 @@ static inline iq_sub_block sub_iq1_m(const iq_super_block *sb, int k)
 typedef void (*prepare_fn)(iq_super_block *sb);
 typedef iq_sub_block (*sub_block_fn)(const iq_super_block *sb, int k);
 typedef float (*scale_fn)(const uint8_t *block);
+typedef __m256i (*start_fn)(const iq_super_block *sb, const block_q8_k *y);
+
+/* How a type's sum is taken beyond its sub-blocks: what it starts from, whether the
+ * sub-blocks carry signs, the f32 steps. */
+typedef struct iq_sum_steps {
+    start_fn start;
+    bool signed_weights;
+    enum iq_steps steps;
+} iq_sum_steps;
 
 static inline __attribute__((always_inline)) float
 lattice_dot(size_t n, const void *w, const void *a, size_t block_bytes, prepare_fn prepare,
-            sub_block_fn sub_block, scale_fn scale, enum iq_steps steps)
+            sub_block_fn sub_block, scale_fn scale, iq_sum_steps sum)
 {
     const block_q8_k *y = a;
     float sumf = 0.0f;
@@ -209,12 +242,14 @@ lattice_dot(size_t n, const void *w, const void *a, size_t block_bytes, prepare_
     for (size_t i = 0; i < n / QK_K; i++) {
         sb.block = (const uint8_t *)w + i * block_bytes;
         prepare(&sb);
-        __m256i acc = _mm256_setzero_si256();
+        __m256i acc = sum.start(&sb, &y[i]);
         for (int k = 0; k < QK_K / 32; k++)
-            acc = _mm256_add_epi32(acc, sub_block_dot(sub_block(&sb, k), y[i].qs + 32 * k));
-        sumf = iq_x86_add_super_block(sumf, scale(sb.block) * q8k_d(&y[i]), x86_hsum_epi32(acc), steps);
+            acc = _mm256_add_epi32(
+                acc, sub_block_dot(sub_block(&sb, k), y[i].qs + 32 * k, sum.signed_weights));
+        sumf = iq_x86_add_super_block(sumf, scale(sb.block) * q8k_d(&y[i]), x86_hsum_epi32(acc),
+                                      sum.steps);
     }
-    return iq_x86_finish_row(sumf, steps);
+    return iq_x86_finish_row(sumf, sum.steps);
 }
 
 /* Activation rows a tile takes at once: each decoded super-block serves that many. */
@@ -226,7 +261,7 @@ enum { TILE_TOKENS = 8 };
 static inline __attribute__((always_inline)) void
 lattice_matmul(size_t n, const void *w, size_t w_row_bytes, size_t n_rows, const void *act,
                size_t act_row_bytes, size_t n_tokens, float *y, size_t ldy, size_t block_bytes,
-               prepare_fn prepare, sub_block_fn sub_block, scale_fn scale, enum iq_steps steps)
+               prepare_fn prepare, sub_block_fn sub_block, scale_fn scale, iq_sum_steps sum)
 {
     iq_super_block sb;
     iq_sub_block dec[QK_K / 32];
@@ -236,7 +271,7 @@ lattice_matmul(size_t n, const void *w, size_t w_row_bytes, size_t n_rows, const
             size_t tile = n_tokens - t0 < TILE_TOKENS ? n_tokens - t0 : TILE_TOKENS;
             if (tile == 1) {
                 y[t0 * ldy + r] = lattice_dot(n, row, (const char *)act + t0 * act_row_bytes,
-                                              block_bytes, prepare, sub_block, scale, steps);
+                                              block_bytes, prepare, sub_block, scale, sum);
                 continue;
             }
             const block_q8_k *blocks[TILE_TOKENS];
@@ -252,37 +287,40 @@ lattice_matmul(size_t n, const void *w, size_t w_row_bytes, size_t n_rows, const
                     dec[k] = sub_block(&sb, k);
                 float d = scale(sb.block);
                 for (size_t t = 0; t < tile; t++) {
-                    __m256i acc = _mm256_setzero_si256();
+                    __m256i acc = sum.start(&sb, &blocks[t][i]);
                     const int8_t *q8 = blocks[t][i].qs;
                     for (int k = 0; k < QK_K / 32; k++)
-                        acc = _mm256_add_epi32(acc, sub_block_dot(dec[k], q8 + 32 * k));
+                        acc = _mm256_add_epi32(
+                            acc, sub_block_dot(dec[k], q8 + 32 * k, sum.signed_weights));
                     sumf[t] = iq_x86_add_super_block(sumf[t], d * q8k_d(&blocks[t][i]),
-                                              x86_hsum_epi32(acc), steps);
+                                                     x86_hsum_epi32(acc), sum.steps);
                 }
             }
             for (size_t t = 0; t < tile; t++)
-                y[(t0 + t) * ldy + r] = iq_x86_finish_row(sumf[t], steps);
+                y[(t0 + t) * ldy + r] = iq_x86_finish_row(sumf[t], sum.steps);
         }
     }
 }
 
-#define LATTICE_KERNELS(name, block_type, prepare, scale, steps) \
+#define LATTICE_KERNELS(name, block_type, scale, start, signs, steps) \
     float quant_dot_##name##_avx2(size_t n, const void *w, const void *a) \
     { \
-        return lattice_dot(n, w, a, sizeof(block_type), prepare, sub_##name, scale, steps); \
+        return lattice_dot(n, w, a, sizeof(block_type), prepare_##name, sub_##name, scale, \
+                           (iq_sum_steps){start, signs, steps}); \
     } \
     void quant_matmul_##name##_avx2(size_t n, const void *w, size_t w_row_bytes, size_t n_rows, \
                                     const void *act, size_t act_row_bytes, size_t n_tokens, \
                                     float *y, size_t ldy) \
     { \
         lattice_matmul(n, w, w_row_bytes, n_rows, act, act_row_bytes, n_tokens, y, ldy, \
-                       sizeof(block_type), prepare, sub_##name, scale, steps); \
+                       sizeof(block_type), prepare_##name, sub_##name, scale, \
+                       (iq_sum_steps){start, signs, steps}); \
     }
 
-LATTICE_KERNELS(iq2_xxs, block_iq2_xxs, prepare_iq2_xxs, iq_f16_at_start, STEPS_EIGHTH)
-LATTICE_KERNELS(iq2_xs, block_iq2_xs, prepare_iq2_xs, iq_f16_at_start, STEPS_EIGHTH)
-LATTICE_KERNELS(iq2_s, block_iq2_s, prepare_iq2_s, iq_f16_at_start, STEPS_EIGHTH)
-LATTICE_KERNELS(iq3_xxs, block_iq3_xxs, prepare_iq3_xxs, iq_f16_at_start, STEPS_QUARTER)
-LATTICE_KERNELS(iq3_s, block_iq3_s, prepare_iq3_s, iq_f16_at_start, STEPS_PLAIN)
-LATTICE_KERNELS(iq1_s, block_iq1_s, prepare_nothing, iq_f16_at_start, STEPS_EIGHTHS_SUM)
-LATTICE_KERNELS(iq1_m, block_iq1_m, prepare_nothing, iq1_m_d, STEPS_EIGHTHS_SUM)
+LATTICE_KERNELS(iq2_xxs, block_iq2_xxs, iq_f16_at_start, start_at_zero, true, STEPS_EIGHTH)
+LATTICE_KERNELS(iq2_xs, block_iq2_xs, iq_f16_at_start, start_at_zero, true, STEPS_EIGHTH)
+LATTICE_KERNELS(iq2_s, block_iq2_s, iq_f16_at_start, start_at_zero, true, STEPS_EIGHTH)
+LATTICE_KERNELS(iq3_xxs, block_iq3_xxs, iq_f16_at_start, start_at_zero, true, STEPS_QUARTER)
+LATTICE_KERNELS(iq3_s, block_iq3_s, iq_f16_at_start, start_at_zero, true, STEPS_PLAIN)
+LATTICE_KERNELS(iq1_s, block_iq1_s, iq_f16_at_start, start_iq1, false, STEPS_EIGHTHS_SUM)
+LATTICE_KERNELS(iq1_m, block_iq1_m, iq1_m_d, start_iq1, false, STEPS_EIGHTHS_SUM)

@@ -63,13 +63,6 @@ static inline __m256i nibble_scales(const uint8_t scales[8])
     return _mm256_add_epi16(_mm256_add_epi16(s, s), _mm256_set1_epi16(1));
 }
 
-static inline uint64_t u64_at(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
 static inline __m512i gather64(const uint64_t *grid, __m128i eight_u16)
 {
     return _mm512_i64gather_epi64(_mm512_cvtepu16_epi64(eight_u16), (const void *)grid, 8);
@@ -143,7 +136,7 @@ static inline iq_pair pair_iq2_s(const iq_super_block *sb, int p)
     const block_iq2_s *b = (const block_iq2_s *)sb->block;
     __m128i at = _mm_loadu_si128((const __m128i *)(sb->idx + 8 * p));
     /* each group's sign byte is qs[32 + g] */
-    return make_pair(sb, p, gather64(quant_iq2s_grid, at), u64_at(b->qs + 32 + 8 * p));
+    return make_pair(sb, p, gather64(quant_iq2s_grid, at), iq_u64(b->qs + 32 + 8 * p));
 }
 
 /* ---- IQ3_S ---- */
@@ -163,7 +156,7 @@ static inline iq_pair pair_iq3_s(const iq_super_block *sb, int p)
 {
     const block_iq3_s *b = (const block_iq3_s *)sb->block;
     __m256i at = _mm256_loadu_si256((const __m256i *)(sb->idx + 16 * p));
-    return make_pair(sb, p, gather32(quant_iq3s_grid, at), u64_at(b->signs + 8 * p));
+    return make_pair(sb, p, gather32(quant_iq3s_grid, at), iq_u64(b->signs + 8 * p));
 }
 
 /* ---- IQ1_S and IQ1_M: grid values -1, 0, +1, each group shifted up or down by 1/8 ---- */
@@ -176,12 +169,7 @@ static inline void iq1_indices(iq_super_block *sb, const uint8_t qs[32], __m512i
     _mm512_storeu_si512(sb->idx, _mm512_or_si512(low, ninth));
 }
 
-/*
- * IQ1: 8 times each element is e = 8 * grid value + 1 or - 1 (at most 9 in magnitude); the
- * pairs hold e + 9 (0 to 18), unsigned as maddubs wants them, with no signs to apply. What
- * the 9 adds, 9 * (2s + 1) times each quarter's quant sum (Q8_K's bsums), is taken off
- * before the pairs are added (iq1_start), so the sum is the same integer as the AVX2 one.
- */
+/* IQ1 (see quant_iq_lattice_x86.h): e + 9 for 8 times each element e, with no signs. */
 static inline iq_pair pair_iq1(const iq_super_block *sb, int p)
 {
     /* grid value -1, 0, +1 (low nibble 15, 0, 1) to 8 * value + 9 */
@@ -196,9 +184,7 @@ static inline iq_pair pair_iq1(const iq_super_block *sb, int p)
 
 static inline __m512i iq1_start(const iq_super_block *sb, const block_q8_k *y)
 {
-    __m256i minus_nine = _mm256_mullo_epi16(sb->half_scales, _mm256_set1_epi16(-9));
-    __m256i bsums = _mm256_loadu_si256((const __m256i *)y->bsums);
-    return _mm512_zextsi256_si512(_mm256_madd_epi16(minus_nine, bsums));
+    return _mm512_zextsi256_si512(iq1_sum_start(sb->half_scales, y));
 }
 
 static inline __m512i start_at_zero(const iq_super_block *sb, const block_q8_k *y)
@@ -226,8 +212,7 @@ static inline void prepare_iq1_s(iq_super_block *sb)
     const __m512i by = _mm512_set1_epi64(0x0009000600030000);
     iq1_indices(sb, b->qs, _mm512_srlv_epi16(per_group, by));
     sb->down = (uint32_t)_mm512_movepi16_mask(per_group);
-    __m128i s = _mm_and_si128(_mm_srli_epi16(qh, 12), _mm_set1_epi16(7));
-    sb->half_scales = doubled_scales(_mm256_cvtepu16_epi32(s));
+    sb->half_scales = iq1_s_half_scales(b);
 }
 
 static inline void prepare_iq1_m(iq_super_block *sb)
@@ -235,17 +220,13 @@ static inline void prepare_iq1_m(iq_super_block *sb)
     const block_iq1_m *b = (const block_iq1_m *)sb->block;
     /* group g takes the low nibble of qh[g / 2] when g is even, the high one when odd:
      * bits 0-2 of the grid index's top, bit 3 its shift */
-    __m512i qh = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)b->qh)));
+    __m256i bytes = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)b->qh));
+    __m512i qh = _mm512_castsi256_si512(bytes);
     __m512i nibble = _mm512_srlv_epi16(_mm512_permutexvar_epi16(lanes_over(1), qh),
                                        _mm512_set1_epi32(0x00040000));
     iq1_indices(sb, b->qs, nibble);
     sb->down = (uint32_t)_mm512_test_epi16_mask(nibble, _mm512_set1_epi16(8));
-    /* half h of sub-block k: bits 3(2(k % 2) + h) .. + 2 of scales word k / 2 */
-    __m256i words = _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)b->scales));
-    __m256i field = _mm256_permutexvar_epi16(_mm512_castsi512_si256(lanes_over(2)), words);
-    __m256i s = _mm256_and_si256(_mm256_srlv_epi16(field, _mm256_set1_epi64x(0x0009000600030000)),
-                                 _mm256_set1_epi16(7));
-    sb->half_scales = _mm256_add_epi16(_mm256_add_epi16(s, s), _mm256_set1_epi16(1));
+    sb->half_scales = iq1_m_half_scales(b);
 }
 
 /* ---- the dot and the tile ---- */

@@ -8,6 +8,7 @@
 #define CORRAL_ENGINE_QUANT_IQ_LATTICE_X86_H
 
 #include "quant_iq_lattice.h"
+#include "quant_k_blocks.h"
 #include "quant_x86.h"
 
 /*
@@ -28,12 +29,13 @@ static inline __m256i iq_sign_bytes_from_codes(__m256i codes)
  * lanes of `words`: lane k becomes sub-block k's four sign bytes, group 0's lowest. */
 static inline __m256i iq_sign_bytes_from_words(__m256i words)
 {
+    /* code l moves up by l bits, to byte l */
     const __m256i code = _mm256_set1_epi32(0x7f);
-    __m256i codes = _mm256_or_si256(
-        _mm256_or_si256(_mm256_and_si256(words, code),
-                        _mm256_and_si256(_mm256_slli_epi32(words, 1), _mm256_slli_epi32(code, 8))),
-        _mm256_or_si256(_mm256_and_si256(_mm256_slli_epi32(words, 2), _mm256_slli_epi32(code, 16)),
-                        _mm256_and_si256(_mm256_slli_epi32(words, 3), _mm256_slli_epi32(code, 24))));
+    __m256i c0 = _mm256_and_si256(words, code);
+    __m256i c1 = _mm256_and_si256(_mm256_slli_epi32(words, 1), _mm256_slli_epi32(code, 8));
+    __m256i c2 = _mm256_and_si256(_mm256_slli_epi32(words, 2), _mm256_slli_epi32(code, 16));
+    __m256i c3 = _mm256_and_si256(_mm256_slli_epi32(words, 3), _mm256_slli_epi32(code, 24));
+    __m256i codes = _mm256_or_si256(_mm256_or_si256(c0, c1), _mm256_or_si256(c2, c3));
     return iq_sign_bytes_from_codes(codes);
 }
 
@@ -93,6 +95,43 @@ static inline void iq3_s_indices(const block_iq3_s *b, uint16_t idx[64])
         __m256i low = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(b->qs + 16 * q)));
         _mm256_storeu_si256((__m256i *)(idx + 16 * q), _mm256_or_si256(low, ninth));
     }
+}
+
+/*
+ * IQ1_S and IQ1_M: 8 times an element is e = 8 * grid value + 1 or - 1 (at most 9 in
+ * magnitude). The kernels multiply e + 9 (0 to 18, unsigned as maddubs wants it, so no signs
+ * to apply) and start each super-block's sum from minus 9 times each 16-element quarter's
+ * scale times its quant sum (Q8_K's bsums), which leaves the same integer as e would.
+ */
+
+/* IQ1_S's 2s + 1 per quarter (both halves of sub-block k take bits 12-14 of qh[k]). */
+static inline __m256i iq1_s_half_scales(const block_iq1_s *b)
+{
+    __m128i s = _mm_and_si128(_mm_srli_epi16(_mm_loadu_si128((const __m128i *)b->qh), 12),
+                              _mm_set1_epi16(7));
+    __m256i odd = _mm256_cvtepu16_epi32(_mm_add_epi16(_mm_add_epi16(s, s), _mm_set1_epi16(1)));
+    return _mm256_or_si256(odd, _mm256_slli_epi32(odd, 16));
+}
+
+/* IQ1_M's 2s + 1 per quarter: quarter f is bits 3(f % 4) .. + 2 of scales word f / 4. Each
+ * word goes to four u16 lanes, and a multiply moves lane f's field to bits 13-15. */
+static inline __m256i iq1_m_half_scales(const block_iq1_m *b)
+{
+    const __m256i spread = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 4, 5,
+                                            4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7);
+    const __m256i up = _mm256_setr_epi16(8192, 1024, 128, 16, 8192, 1024, 128, 16, 8192, 1024,
+                                         128, 16, 8192, 1024, 128, 16);
+    __m256i words = _mm256_set1_epi64x((long long)iq_u64(b->scales));
+    __m256i s = _mm256_srli_epi16(_mm256_mullo_epi16(_mm256_shuffle_epi8(words, spread), up), 13);
+    return _mm256_add_epi16(_mm256_add_epi16(s, s), _mm256_set1_epi16(1));
+}
+
+/* What a super-block's IQ1 sum starts from: -9 times the quarters' scales times quant sums,
+ * 8 i32 lanes (at most 9 * 15 * 2 * 16 * 127 in magnitude each). */
+static inline __m256i iq1_sum_start(__m256i half_scales, const block_q8_k *y)
+{
+    __m256i minus_nine = _mm256_mullo_epi16(half_scales, _mm256_set1_epi16(-9));
+    return _mm256_madd_epi16(minus_nine, _mm256_loadu_si256((const __m256i *)y->bsums));
 }
 
 /*
