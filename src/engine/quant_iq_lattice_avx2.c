@@ -49,12 +49,12 @@ typedef struct iq_sub_block {
 } iq_sub_block;
 
 /* A super-block being decoded: the block, and what some types put together for the whole
- * super-block first: IQ2_S's and IQ3_S's grid indices, the sign bytes of the types that
- * store 7-bit sign codes (IQ2_XXS, IQ2_XS, IQ3_XXS), IQ1's quarter scales. */
+ * super-block first: IQ2_S's, IQ3_S's and IQ1_M's grid indices, the sign bytes of the types
+ * that store 7-bit sign codes (IQ2_XXS, IQ2_XS, IQ3_XXS), IQ1's quarter scales. */
 typedef struct iq_super_block {
     const uint8_t *block;
     __m256i half_scales; /* IQ1: 2s + 1 of each 16-element quarter */
-    uint16_t idx[64];
+    uint16_t idx[64]; /* IQ2_S, IQ3_S, IQ1_M: grid indices */
     uint8_t signs[32]; /* sub-block k's four sign bytes at 4k */
 } iq_super_block;
 
@@ -180,7 +180,9 @@ static inline void prepare_iq1_s(iq_super_block *sb)
 
 static inline void prepare_iq1_m(iq_super_block *sb)
 {
-    sb->half_scales = iq1_m_half_scales((const block_iq1_m *)sb->block);
+    const block_iq1_m *b = (const block_iq1_m *)sb->block;
+    iq1_m_indices(b, sb->idx);
+    sb->half_scales = iq1_m_half_scales(b);
 }
 
 static inline iq_sub_block sub_iq1_s(const iq_super_block *sb, int k)
@@ -191,7 +193,7 @@ static inline iq_sub_block sub_iq1_s(const iq_super_block *sb, int k)
     __m256i grid = grid64(quant_iq1s_grid, qs[0] | (qh << 8 & 0x700), qs[1] | (qh << 5 & 0x700),
                           qs[2] | (qh << 2 & 0x700), qs[3] | (qh >> 1 & 0x700));
     return iq1_plus_nine(grid, _mm256_set1_epi8(qh & 0x8000 ? -1 : 1),
-                       _mm256_set1_epi16((int16_t)(2 * (qh >> 12 & 7) + 1)));
+                         _mm256_set1_epi16((int16_t)(2 * (qh >> 12 & 7) + 1)));
 }
 
 /* -1 for the elements of the groups whose shift is down (bit 3 of qh[0] for group 0, bit 7
@@ -209,13 +211,11 @@ static inline __m256i iq1_m_shifts(const uint8_t qh[2])
 static inline iq_sub_block sub_iq1_m(const iq_super_block *sb, int k)
 {
     const block_iq1_m *b = (const block_iq1_m *)sb->block;
-    const uint8_t *qs = b->qs + 4 * k, *qh = b->qh + 2 * k;
-    __m256i grid = grid64(quant_iq1s_grid, qs[0] | (qh[0] << 8 & 0x700u),
-                          qs[1] | (qh[0] << 4 & 0x700u), qs[2] | (qh[1] << 8 & 0x700u),
-                          qs[3] | (qh[1] << 4 & 0x700u));
+    const uint16_t *ik = sb->idx + 4 * k;
     unsigned word = iq_u16(b->scales + 2 * (k / 2)) >> (6 * (k % 2));
-    return iq1_plus_nine(grid, iq1_m_shifts(qh),
-                       scale_words((int)(2 * (word & 7) + 1), (int)(2 * (word >> 3 & 7) + 1)));
+    return iq1_plus_nine(grid64(quant_iq1s_grid, ik[0], ik[1], ik[2], ik[3]),
+                         iq1_m_shifts(b->qh + 2 * k),
+                         scale_words((int)(2 * (word & 7) + 1), (int)(2 * (word >> 3 & 7) + 1)));
 }
 
 /* A type's parts: what its super-block needs first, each sub-block, its f16 scale. */

@@ -113,17 +113,41 @@ static inline __m256i iq1_s_half_scales(const block_iq1_s *b)
     return _mm256_or_si256(odd, _mm256_slli_epi32(odd, 16));
 }
 
-/* IQ1_M's 2s + 1 per quarter: quarter f is bits 3(f % 4) .. + 2 of scales word f / 4. Each
- * word goes to four u16 lanes, and a multiply moves lane f's field to bits 13-15. */
-static inline __m256i iq1_m_half_scales(const block_iq1_m *b)
+/* 16 u16 lanes, lane f bits 3(f % 4) .. + 2 of the u16 word f / 4 of `words`: each word
+ * goes to four lanes, and a multiply moves lane f's field to bits 13-15. */
+static inline __m256i iq_three_bit_fields(const uint8_t words[8])
 {
     const __m256i spread = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 4, 5,
                                             4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7);
     const __m256i up = _mm256_setr_epi16(8192, 1024, 128, 16, 8192, 1024, 128, 16, 8192, 1024,
                                          128, 16, 8192, 1024, 128, 16);
-    __m256i words = _mm256_set1_epi64x((long long)iq_u64(b->scales));
-    __m256i s = _mm256_srli_epi16(_mm256_mullo_epi16(_mm256_shuffle_epi8(words, spread), up), 13);
+    __m256i all = _mm256_set1_epi64x((long long)iq_u64(words));
+    return _mm256_srli_epi16(_mm256_mullo_epi16(_mm256_shuffle_epi8(all, spread), up), 13);
+}
+
+/* IQ1_M's 2s + 1 per quarter: quarter f is bits 3(f % 4) .. + 2 of scales word f / 4. */
+static inline __m256i iq1_m_half_scales(const block_iq1_m *b)
+{
+    __m256i s = iq_three_bit_fields(b->scales);
     return _mm256_add_epi16(_mm256_add_epi16(s, s), _mm256_set1_epi16(1));
+}
+
+/* IQ1_M's 32 grid indices: qs[g] with bits 0-2 (g even) or 4-6 (g odd) of qh[g / 2] as bits
+ * 8-10; the multiply moves the field to bits 13-15 as above. */
+static inline void iq1_m_indices(const block_iq1_m *b, uint16_t idx[32])
+{
+    const __m256i spread = _mm256_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3,
+                                            -1, 4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1,
+                                            7, -1);
+    const __m256i up = _mm256_set1_epi32(0x02002000); /* 2^13 for even g, 2^9 for odd */
+    for (int h = 0; h < 2; h++) {
+        __m256i bytes = _mm256_set1_epi64x((long long)iq_u64(b->qh + 8 * h));
+        __m256i field = _mm256_srli_epi16(
+            _mm256_mullo_epi16(_mm256_shuffle_epi8(bytes, spread), up), 13);
+        __m256i low = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(b->qs + 16 * h)));
+        _mm256_storeu_si256((__m256i *)(idx + 16 * h),
+                            _mm256_or_si256(low, _mm256_slli_epi16(field, 8)));
+    }
 }
 
 /* What a super-block's IQ1 sum starts from: -9 times the quarters' scales times quant sums,
