@@ -53,7 +53,7 @@ typedef struct iq_sub_block {
  * that store 7-bit sign codes (IQ2_XXS, IQ2_XS, IQ3_XXS), IQ1's quarter scales. */
 typedef struct iq_super_block {
     const uint8_t *block;
-    __m256i half_scales; /* IQ1: 2s + 1 of each 16-element quarter */
+    int16_t half_scales[16]; /* IQ1: 2s + 1 of each 16-element quarter */
     uint16_t idx[64]; /* IQ2_S, IQ3_S, IQ1_M: grid indices */
     uint8_t signs[32]; /* sub-block k's four sign bytes at 4k */
 } iq_super_block;
@@ -78,22 +78,31 @@ static inline __m256i start_at_zero(const iq_super_block *sb, const block_q8_k *
 
 static inline __m256i start_iq1(const iq_super_block *sb, const block_q8_k *y)
 {
-    return iq1_sum_start(sb->half_scales, y);
+    return iq1_sum_start(_mm256_loadu_si256((const __m256i *)sb->half_scales), y);
+}
+
+/* IQ2_XXS: the +1 / -1 multipliers of a sub-block's four groups from its word of four 7-bit
+ * sign codes, looked up per group; the word is read for the scale anyway, and putting a
+ * super-block's sign bytes together first (as for IQ2_XS and IQ3_XXS) measured slower here. */
+static inline __m256i word_multipliers(uint32_t aux)
+{
+    const uint64_t *m = quant_iq_sign_multipliers;
+    return _mm256_set_epi64x((long long)m[aux >> 21 & 127], (long long)m[aux >> 14 & 127],
+                             (long long)m[aux >> 7 & 127], (long long)m[aux & 127]);
 }
 
 static inline void prepare_iq2_xxs(iq_super_block *sb)
 {
-    __m256i words = iq2_xxs_words((const block_iq2_xxs *)sb->block);
-    _mm256_storeu_si256((__m256i *)sb->signs, iq_sign_bytes_from_words(words));
+    (void)sb;
 }
 
 static inline iq_sub_block sub_iq2_xxs(const iq_super_block *sb, int k)
 {
     const block_iq2_xxs *b = (const block_iq2_xxs *)sb->block;
     const uint8_t *sub = b->qs + 8 * k;
+    uint32_t aux = iq_u32(sub + 4);
     return (iq_sub_block){grid64(quant_iq2xxs_grid, sub[0], sub[1], sub[2], sub[3]),
-                          byte_multipliers(sb->signs + 4 * k),
-                          _mm256_set1_epi16((int16_t)(2 * (sub[7] >> 4) + 1))};
+                          word_multipliers(aux), _mm256_set1_epi16((int16_t)(2 * (aux >> 28) + 1))};
 }
 
 static inline void prepare_iq2_xs(iq_super_block *sb)
@@ -175,14 +184,15 @@ static inline iq_sub_block iq1_plus_nine(__m256i grid, __m256i shifts, __m256i s
 
 static inline void prepare_iq1_s(iq_super_block *sb)
 {
-    sb->half_scales = iq1_s_half_scales((const block_iq1_s *)sb->block);
+    _mm256_storeu_si256((__m256i *)sb->half_scales,
+                        iq1_s_half_scales((const block_iq1_s *)sb->block));
 }
 
 static inline void prepare_iq1_m(iq_super_block *sb)
 {
     const block_iq1_m *b = (const block_iq1_m *)sb->block;
     iq1_m_indices(b, sb->idx);
-    sb->half_scales = iq1_m_half_scales(b);
+    _mm256_storeu_si256((__m256i *)sb->half_scales, iq1_m_half_scales(b));
 }
 
 static inline iq_sub_block sub_iq1_s(const iq_super_block *sb, int k)
