@@ -397,47 +397,54 @@ static float dot_iq1_m(size_t n, const void *w, const void *a)
 #define LATTICE_OPS(type_id, deq, act, dot_fn, matmul_fn) \
     {.type = (type_id), .dequantize = (deq), .act_type = TENSOR_TYPE_Q8_K, \
      .quantize_act = (act), .dot = (dot_fn), .matmul = (matmul_fn)}
+/* Each type's ops per level, and avx512's with VNNI after them. */
+enum { AT_AVX512_VNNI = CPU_LEVEL_COUNT, LATTICE_OPS_COUNT };
 #define LATTICE_LEVELS(type_id, deq, scalar_dot, name) \
     { \
         [CPU_LEVEL_SCALAR] = LATTICE_OPS(type_id, deq, quant_k_quantize_q8_k, scalar_dot, NULL), \
         [CPU_LEVEL_AVX2] = LATTICE_OPS(type_id, deq, quant_k_quantize_q8_k, \
                                        quant_dot_##name##_avx2, quant_matmul_##name##_avx2), \
         [CPU_LEVEL_AVX512] = LATTICE_OPS(type_id, deq, quant_k_quantize_q8_k_avx512, \
-                                         quant_dot_##name##_avx2, quant_matmul_##name##_avx2), \
+                                         quant_dot_##name##_avx512, quant_matmul_##name##_avx512), \
+        [AT_AVX512_VNNI] = LATTICE_OPS(type_id, deq, quant_k_quantize_q8_k_avx512, \
+                                       quant_dot_##name##_avx512, \
+                                       quant_matmul_##name##_avx512_vnni), \
     }
 
-static const quant_ops iq2_xxs_ops[CPU_LEVEL_COUNT] =
+static const quant_ops iq2_xxs_ops[LATTICE_OPS_COUNT] =
     LATTICE_LEVELS(TENSOR_TYPE_IQ2_XXS, dequantize_iq2_xxs, dot_iq2_xxs, iq2_xxs);
-static const quant_ops iq2_xs_ops[CPU_LEVEL_COUNT] =
+static const quant_ops iq2_xs_ops[LATTICE_OPS_COUNT] =
     LATTICE_LEVELS(TENSOR_TYPE_IQ2_XS, dequantize_iq2_xs, dot_iq2_xs, iq2_xs);
-static const quant_ops iq2_s_ops[CPU_LEVEL_COUNT] =
+static const quant_ops iq2_s_ops[LATTICE_OPS_COUNT] =
     LATTICE_LEVELS(TENSOR_TYPE_IQ2_S, dequantize_iq2_s, dot_iq2_s, iq2_s);
-static const quant_ops iq3_xxs_ops[CPU_LEVEL_COUNT] =
+static const quant_ops iq3_xxs_ops[LATTICE_OPS_COUNT] =
     LATTICE_LEVELS(TENSOR_TYPE_IQ3_XXS, dequantize_iq3_xxs, dot_iq3_xxs, iq3_xxs);
-static const quant_ops iq3_s_ops[CPU_LEVEL_COUNT] =
+static const quant_ops iq3_s_ops[LATTICE_OPS_COUNT] =
     LATTICE_LEVELS(TENSOR_TYPE_IQ3_S, dequantize_iq3_s, dot_iq3_s, iq3_s);
-static const quant_ops iq1_s_ops[CPU_LEVEL_COUNT] =
+static const quant_ops iq1_s_ops[LATTICE_OPS_COUNT] =
     LATTICE_LEVELS(TENSOR_TYPE_IQ1_S, dequantize_iq1_s, dot_iq1_s, iq1_s);
-static const quant_ops iq1_m_ops[CPU_LEVEL_COUNT] =
+static const quant_ops iq1_m_ops[LATTICE_OPS_COUNT] =
     LATTICE_LEVELS(TENSOR_TYPE_IQ1_M, dequantize_iq1_m, dot_iq1_m, iq1_m);
 
 const quant_ops *quant_iq_lattice_ops(uint32_t type, enum cpu_level level)
 {
+    unsigned at = level == CPU_LEVEL_AVX512 && cpu_has_avx512_vnni() ? AT_AVX512_VNNI
+                                                                     : (unsigned)level;
     switch (type) {
     case TENSOR_TYPE_IQ2_XXS:
-        return &iq2_xxs_ops[level];
+        return &iq2_xxs_ops[at];
     case TENSOR_TYPE_IQ2_XS:
-        return &iq2_xs_ops[level];
+        return &iq2_xs_ops[at];
     case TENSOR_TYPE_IQ2_S:
-        return &iq2_s_ops[level];
+        return &iq2_s_ops[at];
     case TENSOR_TYPE_IQ3_XXS:
-        return &iq3_xxs_ops[level];
+        return &iq3_xxs_ops[at];
     case TENSOR_TYPE_IQ3_S:
-        return &iq3_s_ops[level];
+        return &iq3_s_ops[at];
     case TENSOR_TYPE_IQ1_S:
-        return &iq1_s_ops[level];
+        return &iq1_s_ops[at];
     case TENSOR_TYPE_IQ1_M:
-        return &iq1_m_ops[level];
+        return &iq1_m_ops[at];
     default:
         return NULL;
     }

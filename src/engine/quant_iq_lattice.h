@@ -3,7 +3,8 @@
  * (ggml type 16), IQ2_XS (17), IQ3_XXS (18), IQ1_S (19), IQ3_S (21), IQ2_S (22) and IQ1_M (29).
  * Each names groups of 8 (or 4) elements by an index into a fixed grid of lattice points
  * (quant_iq_grids.h), with signs and scales beside. quant_iq_lattice.c owns the scalar code
- * and the per-level tables, quant_iq_lattice_avx2.c the AVX2 dots and tiles declared here.
+ * and the per-level tables, quant_iq_lattice_avx2.c and quant_iq_lattice_avx512.c the dots and
+ * tiles declared here (what those two share is in quant_iq_lattice_x86.h).
  * None has a quantizer: the engine reads them, ggml's tools write them. All pair with Q8_K
  * activations.
  *
@@ -106,6 +107,13 @@ static inline uint32_t iq_u32(const uint8_t *p)
     return v;
 }
 
+static inline uint64_t iq_u64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
 /* IQ1_M's f16 super-block scale, gathered from the top nibbles of its four scale words. */
 static inline uint16_t iq1_m_scale_bits(const block_iq1_m *b)
 {
@@ -117,7 +125,7 @@ static inline uint16_t iq1_m_scale_bits(const block_iq1_m *b)
 const quant_ops *quant_iq_lattice_ops(uint32_t type, enum cpu_level level);
 
 /*
- * The AVX2 dots and matrix tiles (quant_matmul_fn; also the AVX-512 level's) against Q8_K.
+ * The AVX2 dots and matrix tiles (quant_matmul_fn) against Q8_K.
  * Each super-block's integer sum is exact in i32 at every level, and the f32 steps after it
  * are the scalar's, so each result has the scalar dot's bits. A tile decodes each weight
  * super-block once for up to 8 activation rows.
@@ -135,6 +143,26 @@ IQ_LATTICE_AVX2_KERNELS(iq3_s)
 IQ_LATTICE_AVX2_KERNELS(iq1_s)
 IQ_LATTICE_AVX2_KERNELS(iq1_m)
 #undef IQ_LATTICE_AVX2_KERNELS
+
+/* The AVX-512 ones (quant_iq_lattice_avx512.c): the same results, two sub-blocks a vector;
+ * the _vnni tiles add the scaled sums with vpdpwssd, for CPUs with AVX-512 VNNI. */
+#define IQ_LATTICE_AVX512_KERNELS(name) \
+    float quant_dot_##name##_avx512(size_t n, const void *w, const void *a); \
+    void quant_matmul_##name##_avx512(size_t n, const void *w, size_t w_row_bytes, \
+                                      size_t n_rows, const void *act, size_t act_row_bytes, \
+                                      size_t n_tokens, float *y, size_t ldy); \
+    void quant_matmul_##name##_avx512_vnni(size_t n, const void *w, size_t w_row_bytes, \
+                                           size_t n_rows, const void *act, \
+                                           size_t act_row_bytes, size_t n_tokens, float *y, \
+                                           size_t ldy);
+IQ_LATTICE_AVX512_KERNELS(iq2_xxs)
+IQ_LATTICE_AVX512_KERNELS(iq2_xs)
+IQ_LATTICE_AVX512_KERNELS(iq2_s)
+IQ_LATTICE_AVX512_KERNELS(iq3_xxs)
+IQ_LATTICE_AVX512_KERNELS(iq3_s)
+IQ_LATTICE_AVX512_KERNELS(iq1_s)
+IQ_LATTICE_AVX512_KERNELS(iq1_m)
+#undef IQ_LATTICE_AVX512_KERNELS
 
 /* The f32 steps of every level after an IQ2 / IQ3 super-block's exact integer sum. */
 static inline float iq_add_super_block(float sumf, float d, int32_t bsum)
