@@ -1815,6 +1815,171 @@ static void put_gemma4_tower(shard *s, json_t *weight_map, const char *shard_nam
     }
 }
 
+/* Whether write_checkpoint writes a Gemma 4 checkpoint that an audio tower joins (no dummy
+ * tower tensors then): set only within hf_fixture_write_gemma4_audio. */
+static bool g_gemma4_audio;
+
+/* The checkpoint's value whose softplus, log(1 + exp(x)) in double as the converter takes it,
+ * is y exactly: log(exp(y) - 1), moved by single steps until it lands. */
+static float softplus_source(float y)
+{
+    float x = (float)log(expm1((double)y));
+    for (int step = 0; step < 64; step++) {
+        float z = (float)log(1.0 + exp((double)x));
+        if (z == y)
+            return x;
+        x = nextafterf(x, z < y ? INFINITY : -INFINITY);
+    }
+    fail_msg("no checkpoint value gives %g through softplus", (double)y);
+    return 0;
+}
+
+/* An audio block's tensor stem (ollama's), its Hugging Face names in transformers' naming
+ * (layers.N.*) and in the older conformer naming (conformer.N.*), and whether it is a clipped
+ * linear (its weight under .linear.). */
+static const struct {
+    const char *stem, *layers, *conformer;
+    bool clipped;
+} audio_parts[] = {
+    {"ffn_norm", "feed_forward1.pre_layer_norm", "ffw_layer_start.pre_layer_norm", false},
+    {"ffn_post_norm", "feed_forward1.post_layer_norm", "ffw_layer_start.post_layer_norm", false},
+    {"ffn_up", "feed_forward1.ffw_layer_1", "ffw_layer_start.ffw_layer_1", true},
+    {"ffn_down", "feed_forward1.ffw_layer_2", "ffw_layer_start.ffw_layer_2", true},
+    {"ffn_norm_1", "feed_forward2.pre_layer_norm", "ffw_layer_end.pre_layer_norm", false},
+    {"ffn_post_norm_1", "feed_forward2.post_layer_norm", "ffw_layer_end.post_layer_norm", false},
+    {"ffn_up_1", "feed_forward2.ffw_layer_1", "ffw_layer_end.ffw_layer_1", true},
+    {"ffn_down_1", "feed_forward2.ffw_layer_2", "ffw_layer_end.ffw_layer_2", true},
+    {"ln1", "norm_pre_attn", "attention.pre_attn_norm", false},
+    {"ln2", "norm_post_attn", "attention.post_norm", false},
+    {"attn_q", "self_attn.q_proj", "attention.attn.q_proj", true},
+    {"attn_k", "self_attn.k_proj", "attention.attn.k_proj", true},
+    {"attn_v", "self_attn.v_proj", "attention.attn.v_proj", true},
+    {"attn_out", "self_attn.post", "attention.post", true},
+    {"per_dim_scale", "self_attn.per_dim_scale", "attention.attn.per_dim_scale", false},
+    {"per_dim_k_scale", NULL, "attention.attn.per_dim_key_scale", false},
+    {"linear_pos", "self_attn.relative_k_proj",
+     "attention.attn.relative_position_embedding.pos_proj", false},
+    {"conv_norm", "lconv1d.pre_layer_norm", "lconv1d.pre_layer_norm", false},
+    {"conv_pw1", "lconv1d.linear_start", "lconv1d.linear_start", true},
+    {"conv_dw", "lconv1d.depthwise_conv1d", "lconv1d.depthwise_conv1d", false},
+    {"norm_conv", "lconv1d.conv_norm", "lconv1d.conv_norm", false},
+    {"conv_pw2", "lconv1d.linear_end", "lconv1d.linear_end", true},
+    {"layer_pre_norm", "norm_out", "norm_out", false},
+};
+
+/* An audio tower tensor's Hugging Face name into out (see hf_fixture_add_gemma4_audio). */
+static void audio_hf_name(const char *gguf, char *out, size_t cap)
+{
+    static const char *const whole[][2] = {
+        {"a.conv1d.0.", "model.audio_tower.subsample_conv_projection.layer0.conv."},
+        {"a.conv1d.1.", "model.audio_tower.subsample_conv_projection.conv_1.conv."},
+        {"a.pre_encode.out.", "model.audio_tower.subsample_conv_projection.input_proj_linear."},
+        {"mm.a.fc.", "model.audio_tower.output_proj."},
+        {"mm.a.input_projection.weight", "model.embed_audio.embedding_projection.linear.weight"},
+        {"mm.a.input_projection.", "model.embed_audio.embedding_projection."},
+    };
+    if (!strcmp(gguf, "a.conv1d.0.norm.weight") || !strcmp(gguf, "a.conv1d.1.norm.weight")) {
+        snprintf(out, cap, "model.audio_tower.subsample_conv_projection.%s.norm.weight",
+                 gguf[9] == '0' ? "layer0" : "conv_1");
+        return;
+    }
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
+        if (!strncmp(gguf, whole[i][0], strlen(whole[i][0]))) {
+            snprintf(out, cap, "%s%s", whole[i][1], gguf + strlen(whole[i][0]));
+            return;
+        }
+    unsigned layer;
+    int at = 0;
+    if (sscanf(gguf, "a.blk.%u.%n", &layer, &at) != 1 || at == 0)
+        fail_msg("no Gemma 4 name for %s", gguf);
+    const char *rest = gguf + at, *dot = strchr(rest, '.');
+    assert_non_null(dot);
+    for (size_t i = 0; i < sizeof audio_parts / sizeof audio_parts[0]; i++) {
+        if (strlen(audio_parts[i].stem) != (size_t)(dot - rest) ||
+            strncmp(rest, audio_parts[i].stem, (size_t)(dot - rest)) != 0)
+            continue;
+        const char *piece = layer % 2 ? audio_parts[i].conformer : audio_parts[i].layers;
+        if (!piece)
+            fail_msg("%s has no name in the block's naming", gguf);
+        bool weight = !strcmp(dot, ".weight");
+        bool bare = !strncmp(audio_parts[i].stem, "per_dim_", 8); /* a bare parameter */
+        snprintf(out, cap, "model.audio_tower.%s.%u.%s%s", layer % 2 ? "conformer" : "layers",
+                 layer, piece,
+                 !weight ? dot : bare ? "" : audio_parts[i].clipped ? ".linear.weight" : ".weight");
+        return;
+    }
+    fail_msg("no Gemma 4 name for %s", gguf);
+}
+
+static void add_gemma4_audio(const char *tower_path, const char *dir,
+                             safetensors_dtype matrix_dtype)
+{
+    static const char shard_name[] = "model-audio.safetensors";
+    corral_error err;
+    gguf_file *a = gguf_open(tower_path, &err);
+    if (!a)
+        fail_msg("%s", err.message);
+    shard s = {.header = json_object(), .data = tmpfile()};
+    assert_non_null(s.data);
+    json_error_t jerr;
+    json_t *index = json_load_file(store_fixture_path(dir, "model.safetensors.index.json"), 0,
+                                   &jerr);
+    assert_non_null(index);
+    json_t *weight_map = json_object_get(index, "weight_map");
+    for (size_t i = 0; i < gguf_n_tensors(a); i++) {
+        const gguf_tensor *t = gguf_tensor_at(a, i);
+        assert_int_equal(t->type, TENSOR_TYPE_F32);
+        char name[256];
+        audio_hf_name(t->name, name, sizeof name);
+        uint64_t cols = (uint64_t)t->ne[0], rows = gguf_tensor_n_elems(t) / cols;
+        bool conv = !strncmp(t->name, "a.conv1d.", 9) && t->n_dims == 4;
+        bool dw = strstr(t->name, ".conv_dw.") != NULL;
+        bool bound = strstr(t->name, "put_m") != NULL; /* input_min ... output_max */
+        bool per_dim = strstr(t->name, ".per_dim_scale.") != NULL;
+        const float *x = t->data;
+        float *through = NULL;
+        if (per_dim) {
+            assert_non_null(through = malloc(cols * sizeof *through));
+            for (uint64_t e = 0; e < cols; e++)
+                through[e] = softplus_source(x[e]);
+            x = through;
+        }
+        /* kernels F32 as ollama's file keeps them, so that their values come back whole */
+        safetensors_dtype dtype = t->n_dims == 1 || conv || dw ? SAFETENSORS_F32 : matrix_dtype;
+        put_matrix(&s, name, dtype, x, t->n_dims == 1 ? 0 : rows, cols, 0, false);
+        json_t *entry = json_object_get(s.header, name);
+        if (bound) /* a scalar */
+            json_object_set_new(entry, "shape", json_array());
+        if (conv) /* [out, in, 3, 3] */
+            json_object_set_new(entry, "shape",
+                                json_pack("[I,I,I,I]", (json_int_t)t->ne[3], (json_int_t)t->ne[2],
+                                          (json_int_t)t->ne[1], (json_int_t)t->ne[0]));
+        if (dw) /* [channels, 1, kernel] */
+            json_object_set_new(entry, "shape",
+                                json_pack("[I,i,I]", (json_int_t)rows, 1, (json_int_t)cols));
+        json_object_set_new(weight_map, name, json_string(shard_name));
+        free(through);
+    }
+    finish_shard(&s, dir, shard_name);
+    write_json(dir, "model.safetensors.index.json", index);
+    json_t *c = json_load_file(store_fixture_path(dir, "config.json"), 0, &jerr);
+    assert_non_null(c);
+    float eps;
+    assert_true(gguf_get_f32(a, "gemma4.audio.attention.layer_norm_epsilon", &eps, &err));
+    const gguf_tensor *fc = gguf_find_tensor(a, "mm.a.fc.weight");
+    assert_non_null(fc);
+    json_object_set_new(
+        c, "audio_config",
+        json_pack("{s:I,s:I,s:I,s:I,s:I,s:f}", "hidden_size",
+                  (json_int_t)get_u32(a, "gemma4.audio.embedding_length"), "num_hidden_layers",
+                  (json_int_t)get_u32(a, "gemma4.audio.block_count"), "num_attention_heads",
+                  (json_int_t)get_u32(a, "gemma4.audio.attention.head_count"), "conv_kernel_size",
+                  (json_int_t)get_u32(a, "gemma4.audio.conv_kernel_size"), "output_proj_dims",
+                  (json_int_t)fc->ne[1], "rms_norm_eps", (double)eps));
+    write_json(dir, "config.json", c);
+    gguf_close(a);
+}
+
 /* LFM2-VL's config.json (the text model's keys under text_config, the tower's as
  * vision_config, the projector's scale and LayerNorm at the top) and processor_config.json
  * (a tile twice the position table's side, the projector's normalisation). */
@@ -3041,7 +3206,8 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     if (bert || nomic || embedding_gemma)
         put_sentence_transformers(f, bert ? "bert" : nomic ? "nomic-bert" : "gemma-embedding",
                                   &shards[1], weight_map, shard_names[1], dir, matrix_dtype);
-    if (gemma4 && !strstr(hf_arch, "ForCausalLM")) { /* its towers: left out */
+    if (gemma4 && !strstr(hf_arch, "ForCausalLM") && !g_gemma4_audio) {
+        /* its towers: left out without audio_config */
         static const float dummy[4] = {1, 2, 3, 4};
         static const char *const towers[] = {
             "model.audio_tower.layers.0.self_attn.q_proj.linear.weight",
@@ -3151,6 +3317,17 @@ void hf_fixture_write_gemma4v(const char *text_path, const char *mmproj_path, co
 {
     write_checkpoint(text_path, dir, "Gemma4ForConditionalGeneration", matrix_dtype, NULL,
                      mmproj_path, 0, NULL);
+}
+
+void hf_fixture_write_gemma4_audio(const char *text_path, const char *mmproj_path,
+                                   const char *tower_path, const char *dir,
+                                   safetensors_dtype matrix_dtype)
+{
+    g_gemma4_audio = true;
+    write_checkpoint(text_path, dir, "Gemma4ForConditionalGeneration", matrix_dtype, NULL,
+                     mmproj_path, 0, NULL);
+    g_gemma4_audio = false;
+    add_gemma4_audio(tower_path, dir, matrix_dtype);
 }
 
 void hf_fixture_write_lfm2vl(const char *text_path, const char *mmproj_path, const char *dir,

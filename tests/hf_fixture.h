@@ -62,6 +62,20 @@ void hf_fixture_write_gemma4v(const char *text_path, const char *mmproj_path, co
                               safetensors_dtype matrix_dtype);
 
 /*
+ * hf_fixture_write_gemma4v with the Gemma 4 audio tower at tower_path (a gemma4 file of a.*
+ * and mm.a.* tensors, all F32, as tools/archref/gemma4audiogen.py writes it): its tensors
+ * in a shard of their own under Hugging Face's names (block 0 in transformers' naming,
+ * model.audio_tower.layers.0.*, block 1 in the conformer naming, conformer.1.*, which alone
+ * names a key scale; clipped linears as .linear.weight with their bounds as scalars;
+ * per_dim_scale before its softplus; the depthwise kernels [channels, 1, kernel]; kernels and
+ * vectors F32, the other matrices matrix_dtype) in model-audio.safetensors, the index listing
+ * them, and audio_config in config.json.
+ */
+void hf_fixture_write_gemma4_audio(const char *text_path, const char *mmproj_path,
+                                   const char *tower_path, const char *dir,
+                                   safetensors_dtype matrix_dtype);
+
+/*
  * hf_fixture_write_vision for the lfm2 text model at text_path and its llama.cpp lfm2
  * projector: an Lfm2VlForConditionalGeneration checkpoint (model.language_model.*), the
  * SigLIP 2 tower under model.vision_tower.vision_model.* (the patch kernel as a linear layer

@@ -190,6 +190,7 @@ static void list_checkpoint(checkpoint *cp)
                                         "generation_config.json", "model.safetensors.index.json",
                                         "model-00001-of-00002.safetensors",
                                         "model-00002-of-00002.safetensors",
+                                        "model-audio.safetensors",
                                         "chat_template.jinja", "tokenizer.model",
                                         "consolidated.safetensors", "added_tokens.json",
                                         "preprocessor_config.json", "modules.json",
@@ -1384,6 +1385,138 @@ static void test_convert_gemma4_vision_to_one_file(void **state)
     set_json("config.json", "vision_config", "patch_size", "4");
     set_json("config.json", "vision_config", "num_hidden_layers", "1");
     expect_convert_refusal("tensor 'model.vision_tower.encoder.layers.1.");
+}
+
+/* The converted audio tower's embeddings against the reference's (F32 weights, double
+ * arithmetic): its matrices are F16, and the engine rounds their inputs to F16 too; both
+ * roundings pass through two conformer blocks whose attention logits are sharp. */
+#define AUDIO_F16_TOLERANCE 0.05
+#define AUDIO_F16_MEAN_TOLERANCE 5e-3
+
+/* The audio tower of gemma4a-tower.gguf as the conversion of its checkpoint (matrices
+ * dtype) holds it: every tensor of the same shape, the kernels and vectors F32 and bit for bit,
+ * the blocks' matrices in dtype's type, the projectors ("mm.a.") F16, as ollama's converter
+ * writes them. */
+static void expect_audio_tensors(const gguf_file *want, const gguf_file *got,
+                                 safetensors_dtype dtype)
+{
+    for (size_t i = 0; i < gguf_n_tensors(want); i++) {
+        const gguf_tensor *w = gguf_tensor_at(want, i), *g = gguf_find_tensor(got, w->name);
+        if (!g)
+            fail_msg("no %s", w->name);
+        assert_int_equal(g->n_dims, w->n_dims);
+        assert_memory_equal(g->ne, w->ne, sizeof w->ne);
+        bool f32 = w->n_dims == 1 || !strncmp(w->name, "a.conv1d.", 9) ||
+                   strstr(w->name, ".conv_dw.") != NULL;
+        bool projector = !strncmp(w->name, "mm.", 3);
+        uint32_t type = f32                                    ? TENSOR_TYPE_F32
+                        : dtype == SAFETENSORS_BF16 && !projector ? TENSOR_TYPE_BF16
+                                                                  : TENSOR_TYPE_F16;
+        if (g->type != type)
+            fail_msg("%s is %s", w->name, tensor_type_name(g->type));
+        for (uint64_t e = 0; e < gguf_tensor_n_elems(w); e++) {
+            float x = ((const float *)w->data)[e];
+            if (!f32 && dtype == SAFETENSORS_BF16) /* the checkpoint's value */
+                x = quant_bf16_to_f32(quant_f32_to_bf16(x));
+            expect_element(x, type, g->data, e, w->name);
+        }
+    }
+}
+
+/* The Gemma4ForConditionalGeneration checkpoint of an E2B/E4B-like model (the gemma4v text
+ * model and tower, the gemma4a audio tower under model.audio_tower.* and model.embed_audio.*,
+ * audio_config) converts to one file holding all three: the audio tower's tensors as
+ * expect_audio_tensors holds them (per_dim_scale through softplus, the depthwise kernels
+ * squeezed), its keys as gemma4.audio.*, and a tower the engine loads that hears the fixture
+ * clip as the reference does. Saved BF16, the blocks' matrices stay BF16. An audio_config
+ * that does not fit is refused. */
+static void test_convert_gemma4_audio_to_one_file(void **state)
+{
+    (void)state;
+    char mmproj[4096], tower[4096];
+    snprintf(mmproj, sizeof mmproj, "%s", fixture("vision/gemma4v-mmproj.gguf"));
+    snprintf(tower, sizeof tower, "%s", fixture("audio/gemma4a-tower.gguf"));
+    hf_fixture_write_gemma4_audio(fixture("vision/gemma4v-text.gguf"), mmproj, tower, g_root,
+                                  SAFETENSORS_F16);
+    corral_error err = {{0}};
+    gguf_file *mm = gguf_open(mmproj, &err);
+    gguf_file *audio = mm ? gguf_open(tower, &err) : NULL;
+    if (!audio)
+        fail_msg("%s", err.message);
+    expect_gemma4_file("vision/gemma4v-text.gguf", SAFETENSORS_F16, TENSOR_TYPE_F16,
+                       gguf_n_tensors(mm) + gguf_n_tensors(audio));
+    const char *out = store_fixture_path(g_root, "out.gguf");
+    gguf_file *got = gguf_open(out, &err);
+    if (!got)
+        fail_msg("%s", err.message);
+    expect_audio_tensors(audio, got, SAFETENSORS_F16);
+    size_t keys = 0, got_keys = 0;
+    for (size_t i = 0; i < gguf_n_kv(audio); i++) {
+        const gguf_kv *kv = gguf_kv_at(audio, i);
+        if (strncmp(kv->key, "gemma4.audio.", 13) != 0)
+            continue;
+        keys++;
+        if (!kv_equal(kv, gguf_find_kv(got, kv->key)))
+            fail_msg("%s differs", kv->key);
+    }
+    for (size_t i = 0; i < gguf_n_kv(got); i++)
+        got_keys += strncmp(gguf_kv_at(got, i)->key, "gemma4.audio.", 13) == 0;
+    assert_int_equal(got_keys, keys);
+    gguf_close(got);
+
+    /* the engine hears the clip through the converted tower: the reference's embeddings,
+     * within what F16 matrices move them */
+    bool absent = true;
+    corral_audio_tower *t = corral_audio_tower_load(out, &absent, &err);
+    corral_model *model = t ? corral_model_load(out, &err) : NULL;
+    if (!model || !corral_audio_tower_fits(t, model, &err))
+        fail_msg("%s", absent ? "no audio tower" : err.message);
+    size_t size;
+    float *mel = file_fixture_read(fixture("audio/gemma4a-clip.mel.f32"), &size);
+    float *want = file_fixture_read(fixture("audio/gemma4a-clip.embd.f32"), &size);
+    size_t n_frames = 119, n_tokens = 30, width = 32;
+    assert_int_equal(size, n_tokens * width * sizeof(float));
+    corral_image_embd embd;
+    if (!corral_audio_tower_encode(t, mel, n_frames, 1, &embd, &err))
+        fail_msg("%s", err.message);
+    assert_int_equal(embd.n_tokens, n_tokens);
+    assert_int_equal(embd.n_embd, width);
+    double worst = 0, sum = 0;
+    for (size_t i = 0; i < n_tokens * width; i++) {
+        double d = fabs((double)embd.data[i] - want[i]);
+        worst = fmax(worst, d);
+        sum += d;
+    }
+    if (worst > AUDIO_F16_TOLERANCE || sum / (double)(n_tokens * width) > AUDIO_F16_MEAN_TOLERANCE)
+        fail_msg("audio embeddings off the reference's: at most %g, mean %g", worst,
+                 sum / (double)(n_tokens * width));
+    corral_image_embd_free(&embd);
+    free(want);
+    free(mel);
+    corral_model_free(model);
+    corral_audio_tower_free(t);
+    assert_int_equal(unlink(out), 0);
+
+    hf_fixture_write_gemma4_audio(fixture("vision/gemma4v-text.gguf"), mmproj, tower, g_root,
+                                  SAFETENSORS_BF16);
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    if (!(got = gguf_open(out, &err)))
+        fail_msg("%s", err.message);
+    expect_audio_tensors(audio, got, SAFETENSORS_BF16);
+    gguf_close(got);
+    gguf_close(audio);
+    gguf_close(mm);
+    assert_int_equal(unlink(out), 0);
+
+    set_json("config.json", "audio_config", "num_attention_heads", "3");
+    expect_convert_refusal("config.json: audio_config's 3 heads do not divide its hidden_size 16");
+    set_json("config.json", "audio_config", "num_attention_heads", "2");
+    set_json("config.json", "audio_config", "hidden_size", "null");
+    expect_convert_refusal("config.json has no audio_config.hidden_size");
+    set_json("config.json", "audio_config", "hidden_size", "16");
+    set_json("config.json", "audio_config", "num_hidden_layers", "1");
+    expect_convert_refusal("tensor 'model.audio_tower.conformer.1.");
 }
 
 /* Gemma4ForCausalLM: the text model saved alone, a fused q/k/v in the fixture. */
@@ -3288,6 +3421,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_convert_refuses_what_gemma4_lacks, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_convert_gemma4_bpe_tokenizer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_gemma4_audio_to_one_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_gemma4_vision_to_one_file, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_convert_lfm2vl_to_one_file, setup, teardown),

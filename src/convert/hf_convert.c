@@ -40,6 +40,7 @@ typedef enum elem_op {
     ELEM_CLAMP,   /* Gemma 3n's AltUp coefficients: within [-clamp, clamp] */
     ELEM_TANH,    /* Llama 3.2 Vision's tower gates, stored before their tanh */
     ELEM_ONE_MINUS_TANH, /* its position embedding's gate: 1 - tanh */
+    ELEM_SOFTPLUS, /* Gemma 4's audio per_dim_scale: log(1 + exp), in double as ollama's */
 } elem_op;
 
 typedef struct out_tensor {
@@ -967,7 +968,10 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
     if (hf_deepseek2_splits_kv_b(c->p.arch) && ends_with(t.name, ".attn_kv_b.weight"))
         return add_kv_b(c, src, t.name);
     bool conv = ends_with(t.name, ".ssm_conv1d.weight") ||
-                ends_with(t.name, ".shortconv.conv.weight"); /* Qwen 3.5's, LFM2's */
+                ends_with(t.name, ".shortconv.conv.weight") || /* Qwen 3.5's, LFM2's */
+                (!strncmp(t.name, "a.blk.", 6) && ends_with(t.name, ".conv_dw.weight"));
+    /* Gemma 4's audio subsampling kernels: ollama's converter keeps them F32 */
+    bool audio_conv = !strncmp(t.name, "a.conv1d.", 9);
     if (conv && !(src->n_dims == 3 && src->shape[1] == 1)) {
         corral_error_set(c->err, "tensor '%.200s' is not [channels, 1, kernel]", src->name);
         return HF_INVALID;
@@ -998,8 +1002,10 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
         t.key_heads = c->p.key_heads;
         t.per_key = c->p.value_heads / c->p.key_heads;
     }
-    /* ollama keeps a vision tower F16 (DeepSeek-OCR's SAM under "s." too) */
+    /* ollama keeps a vision tower F16 (DeepSeek-OCR's SAM under "s." too), and Gemma 4's
+     * audio projectors */
     bool tower = strncmp(t.name, "v.", 2) == 0 || strncmp(t.name, "s.", 2) == 0;
+    bool f16_only = tower || strncmp(t.name, "mm.a.", 5) == 0;
     /* the position tables ollama's converter keeps F32 (Llama 4's, Llama 3.2 Vision's,
      * DeepSeek-OCR's SAM) */
     static const char *const f32_tables[] = {
@@ -1011,14 +1017,14 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
     for (size_t i = 0; i < sizeof f32_tables / sizeof f32_tables[0]; i++)
         f32_table = f32_table || !strcmp(t.name, f32_tables[i]);
     if (t.n_dims == 1 || ends_with(t.name, ".bias") || ends_with(t.name, ".ffn_gate_inp.weight") ||
-        conv || f32_table || ends_with(t.name, "_norm.weight") ||
+        conv || audio_conv || f32_table || ends_with(t.name, "_norm.weight") ||
         !strcmp(t.name, "token_types.weight"))
         t.type = TENSOR_TYPE_F32; /* a router's few columns decide which experts run; llama.cpp
                                    * keeps a convolution's few taps F32; the engine reads a
                                    * norm's rows (Command R+'s per head) and BERT's two segment
                                    * vectors as F32 */
     else
-        t.type = src->dtype == SAFETENSORS_BF16 && !tower ? TENSOR_TYPE_BF16 : TENSOR_TYPE_F16;
+        t.type = src->dtype == SAFETENSORS_BF16 && !f16_only ? TENSOR_TYPE_BF16 : TENSOR_TYPE_F16;
     c->any_bf16 = c->any_bf16 || t.type == TENSOR_TYPE_BF16;
     bool mllama = hf_family_is_mllama(c->p.arch);
     bool q = ends_with(t.name, ".attn_q.weight") ||
@@ -1031,6 +1037,8 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
         return add_mllama_position_gates(c, &t);
     if (hf_family_adds_one(c->p.arch, t.name))
         t.op = ELEM_ADD_ONE;
+    if (hf_family_is_gemma4(c->p.arch) && hf_gemma4_softplus(src->name))
+        t.op = ELEM_SOFTPLUS;
     uint32_t neox = hf_family_is_glmocr(c->p.arch) ? hf_glmocr_neox_dims(&c->p) : 0;
     if (neox && !tower && !strncmp(t.name, "blk.", 4) &&
         (strstr(t.name, ".attn_q.") || strstr(t.name, ".attn_k."))) {
@@ -1239,6 +1247,8 @@ static void convert_elements(const uint8_t *src, safetensors_dtype dtype, uint32
             f = (float)tanh((double)f);
         else if (op == ELEM_ONE_MINUS_TANH)
             f = (float)(1.0 - tanh((double)f));
+        else if (op == ELEM_SOFTPLUS)
+            f = (float)log(1.0 + exp((double)f));
         if (type == TENSOR_TYPE_F32) {
             memcpy(dst + 4 * i, &f, 4);
         } else {

@@ -81,7 +81,7 @@ static const hf_arch archs[] = {
     {"LagunaForCausalLM", "laguna", FAMILY_LAGUNA, false},
     {"GlmOcrForConditionalGeneration", "glmocr", FAMILY_GLMOCR, false}, /* its tower in it */
     {"DeepseekOCRForCausalLM", "deepseekocr", FAMILY_DEEPSEEKOCR, false}, /* its towers too */
-    {"Gemma4ForConditionalGeneration", "gemma4", FAMILY_GEMMA4, false}, /* its tower in it */
+    {"Gemma4ForConditionalGeneration", "gemma4", FAMILY_GEMMA4, false}, /* its towers in it */
 };
 
 const hf_arch *hf_family_by_gguf_name(const char *gguf_name)
@@ -1825,7 +1825,7 @@ bool hf_family_skipped_tensor(const hf_params *p, const char *name)
     if (f == FAMILY_DEEPSEEK2)
         return hf_deepseek2_skipped_tensor(p, name);
     if (f == FAMILY_GEMMA4)
-        return hf_gemma4_skipped_tensor(name);
+        return hf_gemma4_skipped_tensor(p, name);
     if (f == FAMILY_GLMOCR)
         return hf_glmocr_skipped_tensor(p, name);
     return f == FAMILY_QWEN35 &&

@@ -100,6 +100,12 @@ typedef struct hf_gemma4 {
     /* rope_parameters' full_attention and sliding_attention, each when given */
     bool has_full_rope, has_swa_rope;
     float rope_theta, rope_theta_swa, partial_rotary;
+    /* audio_config, when it gives the tower's layers (n_audio_layer 0: no audio tower) */
+    uint32_t n_audio_layer;  /* num_hidden_layers */
+    uint32_t n_audio_embd;   /* hidden_size */
+    uint32_t n_audio_head;   /* num_attention_heads */
+    uint32_t audio_kernel;   /* conv_kernel_size (0: not written) */
+    float audio_eps;         /* rms_norm_eps, 1e-6 when absent */
 } hf_gemma4;
 
 /* LFM2-VL's image settings, each where config.json (top) and processor_config.json's
@@ -280,7 +286,7 @@ float hf_family_clamp(const hf_params *p, const char *gguf_name);
 
 /* Whether a checkpoint's tensor is left out (Qwen 3.5's vision tower and its multi-token
  * prediction layers, DeepSeek V3's past num_hidden_layers, Gemma 3n's towers, Gemma 4's audio
- * tower, GLM-OCR's layers past its prediction layers). */
+ * tower without audio_config, GLM-OCR's layers past its prediction layers). */
 bool hf_family_skipped_tensor(const hf_params *p, const char *name);
 
 /* Whether a tensor is stored as w - 1 and converted to 1 + w (Gemma's and Qwen 3.5's norms). */

@@ -181,6 +181,58 @@ static bool read_vision(const json_t *config, hf_params *p, corral_error *err)
     return true;
 }
 
+/* audio_config, when it gives the tower's layers: its sizes and epsilon (1e-6 where absent,
+ * as ollama's converter takes it); without it the checkpoint's audio tower is left out. */
+static bool read_audio(const json_t *config, hf_params *p, corral_error *err)
+{
+    const json_t *a = json_object_get(config, "audio_config");
+    hf_gemma4 *g = &p->gemma4;
+    g->n_audio_layer = g->n_audio_embd = g->n_audio_head = g->audio_kernel = 0;
+    g->audio_eps = 1e-6f;
+    if (!a || json_is_null(a))
+        return true;
+    if (!json_is_object(a)) {
+        corral_error_set(err, "config.json: audio_config must be an object");
+        return false;
+    }
+    const json_t *layers = json_object_get(a, "num_hidden_layers");
+    if (!layers || json_is_null(layers) || (json_is_integer(layers) && !json_integer_value(layers)))
+        return true; /* no tower */
+    static const struct {
+        const char *key;
+        uint32_t max;
+        bool required;
+    } counts[] = {{"num_hidden_layers", 4096, true},
+                  {"hidden_size", 1u << 20, true}, /* its FFN 4 times as wide, in 32 bits */
+                  {"num_attention_heads", 65536, true},
+                  {"conv_kernel_size", 4096, false}};
+    uint32_t *out[] = {&g->n_audio_layer, &g->n_audio_embd, &g->n_audio_head, &g->audio_kernel};
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+        const json_t *n = json_object_get(a, counts[i].key);
+        if (!n || json_is_null(n)) {
+            if (!counts[i].required)
+                continue;
+            corral_error_set(err, "config.json has no audio_config.%s", counts[i].key);
+            return false;
+        }
+        if (!json_is_integer(n) || json_integer_value(n) < 1 ||
+            json_integer_value(n) > counts[i].max) {
+            corral_error_set(err, "config.json: audio_config.%s must be an integer from 1 to %u",
+                             counts[i].key, counts[i].max);
+            return false;
+        }
+        *out[i] = (uint32_t)json_integer_value(n);
+    }
+    if (!read_number(a, "audio_config.", "rms_norm_eps", &g->audio_eps, NULL, err))
+        return false;
+    if (g->n_audio_embd % g->n_audio_head) {
+        corral_error_set(err, "config.json: audio_config's %u heads do not divide its "
+                         "hidden_size %u", g->n_audio_head, g->n_audio_embd);
+        return false;
+    }
+    return true;
+}
+
 hf_status hf_gemma4_read_config(const json_t *config, hf_params *p, corral_error *err)
 {
     hf_gemma4 *g = &p->gemma4;
@@ -200,7 +252,7 @@ hf_status hf_gemma4_read_config(const json_t *config, hf_params *p, corral_error
         !read_flag(config, "enable_moe_block", &moe, err) ||
         !read_number(config, "", "final_logit_softcapping", &p->final_softcap, NULL, err) ||
         !read_layer_types(config, p, err) || !read_rope(config, p, err) ||
-        !read_vision(config, p, err))
+        !read_vision(config, p, err) || !read_audio(config, p, err))
         return HF_INVALID;
     if (g->global_head_dim % 2 || p->n_head % g->n_global_kv_heads) {
         corral_error_set(err, "config.json: %u heads of %u dimensions (%u key/value heads) do "
@@ -320,14 +372,73 @@ static const char *const tower_renames[][2] = {
     {"layer_scalar", "out_scale.weight"},
 };
 
-bool hf_gemma4_rename_tower(const char *in, char *out, size_t cap)
+/* The audio tower's name pieces and ollama's, tried in this order at each position: the
+ * subsampling convolutions and conformer blocks under either of the two namings checkpoints
+ * use (conformer.N.attention.attn.*, layers.N.self_attn.*). */
+static const char *const audio_renames[][2] = {
+    {".linear.weight", ".weight"}, /* a linear layer whose products are clipped */
+    {".linear.bias", ".bias"},
+    {"model.audio_tower.subsample_conv_projection.conv_0.conv", "a.conv1d.0"},
+    {"model.audio_tower.subsample_conv_projection.conv_0.norm", "a.conv1d.0.norm"},
+    {"model.audio_tower.subsample_conv_projection.conv_1.conv", "a.conv1d.1"},
+    {"model.audio_tower.subsample_conv_projection.conv_1.norm", "a.conv1d.1.norm"},
+    {"model.audio_tower.subsample_conv_projection.layer0.conv", "a.conv1d.0"},
+    {"model.audio_tower.subsample_conv_projection.layer0.norm", "a.conv1d.0.norm"},
+    {"model.audio_tower.subsample_conv_projection.layer1.conv", "a.conv1d.1"},
+    {"model.audio_tower.subsample_conv_projection.layer1.norm", "a.conv1d.1.norm"},
+    {"model.audio_tower.subsample_conv_projection.input_proj_linear", "a.pre_encode.out"},
+    {"model.audio_tower.conformer", "a.blk"},
+    {"model.audio_tower.layers", "a.blk"},
+    {"model.audio_tower.output_proj", "mm.a.fc"},
+    {"model.embed_audio.embedding_projection", "mm.a.input_projection"},
+    {"attention.attn.relative_position_embedding.pos_proj", "linear_pos"},
+    {"self_attn.relative_k_proj", "linear_pos"},
+    {"attention.attn.per_dim_key_scale", "per_dim_k_scale"},
+    {"attention.attn.per_dim_scale", "per_dim_scale"},
+    {"self_attn.per_dim_scale", "per_dim_scale"},
+    {"attention.attn.q_proj", "attn_q"},
+    {"attention.attn.k_proj", "attn_k"},
+    {"attention.attn.v_proj", "attn_v"},
+    {"attention.pre_attn_norm", "ln1"},
+    {"attention.post_norm", "ln2"},
+    {"attention.post", "attn_out"},
+    {"self_attn.post", "attn_out"},
+    {"self_attn.q_proj", "attn_q"},
+    {"self_attn.k_proj", "attn_k"},
+    {"self_attn.v_proj", "attn_v"},
+    {"norm_pre_attn", "ln1"},
+    {"norm_post_attn", "ln2"},
+    {"ffw_layer_start.pre_layer_norm", "ffn_norm"},
+    {"ffw_layer_start.post_layer_norm", "ffn_post_norm"},
+    {"ffw_layer_start.ffw_layer_1", "ffn_up"},
+    {"ffw_layer_start.ffw_layer_2", "ffn_down"},
+    {"ffw_layer_end.pre_layer_norm", "ffn_norm_1"},
+    {"ffw_layer_end.post_layer_norm", "ffn_post_norm_1"},
+    {"ffw_layer_end.ffw_layer_1", "ffn_up_1"},
+    {"ffw_layer_end.ffw_layer_2", "ffn_down_1"},
+    {"feed_forward1.pre_layer_norm", "ffn_norm"},
+    {"feed_forward1.post_layer_norm", "ffn_post_norm"},
+    {"feed_forward1.ffw_layer_1", "ffn_up"},
+    {"feed_forward1.ffw_layer_2", "ffn_down"},
+    {"feed_forward2.pre_layer_norm", "ffn_norm_1"},
+    {"feed_forward2.post_layer_norm", "ffn_post_norm_1"},
+    {"feed_forward2.ffw_layer_1", "ffn_up_1"},
+    {"feed_forward2.ffw_layer_2", "ffn_down_1"},
+    {"lconv1d.depthwise_conv1d", "conv_dw"},
+    {"lconv1d.pre_layer_norm", "conv_norm"},
+    {"lconv1d.conv_norm", "norm_conv"},
+    {"lconv1d.linear_start", "conv_pw1"},
+    {"lconv1d.linear_end", "conv_pw2"},
+    {"norm_out", "layer_pre_norm"},
+};
+
+/* in with each piece of renames (n pairs) that starts a position replaced, into out. */
+static void rename_pieces(const char *in, const char *const (*renames)[2], size_t n, char *out,
+                          size_t cap)
 {
-    if (strncmp(in, "model.vision_tower.", 19) != 0 && strncmp(in, "model.embed_vision.", 19) != 0)
-        return false;
     size_t o = 0;
     for (const char *s = in; *s && o + 1 < cap;) {
-        const char *const *pair = hf_family_rename_in(
-            tower_renames, sizeof tower_renames / sizeof tower_renames[0], s);
+        const char *const *pair = hf_family_rename_in(renames, n, s);
         const char *piece = pair ? pair[1] : s;
         size_t len = pair ? strlen(piece) : 1;
         for (size_t i = 0; i < len && o + 1 < cap; i++)
@@ -335,13 +446,42 @@ bool hf_gemma4_rename_tower(const char *in, char *out, size_t cap)
         s += pair ? strlen(pair[0]) : 1;
     }
     out[o] = '\0';
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
+bool hf_gemma4_rename_tower(const char *in, char *out, size_t cap)
+{
+    if (!strncmp(in, "model.vision_tower.", 19) || !strncmp(in, "model.embed_vision.", 19)) {
+        rename_pieces(in, tower_renames, sizeof tower_renames / sizeof tower_renames[0], out,
+                      cap);
+        return true;
+    }
+    if (strncmp(in, "model.audio_tower.", 18) != 0 && strncmp(in, "model.embed_audio.", 18) != 0)
+        return false;
+    rename_pieces(in, audio_renames, sizeof audio_renames / sizeof audio_renames[0], out, cap);
+    /* the attention's scales are bare parameters; ollama's file names them as weights (the
+     * engine reads the key scale under the same form) */
+    size_t len = strlen(out);
+    if ((ends_with(out, ".per_dim_scale") || ends_with(out, ".per_dim_k_scale")) &&
+        len + 7 < cap)
+        memcpy(out + len, ".weight", 8);
     return true;
 }
 
-bool hf_gemma4_skipped_tensor(const char *name)
+bool hf_gemma4_softplus(const char *hf_name)
+{
+    return !strncmp(hf_name, "model.audio_tower.", 18) && ends_with(hf_name, ".per_dim_scale");
+}
+
+bool hf_gemma4_skipped_tensor(const hf_params *p, const char *name)
 {
     static const char *const towers[] = {"model.audio_tower.", "model.embed_audio."};
-    for (size_t i = 0; i < sizeof towers / sizeof towers[0]; i++)
+    for (size_t i = 0; !p->gemma4.n_audio_layer && i < sizeof towers / sizeof towers[0]; i++)
         if (!strncmp(name, towers[i], strlen(towers[i])))
             return true;
     /* applied as a norm without weights */
@@ -393,8 +533,49 @@ static bool known_tower_tensor(const hf_params *p, const char *name)
            is_bound(rest, clipped, sizeof clipped / sizeof clipped[0]);
 }
 
+/* An audio tower's tensor (ollama's name), in a model with one: what the engine's tower
+ * reads (src/engine/audio_gemma4.c). */
+static bool known_audio_tensor(const hf_params *p, const char *name)
+{
+    static const char *const whole[] = {"a.conv1d.0.weight", "a.conv1d.0.norm.weight",
+                                        "a.conv1d.1.weight", "a.conv1d.1.norm.weight",
+                                        "a.pre_encode.out.weight", "mm.a.fc.weight",
+                                        "mm.a.fc.bias", "mm.a.input_projection.weight"};
+    static const char *const projections[] = {"a.pre_encode.out", "mm.a.fc",
+                                              "mm.a.input_projection"};
+    static const char *const block[] = {
+        "ffn_norm.weight",     "ffn_up.weight",        "ffn_down.weight",
+        "ffn_post_norm.weight", "ffn_norm_1.weight",   "ffn_up_1.weight",
+        "ffn_down_1.weight",   "ffn_post_norm_1.weight", "ln1.weight",
+        "attn_q.weight",       "attn_k.weight",        "attn_v.weight",
+        "attn_out.weight",     "per_dim_scale.weight", "per_dim_k_scale.weight",
+        "linear_pos.weight",   "ln2.weight",           "conv_norm.weight",
+        "conv_pw1.weight",     "conv_dw.weight",       "norm_conv.weight",
+        "conv_pw2.weight",     "layer_pre_norm.weight"};
+    static const char *const linears[] = {"ffn_up",   "ffn_down", "ffn_up_1", "ffn_down_1",
+                                          "attn_q",   "attn_k",   "attn_v",   "attn_out",
+                                          "linear_pos", "conv_pw1", "conv_pw2"};
+    if (hf_family_listed(name, whole, sizeof whole / sizeof whole[0]) ||
+        is_bound(name, projections, sizeof projections / sizeof projections[0]))
+        return true;
+    unsigned layer;
+    int at = 0;
+    char again[32];
+    if (sscanf(name, "a.blk.%u.%n", &layer, &at) != 1 || at == 0 ||
+        layer >= p->gemma4.n_audio_layer)
+        return false;
+    snprintf(again, sizeof again, "a.blk.%u.", layer);
+    if (strncmp(name, again, (size_t)at) != 0) /* "a.blk.01." */
+        return false;
+    const char *rest = name + at;
+    return hf_family_listed(rest, block, sizeof block / sizeof block[0]) ||
+           is_bound(rest, linears, sizeof linears / sizeof linears[0]);
+}
+
 bool hf_gemma4_known_global(const hf_params *p, const char *name)
 {
+    if (p->gemma4.n_audio_layer && known_audio_tensor(p, name))
+        return true;
     static const char *const per_layer[] = {"per_layer_token_embd.weight",
                                             "per_layer_model_proj.weight",
                                             "per_layer_proj_norm.weight"};
@@ -481,6 +662,17 @@ bool hf_gemma4_write_keys(const hf_params *p, gguf_writer *w, corral_error *err)
              gguf_writer_add_u32(w, KEY("vision.num_channels"), v->n_channels, err) &&
              gguf_writer_add_u32(w, KEY("vision.projector.scale_factor"), v->merge_size, err) &&
              gguf_writer_add_f32(w, KEY("vision.attention.layer_norm_epsilon"), v->eps, err);
+    /* the conformer's FFN is 4 times its width; ollama writes the kernel only when given */
+    if (ok && g->n_audio_layer)
+        ok = gguf_writer_add_u32(w, KEY("audio.block_count"), g->n_audio_layer, err) &&
+             gguf_writer_add_u32(w, KEY("audio.embedding_length"), g->n_audio_embd, err) &&
+             gguf_writer_add_u32(w, KEY("audio.feed_forward_length"), 4 * g->n_audio_embd,
+                                 err) &&
+             gguf_writer_add_u32(w, KEY("audio.attention.head_count"), g->n_audio_head, err) &&
+             gguf_writer_add_f32(w, KEY("audio.attention.layer_norm_epsilon"), g->audio_eps,
+                                 err);
+    if (ok && g->n_audio_layer && g->audio_kernel)
+        ok = gguf_writer_add_u32(w, KEY("audio.conv_kernel_size"), g->audio_kernel, err);
 #undef KEY
     return ok;
 }
