@@ -432,22 +432,6 @@ static const char *const audio_renames[][2] = {
     {"norm_out", "layer_pre_norm"},
 };
 
-/* in with each piece of renames (n pairs) that starts a position replaced, into out. */
-static void rename_pieces(const char *in, const char *const (*renames)[2], size_t n, char *out,
-                          size_t cap)
-{
-    size_t o = 0;
-    for (const char *s = in; *s && o + 1 < cap;) {
-        const char *const *pair = hf_family_rename_in(renames, n, s);
-        const char *piece = pair ? pair[1] : s;
-        size_t len = pair ? strlen(piece) : 1;
-        for (size_t i = 0; i < len && o + 1 < cap; i++)
-            out[o++] = piece[i];
-        s += pair ? strlen(pair[0]) : 1;
-    }
-    out[o] = '\0';
-}
-
 static bool ends_with(const char *s, const char *suffix)
 {
     size_t n = strlen(s), k = strlen(suffix);
@@ -457,13 +441,14 @@ static bool ends_with(const char *s, const char *suffix)
 bool hf_gemma4_rename_tower(const char *in, char *out, size_t cap)
 {
     if (!strncmp(in, "model.vision_tower.", 19) || !strncmp(in, "model.embed_vision.", 19)) {
-        rename_pieces(in, tower_renames, sizeof tower_renames / sizeof tower_renames[0], out,
-                      cap);
+        hf_family_rename_by(tower_renames, sizeof tower_renames / sizeof tower_renames[0], in, out,
+                            cap);
         return true;
     }
     if (strncmp(in, "model.audio_tower.", 18) != 0 && strncmp(in, "model.embed_audio.", 18) != 0)
         return false;
-    rename_pieces(in, audio_renames, sizeof audio_renames / sizeof audio_renames[0], out, cap);
+    hf_family_rename_by(audio_renames, sizeof audio_renames / sizeof audio_renames[0], in, out,
+                        cap);
     /* the attention's scales are bare parameters; ollama's file names them as weights (the
      * engine reads the key scale under the same form) */
     size_t len = strlen(out);
