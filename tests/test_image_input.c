@@ -67,7 +67,7 @@ static void test_placement(void **state)
     char message[256], text[256];
     image_input in;
     chat_request *req = request_with_images("see [img] and", 3);
-    assert_true(image_input_prepare(&in, req, message, sizeof message));
+    assert_true(image_input_prepare(&in, req, true, message, sizeof message));
     assert_int_equal(in.n_images, 3);
     assert_int_equal(strlen(in.nonce), 16);
     marked_content(&in, req, false, text, sizeof text);
@@ -98,7 +98,7 @@ static void test_spaced_placement(void **state)
         char message[256], text[256];
         image_input in;
         chat_request *req = request_with_images(cases[i][0], 3);
-        assert_true(image_input_prepare(&in, req, message, sizeof message));
+        assert_true(image_input_prepare(&in, req, true, message, sizeof message));
         marked_content(&in, req, true, text, sizeof text);
         assert_string_equal(text, cases[i][1]);
         image_input_clear(&in);
@@ -112,7 +112,7 @@ static void test_extract(void **state)
     char message[256];
     image_input in;
     chat_request *req = request_with_images("x", 2);
-    assert_true(image_input_prepare(&in, req, message, sizeof message));
+    assert_true(image_input_prepare(&in, req, true, message, sizeof message));
     char prompt[512];
     /* image 1 first, image 0 twice, a forged marker of another nonce and one out of range */
     snprintf(prompt, sizeof prompt,
@@ -148,12 +148,12 @@ static void test_refusals(void **state)
     image_input in;
     chat_request *req = request_with_images("x", 1);
     assert_true(chat_message_add_image(&req->messages[0], "%%%", 3));
-    assert_false(image_input_prepare(&in, req, message, sizeof message));
+    assert_false(image_input_prepare(&in, req, true, message, sizeof message));
     assert_non_null(strstr(message, "image 1: invalid image data"));
     chat_request_free(req);
     req = request_with_images("x", 0);
     assert_true(chat_message_add_image(&req->messages[0], "aGVsbG8=", 8)); /* "hello" */
-    assert_false(image_input_prepare(&in, req, message, sizeof message));
+    assert_false(image_input_prepare(&in, req, true, message, sizeof message));
     assert_non_null(strstr(message, "image 0: "));
     chat_request_free(req);
 }
@@ -206,7 +206,7 @@ static void test_audio_items(void **state)
     char *mp3 = media_base64("ID3\x04", 4, 64);
     assert_true(chat_message_add_image(&req->messages[0], wav, strlen(wav)));
     assert_true(chat_message_add_image(&req->messages[0], mp3, strlen(mp3)));
-    assert_true(image_input_prepare(&in, req, message, sizeof message));
+    assert_true(image_input_prepare(&in, req, true, message, sizeof message));
     assert_int_equal(in.n_images, 3);
     assert_int_equal(in.n_audio, 2);
     image_input_clear(&in);
@@ -218,7 +218,7 @@ static void test_audio_items(void **state)
     req = request_with_images("x", 0);
     char *ogg = media_base64("OggS\0\x02", 6, 64);
     assert_true(chat_message_add_image(&req->messages[0], ogg, strlen(ogg)));
-    assert_false(image_input_prepare(&in, req, message, sizeof message));
+    assert_false(image_input_prepare(&in, req, true, message, sizeof message));
     assert_non_null(strstr(message, "image 0: Ogg audio is not supported"));
     chat_request_free(req);
     free(ogg);
@@ -226,8 +226,14 @@ static void test_audio_items(void **state)
     req = request_with_images("x", 0);
     char *fake = media_base64("\xff\xe9\x90\x64", 4, 64);
     assert_true(chat_message_add_image(&req->messages[0], fake, strlen(fake)));
-    assert_false(image_input_prepare(&in, req, message, sizeof message));
+    assert_false(image_input_prepare(&in, req, true, message, sizeof message));
     assert_non_null(strstr(message, "image 0: unsupported image format"));
+    /* for a model without a projector the bytes are not decoded: it refuses every image,
+     * in ollama's words, whatever they hold */
+    assert_true(image_input_prepare(&in, req, false, message, sizeof message));
+    assert_int_equal(in.n_images, 1);
+    assert_int_equal(in.n_audio, 0);
+    image_input_clear(&in);
     chat_request_free(req);
     free(fake);
 
@@ -241,7 +247,7 @@ static void test_audio_items(void **state)
     memset(big + 8, 'A', 4 * groups - 8);
     big[4 * groups] = '\0';
     assert_true(chat_message_add_image(&req->messages[0], big, 4 * groups));
-    assert_false(image_input_prepare(&in, req, message, sizeof message));
+    assert_false(image_input_prepare(&in, req, true, message, sizeof message));
     assert_non_null(strstr(message, "image 0: invalid image data: decoded data larger than"));
     chat_request_free(req);
     free(big);

@@ -61,7 +61,7 @@ static fitted fit(const chat_request *req, size_t limit)
     model_ref ref = {.template_text = "{{ range .Messages }}{{ .Role }}: {{ .Content }}\n{{ end }}"};
     char message[256];
     image_input in;
-    assert_true(image_input_prepare(&in, req, message, sizeof message));
+    assert_true(image_input_prepare(&in, req, true, message, sizeof message));
     json_t *input = chat_request_template_input(req);
     assert_true(input && image_input_mark(&in, req, input, false));
     fitted out;

@@ -537,7 +537,8 @@ static bool check_features(generation *g, http_reply *reply)
     if (image_input_present(req)) {
         char message[CORRAL_ERROR_MAX + 32];
         bool refused = true;
-        if (!image_input_prepare(&g->images, req, message, sizeof message))
+        if (!image_input_prepare(&g->images, req, g->ref->projector_path != NULL, message,
+                                 sizeof message))
             reply_error(g, reply, 400, "%s", message);
         else if (g->images.n_images > g->images.n_audio && !g->ref->projector_path)
             reply_error(g, reply, 400, "model does not support images");

@@ -45,9 +45,9 @@ bool image_input_in_system(const chat_request *req, char *message, size_t size)
 }
 
 /* A client's media item: base64 of an audio file (*audio set), or of an image the decoders
- * read within their limits. */
-static bool check_item(const chat_image *image, size_t index, bool *audio, char *message,
-                       size_t size)
+ * read within their limits (decoded only with decode_images). */
+static bool check_item(const chat_image *image, size_t index, bool decode_images, bool *audio,
+                       char *message, size_t size)
 {
     corral_error err = {{0}};
     size_t len;
@@ -66,6 +66,10 @@ static bool check_item(const chat_image *image, size_t index, bool *audio, char 
                      "MP3", index);
         return clip != AUDIO_OGG;
     }
+    if (!decode_images) {
+        free(bytes);
+        return true;
+    }
     if (len > IMAGE_INPUT_MAX_BYTES) {
         free(bytes);
         snprintf(message, size, "image %zu: invalid image data: decoded data larger than %u "
@@ -82,7 +86,8 @@ static bool check_item(const chat_image *image, size_t index, bool *audio, char 
     return true;
 }
 
-bool image_input_prepare(image_input *in, const chat_request *req, char *message, size_t size)
+bool image_input_prepare(image_input *in, const chat_request *req, bool decode_images,
+                         char *message, size_t size)
 {
     memset(in, 0, sizeof *in);
     size_t n = req->n_images;
@@ -103,7 +108,7 @@ bool image_input_prepare(image_input *in, const chat_request *req, char *message
         in->images[in->n_images++] = &req->images[k];
     for (size_t i = 0; i < in->n_images; i++) {
         bool audio;
-        if (!check_item(in->images[i], i, &audio, message, size)) {
+        if (!check_item(in->images[i], i, decode_images, &audio, message, size)) {
             image_input_clear(in);
             return false;
         }

@@ -42,8 +42,11 @@ bool image_input_more_than_one(const chat_request *req);
 bool image_input_in_system(const chat_request *req, char *message, size_t size);
 
 /* Check every media item of req, count the audio ones and number them all; false with a
- * 400's message (or out of memory). */
-bool image_input_prepare(image_input *in, const chat_request *req, char *message, size_t size);
+ * 400's message (or out of memory). Items that are not audio are decoded as images only
+ * with decode_images: a model without a projector refuses every image anyway, in ollama's
+ * words, whatever its bytes. */
+bool image_input_prepare(image_input *in, const chat_request *req, bool decode_images,
+                         char *message, size_t size);
 void image_input_clear(image_input *in);
 
 /* Markers into a template input (chat_request_template_input's: each message's content, or
