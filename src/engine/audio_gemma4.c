@@ -1,6 +1,7 @@
 /*
- * Gemma 4's audio tower (corral_audio_tower, engine.h), as ollama's converter lays it into
- * the model file and transformers' Gemma 4 audio model computes it:
+ * Gemma 4's audio tower (corral_audio_tower, engine.h; audio_gemma4.h inside the engine), as
+ * ollama's converter lays it into the model file and transformers' Gemma 4 audio model
+ * computes it:
  *
  * - two 3 x 3 convolutions of stride 2 over (time, mel bin), each followed by a layer norm
  *   over its channels (a weight, no bias) and a ReLU; the second's (frequency, channel) pairs
@@ -31,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audio_gemma4.h"
 #include "corral/engine.h"
 #include "gguf.h"
 #include "mmproj.h"
@@ -384,8 +386,12 @@ corral_audio_tower *corral_audio_tower_load(const char *path, bool *absent, corr
 {
     *absent = false;
     gguf_file *file = gguf_open(path, err);
-    if (!file)
-        return NULL;
+    return file ? audio_tower_open(file, absent, err) : NULL;
+}
+
+corral_audio_tower *audio_tower_open(gguf_file *file, bool *absent, corral_error *err)
+{
+    *absent = false;
     gguf_str arch = {0};
     if (!gguf_get_str_opt(file, "general.architecture", &arch, err)) {
         gguf_close(file);
@@ -409,6 +415,15 @@ corral_audio_tower *corral_audio_tower_load(const char *path, bool *absent, corr
         return NULL;
     }
     return t;
+}
+
+void audio_tower_hparams_get(const corral_audio_tower *t, audio_tower_hparams *out)
+{
+    *out = (audio_tower_hparams){.n_layer = t->n_layer, .n_embd = t->n_embd,
+                                 .n_head = t->n_head, .n_ff = t->n_ff, .kernel = t->kernel,
+                                 .conv0_channels = t->c0, .conv1_channels = t->c1,
+                                 .n_proj = t->n_proj, .n_embd_text = t->n_embd_text,
+                                 .eps = t->eps};
 }
 
 bool corral_audio_tower_fits(const corral_audio_tower *t, const corral_model *model,
