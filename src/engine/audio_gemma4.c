@@ -157,6 +157,16 @@ static bool bind_linear(const corral_audio_tower *t, linear *l, const char *stem
         if (!read_bound(t, name, bounds[i], err))
             return false;
     }
+    /* bounds the wrong way round, or a floor of +inf (a ceiling of -inf), would replace
+     * every value with a bound, and infinite ones make the embeddings infinite */
+    for (size_t i = 0; i < 4; i += 2)
+        if (!(*bounds[i] <= *bounds[i + 1]) || *bounds[i] == INFINITY ||
+            *bounds[i + 1] == -INFINITY) {
+            corral_error_set(err, "%s: %s's %s bounds are %g to %g, which bound no value",
+                             gguf_path(t->file), stem, i == 0 ? "input" : "output",
+                             (double)*bounds[i], (double)*bounds[i + 1]);
+            return false;
+        }
     return true;
 }
 
