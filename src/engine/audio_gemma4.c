@@ -86,6 +86,17 @@ struct corral_audio_tower {
 
 /* ---- loading ---- */
 
+/* The kernels read a tensor's values in place as floats or as blocks holding 16-bit scales;
+ * a file with general.alignment below 4 can place them anywhere. */
+static bool aligned(const corral_audio_tower *t, const gguf_tensor *g, corral_error *err)
+{
+    if ((uintptr_t)g->data % sizeof(float) == 0)
+        return true;
+    corral_error_set(err, "%s: tensor '%s' is not aligned to %zu bytes in the file",
+                     gguf_path(t->file), g->name, sizeof(float));
+    return false;
+}
+
 static bool bind(const corral_audio_tower *t, weight *w, const char *name, size_t n_in,
                  size_t n_out, bool vector, bool required, corral_error *err)
 {
@@ -106,7 +117,9 @@ static bool bind(const corral_audio_tower *t, weight *w, const char *name, size_
     }
     const quant_ops *ops = quant_ops_active(g->type);
     bool usable = vector ? g->type == TENSOR_TYPE_F32 : ops && ops->dot && ops->dequantize;
-    if (!usable || (uintptr_t)g->data % sizeof(float) != 0) {
+    if (!aligned(t, g, err))
+        return false;
+    if (!usable) {
         corral_error_set(err, "%s: tensor '%s' has type %s, which is not supported %s",
                          gguf_path(t->file), name, tensor_type_name(g->type),
                          vector ? "for a vector (F32 is)" : "for a matrix");
@@ -187,6 +200,8 @@ static float *read_kernel(const corral_audio_tower *t, const char *name, const i
                          (long long)ne[2], (long long)ne[3]);
         return NULL;
     }
+    if (!aligned(t, g, err))
+        return NULL;
     const quant_ops *ops = quant_ops_active(g->type);
     size_t rows = (size_t)(ne[1] * ne[2] * ne[3]), width = (size_t)ne[0];
     if (!ops || !ops->dequantize || g->size_bytes % rows != 0) {
