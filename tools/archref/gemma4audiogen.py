@@ -27,8 +27,8 @@ marks the runner places around a clip, the turn marks), for the server's full au
 
 Writes instead fuzz/fuzz_audio_tower.c's seeds besides the fixtures: towers at the edges of
 what the loader takes (one block, one head, a one-tap depthwise kernel, one channel per
-subsampling convolution; eight heads of width 2), and one whose bound tensor holds two values,
-which the loader must refuse.
+subsampling convolution; eight heads of width 2), three blocks with F16 matrices and
+kernels, and one whose bound tensor holds two values, which the loader must refuse.
 """
 import argparse
 import math
@@ -412,18 +412,23 @@ def tower_kv(seed):
             "gemma4.audio.conv_kernel_size": (u32, K)}
 
 
-# Each seed: (file name, the shape constants it changes, a tensor whose length it doubles).
+# Each seed: (file name, the shape constants it changes, a tensor whose length it doubles,
+# whether its matrices are stored as F16).
 FUZZ_SEEDS = [("edge.gguf", {"E": 2, "H": 1, "FF": 1, "K": 1, "C0": 1, "C1": 1, "PROJ": 1,
-                             "LAYERS": 1}, None),
-              ("narrow-heads.gguf", {"H": 8, "K": 3, "LAYERS": 1}, None),
-              ("long-bound.gguf", {"LAYERS": 1}, "a.blk.0.attn_q.input_max")]
+                             "LAYERS": 1}, None, False),
+              ("narrow-heads.gguf", {"H": 8, "K": 3, "LAYERS": 1}, None, False),
+              ("f16-three-blocks.gguf", {"H": 4, "FF": 24, "K": 7, "C0": 3, "C1": 2, "PROJ": 8,
+                                         "LAYERS": 3}, None, True),
+              ("long-bound.gguf", {"LAYERS": 1}, "a.blk.0.attn_q.input_max", False)]
 
 
 def fuzz_seeds(out_dir, seed):
     saved = dict(globals())
-    for name, shape, doubled in FUZZ_SEEDS:
+    for name, shape, doubled, f16 in FUZZ_SEEDS:
         globals().update(shape)
-        t = [(n, [2] if n == doubled else dims, *rest) for n, dims, *rest in tensors()]
+        t = [(n, [2] if n == doubled else dims, init, args,
+              "f16" if f16 and init == "matrix" else kind)
+             for n, dims, init, args, kind in tensors()]
         archgen.write_gguf(os.path.join(out_dir, name), tower_kv(seed), t, seed)
         globals().update({k: saved[k] for k in shape})
 
