@@ -3,7 +3,7 @@
  * no tower, be refused with a message, or give a tower whose hyper-parameters read back sane
  * and whose token and byte counts grow with the clip without overflowing; a small tower
  * also encodes a few short clips of generated log-mel frames, and where every one of its
- * weights is a modest F32 value, its embeddings must be finite.
+ * weights is a modest value, its embeddings must be finite.
  */
 #include <math.h>
 #include <stddef.h>
@@ -13,7 +13,7 @@
 
 #include "audio_gemma4.h"
 #include "gguf.h"
-#include "tensor_type.h"
+#include "quant.h"
 
 #define MEL_BINS 128
 /* The longest clip the tower takes (30 seconds of 10 ms frames) and a frame count past it. */
@@ -56,24 +56,29 @@ static void check_counts(const corral_audio_tower *t, const audio_tower_hparams 
     }
 }
 
-/* Whether every tensor of the tower in file (a.*, mm.a.*) is F32 with finite values no
- * larger than MODEST_WEIGHT. */
+/* Whether every tensor of the tower in file (a.*, mm.a.*) holds finite values no larger than
+ * MODEST_WEIGHT, in a type the engine reads. */
 static bool modest_weights(const gguf_file *file)
 {
-    for (size_t i = 0; i < gguf_n_tensors(file); i++) {
+    bool modest = true;
+    float *row = NULL;
+    for (size_t i = 0; modest && i < gguf_n_tensors(file); i++) {
         const gguf_tensor *g = gguf_tensor_at(file, i);
         if (strncmp(g->name, "a.", 2) != 0 && strncmp(g->name, "mm.a.", 5) != 0)
             continue;
-        if (g->type != TENSOR_TYPE_F32)
-            return false;
-        for (uint64_t k = 0; k < gguf_tensor_n_elems(g); k++) {
-            float v;
-            memcpy(&v, (const uint8_t *)g->data + k * sizeof v, sizeof v);
-            if (!(fabsf(v) <= MODEST_WEIGHT))
-                return false;
+        const quant_ops *ops = quant_ops_active(g->type);
+        size_t width = (size_t)g->ne[0], rows = gguf_tensor_n_elems(g) / width;
+        float *grown = realloc(row, width * sizeof *row);
+        modest = ops && ops->dequantize && (uintptr_t)g->data % sizeof(float) == 0 && grown;
+        row = grown ? grown : row;
+        for (size_t r = 0; modest && r < rows; r++) {
+            ops->dequantize((const uint8_t *)g->data + r * (g->size_bytes / rows), row, width);
+            for (size_t k = 0; modest && k < width; k++)
+                modest = fabsf(row[k]) <= MODEST_WEIGHT;
         }
     }
-    return true;
+    free(row);
+    return modest;
 }
 
 static void check_encode(const corral_audio_tower *t, const audio_tower_hparams *hp,
