@@ -16,7 +16,7 @@
 #include "quant.h"
 
 #define MEL_BINS 128
-/* The longest clip the tower takes (30 seconds of 10 ms frames) and a frame count past it. */
+/* The longest clip the tower takes: 30 seconds of 10 ms frames. */
 #define MAX_FRAMES 3000
 /* Weights of at most this size cannot carry a small tower's sums past a float's range. */
 #define MODEST_WEIGHT 64.0f
