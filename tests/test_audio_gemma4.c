@@ -4,7 +4,8 @@
  * integer arithmetic alone, and the tiny random-weight tower's embeddings of those frames
  * (the attention there computed in transformers' blocks, here as a window). A model file
  * without a tower says so without an error; a clip too long for the tower and tower files
- * spoiled one way each are refused with a message naming the fault.
+ * spoiled one way each (bounds that bound nothing, tensors out of alignment among them) are
+ * refused with a message naming the fault.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -23,6 +24,7 @@
 #include "file_fixture.h"
 #include "gguf.h"
 #include "gguf_write_fixture.h"
+#include "tensor_type.h"
 #include "vision_check.h"
 
 /* The reference runs in double precision from float32 weights and frames; our tower in
@@ -231,28 +233,53 @@ static void test_file_without_tower(void **state)
     assert_string_equal(err.message, "");
 }
 
-/* The tower file rewritten with tensor `drop` left out, or `reshape` declared flat; the
- * refusal must say `needle`. */
-static void expect_spoiled(const char *drop, const char *reshape, const char *needle)
+/* How expect_spoiled rewrites the tower file: tensor drop left out, reshape declared flat,
+ * the one-value tensors set[i] holding value[i]; misalign: general.alignment 1 and a few bytes'
+ * tensor first, as many as put the first convolution's kernel (and the tensors after it, all
+ * a multiple of 4 bytes long) at an offset that is not a multiple of 4 in memory. */
+typedef struct spoil {
+    const char *drop, *reshape, *set[2];
+    float value[2];
+    bool misalign;
+} spoil;
+
+static const float *spoiled_value(const spoil *s, const char *name)
+{
+    for (size_t i = 0; i < 2; i++)
+        if (s->set[i] && strcmp(s->set[i], name) == 0)
+            return &s->value[i];
+    return NULL;
+}
+
+/* The tower file rewritten to out as s says, with pad bytes' tensor first when s->misalign. */
+static void write_spoiled(const spoil *s, size_t pad, const char *out)
 {
     corral_error err = {{0}};
     gguf_file *in = gguf_open(fixture("gemma4a-tower.gguf"), &err);
     assert_non_null(in);
-    char out[4096];
-    snprintf(out, sizeof out, "%s/test_audio_gemma4.%d.gguf",
-             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
     gguf_writer *w = gguf_writer_create();
     bool ok = w != NULL;
     for (size_t i = 0; ok && i < gguf_n_kv(in); i++)
         ok = gguf_writer_copy_kv(w, gguf_kv_at(in, i), &err);
+    if (s->misalign)
+        ok = ok && gguf_writer_set_alignment(w, 1, &err);
     for (int pass = 0; ok && pass < 2; pass++) {
+        const int8_t zeros[4] = {0};
+        if (s->misalign)
+            ok = pass == 0 ? gguf_writer_add_tensor(w, "a.pad", TENSOR_TYPE_I8, 1,
+                                                    (const int64_t[1]){(int64_t)pad}, &err)
+                           : gguf_writer_write_tensor(w, zeros, pad, &err);
         for (size_t i = 0; ok && i < gguf_n_tensors(in); i++) {
             const gguf_tensor *t = gguf_tensor_at(in, i);
-            if (drop && strcmp(t->name, drop) == 0)
+            const float *value = spoiled_value(s, t->name);
+            if (s->drop && strcmp(t->name, s->drop) == 0)
                 continue;
-            if (reshape && strcmp(t->name, reshape) == 0 && pass == 0) {
+            if (s->reshape && strcmp(t->name, s->reshape) == 0 && pass == 0) {
                 int64_t flat[1] = {(int64_t)gguf_tensor_n_elems(t)};
                 ok = gguf_writer_add_tensor(w, t->name, t->type, 1, flat, &err);
+            } else if (value && pass == 1) {
+                assert_int_equal(t->size_bytes, sizeof *value);
+                ok = gguf_writer_write_tensor(w, value, sizeof *value, &err);
             } else {
                 ok = gguf_write_fixture_copy(w, pass, t->name, t, &err);
             }
@@ -262,11 +289,38 @@ static void expect_spoiled(const char *drop, const char *reshape, const char *ne
     }
     gguf_write_fixture_finish(w, ok, out, &err);
     gguf_close(in);
+}
+
+/* Whether the first convolution's kernel in the file at path lies off a 4-byte boundary. */
+static bool kernel_misaligned(const char *path)
+{
+    corral_error err = {{0}};
+    gguf_file *f = gguf_open(path, &err);
+    if (!f)
+        fail_msg("%s", err.message);
+    const gguf_tensor *t = gguf_find_tensor(f, "a.conv1d.0.weight");
+    bool off = t && (uintptr_t)t->data % 4 != 0;
+    gguf_close(f);
+    return off;
+}
+
+/* The tower file rewritten as s says; the refusal must say `needle`. */
+static void expect_spoiled(spoil s, const char *needle)
+{
+    corral_error err = {{0}};
+    char out[4096];
+    snprintf(out, sizeof out, "%s/test_audio_gemma4.%d.gguf",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+    write_spoiled(&s, 1, out);
+    for (size_t pad = 2; s.misalign && !kernel_misaligned(out); pad++) {
+        assert_true(pad < 4);
+        write_spoiled(&s, pad, out);
+    }
     bool absent = true;
     corral_audio_tower *t = corral_audio_tower_load(out, &absent, &err);
     remove(out);
     if (t)
-        fail_msg("a tower without %s loaded", drop ? drop : reshape);
+        fail_msg("a spoiled tower loaded (to say \"%s\")", needle);
     assert_false(absent);
     if (!strstr(err.message, needle))
         fail_msg("\"%s\" does not say \"%s\"", err.message, needle);
@@ -275,9 +329,37 @@ static void expect_spoiled(const char *drop, const char *reshape, const char *ne
 static void test_spoiled_files_refused(void **state)
 {
     (void)state;
-    expect_spoiled("a.blk.1.attn_v.weight", NULL, "missing tensor 'a.blk.1.attn_v.weight'");
-    expect_spoiled(NULL, "a.blk.0.ffn_down.weight", "tensor 'a.blk.0.ffn_down.weight' has shape");
-    expect_spoiled(NULL, "a.conv1d.1.weight", "a.conv1d.1");
+    expect_spoiled((spoil){.drop = "a.blk.1.attn_v.weight"},
+                   "missing tensor 'a.blk.1.attn_v.weight'");
+    expect_spoiled((spoil){.reshape = "a.blk.0.ffn_down.weight"},
+                   "tensor 'a.blk.0.ffn_down.weight' has shape");
+    expect_spoiled((spoil){.reshape = "a.conv1d.1.weight"}, "a.conv1d.1");
+}
+
+/* A product's floor above its ceiling, a floor of +inf or a ceiling of -inf clamps every
+ * value to a bound: the file is refused, naming the product and the side. */
+static void test_bounds_that_bound_nothing_refused(void **state)
+{
+    (void)state;
+    /* the fixture bounds a.blk.0.attn_q's input to [-1, 1], a.blk.1.conv_pw2's output to
+     * [-0.5, 0.5] */
+    expect_spoiled((spoil){.set = {"a.blk.0.attn_q.input_max"}, .value = {-2.0f}},
+                   "a.blk.0.attn_q's input bounds are -1 to -2");
+    expect_spoiled((spoil){.set = {"a.blk.1.conv_pw2.output_min", "a.blk.1.conv_pw2.output_max"},
+                           .value = {INFINITY, INFINITY}},
+                   "a.blk.1.conv_pw2's output bounds are inf to inf");
+    expect_spoiled((spoil){.set = {"a.blk.1.conv_pw2.output_min", "a.blk.1.conv_pw2.output_max"},
+                           .value = {-INFINITY, -INFINITY}},
+                   "a.blk.1.conv_pw2's output bounds are -inf to -inf");
+}
+
+/* Tensors at an odd offset (general.alignment 1) would be read in place as floats and 16-bit
+ * scales: refused, the first one the loader reads (the first convolution's kernel) named. */
+static void test_misaligned_tensors_refused(void **state)
+{
+    (void)state;
+    expect_spoiled((spoil){.misalign = true},
+                   "tensor 'a.conv1d.0.weight' is not aligned to 4 bytes");
 }
 
 int main(void)
@@ -288,6 +370,8 @@ int main(void)
         cmocka_unit_test(test_clip_tokens_causal),
         cmocka_unit_test(test_file_without_tower),
         cmocka_unit_test(test_spoiled_files_refused),
+        cmocka_unit_test(test_bounds_that_bound_nothing_refused),
+        cmocka_unit_test(test_misaligned_tensors_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /*
- * Gemma 4's audio tower (corral_audio_tower, engine.h), as ollama's converter lays it into
- * the model file and transformers' Gemma 4 audio model computes it:
+ * Gemma 4's audio tower (corral_audio_tower, engine.h; audio_gemma4.h inside the engine), as
+ * ollama's converter lays it into the model file and transformers' Gemma 4 audio model
+ * computes it:
  *
  * - two 3 x 3 convolutions of stride 2 over (time, mel bin), each followed by a layer norm
  *   over its channels (a weight, no bias) and a ReLU; the second's (frequency, channel) pairs
@@ -31,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audio_gemma4.h"
 #include "corral/engine.h"
 #include "gguf.h"
 #include "mmproj.h"
@@ -84,6 +86,17 @@ struct corral_audio_tower {
 
 /* ---- loading ---- */
 
+/* The kernels read a tensor's values in place as floats or as blocks holding 16-bit scales;
+ * a file with general.alignment below 4 can place them anywhere. */
+static bool aligned(const corral_audio_tower *t, const gguf_tensor *g, corral_error *err)
+{
+    if ((uintptr_t)g->data % sizeof(float) == 0)
+        return true;
+    corral_error_set(err, "%s: tensor '%s' is not aligned to %zu bytes in the file",
+                     gguf_path(t->file), g->name, sizeof(float));
+    return false;
+}
+
 static bool bind(const corral_audio_tower *t, weight *w, const char *name, size_t n_in,
                  size_t n_out, bool vector, bool required, corral_error *err)
 {
@@ -104,7 +117,9 @@ static bool bind(const corral_audio_tower *t, weight *w, const char *name, size_
     }
     const quant_ops *ops = quant_ops_active(g->type);
     bool usable = vector ? g->type == TENSOR_TYPE_F32 : ops && ops->dot && ops->dequantize;
-    if (!usable || (uintptr_t)g->data % sizeof(float) != 0) {
+    if (!aligned(t, g, err))
+        return false;
+    if (!usable) {
         corral_error_set(err, "%s: tensor '%s' has type %s, which is not supported %s",
                          gguf_path(t->file), name, tensor_type_name(g->type),
                          vector ? "for a vector (F32 is)" : "for a matrix");
@@ -155,6 +170,16 @@ static bool bind_linear(const corral_audio_tower *t, linear *l, const char *stem
         if (!read_bound(t, name, bounds[i], err))
             return false;
     }
+    /* bounds the wrong way round, or a floor of +inf (a ceiling of -inf), would replace
+     * every value with a bound, and infinite ones make the embeddings infinite */
+    for (size_t i = 0; i < 4; i += 2)
+        if (!(*bounds[i] <= *bounds[i + 1]) || *bounds[i] == INFINITY ||
+            *bounds[i + 1] == -INFINITY) {
+            corral_error_set(err, "%s: %s's %s bounds are %g to %g, which bound no value",
+                             gguf_path(t->file), stem, i == 0 ? "input" : "output",
+                             (double)*bounds[i], (double)*bounds[i + 1]);
+            return false;
+        }
     return true;
 }
 
@@ -175,6 +200,8 @@ static float *read_kernel(const corral_audio_tower *t, const char *name, const i
                          (long long)ne[2], (long long)ne[3]);
         return NULL;
     }
+    if (!aligned(t, g, err))
+        return NULL;
     const quant_ops *ops = quant_ops_active(g->type);
     size_t rows = (size_t)(ne[1] * ne[2] * ne[3]), width = (size_t)ne[0];
     if (!ops || !ops->dequantize || g->size_bytes % rows != 0) {
@@ -384,8 +411,12 @@ corral_audio_tower *corral_audio_tower_load(const char *path, bool *absent, corr
 {
     *absent = false;
     gguf_file *file = gguf_open(path, err);
-    if (!file)
-        return NULL;
+    return file ? audio_tower_open(file, absent, err) : NULL;
+}
+
+corral_audio_tower *audio_tower_open(gguf_file *file, bool *absent, corral_error *err)
+{
+    *absent = false;
     gguf_str arch = {0};
     if (!gguf_get_str_opt(file, "general.architecture", &arch, err)) {
         gguf_close(file);
@@ -409,6 +440,15 @@ corral_audio_tower *corral_audio_tower_load(const char *path, bool *absent, corr
         return NULL;
     }
     return t;
+}
+
+void audio_tower_hparams_get(const corral_audio_tower *t, audio_tower_hparams *out)
+{
+    *out = (audio_tower_hparams){.n_layer = t->n_layer, .n_embd = t->n_embd,
+                                 .n_head = t->n_head, .n_ff = t->n_ff, .kernel = t->kernel,
+                                 .conv0_channels = t->c0, .conv1_channels = t->c1,
+                                 .n_proj = t->n_proj, .n_embd_text = t->n_embd_text,
+                                 .eps = t->eps};
 }
 
 bool corral_audio_tower_fits(const corral_audio_tower *t, const corral_model *model,

@@ -22,6 +22,13 @@ Also writes OUT_DIR/gemma4a-model.gguf: the same tower beside a two-layer gemma4
 as wide as the tower's output (one sliding-window layer, one global layer whose keys are its
 values), with gemma3.gguf's vocabulary and the marks a Gemma 4 prompt holds (the audio
 marks the runner places around a clip, the turn marks), for the server's full audio path.
+
+    gemma4audiogen.py --fuzz-seeds OUT_DIR [--seed N]
+
+Writes instead fuzz/fuzz_audio_tower.c's seeds besides the fixtures: towers at the edges of
+what the loader takes (one block, one head, a one-tap depthwise kernel, one channel per
+subsampling convolution; eight heads of width 2), three blocks with F16 matrices and
+kernels, and one whose bound tensor holds two values, which the loader must refuse.
 """
 import argparse
 import math
@@ -391,22 +398,52 @@ def text_model():
     return kv, t
 
 
+def tower_kv(seed):
+    u32, f, s = archgen.T_U32, archgen.T_F32, archgen.T_STR
+    return {"general.architecture": (s, b"gemma4"),
+            "general.name": (s, f"gemma4audiogen-s{seed}".encode()),
+            "general.file_type": (u32, 0),
+            "gemma4.embedding_length": (u32, TEXT),
+            "gemma4.audio.block_count": (u32, LAYERS),
+            "gemma4.audio.embedding_length": (u32, E),
+            "gemma4.audio.feed_forward_length": (u32, FF),
+            "gemma4.audio.attention.head_count": (u32, H),
+            "gemma4.audio.attention.layer_norm_epsilon": (f, EPS),
+            "gemma4.audio.conv_kernel_size": (u32, K)}
+
+
+# Each seed: (file name, the shape constants it changes, a tensor whose length it doubles,
+# whether its matrices are stored as F16).
+FUZZ_SEEDS = [("edge.gguf", {"E": 2, "H": 1, "FF": 1, "K": 1, "C0": 1, "C1": 1, "PROJ": 1,
+                             "LAYERS": 1}, None, False),
+              ("narrow-heads.gguf", {"H": 8, "K": 3, "LAYERS": 1}, None, False),
+              ("f16-three-blocks.gguf", {"H": 4, "FF": 24, "K": 7, "C0": 3, "C1": 2, "PROJ": 8,
+                                         "LAYERS": 3}, None, True),
+              ("long-bound.gguf", {"LAYERS": 1}, "a.blk.0.attn_q.input_max", False)]
+
+
+def fuzz_seeds(out_dir, seed):
+    saved = dict(globals())
+    for name, shape, doubled, f16 in FUZZ_SEEDS:
+        globals().update(shape)
+        t = [(n, [2] if n == doubled else dims, init, args,
+              "f16" if f16 and init == "matrix" else kind)
+             for n, dims, init, args, kind in tensors()]
+        archgen.write_gguf(os.path.join(out_dir, name), tower_kv(seed), t, seed)
+        globals().update({k: saved[k] for k in shape})
+
+
 def main():
     ap = argparse.ArgumentParser(description="tiny Gemma 4 audio tower and its reference")
     ap.add_argument("out_dir")
     ap.add_argument("--seed", type=int, default=4700)
+    ap.add_argument("--fuzz-seeds", action="store_true")
     a = ap.parse_args()
-    u32, f, s = archgen.T_U32, archgen.T_F32, archgen.T_STR
-    kv = {"general.architecture": (s, b"gemma4"),
-          "general.name": (s, f"gemma4audiogen-s{a.seed}".encode()),
-          "general.file_type": (u32, 0),
-          "gemma4.embedding_length": (u32, TEXT),
-          "gemma4.audio.block_count": (u32, LAYERS),
-          "gemma4.audio.embedding_length": (u32, E),
-          "gemma4.audio.feed_forward_length": (u32, FF),
-          "gemma4.audio.attention.head_count": (u32, H),
-          "gemma4.audio.attention.layer_norm_epsilon": (f, EPS),
-          "gemma4.audio.conv_kernel_size": (u32, K)}
+    if a.fuzz_seeds:
+        fuzz_seeds(a.out_dir, a.seed)
+        return
+    s = archgen.T_STR
+    kv = tower_kv(a.seed)
     t = tensors()
     archgen.write_gguf(os.path.join(a.out_dir, "gemma4a-tower.gguf"), kv, t, a.seed)
     text_kv, text_t = text_model()
