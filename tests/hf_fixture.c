@@ -21,6 +21,7 @@
 #include "quant_half.h"
 #include "store_fixture.h"
 #include "tensor_type.h"
+#include "util/base64.h"
 
 const char hf_fixture_qwen2_regex[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+"
@@ -246,11 +247,27 @@ static const char *const nomic_names[][2] = {
     {"ffn_down", "mlp.fc2"},
 };
 
-static void nomic_hf_name(const char *gguf, char *out, size_t cap)
+/* A "nomic-bert-moe" model's (nomic-embed-text v2's): a GELU FFN and, in its expert layers,
+ * a router */
+static const char *const nomic_moe_names[][2] = {
+    {"token_embd.", "embeddings.word_embeddings."},
+    {"token_types.", "embeddings.token_type_embeddings."},
+    {"token_embd_norm.", "emb_ln."},
+    {"attn_qkv", "attn.Wqkv"},
+    {"attn_output", "attn.out_proj"},
+    {"attn_output_norm", "norm1"},
+    {"layer_output_norm", "norm2"},
+    {"ffn_up", "mlp.fc1"},
+    {"ffn_down", "mlp.fc2"},
+    {"ffn_gate_inp", "mlp.router.layer"},
+};
+
+static void nomic_hf_name(const char *gguf, bool moe, char *out, size_t cap)
 {
-    table_hf_name(gguf, nomic_names, 3, nomic_names + 3,
-                  sizeof nomic_names / sizeof nomic_names[0] - 3, "encoder.layers", true, out,
-                  cap);
+    const char *const(*names)[2] = moe ? nomic_moe_names : nomic_names;
+    size_t n = moe ? sizeof nomic_moe_names / sizeof nomic_moe_names[0]
+                   : sizeof nomic_names / sizeof nomic_names[0];
+    table_hf_name(gguf, names, 3, names + 3, n - 3, "encoder.layers", true, out, cap);
 }
 
 static void bert_hf_name(const char *gguf, char *out, size_t cap)
@@ -601,7 +618,18 @@ static void write_config(const gguf_file *f, const char *dir, const char *hf_arc
             json_object_del(c, "rope_scaling"); /* GLM's RoPE is not scaled */
         }
     }
-    if (strcmp(a, "nomic-bert") == 0) { /* nomic's config names its sizes as GPT-2 does */
+    if (strcmp(a, "nomic-bert-moe") == 0) { /* nomic-embed-text v2's experts, GELU, one type */
+        json_object_set(c, "moe_top_k", json_object_get(c, "num_experts_per_tok"));
+        json_object_del(c, "num_experts_per_tok");
+        json_object_set_new(c, "moe_every_n_layers",
+                            json_integer(get_u32(f, K("moe_every_n_layers"))));
+        json_object_set_new(c, "type_vocab_size",
+                            json_integer(get_u32(f, "tokenizer.ggml.token_type_count")));
+        json_object_set_new(c, "activation_function", json_string("gelu"));
+        json_object_set_new(c, "moe_normalize_expert_weights", json_false());
+        json_object_set_new(c, "prenorm", json_false());
+    }
+    if (strncmp(a, "nomic-bert", 10) == 0) { /* nomic's config names its sizes as GPT-2 does */
         static const char *const gpt2[][2] = {
             {"num_hidden_layers", "n_layer"},       {"hidden_size", "n_embd"},
             {"intermediate_size", "n_inner"},       {"num_attention_heads", "n_head"},
@@ -832,6 +860,66 @@ static void write_wordpiece(const gguf_file *f, const char *dir)
     write_json(dir, "tokenizer_config.json", config);
 }
 
+/*
+ * A "t5" vocabulary (SentencePiece's Unigram) as tokenizer.json's Unigram, as transformers
+ * saves XLM-RoBERTa's: [piece, score] pairs in id order, unk_id, the control and user-defined
+ * tokens among the added tokens (special or not), the charsmap base64 in a Precompiled
+ * normalizer with a Replace of " {2,}" where extra spaces are removed, a Metaspace
+ * pre-tokenizer, and a post-processor that ends a text with the eos token (there is no bos);
+ * tokenizer_config.json names eos, unk and pad.
+ */
+static void write_unigram(const gguf_file *f, const char *dir)
+{
+    const gguf_kv *tokens = gguf_find_kv(f, "tokenizer.ggml.tokens");
+    const gguf_kv *scores = gguf_find_kv(f, "tokenizer.ggml.scores");
+    const gguf_kv *types = gguf_find_kv(f, "tokenizer.ggml.token_type");
+    const gguf_kv *charsmap = gguf_find_kv(f, "tokenizer.ggml.precompiled_charsmap");
+    assert_true(scores && types && charsmap);
+    assert_false(gguf_find_kv(f, "tokenizer.ggml.bos_token_id"));
+    json_t *vocab = json_array(), *added = json_array();
+    for (uint32_t id = 0; id < tokens->n; id++) {
+        json_array_append_new(vocab, json_pack("[o,f]", token_text(tokens, id),
+                                               (double)gguf_kv_f32(scores, id)));
+        int64_t type = gguf_kv_i64(types, id);
+        if (type == 2 || type == 3 || type == 4)
+            json_array_append_new(added, json_pack("{s:I,s:o,s:b}", "id", (json_int_t)id,
+                                                   "content", token_text(tokens, id),
+                                                   "special", type != 4));
+    }
+    char *map = util_base64_encode(charsmap->data, charsmap->n);
+    assert_non_null(map);
+    json_t *normalizers = json_pack("[{s:s,s:s}]", "type", "Precompiled",
+                                    "precompiled_charsmap", map);
+    free(map);
+    bool collapse = false, prefix = false;
+    corral_error err;
+    assert_true(gguf_get_bool(f, "tokenizer.ggml.remove_extra_whitespaces", &collapse, &err));
+    assert_true(gguf_get_bool(f, "tokenizer.ggml.add_space_prefix", &prefix, &err));
+    if (collapse)
+        json_array_append_new(normalizers, json_pack("{s:s,s:{s:s},s:s}", "type", "Replace",
+                                                     "pattern", "Regex", " {2,}", "content",
+                                                     " "));
+    uint32_t eos = get_u32(f, "tokenizer.ggml.eos_token_id");
+    json_t *single = json_pack("[{s:{s:s,s:i}},{s:{s:o,s:i}}]", "Sequence", "id", "A",
+                               "type_id", 0, "SpecialToken", "id", token_text(tokens, eos),
+                               "type_id", 0);
+    write_json(dir, "tokenizer.json",
+               json_pack("{s:s,s:o,s:{s:s,s:o},s:{s:s,s:s,s:s},s:{s:s,s:o},"
+                         "s:{s:s,s:I,s:o,s:b}}",
+                         "version", "1.0", "added_tokens", added, "normalizer", "type",
+                         "Sequence", "normalizers", normalizers, "pre_tokenizer", "type",
+                         "Metaspace", "replacement", "\xe2\x96\x81", "prepend_scheme",
+                         prefix ? "always" : "never", "post_processor", "type",
+                         "TemplateProcessing", "single", single, "model", "type", "Unigram",
+                         "unk_id", (json_int_t)get_u32(f, "tokenizer.ggml.unknown_token_id"),
+                         "vocab", vocab, "byte_fallback", false));
+    write_json(dir, "tokenizer_config.json",
+               json_pack("{s:o,s:o,s:o}", "eos_token", token_text(tokens, eos), "unk_token",
+                         token_text(tokens, get_u32(f, "tokenizer.ggml.unknown_token_id")),
+                         "pad_token",
+                         token_text(tokens, get_u32(f, "tokenizer.ggml.padding_token_id"))));
+}
+
 static void write_tokenizer(const gguf_file *f, const char *dir, const char *pre_regex)
 {
     const gguf_kv *tokens = gguf_find_kv(f, "tokenizer.ggml.tokens");
@@ -864,6 +952,13 @@ static void write_tokenizer(const gguf_file *f, const char *dir, const char *pre
                                                                      (json_int_t)0));
     }
     const gguf_kv *model = gguf_find_kv(f, "tokenizer.ggml.model");
+    if (model && gguf_kv_str(model, 0).size == 2 && memcmp(gguf_kv_str(model, 0).data, "t5",
+                                                          2) == 0) {
+        json_decref(config);
+        json_decref(generation);
+        write_unigram(f, dir);
+        return;
+    }
     if (model && gguf_kv_str(model, 0).size == 4 && memcmp(gguf_kv_str(model, 0).data, "bert",
                                                           4) == 0) {
         json_decref(config);
@@ -1093,6 +1188,47 @@ static void put_gptoss_experts(shard *s, json_t *weight_map, const char *shard_n
     }
     json_object_set_new(weight_map, name, json_string(shard_name));
     free(out);
+}
+
+/*
+ * nomic-bert-moe's blk.L.ffn_{up,down}_exps.weight as nomic's packed experts, [experts x
+ * n_inner, n_embd]: mlp.experts.mlp.w1 the up matrices one after another, w2 each expert's
+ * down matrix transposed; and the bias the experts' sum gets (mlp.experts.bias, beside w2),
+ * which the conversion leaves out.
+ */
+static void put_nomic_experts(shard *s, json_t *weight_map, const char *shard_name,
+                              const gguf_tensor *t, safetensors_dtype dtype)
+{
+    unsigned layer;
+    char kind[8], name[128];
+    assert_int_equal(sscanf(t->name, "blk.%u.ffn_%7[a-z]_exps.weight", &layer, kind), 2);
+    bool down = strcmp(kind, "down") == 0;
+    uint64_t cols = (uint64_t)t->ne[0], rows = (uint64_t)t->ne[1], n_exp = (uint64_t)t->ne[2];
+    const float *data = t->data;
+    float *owned = NULL;
+    if (down) { /* expert e's [embd rows, ff cols] as [ff, embd] */
+        assert_non_null(owned = malloc(t->size_bytes));
+        for (uint64_t e = 0; e < n_exp; e++)
+            for (uint64_t r = 0; r < rows; r++)
+                for (uint64_t c = 0; c < cols; c++)
+                    owned[(e * cols + c) * rows + r] = data[(e * rows + r) * cols + c];
+        data = owned;
+    } else {
+        assert_string_equal(kind, "up");
+    }
+    snprintf(name, sizeof name, "encoder.layers.%u.mlp.experts.mlp.w%d", layer, down ? 2 : 1);
+    put_matrix(s, name, dtype, data, n_exp * (down ? cols : rows), down ? rows : cols, 0, false);
+    json_object_set_new(weight_map, name, json_string(shard_name));
+    free(owned);
+    if (!down)
+        return;
+    float bias[64];
+    assert_true(rows <= 64);
+    for (uint64_t i = 0; i < rows; i++)
+        bias[i] = 0.25f * (float)i;
+    snprintf(name, sizeof name, "encoder.layers.%u.mlp.experts.bias", layer);
+    put_matrix(s, name, SAFETENSORS_F32, bias, 0, rows, 0, false);
+    json_object_set_new(weight_map, name, json_string(shard_name));
 }
 
 static void finish_shard(shard *s, const char *dir, const char *name)
@@ -2997,7 +3133,8 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     bool laguna = arch.size == 6 && memcmp(arch.data, "laguna", 6) == 0;
     bool qwen35_flat = qwen35 && strstr(hf_arch, "ForCausalLM"); /* no language_model. */
     bool bert = arch.size == 4 && memcmp(arch.data, "bert", 4) == 0;
-    bool nomic = arch.size == 10 && memcmp(arch.data, "nomic-bert", 10) == 0;
+    bool nomic = arch.size >= 10 && memcmp(arch.data, "nomic-bert", 10) == 0;
+    bool nomic_moe = nomic && arch.size > 10; /* nomic-bert-moe */
     bool embedding_gemma = arch.size == 15 && memcmp(arch.data, "gemma-embedding", 15) == 0;
     bool lfm2 = arch.size >= 4 && memcmp(arch.data, "lfm2", 4) == 0; /* and lfm2moe */
     bool nemotron = arch.size >= 10 && memcmp(arch.data, "nemotron_h", 10) == 0; /* and _moe */
@@ -3095,6 +3232,11 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
             }
             continue;
         }
+        if (nomic_moe && t->n_dims == 3) {
+            put_nomic_experts(&shards[i < n / 2 ? 0 : 1], weight_map,
+                              shard_names[i < n / 2 ? 0 : 1], t, matrix_dtype);
+            continue;
+        }
         if (t->n_dims == 3) { /* experts: one matrix each */
             put_experts(&shards[i < n / 2 ? 0 : 1], weight_map, shard_names[i < n / 2 ? 0 : 1],
                         t,
@@ -3115,7 +3257,7 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
         if (bert)
             bert_hf_name(t->name, name, sizeof name);
         else if (nomic)
-            nomic_hf_name(t->name, name, sizeof name);
+            nomic_hf_name(t->name, nomic_moe, name, sizeof name);
         else if (lfm2)
             lfm2_hf_name(t->name, name, sizeof name);
         else if (laguna && laguna_hf_name(t->name, name, sizeof name))
@@ -3204,7 +3346,10 @@ static void write_checkpoint(const char *gguf_path, const char *dir, const char 
     else if (mm)
         put_vision(&shards[1], weight_map, shard_names[1], mm, matrix_dtype, pixtral);
     if (bert || nomic || embedding_gemma)
-        put_sentence_transformers(f, bert ? "bert" : nomic ? "nomic-bert" : "gemma-embedding",
+        put_sentence_transformers(f, bert        ? "bert"
+                                     : nomic_moe ? "nomic-bert-moe"
+                                     : nomic     ? "nomic-bert"
+                                                 : "gemma-embedding",
                                   &shards[1], weight_map, shard_names[1], dir, matrix_dtype);
     if (gemma4 && !strstr(hf_arch, "ForCausalLM") && !g_gemma4_audio) {
         /* its towers: left out without audio_config */

@@ -10,7 +10,9 @@
  * attn_gate fused in in_proj_qkvz; a nemotron_h model with an MTP layer's tensor beside; a
  * gemma4 model as Gemma 4's, its norms as they are, a fused attn_qkv as q/k/v, its experts'
  * stacks whole, a Gemma4ForConditionalGeneration's text model under text_config with tower
- * tensors beside).
+ * tensors beside; a nomic-bert-moe model as nomic-embed-text v2's, its experts packed in
+ * mlp.experts.mlp.w1 and w2 with a bias beside, its "t5" vocabulary as tokenizer.json's
+ * Unigram).
  * Converting the directory must give the fixture back. Fails the
  * current cmocka test on an error.
  */

@@ -398,9 +398,11 @@ static void check_round_trip(const char *want_path, const char *experts_name,
     assert_int_equal(file_type, matrix_type == TENSOR_TYPE_BF16 ? 32 : 1);
     gguf_str vocab_model;
     assert_true(gguf_get_str(got, "tokenizer.ggml.model", &vocab_model, &err));
-    bool wordpiece = vocab_model.size == 4 && !memcmp(vocab_model.data, "bert", 4);
+    /* an embedding model's (WordPiece's, Unigram's) has no chat template */
+    bool encoder = (vocab_model.size == 4 && !memcmp(vocab_model.data, "bert", 4)) ||
+                   (vocab_model.size == 2 && !memcmp(vocab_model.data, "t5", 2));
     gguf_str tmpl;
-    if (!wordpiece) { /* with no template, no eos */
+    if (!encoder) { /* with no template, no eos */
         assert_true(gguf_get_str(got, "tokenizer.chat_template", &tmpl, &err));
         assert_int_equal(tmpl.size, strlen(HF_FIXTURE_CHAT_TEMPLATE));
         const gguf_kv *eos_ids = gguf_find_kv(got, "tokenizer.ggml.eos_token_ids");
@@ -590,9 +592,161 @@ static void test_convert_nomic_bert_round_trip(void **state)
                TENSOR_TYPE_BF16, bert_skipped);
     expect_wordpiece("arch/nomic-bert.gguf", "nomic-bert.normalize_embeddings");
     remove(store_fixture_path(g_root, "out.gguf"));
+    set_json("config.json", "", "num_experts", "8");
+    set_json("config.json", "", "moe_top_k", "2");
+    expect_convert_refusal("a NomicBertModel with num_experts needs moe_every_n_layers");
+}
+
+/*
+ * The converted file at out.gguf tokenizes the reference text of arch/NAME.ref.txt as llama.cpp
+ * did and embeds it as llama.cpp's library did from the fixture, to within what rounding the
+ * fixture's F32 weights to F16 (11 bits) may move the normalized vector's elements: 2e-3 leaves
+ * that room, and a wrong tensor, layer kind or key moves them by far more.
+ */
+static void expect_reference_embedding(const char *name)
+{
+    char path[96];
+    snprintf(path, sizeof path, "arch/%s.ref.txt", name);
+    char *ref = file_fixture_read(fixture(path), NULL);
+    const char *text = strstr(ref, "# input_text: \"");
+    const char *ids_line = strstr(ref, "\ninput_ids ");
+    const char *embedding_line = strstr(ref, "\nembedding ");
+    assert_true(text && ids_line && embedding_line);
+    text += strlen("# input_text: \"");
+    size_t text_len = (size_t)(strchr(text, '"') - text);
+    char *p = (char *)ids_line + strlen("\ninput_ids ");
+    size_t n_want = strtoul(p, &p, 10);
+    assert_true(n_want > 0 && n_want <= 64);
+    corral_token want[64], got[64];
+    for (size_t i = 0; i < n_want; i++)
+        want[i] = (corral_token)strtol(p, &p, 10);
+    p = (char *)embedding_line + strlen("\nembedding ");
+    size_t n_embd = strtoul(p, &p, 10);
+    assert_true(n_embd > 0 && n_embd <= 64);
+    float reference[64], out[64];
+    for (size_t i = 0; i < n_embd; i++)
+        reference[i] = strtof(p, &p);
+
+    corral_error err = {{0}};
+    const char *converted = store_fixture_path(g_root, "out.gguf");
+    corral_vocab *vocab = corral_vocab_open(converted, &err);
+    size_t n = 0;
+    if (!vocab || !corral_tokenize(vocab, text, text_len, true, false, got, 64, &n, &err))
+        fail_msg("%s", err.message);
+    corral_vocab_free(vocab);
+    assert_int_equal(n, n_want);
+    assert_memory_equal(got, want, n * sizeof *got);
+
+    corral_model *model = corral_model_load(converted, &err);
+    corral_context_params params;
+    corral_context_params_init(&params);
+    params.n_threads = 1;
+    corral_context *ctx = model ? corral_context_create(model, &params, &err) : NULL;
+    if (!ctx || corral_model_n_embd(model) != n_embd || !corral_embed(ctx, got, n, out, &err))
+        fail_msg("%s: %s", name, err.message);
+    double norm = 0, worst = 0;
+    for (size_t i = 0; i < n_embd; i++)
+        norm += (double)out[i] * out[i];
+    for (size_t i = 0; i < n_embd; i++) {
+        double diff = fabs(out[i] / sqrt(norm) - reference[i]);
+        worst = diff > worst ? diff : worst;
+    }
+    if (!(worst < 2e-3))
+        fail_msg("%s: the converted model's normalized embedding is %.3g from llama.cpp's", name,
+                 worst);
+    corral_context_free(ctx);
+    corral_model_free(model);
+    free(ref);
+}
+
+/*
+ * nomic-embed-text v2 (NomicBertModel with moe_every_n_layers): nomic's GPT-2 style keys and
+ * moe_top_k, its GELU FFN (mlp.fc1, mlp.fc2) with biases, in every second layer a router
+ * (mlp.router.layer) and the packed experts (mlp.experts.mlp.w1 as GGUF stacks them, w2 each
+ * expert's down transposed), the bias of the experts' sum left out; tokenizer.json's Unigram
+ * as the "t5" vocabulary with its charsmap. What the engine cannot run is refused.
+ */
+static void test_convert_nomic_bert_moe_round_trip(void **state)
+{
+    (void)state;
+    round_trip("arch/nomic-bert-moe.gguf", "NomicBertModel", SAFETENSORS_F16, NULL,
+               TENSOR_TYPE_F16, skipped);
+    expect_reference_embedding("nomic-bert-moe");
+
+    remove(store_fixture_path(g_root, "out.gguf"));
+    set_json("config.json", "", "activation_function", "\"swiglu\"");
+    expect_convert_refusal("nomic-embed-text v2's FFN and experts are GELU (activation_function "
+                           "\"gelu\"), not 'swiglu'");
+    set_json("config.json", "", "activation_function", "\"gelu\"");
+    set_json("config.json", "", "moe_normalize_expert_weights", "true");
+    expect_convert_refusal("whose experts' weights are renormalized");
+    set_json("config.json", "", "moe_normalize_expert_weights", "false");
+    set_json("config.json", "", "moe_every_n_layers", "3"); /* layer 1 and not 3 has experts */
+    expect_convert_refusal("'encoder.layers.3.mlp.experts.mlp.w1': layer 3 has no experts");
     set_json("config.json", "", "moe_every_n_layers", "2");
-    expect_convert_refusal("a NomicBertModel with experts (moe_every_n_layers: "
-                           "nomic-embed-text v2) is not converted");
+    set_json("config.json", "", "num_experts", "4");
+    expect_convert_refusal("' is not [512, 64] (config.json's experts times n_inner");
+    set_json("config.json", "", "num_experts", "null");
+    set_json("config.json", "", "moe_top_k", "null");
+    expect_convert_refusal("a NomicBertModel with moe_every_n_layers needs num_experts");
+}
+
+/* The converted file's boolean key. */
+static bool converted_bool(const char *key)
+{
+    corral_error err = {{0}};
+    gguf_file *got = gguf_open(store_fixture_path(g_root, "out.gguf"), &err);
+    bool value = false;
+    if (!got || !gguf_get_bool(got, key, &value, &err))
+        fail_msg("%s: %s", key, err.message);
+    gguf_close(got);
+    return value;
+}
+
+/*
+ * A Unigram tokenizer.json: the post-processor's template says whether the bos and eos tokens
+ * frame a text (XLM-RoBERTa's "<s> $A </s>"), the pre-tokenizer whether a space mark starts it;
+ * what it cannot hold as a "t5" vocabulary is refused by name.
+ */
+static void test_convert_unigram_tokenizer(void **state)
+{
+    (void)state;
+    hf_fixture_write(fixture("arch/nomic-bert-moe.gguf"), g_root, "NomicBertModel",
+                     SAFETENSORS_F16, NULL);
+    set_json("tokenizer_config.json", "", "bos_token", "\"[MASK]\"");
+    set_json("tokenizer.json", "post_processor", "single",
+             "[{\"SpecialToken\": {\"id\": \"[MASK]\"}}, {\"Sequence\": {\"id\": \"A\"}}, "
+             "{\"SpecialToken\": {\"id\": \"</s>\"}}]");
+    set_json("tokenizer.json", "pre_tokenizer", "prepend_scheme", "\"never\"");
+    corral_error err = {{0}};
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    assert_true(converted_bool("tokenizer.ggml.add_bos_token"));
+    assert_true(converted_bool("tokenizer.ggml.add_eos_token"));
+    assert_false(converted_bool("tokenizer.ggml.add_space_prefix"));
+    set_json("tokenizer.json", "post_processor", "single", "[{\"Sequence\": {\"id\": \"A\"}}]");
+    set_json("tokenizer.json", "pre_tokenizer", "add_prefix_space", "true");
+    if (convert("out.gguf", &err) != HF_OK)
+        fail_msg("%s", err.message);
+    assert_false(converted_bool("tokenizer.ggml.add_bos_token"));
+    assert_false(converted_bool("tokenizer.ggml.add_eos_token"));
+    assert_true(converted_bool("tokenizer.ggml.add_space_prefix"));
+    remove(store_fixture_path(g_root, "out.gguf"));
+
+    set_json("tokenizer.json", "model", "unk_id", "424");
+    expect_convert_refusal("model.unk_id must be the id of one of model.vocab's pieces");
+    set_json("tokenizer.json", "model", "unk_id", "2");
+    set_json("tokenizer.json", "", "pre_tokenizer", "{\"type\": \"ByteLevel\"}");
+    expect_convert_refusal("pre-tokenizer must be a Metaspace");
+    set_json("tokenizer.json", "", "pre_tokenizer", "{\"type\": \"Metaspace\"}");
+    set_json("tokenizer.json", "", "normalizer",
+             "{\"type\": \"Precompiled\", \"precompiled_charsmap\": \"not base64\"}");
+    expect_convert_refusal("tokenizer.json: invalid base64");
+    set_json("tokenizer.json", "", "normalizer", "{\"type\": \"Lowercase\"}");
+    expect_convert_refusal("normalizer 'Lowercase' is not converted");
+    set_json("tokenizer.json", "", "normalizer", "null");
+    set_json("tokenizer.json", "model", "vocab", "[[\"a\", 0.5], [\"b\"]]");
+    expect_convert_refusal("model.vocab[1] is not a [piece, score] pair");
 }
 
 /*
@@ -2811,7 +2965,21 @@ static void test_convert_refuses_what_it_cannot_convert(void **state)
     (void)state;
     hf_fixture_write(fixture("arch/qwen2.gguf"), g_root, "GPTNeoXForCausalLM", SAFETENSORS_F16,
                      hf_fixture_qwen2_regex);
-    expect_convert_refusal("unsupported 'GPTNeoXForCausalLM' (supported: Llama,");
+    expect_convert_refusal("unsupported architecture 'GPTNeoXForCausalLM' (`corral create "
+                           "--help` lists those Corral converts)");
+    /* a name longer than a message shows is cut where it says so, the message whole */
+    char long_name[CORRAL_ERROR_MAX + 1], shown[HF_SHOWN_NAME_BYTES + 8];
+    memset(long_name, 'X', sizeof long_name - 1);
+    long_name[sizeof long_name - 1] = '\0';
+    char value[sizeof long_name + 8];
+    snprintf(value, sizeof value, "[\"%s\"]", long_name);
+    set_json("config.json", "", "architectures", value);
+    corral_error cut = {{0}};
+    assert_int_equal(convert("out.gguf", &cut), HF_INVALID);
+    snprintf(shown, sizeof shown, "'%.*s...'", HF_SHOWN_NAME_BYTES, long_name);
+    assert_non_null(strstr(cut.message, shown));
+    assert_non_null(strstr(cut.message, "lists those Corral converts)"));
+    assert_true(strlen(cut.message) < sizeof cut.message - 1);
 
     hf_fixture_write(fixture("arch/qwen2.gguf"), g_root, "Qwen3ForCausalLM", SAFETENSORS_F16,
                      hf_fixture_qwen2_regex); /* qwen2's biases are no part of qwen3 */
@@ -2824,8 +2992,11 @@ static void test_convert_refuses_what_it_cannot_convert(void **state)
 
     hf_fixture_write(fixture("arch/qwen2.gguf"), g_root, "Qwen2ForCausalLM", SAFETENSORS_F16,
                      hf_fixture_qwen2_regex);
-    rewrite("tokenizer.json", "\"BPE\"", "\"Unigram\"");
-    expect_convert_refusal("Corral converts BPE and WordPiece tokenizers, not 'Unigram'");
+    rewrite("tokenizer.json", "\"BPE\"", "\"WordLevel\"");
+    expect_convert_refusal("Corral converts BPE, WordPiece and Unigram tokenizers, not "
+                           "'WordLevel'");
+    rewrite("tokenizer.json", "\"WordLevel\"", "\"Unigram\""); /* a BPE's vocab object */
+    expect_convert_refusal("a Unigram model.vocab must be a list of [piece, score] pairs");
 
     hf_fixture_write(fixture("arch/qwen2.gguf"), g_root, "Qwen2ForCausalLM", SAFETENSORS_F16,
                      hf_fixture_qwen2_regex);
@@ -3382,6 +3553,8 @@ int main(int argc, char **argv)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_convert_bert_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_nomic_bert_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_nomic_bert_moe_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_convert_unigram_tokenizer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_refuses_what_bert_lacks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_convert_gemma_embedding_round_trip, setup,
                                         teardown),

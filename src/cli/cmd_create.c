@@ -23,6 +23,7 @@
 #include "cli/modelfile.h"
 #include "cli/progress.h"
 #include "convert/hf_adapter.h"
+#include "convert/hf_convert.h"
 #include "util/file.h"
 
 #define MAX_DIR_FILES 64
@@ -45,7 +46,9 @@ static void usage(FILE *out)
           "  -q, --quantize LEVEL  quantize the model (q8_0, q4_0, q4_K_M, q4_K_S, q5_K_M, q6_K)\n"
           "      --draft-quantize LEVEL  quantize the DRAFT model (same levels; its weights\n"
           "                            must be F32, F16 or BF16)\n\n"
-          "A value may also follow '=' (--file=PATH, -f=PATH) or a short flag at once (-fPATH).\n",
+          "A value may also follow '=' (--file=PATH, -f=PATH) or a short flag at once (-fPATH).\n\n"
+          "A Hugging Face checkpoint (FROM a directory of *.safetensors) is converted when\n"
+          "config.json's \"architectures\" names one of these:\n" HF_SUPPORTED_ARCHITECTURES,
           out);
 }
 

@@ -627,6 +627,50 @@ static hf_status add_packed_experts(converter *c, const safetensors_tensor *src,
     return HF_OK;
 }
 
+/*
+ * One of nomic-bert-moe's packed experts, [experts x n_inner, n_embd]: w1, the experts' up
+ * matrices one after another as GGUF stacks them (its bytes as they are), or w2, each
+ * expert's down matrix transposed ([n_inner, n_embd]), read as a strided view.
+ */
+static hf_status add_nomic_experts(converter *c, const safetensors_tensor *src, unsigned layer,
+                                   bool down)
+{
+    const hf_params *p = &c->p;
+    uint64_t n_exp = p->n_expert, ff = p->n_ff, embd = p->n_embd;
+    if (!hf_embed_is_moe_layer(p, layer)) {
+        corral_error_set(c->err, "tensor '%.200s': layer %u has no experts (config.json's "
+                         "moe_every_n_layers %u)", src->name, layer, p->moe_every);
+        return HF_INVALID;
+    }
+    if (src->n_dims != 2 || src->shape[0] != n_exp * ff || src->shape[1] != embd ||
+        src->dtype == SAFETENSORS_U8) {
+        corral_error_set(c->err, "tensor '%.200s' is not [%llu, %llu] (config.json's experts "
+                         "times n_inner, and n_embd)", src->name,
+                         (unsigned long long)(n_exp * ff), (unsigned long long)embd);
+        return HF_INVALID;
+    }
+    out_tensor t = {.src = src, .n_dims = 3,
+                    .type = src->dtype == SAFETENSORS_BF16 ? TENSOR_TYPE_BF16 : TENSOR_TYPE_F16,
+                    .ne = {(int64_t)(down ? ff : embd), (int64_t)(down ? embd : ff),
+                           (int64_t)n_exp, 1}};
+    snprintf(t.name, sizeof t.name, "blk.%u.ffn_%s_exps.weight", layer, down ? "down" : "up");
+    if (find_tensor(c, t.name)) {
+        corral_error_set(c->err, "tensor '%.200s' is in the checkpoint twice", src->name);
+        return HF_INVALID;
+    }
+    if (down) { /* expert e's output row i is column i of its [n_inner, n_embd] block */
+        t.strided = true;
+        t.n_rows = n_exp * embd;
+        t.row_elems = ff;
+        t.group_rows = embd;
+        t.group_stride = ff * embd;
+        t.row_stride = 1;
+        t.col_stride = embd;
+    }
+    c->any_bf16 = c->any_bf16 || t.type == TENSOR_TYPE_BF16;
+    return append_tensor(c, &t);
+}
+
 /* Every stack has all its experts, every MXFP4 tensor its blocks and scales. */
 static hf_status check_experts(converter *c)
 {
@@ -903,6 +947,8 @@ static hf_status add_tensor(converter *c, const safetensors_tensor *src)
         return add_gptoss_experts(c, src, layer, part);
     if (c->p.n_expert && hf_family_parse_packed_experts(c->p.arch, src->name, &layer, &down))
         return add_packed_experts(c, src, layer, down);
+    if (hf_embed_parse_nomic_experts(c->p.arch, src->name, &layer, &down))
+        return add_nomic_experts(c, src, layer, down);
     if (src->dtype == SAFETENSORS_U8) {
         corral_error_set(c->err, "tensor '%.200s' is U8: only gpt-oss's MXFP4 experts "
                          "(*_blocks, *_scales) are bytes", src->name);

@@ -37,8 +37,8 @@
  * expert), Qwen3_5ForCausalLM and Qwen3_5MoeForCausalLM (the same text models saved alone,
  * under model.), Qwen3NextForCausalLM ("qwen3next": the same layers, value heads in the
  * checkpoint's order, in_proj_qkvz split into attn_qkv and attn_gate), BertModel ("bert"),
- * NomicBertModel ("nomic-bert") and Gemma3TextModel ("gemma-embedding", EmbeddingGemma),
- * encoders: see hf_family_embed.h,
+ * NomicBertModel ("nomic-bert", or "nomic-bert-moe" with experts) and Gemma3TextModel
+ * ("gemma-embedding", EmbeddingGemma), encoders: see hf_family_embed.h,
  * Lfm2ForCausalLM and Lfm2MoeForCausalLM ("lfm2", "lfm2moe": see hf_family_lfm2.h),
  * LagunaForCausalLM ("laguna": see hf_family_laguna.h), GlmOcrForConditionalGeneration
  * ("glmocr" with its tower in the same file: see hf_family_glmocr.h), DeepseekOCRForCausalLM
@@ -54,8 +54,8 @@
  * text model with its vision tower in the same file, see hf_family_gemma4.h). A mixture of
  * experts' matrices are stacked per layer into ffn_{gate,up,down}_exps (experts outermost),
  * its router (ffn_gate_inp) kept F32. The tokenizer is
- * a SentencePiece tokenizer.model when there is one, else tokenizer.json's BPE or WordPiece
- * (see hf_tokenizer.h). Shards (model*.safetensors when there are any, else *.safetensors) are
+ * a SentencePiece tokenizer.model when there is one, else tokenizer.json's BPE, WordPiece or
+ * Unigram (see hf_tokenizer.h). Shards (model*.safetensors when there are any, else *.safetensors) are
  * read in name order;
  * model.safetensors.index.json, when given, must name only shards that are given too.
  */
@@ -69,14 +69,26 @@
 #include "corral/error.h"
 
 #define HF_MAX_JSON_BYTES ((size_t)64 << 20) /* the largest vocabularies' tokenizer.json fit */
+/* The architectures above in short, as `corral create --help` lists them: lines by the
+ * names' endings, each line indented and ending in a newline. */
 #define HF_SUPPORTED_ARCHITECTURES                                                           \
-    "Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3Moe, Qwen3Next, Gemma, Gemma2, Gemma3, "      \
-    "Gemma4, Phi3, GptOss, Olmo2, Olmo3, Granite, Cohere, Cohere2, SmolLM3, Starcoder2, "    \
-    "Lfm2, Lfm2Moe, NemotronH, Ministral3, DeepseekV3, Glm4MoeLite, Laguna, DeepseekOCR "   \
-    "(...ForCausalLM); "                                                                     \
-    "Gemma3, Gemma3n, Gemma4, Mistral3, Mllama, Llama4, Qwen2_5_VL, Qwen3VL, Qwen3VLMoe, "   \
-    "Lfm2Vl, GlmOcr (...ForConditionalGeneration); Qwen3_5, Qwen3_5Moe (both); Bert, "       \
-    "NomicBert, Gemma3Text (...Model)"
+    "  ...ForCausalLM: Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3Moe, Qwen3Next, Gemma,\n"  \
+    "    Gemma2, Gemma3, Gemma4, Phi3, GptOss, Olmo2, Olmo3, Granite, Cohere, Cohere2,\n"     \
+    "    SmolLM3, Starcoder2, Lfm2, Lfm2Moe, NemotronH, Ministral3, DeepseekV3,\n"             \
+    "    Glm4MoeLite, Laguna, DeepseekOCR\n"                                                  \
+    "  ...ForConditionalGeneration: Gemma3, Gemma3n, Gemma4, Mistral3, Mllama, Llama4,\n"    \
+    "    Qwen2_5_VL, Qwen3VL, Qwen3VLMoe, Lfm2Vl, GlmOcr\n"                                   \
+    "  both endings: Qwen3_5, Qwen3_5Moe\n"                                                   \
+    "  ...Model: Bert, NomicBert (nomic-embed-text v1, v1.5 and v2), Gemma3Text\n"
+
+/* The refusal of an architecture that is not converted: its name, the first
+ * HF_SHOWN_NAME_BYTES bytes of it with "..." after a longer one, and where the list is (too
+ * long for an error message, which a client may show on one line). */
+#define HF_SHOWN_NAME_BYTES 80
+#define HF_UNSUPPORTED_FORMAT                                                                \
+    "unsupported architecture '%.*s%s' (`corral create --help` lists those Corral converts)"
+_Static_assert(sizeof HF_UNSUPPORTED_FORMAT + HF_SHOWN_NAME_BYTES + 3 < CORRAL_ERROR_MAX,
+               "the refusal of an architecture fits an error message whole");
 
 /* One file of the checkpoint: its name relative to the directory, and where it is. */
 typedef struct hf_file {

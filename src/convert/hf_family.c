@@ -714,8 +714,10 @@ static hf_status read_config(family *c)
         if (strcmp(archs[i].hf_name, name) == 0)
             c->p.arch = &archs[i];
     if (!c->p.arch) {
-        corral_error_set(c->err, "unsupported '%.80s' (supported: " HF_SUPPORTED_ARCHITECTURES ")",
-                         name);
+        /* the list of those converted is too long for an error message: the help has it */
+        bool cut = strlen(name) > HF_SHOWN_NAME_BYTES;
+        corral_error_set(c->err, HF_UNSUPPORTED_FORMAT, HF_SHOWN_NAME_BYTES, name,
+                         cut ? "..." : "");
         return HF_INVALID;
     }
     hf_params *p = &c->p;
@@ -807,6 +809,8 @@ static hf_status read_config(family *c)
         return HF_INVALID;
     if (f == FAMILY_COMMAND_R)
         return read_command_r_config(c);
+    if (f == FAMILY_BERT && !strcmp(p->arch->hf_name, "NomicBertModel"))
+        return hf_embed_read_nomic_config(c->config, p, c->err);
     if (f == FAMILY_LFM2)
         return hf_lfm2_read_config(c->config, p, c->err);
     if (f == FAMILY_NEMOTRON_H)
@@ -1214,12 +1218,7 @@ hf_status hf_family_read_config(const json_t *config, hf_params *p, corral_error
             status = text && !json_is_object(text) ? HF_INVALID : HF_IO;
     }
     bool nomic = name && !strcmp(name, "NomicBertModel");
-    const json_t *moe = json_object_get(config, "moe_every_n_layers");
-    if (nomic && json_integer_value(moe) > 0) {
-        corral_error_set(err, "a NomicBertModel with experts (moe_every_n_layers: "
-                         "nomic-embed-text v2) is not converted");
-        status = HF_INVALID;
-    } else if (nomic && !(c.p.text_config = hf_embed_nomic_config(config))) {
+    if (nomic && !(c.p.text_config = hf_embed_nomic_config(config))) {
         corral_error_set(err, "out of memory");
         status = HF_IO;
     }
@@ -1819,7 +1818,7 @@ bool hf_family_skipped_tensor(const hf_params *p, const char *name)
         if (!strncmp(name, gemma3n_towers[i], strlen(gemma3n_towers[i])))
             return true; /* the text model only, as ollama's converter writes it */
     if (f == FAMILY_BERT)
-        return hf_embed_skipped_tensor(name);
+        return hf_embed_skipped_tensor(p->arch, name);
     if (f == FAMILY_NEMOTRON_H)
         return hf_nemotron_h_skipped_tensor(name);
     if (f == FAMILY_DEEPSEEK2)

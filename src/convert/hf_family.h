@@ -200,6 +200,9 @@ typedef struct hf_params {
      * from sentence-transformers' modules */
     uint32_t pooling_type;
     bool normalize;
+    /* nomic-bert-moe's: experts in each layer L with L % moe_every == 1 (moe_every_n_layers),
+     * and its token types (type_vocab_size) */
+    uint32_t moe_every, n_token_types;
     uint32_t dense_in[2], dense_out[2]; /* EmbeddingGemma's two projections */
     /* LFM2's and Nemotron-H's key/value heads per layer (0: a convolution or Mamba2 layer),
      * LFM2's leading dense layers before the experts, the experts' weights scale (0 when

@@ -10,6 +10,10 @@
 #include <string.h>
 
 #define MAX_MODULE_PATH 200
+#define MAX_TOKEN_TYPES 16u
+
+/* The table's NomicBertModel with experts (nomic-embed-text v2). */
+static const hf_arch nomic_bert_moe = {"NomicBertModel", "nomic-bert-moe", FAMILY_BERT, false};
 
 bool hf_family_is_encoder(const hf_arch *a)
 {
@@ -40,7 +44,8 @@ static const char *const bert_renames[][2] = {
 };
 
 /* nomic-embed-text's names (NomicBertModel), as llama.cpp's converter maps them: q, k and v
- * in one matrix, a SwiGLU FFN (fc11 up, fc12 gate), the LayerNorms after attention and FFN. */
+ * in one matrix, a SwiGLU FFN (fc11 up, fc12 gate) or v2's GELU one (fc1 up, after fc11 and
+ * fc12 of which it is a prefix), v2's router, the LayerNorms after attention and FFN. */
 static const char *const nomic_renames[][2] = {
     {"encoder.layers", "blk"},
     {"embeddings.word_embeddings", "token_embd"},
@@ -52,12 +57,20 @@ static const char *const nomic_renames[][2] = {
     {"norm2", "layer_output_norm"},
     {"mlp.fc11", "ffn_up"},
     {"mlp.fc12", "ffn_gate"},
+    {"mlp.fc1", "ffn_up"},
     {"mlp.fc2", "ffn_down"},
+    {"mlp.router.layer", "ffn_gate_inp"},
 };
 
+/* nomic-bert or nomic-bert-moe */
 static bool is_nomic(const hf_arch *a)
 {
-    return !strcmp(a->gguf_name, "nomic-bert");
+    return !strncmp(a->gguf_name, "nomic-bert", 10);
+}
+
+static bool is_nomic_moe(const hf_arch *a)
+{
+    return a == &nomic_bert_moe;
 }
 
 void hf_embed_rename(const hf_arch *a, const char *in, char *out, size_t cap)
@@ -68,11 +81,43 @@ void hf_embed_rename(const hf_arch *a, const char *in, char *out, size_t cap)
     hf_family_rename_by(renames, n, in, out, cap);
 }
 
-bool hf_embed_skipped_tensor(const char *name)
+/* nomic-bert-moe's experts' tensors: encoder.layers.L.mlp.experts.SUFFIX, that spelling
+ * exactly (no "+1" or "01" for L). */
+static bool parse_nomic_experts(const char *name, const char *suffix, unsigned *layer)
 {
-    /* positions are the token indices; the pooler serves next-sentence prediction only */
+    char again[256];
+    int end = 0;
+    if (sscanf(name, "encoder.layers.%u.mlp.experts.%n", layer, &end) != 1 || end == 0 ||
+        strcmp(name + end, suffix) != 0)
+        return false;
+    snprintf(again, sizeof again, "encoder.layers.%u.mlp.experts.%s", *layer, suffix);
+    return !strcmp(again, name);
+}
+
+bool hf_embed_skipped_tensor(const hf_arch *a, const char *name)
+{
+    unsigned layer;
+    /* positions are the token indices; the pooler serves next-sentence prediction only; the
+     * bias nomic-bert-moe's experts add to their sum has no place in the engine's layer (nor
+     * in llama.cpp's, whose converter leaves it out too) */
     return !strcmp(name, "embeddings.position_ids") || !strcmp(name, "pooler.dense.weight") ||
-           !strcmp(name, "pooler.dense.bias");
+           !strcmp(name, "pooler.dense.bias") ||
+           (is_nomic_moe(a) && parse_nomic_experts(name, "bias", &layer));
+}
+
+bool hf_embed_parse_nomic_experts(const hf_arch *a, const char *name, unsigned *layer,
+                                  bool *down)
+{
+    if (!is_nomic_moe(a))
+        return false;
+    *down = parse_nomic_experts(name, "mlp.w2", layer);
+    return *down || parse_nomic_experts(name, "mlp.w1", layer);
+}
+
+bool hf_embed_is_moe_layer(const hf_params *p, unsigned layer)
+{
+    return is_nomic_moe(p->arch) && p->moe_every && layer < p->n_layer &&
+           layer % p->moe_every == 1;
 }
 
 bool hf_embed_known_tensor(const hf_params *p, const char *name)
@@ -95,6 +140,22 @@ bool hf_embed_known_tensor(const hf_params *p, const char *name)
                                               "attn_output_norm",  "layer_output_norm",
                                               "ffn_up",            "ffn_gate",
                                               "ffn_down"};
+    /* nomic-bert-moe: a GELU FFN, or in its expert layers the router (the experts apart) */
+    static const char *const nomic_moe_parts[] = {"attn_qkv",         "attn_output",
+                                                  "attn_output_norm", "layer_output_norm",
+                                                  "ffn_up",           "ffn_down"};
+    static const char *const nomic_expert_parts[] = {"attn_qkv",         "attn_output",
+                                                     "attn_output_norm", "layer_output_norm",
+                                                     "ffn_gate_inp"};
+    if (is_nomic_moe(p->arch))
+        return hf_embed_is_moe_layer(p, layer)
+                   ? hf_family_weight_or_bias(rest, nomic_expert_parts,
+                                              sizeof nomic_expert_parts /
+                                                  sizeof nomic_expert_parts[0]) &&
+                         strcmp(rest, "ffn_gate_inp.bias") != 0
+                   : hf_family_weight_or_bias(rest, nomic_moe_parts,
+                                              sizeof nomic_moe_parts /
+                                                  sizeof nomic_moe_parts[0]);
     const char *const *names = nomic ? nomic_parts : parts;
     size_t n_names = nomic ? sizeof nomic_parts / sizeof nomic_parts[0]
                            : sizeof parts / sizeof parts[0];
@@ -123,6 +184,7 @@ json_t *hf_embed_nomic_config(const json_t *config)
         {"n_inner", "intermediate_size"},       {"n_head", "num_attention_heads"},
         {"n_positions", "max_position_embeddings"},
         {"layer_norm_epsilon", "layer_norm_eps"}, {"rotary_emb_base", "rope_theta"},
+        {"moe_top_k", "num_experts_per_tok"},
     };
     json_t *merged = json_copy((json_t *)config);
     for (size_t i = 0; merged && i < sizeof aliases / sizeof aliases[0]; i++) {
@@ -134,6 +196,52 @@ json_t *hf_embed_nomic_config(const json_t *config)
         }
     }
     return merged;
+}
+
+hf_status hf_embed_read_nomic_config(const json_t *config, hf_params *p, corral_error *err)
+{
+    const json_t *every = json_object_get(config, "moe_every_n_layers");
+    const json_t *types = json_object_get(config, "type_vocab_size");
+    json_int_t n = json_integer_value(every), n_types = types ? json_integer_value(types) : 1;
+    if ((every && !json_is_null(every) &&
+         (!json_is_integer(every) || n < 0 || n > (json_int_t)p->n_layer)) ||
+        (types && !json_is_integer(types)) || n_types < 1 || n_types > MAX_TOKEN_TYPES) {
+        corral_error_set(err, "config.json: moe_every_n_layers must be 0 to n_layer (%u), "
+                         "type_vocab_size 1 to %u", p->n_layer, MAX_TOKEN_TYPES);
+        return HF_INVALID;
+    }
+    if (n == 0) { /* nomic-embed-text v1 and v1.5 */
+        if (p->n_expert) {
+            corral_error_set(err, "config.json: a NomicBertModel with num_experts needs "
+                             "moe_every_n_layers");
+            return HF_INVALID;
+        }
+        return HF_OK;
+    }
+    if (!p->n_expert) {
+        corral_error_set(err, "config.json: a NomicBertModel with moe_every_n_layers needs "
+                         "num_experts and moe_top_k");
+        return HF_INVALID;
+    }
+    /* what the engine's nomic-bert-moe layer computes, and nothing else */
+    const json_t *act = json_object_get(config, "activation_function");
+    if (act && (!json_is_string(act) || strcmp(json_string_value(act), "gelu") != 0)) {
+        corral_error_set(err, "config.json: nomic-embed-text v2's FFN and experts are GELU "
+                         "(activation_function \"gelu\"), not '%.40s'",
+                         json_is_string(act) ? json_string_value(act) : "(not a string)");
+        return HF_INVALID;
+    }
+    if (json_is_true(json_object_get(config, "moe_normalize_expert_weights")) ||
+        json_is_true(json_object_get(config, "prenorm"))) {
+        corral_error_set(err, "config.json: a NomicBertModel whose experts' weights are "
+                         "renormalized or whose LayerNorms come first (moe_normalize_expert_"
+                         "weights, prenorm) is not converted");
+        return HF_INVALID;
+    }
+    p->arch = &nomic_bert_moe;
+    p->moe_every = (uint32_t)n;
+    p->n_token_types = (uint32_t)n_types;
+    return HF_OK;
 }
 
 hf_status hf_embed_read_modules(const json_t *modules, hf_params *p, hf_modules *m,
@@ -250,6 +358,9 @@ bool hf_embed_write_keys(const hf_params *p, gguf_writer *w, corral_error *err)
     }
     ok = ok && gguf_writer_add_bool(w, KEY("attention.causal"), false, err) &&
          gguf_writer_add_bool(w, KEY("normalize_embeddings"), p->normalize, err);
+    if (ok && is_nomic_moe(p->arch)) /* its vocabulary is not WordPiece's two segments */
+        ok = gguf_writer_add_u32(w, KEY("moe_every_n_layers"), p->moe_every, err) &&
+             gguf_writer_add_u32(w, "tokenizer.ggml.token_type_count", p->n_token_types, err);
     if (ok && p->has_ln_eps)
         ok = gguf_writer_add_f32(w, KEY("attention.layer_norm_epsilon"), p->ln_eps, err);
 #undef KEY

@@ -4,8 +4,12 @@
  * self.query as blk.L.attn_q, ..., its tokenizer tokenizer.json's WordPiece, see
  * hf_tokenizer.h), NomicBertModel ("nomic-bert", nomic-embed-text: the same with fused q/k/v,
  * RoPE and a SwiGLU FFN, under the names the engine reads, llama.cpp's; ollama's converter
- * renames a layout nomic's checkpoints do not use) and Gemma3TextModel (EmbeddingGemma, "gemma-embedding": Gemma 3's text
- * stack, hf_family.c's, and two dense projections). Their pooling, whether embeddings are
+ * renames a layout nomic's checkpoints do not use; "nomic-bert-moe" where config.json's
+ * moe_every_n_layers gives experts, nomic-embed-text v2: a GELU FFN with biases, and in its
+ * expert layers a router and the experts' packed up (mlp.experts.mlp.w1) and down (w2, each
+ * expert's stored transposed) matrices, its tokenizer tokenizer.json's Unigram) and
+ * Gemma3TextModel (EmbeddingGemma, "gemma-embedding": Gemma 3's text stack, hf_family.c's,
+ * and two dense projections). Their pooling, whether embeddings are
  * normalized and EmbeddingGemma's projections come from sentence-transformers' modules.json
  * and its modules' folders.
  */
@@ -26,12 +30,28 @@ bool hf_family_is_gemma_embedding(const hf_arch *a);
 void hf_embed_rename(const hf_arch *a, const char *in, char *out, size_t cap);
 
 /* nomic-bert's config.json with the Hugging Face names of its GPT-2 style keys (n_layer,
- * n_embd, n_inner, n_head, n_positions, layer_norm_epsilon, rotary_emb_base) added where the
- * file lacks them; NULL when out of memory. */
+ * n_embd, n_inner, n_head, n_positions, layer_norm_epsilon, rotary_emb_base) and of its
+ * experts' count per token (moe_top_k) added where the file lacks them; NULL when out of
+ * memory. */
 json_t *hf_embed_nomic_config(const json_t *config);
 
-/* Whether a BERT checkpoint's tensor is left out (position ids, the pooler). */
-bool hf_embed_skipped_tensor(const char *name);
+/* nomic-bert's keys past the common ones (read after them): moe_every_n_layers (experts,
+ * nomic-embed-text v2: the architecture becomes nomic-bert-moe, whose FFN must be GELU and
+ * whose experts' weights are not renormalized) and type_vocab_size. */
+hf_status hf_embed_read_nomic_config(const json_t *config, hf_params *p, corral_error *err);
+
+/* Whether a BERT checkpoint's tensor is left out (position ids, the pooler, nomic-bert-moe's
+ * experts' bias, which neither the engine nor llama.cpp has a place for). */
+bool hf_embed_skipped_tensor(const hf_arch *a, const char *name);
+
+/* Whether name is one of nomic-bert-moe's packed experts (encoder.layers.L.mlp.experts.mlp.w1,
+ * [experts x n_inner, n_embd], or w2, the same shape with each expert's down transposed): its
+ * layer, and whether it is w2. */
+bool hf_embed_parse_nomic_experts(const hf_arch *a, const char *name, unsigned *layer,
+                                  bool *down);
+
+/* Whether a layer of a nomic-bert-moe model has experts in place of its FFN. */
+bool hf_embed_is_moe_layer(const hf_params *p, unsigned layer);
 
 /* Whether a GGUF name is one of BERT's tensors. */
 bool hf_embed_known_tensor(const hf_params *p, const char *name);
@@ -65,7 +85,7 @@ hf_status hf_embed_read_dense(const json_t *dense, unsigned which, hf_params *p,
                               corral_error *err);
 
 /* The architecture's own keys: BERT's attention.causal, pooling_type, normalize_embeddings
- * and LayerNorm epsilon; EmbeddingGemma's pooling_type, its sliding layers' RoPE base and its
+ * and LayerNorm epsilon (nomic-bert-moe's moe_every_n_layers and token type count too); EmbeddingGemma's pooling_type, its sliding layers' RoPE base and its
  * projections' sizes. */
 bool hf_embed_write_keys(const hf_params *p, gguf_writer *w, corral_error *err);
 

@@ -9,7 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { TOKEN_NORMAL = 1, TOKEN_CONTROL = 3, TOKEN_USER_DEFINED = 4 };
+#include "util/base64.h"
+
+enum { TOKEN_NORMAL = 1, TOKEN_UNKNOWN = 2, TOKEN_CONTROL = 3, TOKEN_USER_DEFINED = 4,
+       TOKEN_UNUSED = 5 };
+
+/* A SentencePiece precompiled charsmap: XLM-RoBERTa's is a few hundred kilobytes. */
+#define MAX_CHARSMAP_BYTES ((size_t)16 << 20)
 
 /* tokenizer_config.json's name for a special token, and GGUF's */
 static const struct {
@@ -54,7 +60,8 @@ typedef struct special_token {
 } special_token;
 
 struct hf_vocab {
-    /* "gpt2" (tokenizer.json's BPE), "llama" (SentencePiece, or Gemma 4's BPE) or "bert" */
+    /* "gpt2" (tokenizer.json's BPE), "llama" (SentencePiece, or Gemma 4's BPE), "bert"
+     * (WordPiece) or "t5" (Unigram) */
     const char *model;
     bool bpe; /* tokenizer.json's BPE: its merges written, even when it has none */
     bool bos_add_false; /* add_bos_token written false, whether or not there is a bos */
@@ -70,6 +77,11 @@ struct hf_vocab {
     char *chat_template;
     special_token special[N_SPECIAL];
     special_token eog[2]; /* end of turn and of message (hf_vocab_eog_from_eos_ids) */
+    /* Unigram's text rules: a space mark before the text, runs of spaces made one, and the
+     * charsmap that normalizes the text (NULL when there is none) */
+    bool add_space_prefix, remove_extra_whitespaces;
+    uint8_t *charsmap;
+    size_t charsmap_len;
 };
 
 void hf_vocab_free(hf_vocab *v)
@@ -84,6 +96,7 @@ void hf_vocab_free(hf_vocab *v)
     free(v->scores);
     free(v->merges);
     free(v->chat_template);
+    free(v->charsmap);
     for (size_t i = 0; i < N_SPECIAL; i++)
         free(v->special[i].ids);
     free(v);
@@ -158,8 +171,8 @@ static bool valid_id(const json_t *value, uint32_t *out)
     return true;
 }
 
-/* Ids no token has: "[PAD<id>]", user-defined. */
-static bool fill_gaps(hf_vocab *v, float score, corral_error *err)
+/* Ids no token has: "[PAD<id>]" of the given type and score. */
+static bool fill_gaps(hf_vocab *v, int32_t type, float score, corral_error *err)
 {
     for (uint32_t id = 0; id < v->n; id++) {
         if (v->tokens[id].data)
@@ -169,7 +182,7 @@ static bool fill_gaps(hf_vocab *v, float score, corral_error *err)
         if (!own(v, strdup(name)))
             return oom(err);
         v->tokens[id] = (gguf_str){v->owned[v->n_owned - 1], (size_t)len};
-        v->types[id] = TOKEN_USER_DEFINED;
+        v->types[id] = type;
         v->scores[id] = score;
     }
     return true;
@@ -256,7 +269,7 @@ static bool read_tokens(hf_vocab *v, const json_t *model, const json_t *added,
     }
     for (uint32_t id = 0; id < v->n; id++)
         v->scores[id] = (float)id;
-    return fill_gaps(v, -1.0f, err);
+    return fill_gaps(v, TOKEN_USER_DEFINED, -1.0f, err);
 }
 
 static bool read_merges(hf_vocab *v, const json_t *model, corral_error *err)
@@ -393,7 +406,8 @@ static bool read_specials(hf_vocab *v, const json_t *added, const json_t *config
             }
         }
         /* a SentencePiece model's own pieces hold its special tokens */
-        for (uint32_t id = 0; !sp->found && strcmp(v->model, "llama") == 0 && id < v->n; id++)
+        bool pieces = strcmp(v->model, "llama") == 0 || strcmp(v->model, "t5") == 0;
+        for (uint32_t id = 0; !sp->found && pieces && id < v->n; id++)
             if (v->tokens[id].size == json_string_length(token) &&
                 memcmp(v->tokens[id].data, json_string_value(token), v->tokens[id].size) == 0) {
                 sp->found = true;
@@ -668,7 +682,7 @@ static bool pad_to(hf_vocab *v, uint64_t vocab_size, corral_error *err)
     for (uint64_t id = v->n; id < vocab_size; id++)
         v->tokens[id] = (gguf_str){NULL, 0};
     v->n = (uint32_t)vocab_size;
-    return fill_gaps(v, -1.0f, err);
+    return fill_gaps(v, TOKEN_USER_DEFINED, -1.0f, err);
 }
 
 static bool check_vocab_size(uint64_t vocab_size, corral_error *err)
@@ -751,6 +765,224 @@ static bool mark_word_starts(hf_vocab *v, corral_error *err)
     return true;
 }
 
+/* ---- tokenizer.json's Unigram: SentencePiece's model as the "t5" one ---- */
+
+/* The id space: model.vocab's pairs, the added tokens' ids and vocab_size, whichever reaches
+ * furthest, within MAX_PADDING ids of the pairs. */
+static bool count_unigram_ids(const json_t *vocab, const json_t *added, uint64_t vocab_size,
+                              uint32_t *out, corral_error *err)
+{
+    uint64_t given = json_array_size(vocab), n = given > vocab_size ? given : vocab_size;
+    if (given == 0 || given > HF_MAX_VOCAB) {
+        corral_error_set(err, "tokenizer.json: a Unigram model.vocab must hold 1 to %u pieces",
+                         HF_MAX_VOCAB);
+        return false;
+    }
+    size_t i;
+    const json_t *token;
+    json_array_foreach(added, i, token) {
+        uint32_t id;
+        if (!valid_id(json_object_get(token, "id"), &id) ||
+            !json_is_string(json_object_get(token, "content"))) {
+            corral_error_set(err, "tokenizer.json: added_tokens[%zu] needs a content string and "
+                             "an id below %u", i, HF_MAX_VOCAB);
+            return false;
+        }
+        n = id + 1u > n ? id + 1u : n;
+    }
+    if (n - given > MAX_PADDING) {
+        corral_error_set(err, "tokenizer.json: its %llu pieces would be padded to %llu ids (the "
+                         "largest id or config.json's vocab_size): more than %u ids without a "
+                         "piece", (unsigned long long)given, (unsigned long long)n, MAX_PADDING);
+        return false;
+    }
+    *out = (uint32_t)n;
+    return true;
+}
+
+/*
+ * model.vocab's [piece, score] pairs in id order; the unknown piece (unk_id) of type unknown,
+ * the added tokens control (special) or user-defined; ids without a piece "[PAD<id>]", unused,
+ * as llama.cpp's converter pads an XLM-RoBERTa vocabulary.
+ */
+static bool read_unigram_pieces(hf_vocab *v, const json_t *model, const json_t *added,
+                                uint64_t vocab_size, corral_error *err)
+{
+    const json_t *vocab = json_object_get(model, "vocab");
+    if (!json_is_array(vocab) || (added && !json_is_array(added))) {
+        corral_error_set(err, "tokenizer.json: a Unigram model.vocab must be a list of [piece, "
+                         "score] pairs and added_tokens an array");
+        return false;
+    }
+    if (!count_unigram_ids(vocab, added, vocab_size, &v->n, err))
+        return false;
+    if (!(v->tokens = calloc(v->n, sizeof *v->tokens)) ||
+        !(v->types = calloc(v->n, sizeof *v->types)) ||
+        !(v->scores = calloc(v->n, sizeof *v->scores)))
+        return oom(err);
+    size_t i;
+    const json_t *pair;
+    json_array_foreach(vocab, i, pair) {
+        const json_t *piece = json_array_get(pair, 0), *score = json_array_get(pair, 1);
+        double value = json_number_value(score);
+        if (!json_is_array(pair) || json_array_size(pair) != 2 || !json_is_string(piece) ||
+            !json_is_number(score) || !(value >= -1e30 && value <= 1e30)) {
+            corral_error_set(err, "tokenizer.json: model.vocab[%zu] is not a [piece, score] "
+                             "pair with a finite score", i);
+            return false;
+        }
+        v->tokens[i] = (gguf_str){json_string_value(piece), json_string_length(piece)};
+        v->scores[i] = (float)value;
+        v->types[i] = TOKEN_NORMAL;
+    }
+    const json_t *unk = json_object_get(model, "unk_id");
+    uint32_t unk_id = UINT32_MAX;
+    if (unk && !json_is_null(unk) && (!valid_id(unk, &unk_id) || unk_id >= json_array_size(vocab))) {
+        corral_error_set(err, "tokenizer.json: model.unk_id must be the id of one of "
+                         "model.vocab's pieces");
+        return false;
+    }
+    const json_t *token;
+    json_array_foreach(added, i, token) { /* an added token replaces the piece */
+        uint32_t id = (uint32_t)json_integer_value(json_object_get(token, "id"));
+        const json_t *content = json_object_get(token, "content");
+        v->tokens[id] = (gguf_str){json_string_value(content), json_string_length(content)};
+        v->types[id] = json_is_true(json_object_get(token, "special")) ? TOKEN_CONTROL
+                                                                       : TOKEN_USER_DEFINED;
+    }
+    if (unk_id != UINT32_MAX)
+        v->types[unk_id] = TOKEN_UNKNOWN;
+    return fill_gaps(v, TOKEN_UNUSED, -10000.0f, err);
+}
+
+/* The steps of a normalizer or pre-tokenizer: a Sequence's, or the one step. */
+static const json_t *steps_of(const json_t *step, const char *list_key)
+{
+    const char *type = json_string_value(json_object_get(step, "type"));
+    return type && strcmp(type, "Sequence") == 0 ? json_object_get(step, list_key) : NULL;
+}
+
+/* A step of a normalizer: the charsmap (Precompiled), runs of spaces made one (a Replace of
+ * " {2,}", as transformers writes SentencePiece's remove_extra_whitespaces); a Strip, NFKC or
+ * another Replace changes nothing the charsmap does not. */
+static bool read_normalizer_step(hf_vocab *v, const json_t *step, corral_error *err)
+{
+    const char *type = json_string_value(json_object_get(step, "type"));
+    if (type && strcmp(type, "Precompiled") == 0) {
+        const json_t *map = json_object_get(step, "precompiled_charsmap");
+        if (json_is_null(map) || !map || json_string_length(map) == 0)
+            return true;
+        size_t len = 0;
+        free(v->charsmap);
+        v->charsmap = json_is_string(map)
+                          ? util_base64_decode(json_string_value(map), json_string_length(map),
+                                               MAX_CHARSMAP_BYTES, &len, err)
+                          : NULL;
+        if (!v->charsmap) {
+            if (!json_is_string(map))
+                corral_error_set(err, "precompiled_charsmap must be a base64 string");
+            corral_error_prefix(err, "tokenizer.json");
+            return false;
+        }
+        v->charsmap_len = len;
+        return true;
+    }
+    if (type && strcmp(type, "Replace") == 0) {
+        const json_t *regex = json_object_get(json_object_get(step, "pattern"), "Regex");
+        if (json_is_string(regex) && strcmp(json_string_value(regex), " {2,}") == 0)
+            v->remove_extra_whitespaces = true;
+        return true;
+    }
+    if (type && (strcmp(type, "Strip") == 0 || strcmp(type, "NFKC") == 0))
+        return true;
+    corral_error_set(err, "tokenizer.json: a Unigram tokenizer's normalizer '%.40s' is not "
+                     "converted (Precompiled, Replace, Strip and NFKC are)",
+                     type ? type : "(no type)");
+    return false;
+}
+
+/*
+ * The text rules of a Unigram tokenizer: its normalizer (see read_normalizer_step) and its
+ * pre-tokenizer, a Metaspace (SentencePiece's "▁" for a space; a space before the text unless
+ * add_prefix_space is false or prepend_scheme "never"), with a WhitespaceSplit beside it making
+ * runs of spaces one.
+ */
+static bool read_unigram_text_rules(hf_vocab *v, const json_t *tokenizer, corral_error *err)
+{
+    const json_t *normalizer = json_object_get(tokenizer, "normalizer");
+    const json_t *steps = steps_of(normalizer, "normalizers");
+    size_t i;
+    const json_t *step;
+    if (steps) {
+        json_array_foreach(steps, i, step)
+            if (!read_normalizer_step(v, step, err))
+                return false;
+    } else if (normalizer && !json_is_null(normalizer) &&
+               !read_normalizer_step(v, normalizer, err)) {
+        return false;
+    }
+    const json_t *pre = json_object_get(tokenizer, "pre_tokenizer");
+    const json_t *pre_steps = steps_of(pre, "pretokenizers");
+    bool metaspace = false;
+    for (i = 0; i < (pre_steps ? json_array_size(pre_steps) : 1); i++) {
+        step = pre_steps ? json_array_get(pre_steps, i) : pre;
+        const char *type = json_string_value(json_object_get(step, "type"));
+        if (type && strcmp(type, "WhitespaceSplit") == 0) {
+            v->remove_extra_whitespaces = true;
+            continue;
+        }
+        const json_t *mark = json_object_get(step, "replacement");
+        if (!type || strcmp(type, "Metaspace") != 0 ||
+            (mark && (!json_is_string(mark) ||
+                      strcmp(json_string_value(mark), "\xe2\x96\x81") != 0))) {
+            corral_error_set(err, "tokenizer.json: a Unigram tokenizer's pre-tokenizer must be "
+                             "a Metaspace with SentencePiece's \"\xe2\x96\x81\" (with a "
+                             "WhitespaceSplit or alone), not '%.40s'", type ? type : "(none)");
+            return false;
+        }
+        const json_t *prefix = json_object_get(step, "add_prefix_space");
+        const char *scheme = json_string_value(json_object_get(step, "prepend_scheme"));
+        v->add_space_prefix = json_is_boolean(prefix) ? json_is_true(prefix)
+                              : scheme               ? strcmp(scheme, "never") != 0
+                                                     : true;
+        metaspace = true;
+    }
+    if (!metaspace) {
+        corral_error_set(err, "tokenizer.json: a Unigram tokenizer needs a Metaspace "
+                         "pre-tokenizer");
+        return false;
+    }
+    return true;
+}
+
+/*
+ * Whether the bos and eos tokens frame a text, where tokenizer_config.json does not say: the
+ * post-processor's template for one text (TemplateProcessing's "single") starts with the bos
+ * token and ends with the eos token, as XLM-RoBERTa's "<s> $A </s>".
+ */
+static void read_template_framing(hf_vocab *v, const json_t *tokenizer)
+{
+    const json_t *post = json_object_get(tokenizer, "post_processor");
+    const char *type = json_string_value(json_object_get(post, "type"));
+    const json_t *single = json_object_get(post, "single");
+    if (!type || strcmp(type, "TemplateProcessing") != 0 || !json_is_array(single) ||
+        json_array_size(single) == 0)
+        return;
+    const json_t *ends[2] = {json_array_get(single, 0),
+                             json_array_get(single, json_array_size(single) - 1)};
+    special_token *framing[2] = {&v->special[0], &v->special[1]}; /* bos, eos */
+    for (int k = 0; k < 2; k++) {
+        special_token *sp = framing[k];
+        if (!sp->found || sp->add_set)
+            continue;
+        const json_t *name = json_object_get(json_object_get(ends[k], "SpecialToken"), "id");
+        gguf_str text = v->tokens[sp->id];
+        sp->add_set = true;
+        sp->add = json_is_string(name) && json_string_length(name) == text.size &&
+                  memcmp(json_string_value(name), text.data, text.size) == 0;
+    }
+}
+
 hf_vocab *hf_vocab_load(const json_t *tokenizer, const json_t *tokenizer_config,
                         const json_t *generation_config, const char *chat_template,
                         uint64_t vocab_size, const char *bpe_model, corral_error *err)
@@ -758,13 +990,15 @@ hf_vocab *hf_vocab_load(const json_t *tokenizer, const json_t *tokenizer_config,
     const json_t *model = json_object_get(tokenizer, "model");
     const char *type = json_string_value(json_object_get(model, "type"));
     bool wordpiece = type && strcmp(type, "WordPiece") == 0;
-    if (!json_is_object(tokenizer) || !type || (strcmp(type, "BPE") != 0 && !wordpiece)) {
-        corral_error_set(err, "tokenizer.json: Corral converts BPE and WordPiece tokenizers, "
-                         "not '%.40s'", type ? type : "(no model.type)");
+    bool unigram = type && strcmp(type, "Unigram") == 0;
+    if (!json_is_object(tokenizer) || !type ||
+        (strcmp(type, "BPE") != 0 && !wordpiece && !unigram)) {
+        corral_error_set(err, "tokenizer.json: Corral converts BPE, WordPiece and Unigram "
+                         "tokenizers, not '%.40s'", type ? type : "(no model.type)");
         return NULL;
     }
     bool gpt2 = strcmp(bpe_model, "gpt2") == 0;
-    if (!wordpiece && gpt2 && is_spm_style(tokenizer)) {
+    if (!wordpiece && !unigram && gpt2 && is_spm_style(tokenizer)) {
         corral_error_set(err, "tokenizer.json is a SentencePiece tokenizer's BPE (byte fallback, "
                          "Metaspace): give its tokenizer.model too");
         return NULL;
@@ -776,18 +1010,23 @@ hf_vocab *hf_vocab_load(const json_t *tokenizer, const json_t *tokenizer_config,
         oom(err);
         return NULL;
     }
-    v->model = wordpiece ? "bert" : gpt2 ? "gpt2" : "llama";
-    v->bpe = !wordpiece;
+    v->model = wordpiece ? "bert" : unigram ? "t5" : gpt2 ? "gpt2" : "llama";
+    v->bpe = !wordpiece && !unigram;
     const json_t *added = json_object_get(tokenizer, "added_tokens");
     if (json_is_null(added))
         added = NULL;
-    if (!read_tokens(v, model, added, vocab_size, err) ||
-        (wordpiece ? !mark_word_starts(v, err) : !read_merges(v, model, err)) ||
-        !name_pre_tokenizer(v, tokenizer, err) || !read_chat_template(v, tokenizer_config, err) ||
+    bool ok = unigram ? read_unigram_pieces(v, model, added, vocab_size, err) &&
+                            read_unigram_text_rules(v, tokenizer, err)
+                      : read_tokens(v, model, added, vocab_size, err) &&
+                            (wordpiece ? mark_word_starts(v, err) : read_merges(v, model, err));
+    if (!ok || !name_pre_tokenizer(v, tokenizer, err) ||
+        !read_chat_template(v, tokenizer_config, err) ||
         !read_specials(v, added, tokenizer_config, generation_config, err)) {
         hf_vocab_free(v);
         return NULL;
     }
+    if (unigram)
+        read_template_framing(v, tokenizer);
     if (!v->chat_template && chat_template && !(v->chat_template = strdup(chat_template))) {
         hf_vocab_free(v);
         oom(err);
@@ -839,6 +1078,15 @@ bool hf_vocab_write(const hf_vocab *v, gguf_writer *w, corral_error *err)
         ok = gguf_writer_add_str_array(w, "tokenizer.ggml.merges", v->merges, v->n_merges, err);
     if (ok && strcmp(v->model, "bert") == 0) /* BERT's two segments, as ollama writes it */
         ok = gguf_writer_add_u32(w, "tokenizer.ggml.token_type_count", 2, err);
+    if (ok && strcmp(v->model, "t5") == 0) {
+        ok = gguf_writer_add_bool(w, "tokenizer.ggml.add_space_prefix", v->add_space_prefix,
+                                  err) &&
+             gguf_writer_add_bool(w, "tokenizer.ggml.remove_extra_whitespaces",
+                                  v->remove_extra_whitespaces, err);
+        if (ok && v->charsmap)
+            ok = gguf_writer_add_array(w, "tokenizer.ggml.precompiled_charsmap",
+                                       GGUF_TYPE_UINT8, v->charsmap, v->charsmap_len, err);
+    }
     if (ok && v->chat_template)
         ok = gguf_writer_add_str(w, "tokenizer.chat_template", v->chat_template,
                                  strlen(v->chat_template), err);

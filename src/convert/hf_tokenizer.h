@@ -1,12 +1,15 @@
 /*
- * A Hugging Face tokenizer (tokenizer.json's byte-level BPE or WordPiece, or a SentencePiece
- * tokenizer.model,
+ * A Hugging Face tokenizer (tokenizer.json's byte-level BPE, WordPiece or Unigram, or a
+ * SentencePiece tokenizer.model,
  * with tokenizer_config.json and generation_config.json beside it) as GGUF tokenizer.* metadata,
  * as llama.cpp's and ollama's converters write it. For BPE: the "gpt2" model, tokens by id with
  * their types (special added tokens are control tokens, other added tokens user-defined),
  * merges, the pre-tokenizer named from its Split patterns; for WordPiece the "bert" model (its
- * tokens in that model's spelling, see hf_tokenizer.c); for SentencePiece the "llama" model
- * (see hf_vocab_load_spm). Both: the chat template, and the special tokens that
+ * tokens in that model's spelling, see hf_tokenizer.c); for Unigram (XLM-RoBERTa's) the "t5"
+ * model as llama.cpp's converter writes it: the pieces' scores, the unknown piece, the
+ * precompiled charsmap, whether a space mark starts a text and runs of spaces are made one,
+ * whether bos and eos frame a text (the post-processor's template); for SentencePiece the
+ * "llama" model (see hf_vocab_load_spm). Both: the chat template, and the special tokens that
  * tokenizer_config.json names (their add_*_token flags too; eos_token_ids from
  * generation_config.json's lists).
  */

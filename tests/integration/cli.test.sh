@@ -404,6 +404,8 @@ expect "serve --help lists the server's settings" "NUM_PARALLEL" "$work/out"
 expect "serve --help says the OLLAMA_ names work" "else OLLAMA_NAME" "$work/out"
 "$corral" start --help >"$work/out" || fail "start --help"
 expect "start is an alias of serve" "Usage: corral serve" "$work/out"
+"$corral" create --help >"$work/out" || fail "create --help"
+expect "create --help lists the checkpoints it converts" "...Model: Bert, NomicBert" "$work/out"
 
 # the REPL, last: its Ctrl-C test cancels a generation mid-stream
 vision="$CORRAL_FIXTURES/vision"
