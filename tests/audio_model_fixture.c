@@ -29,10 +29,13 @@ void audio_model_fixture_write(const char *path, const char *drop)
         fail_msg("%s", err.message);
     gguf_writer *w = gguf_writer_create();
     bool ok = w != NULL;
-    for (size_t i = 0; ok && i < gguf_n_kv(text); i++)
-        ok = strcmp(gguf_kv_at(text, i)->key, "gemma4.attention.sliding_window") == 0
-                 ? gguf_writer_add_u32(w, "gemma4.attention.sliding_window", 4096, &err)
+    for (size_t i = 0; ok && i < gguf_n_kv(text); i++) {
+        const char *key = gguf_kv_at(text, i)->key;
+        ok = strcmp(key, "gemma4.attention.sliding_window") == 0 ||
+                     strcmp(key, "gemma4.context_length") == 0
+                 ? gguf_writer_add_u32(w, key, 4096, &err)
                  : gguf_writer_copy_kv(w, gguf_kv_at(text, i), &err);
+    }
     for (size_t i = 0; ok && i < gguf_n_kv(tower); i++)
         if (strncmp(gguf_kv_at(tower, i)->key, "gemma4.audio.", 13) == 0)
             ok = gguf_writer_copy_kv(w, gguf_kv_at(tower, i), &err);
@@ -52,25 +55,33 @@ void audio_model_fixture_write(const char *path, const char *drop)
     gguf_close(tower);
 }
 
-uint8_t *audio_model_fixture_tone(double seconds, size_t *size)
+uint8_t *audio_model_fixture_tone_at(uint32_t rate, double seconds, size_t *size)
 {
-    size_t n = (size_t)(16000 * seconds), bytes = 44 + 2 * n;
+    size_t n = (size_t)(rate * seconds), bytes = 44 + 2 * n;
     uint8_t *w = malloc(bytes);
     assert_non_null(w);
-    uint32_t data = (uint32_t)(2 * n), riff = 36 + data;
+    uint32_t data = (uint32_t)(2 * n), riff = 36 + data, byte_rate = 2 * rate;
     memcpy(w, "RIFF", 4);
     memcpy(w + 4, &riff, 4);
     memcpy(w + 8, "WAVEfmt ", 8);
-    /* PCM, one channel, 16000 samples a second, 32000 bytes a second, 2-byte frames, 16 bits */
-    static const uint8_t fmt[20] = {16, 0, 0, 0, 1, 0, 1, 0, 0x80, 0x3e, 0, 0,
-                                    0, 0x7d, 0, 0, 2, 0, 16, 0};
+    /* PCM, one channel, rate samples a second, 2-byte frames, 16 bits */
+    uint8_t fmt[20] = {16, 0, 0, 0, 1, 0, 1, 0};
+    memcpy(fmt + 8, &rate, 4);
+    memcpy(fmt + 12, &byte_rate, 4);
+    fmt[16] = 2;
+    fmt[18] = 16;
     memcpy(w + 16, fmt, sizeof fmt);
     memcpy(w + 36, "data", 4);
     memcpy(w + 40, &data, 4);
     for (size_t i = 0; i < n; i++) {
-        int16_t v = (int16_t)(8000.0 * sin(2 * M_PI * 440.0 * (double)i / 16000));
+        int16_t v = (int16_t)(8000.0 * sin(2 * M_PI * 440.0 * (double)i / rate));
         memcpy(w + 44 + 2 * i, &v, 2);
     }
     *size = bytes;
     return w;
+}
+
+uint8_t *audio_model_fixture_tone(double seconds, size_t *size)
+{
+    return audio_model_fixture_tone_at(16000, seconds, size);
 }

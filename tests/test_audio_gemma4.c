@@ -2,8 +2,9 @@
  * Gemma 4's audio against a plain-Python reference (tools/archref/gemma4audiogen.py, from
  * transformers' semantics; tests/fixtures/audio): the log-mel frames of a clip made from
  * integer arithmetic alone, and the tiny random-weight tower's embeddings of those frames
- * (the attention there computed in transformers' blocks, here as a window). A model file
- * without a tower says so without an error; a clip too long for the tower and tower files
+ * (the attention there computed in transformers' blocks, here as a window). A clip over 30
+ * seconds goes in 30-second segments, each as a clip of its own. A model file
+ * without a tower says so without an error; a segment too long for the tower and tower files
  * spoiled one way each (bounds that bound nothing, tensors out of alignment among them) are
  * refused with a message naming the fault.
  */
@@ -146,6 +147,109 @@ static void test_tower_matches_reference(void **state)
     free(want);
     free(mel);
     corral_audio_tower_free(t);
+}
+
+/* n samples of the reference clip's kind (an LCG's noise and a triangle wave). */
+static float *noise_samples(size_t n)
+{
+    float *s = malloc(n * sizeof *s);
+    assert_non_null(s);
+    uint32_t state = 777;
+    for (size_t i = 0; i < n; i++) {
+        state = state * 1664525u + 1013904223u;
+        int noise = (int)((state >> 16) % 4096) - 2048;
+        int phase = (int)(i % 37);
+        int tri = (phase < 19 ? phase * 800 : (37 - phase) * 800) - 7200;
+        s[i] = (float)(noise + tri) / 32768.0f;
+    }
+    return s;
+}
+
+#define SEGMENT AUDIO_MEL_SEGMENT_SAMPLES
+#define SEGMENT_FRAMES 2999 /* 30 seconds' */
+#define SEGMENT_TOKENS 750
+
+/* Segment s's rows of a clip's features equal those of its samples as a clip of their own. */
+static void check_segment_alone(const float *samples, size_t n_samples, const audio_mel *mel,
+                                size_t s, size_t first_row)
+{
+    size_t n = n_samples - s * SEGMENT < SEGMENT ? n_samples - s * SEGMENT : SEGMENT;
+    corral_error err = {{0}};
+    audio_mel *alone = audio_mel_compute(samples + s * SEGMENT, n, &err);
+    assert_non_null(alone);
+    assert_int_equal(alone->n_segments, 1);
+    assert_int_equal(alone->n_frames, mel->segment_frames[s]);
+    assert_memory_equal(alone->data, mel->data + first_row * AUDIO_MEL_BINS,
+                        alone->n_frames * AUDIO_MEL_BINS * sizeof(float));
+    audio_mel_free(alone);
+}
+
+/* A clip over 30 seconds is cut as llama.cpp's mtmd cuts it for this tower: 30-second
+ * segments of samples without overlap, the last one shorter, each framed and encoded as a
+ * clip of its own; their embeddings one after another, the first 30 seconds' those of the
+ * 30-second clip alone. */
+static void test_long_clip_in_segments(void **state)
+{
+    (void)state;
+    /* the segments' frames from the length alone */
+    assert_int_equal(audio_mel_segments(SEGMENT), 1);
+    assert_int_equal(audio_mel_segment_frames(SEGMENT, 0), SEGMENT_FRAMES);
+    assert_int_equal(audio_mel_segment_frames(SEGMENT, 1), 0);
+    assert_int_equal(audio_mel_segments(2 * SEGMENT + 160), 2); /* a tail of no frame */
+    assert_int_equal(audio_mel_frames(2 * SEGMENT + 160), 2 * SEGMENT_FRAMES);
+    assert_int_equal(audio_mel_segments(2 * SEGMENT + 161), 3);
+    assert_int_equal(audio_mel_segment_frames(2 * SEGMENT + 161, 2), 1);
+    const size_t n = 65 * AUDIO_MEL_RATE; /* 30 + 30 + 5 seconds */
+    assert_int_equal(audio_mel_segments(n), 3);
+    assert_int_equal(audio_mel_segment_frames(n, 2), 499);
+    assert_int_equal(audio_mel_frames(n), 2 * SEGMENT_FRAMES + 499);
+
+    float *samples = noise_samples(n);
+    corral_error err = {{0}};
+    audio_mel *mel = audio_mel_compute(samples, n, &err);
+    if (!mel)
+        fail_msg("%s", err.message);
+    assert_int_equal(mel->n_segments, 3);
+    assert_int_equal(mel->n_frames, 2 * SEGMENT_FRAMES + 499);
+    assert_int_equal(mel->segment_frames[0], SEGMENT_FRAMES);
+    assert_int_equal(mel->segment_frames[1], SEGMENT_FRAMES);
+    assert_int_equal(mel->segment_frames[2], 499);
+    check_segment_alone(samples, n, mel, 0, 0);
+    check_segment_alone(samples, n, mel, 2, 2 * SEGMENT_FRAMES);
+
+    corral_audio_tower *t = load_tower(fixture("gemma4a-tower.gguf"));
+    size_t tokens = corral_audio_tower_segments_tokens(t, mel->segment_frames, 3);
+    assert_int_equal(tokens, 2 * SEGMENT_TOKENS + 125);
+    corral_image_embd all, first, last;
+    if (!corral_audio_tower_encode_segments(t, mel->data, mel->segment_frames, 3, 1, &all, &err))
+        fail_msg("%s", err.message);
+    assert_int_equal(all.n_tokens, tokens);
+    assert_int_equal(all.nx, tokens);
+    assert_true(all.causal);
+    assert_true(corral_audio_tower_encode(t, mel->data, SEGMENT_FRAMES, 1, &first, &err));
+    assert_int_equal(first.n_tokens, SEGMENT_TOKENS);
+    assert_memory_equal(all.data, first.data, SEGMENT_TOKENS * TEXT_WIDTH * sizeof(float));
+    assert_true(corral_audio_tower_encode(t, mel->data + 2 * SEGMENT_FRAMES * AUDIO_MEL_BINS,
+                                          499, 1, &last, &err));
+    assert_memory_equal(all.data + 2 * SEGMENT_TOKENS * TEXT_WIDTH, last.data,
+                        125 * TEXT_WIDTH * sizeof(float));
+    corral_image_embd_free(&last);
+    /* the middle segment: no state carried over from the first */
+    assert_true(corral_audio_tower_encode(t, mel->data + SEGMENT_FRAMES * AUDIO_MEL_BINS,
+                                          SEGMENT_FRAMES, 1, &last, &err));
+    assert_memory_equal(all.data + SEGMENT_TOKENS * TEXT_WIDTH, last.data,
+                        SEGMENT_TOKENS * TEXT_WIDTH * sizeof(float));
+    corral_image_embd_free(&last);
+    /* a segment longer than 30 seconds' frames is refused */
+    size_t too_long[2] = {SEGMENT_FRAMES, 3001};
+    assert_false(corral_audio_tower_encode_segments(t, mel->data, too_long, 2, 1, &last, &err));
+    assert_non_null(strstr(err.message, "30 seconds"));
+    corral_image_embd_free(&all);
+    corral_image_embd_free(&first);
+    corral_image_embd_free(&last);
+    corral_audio_tower_free(t);
+    audio_mel_free(mel);
+    free(samples);
 }
 
 /* The last row's logits after rows [0, split) and then [split, n) of embd go into a fresh
@@ -368,6 +472,7 @@ int main(void)
         cmocka_unit_test(test_mel_matches_reference),
         cmocka_unit_test(test_tower_matches_reference),
         cmocka_unit_test(test_clip_tokens_causal),
+        cmocka_unit_test(test_long_clip_in_segments),
         cmocka_unit_test(test_file_without_tower),
         cmocka_unit_test(test_spoiled_files_refused),
         cmocka_unit_test(test_bounds_that_bound_nothing_refused),

@@ -10,7 +10,9 @@
  * tiny text model and tests/fixtures/audio's tower joined into ollama's single-file layout)
  * answers with the clip's tokens where it stands, takes the same clip again from its cache
  * and KV cells, counts it without encoding, and refuses images, which it has no tower for;
- * with a tower that does not load, text still answers and a clip's refusal says why.
+ * a clip over 30 seconds counts and answers in 30-second segments, one over ten minutes is
+ * refused, and the cache keeps no more than its room; with a tower that does not load, text
+ * still answers and a clip's refusal says why.
  */
 #include <jansson.h>
 #include <setjmp.h>
@@ -323,14 +325,19 @@ static void test_small_batch(void **state)
     assert_memory_equal(small, large, sizeof small);
 }
 
-/* A 16 kHz mono 16-bit WAV of a 440 Hz tone, seconds long, in base64. */
-static char *tone_wav(double seconds)
+/* A mono 16-bit WAV of a 440 Hz tone, seconds long at rate samples a second, in base64. */
+static char *tone_wav_at(uint32_t rate, double seconds)
 {
     size_t size;
-    uint8_t *wav = audio_model_fixture_tone(seconds, &size);
+    uint8_t *wav = audio_model_fixture_tone_at(rate, seconds, &size);
     char *text = util_base64_encode(wav, size);
     free(wav);
     return text;
+}
+
+static char *tone_wav(double seconds)
+{
+    return tone_wav_at(16000, seconds);
 }
 
 static void test_no_tower_refuses_audio(void **state)
@@ -369,7 +376,7 @@ static int spawn_audio(const char *drop)
     snprintf(socket_path, sizeof socket_path, "/tmp/corral-test-runner-audio-%d.sock",
              (int)getpid());
     const char *const argv[] = {bin, "runner", "--model", audio_model, "--socket", socket_path,
-                                "--ctx", "256", "--parallel", "1", "--threads", "1",
+                                "--ctx", "4096", "--parallel", "1", "--threads", "1",
                                 "--batch", "8", NULL};
     return runner_fixture_start(argv, socket_path, &runner_pid) ? 0 : -1;
 }
@@ -424,11 +431,43 @@ static void test_audio_clip_answers_then_the_cache(void **state)
     char *square = fixture_base64("square.png");
     assert_refused(complete(GEMMA_PROMPT, square, 0, 4), "model does not support images");
     free(square);
-    /* a clip over 30 seconds is the request's fault */
-    char *too_long = tone_wav(30.5);
-    assert_refused(complete(GEMMA_PROMPT, too_long, 0, 4), "longer than 30 seconds");
+    /* a clip over ten minutes is the request's fault (at 1 kHz: the cap is on seconds) */
+    char *too_long = tone_wav_at(1000, 600.5);
+    assert_refused(complete(GEMMA_PROMPT, too_long, 0, 4), "longer than 600 seconds");
     free(too_long);
     free(wav);
+}
+
+/* A clip over 30 seconds counts and answers in 30-second segments: 65 s is 750 + 750 + 125
+ * tokens, 121 s 4 x 750 + 25. The cache holds the room of four 30-second clips (3000 tokens):
+ * a clip larger than all of it is encoded again for each request, and the clips it would
+ * have pushed out are still kept. */
+static void test_long_clip_in_segments_and_the_cache_room(void **state)
+{
+    (void)state;
+    char *wav = tone_wav(65);
+    json_t *a = request(json_pack("{s:s, s:s, s:[{s:s, s:I}]}", "op", "count", "prompt",
+                                  GEMMA_PROMPT, "images", "data", wav, "at",
+                                  (json_int_t)strlen(GEMMA_USER)));
+    assert_int_equal(field(a, "image_tokens"), 1625);
+    json_decref(a);
+    free(wav);
+    char *kept = tone_wav(0.7);
+    a = complete(GEMMA_PROMPT, kept, strlen(GEMMA_USER), 4);
+    assert_int_equal(field(a, "images_encoded"), 1);
+    json_decref(a);
+    char *longest = tone_wav(121);
+    for (int i = 0; i < 2; i++) {
+        a = complete(GEMMA_PROMPT, longest, strlen(GEMMA_USER), 4);
+        assert_int_equal(field(a, "image_tokens"), 3025);
+        assert_int_equal(field(a, "images_encoded"), 1);
+        json_decref(a);
+    }
+    a = complete(GEMMA_PROMPT, kept, strlen(GEMMA_USER), 4);
+    assert_int_equal(field(a, "images_encoded"), 0);
+    json_decref(a);
+    free(longest);
+    free(kept);
 }
 
 /* A tower that does not load costs the model its audio only: text still answers, and a
@@ -462,6 +501,7 @@ int main(void)
     };
     const struct CMUnitTest with_audio[] = {
         cmocka_unit_test(test_audio_clip_answers_then_the_cache),
+        cmocka_unit_test(test_long_clip_in_segments_and_the_cache_room),
     };
     const struct CMUnitTest without[] = {
         cmocka_unit_test(test_no_projector_refuses_images),

@@ -552,12 +552,25 @@ size_t corral_audio_tower_tokens(const corral_audio_tower *tower, size_t n_frame
 /* The bytes those embeddings take (corral_image_embd's rows): what a cache of encoded clips
  * holds for one clip of n_frames frames. UINT64_MAX: past 64 bits. */
 uint64_t corral_audio_tower_clip_bytes(const corral_audio_tower *tower, size_t n_frames);
-/* Encode n_frames rows of 128 log-mel values into out (a 1-D run: nx = n_tokens, ny = 1,
- * causal set, so that corral_decode_image runs its tokens causally) on n_threads threads (0:
- * one per physical core). Free out with corral_image_embd_free. */
+/* Encode n_frames rows of 128 log-mel values (at most 30 seconds' frames) into out (a 1-D
+ * run: nx = n_tokens, ny = 1, causal set, so that corral_decode_image runs its tokens
+ * causally) on n_threads threads (0: one per physical core). Free out with
+ * corral_image_embd_free. */
 bool corral_audio_tower_encode(const corral_audio_tower *tower, const float *mel,
                                size_t n_frames, int n_threads, corral_image_embd *out,
                                corral_error *err);
+/* A clip longer than the tower takes, as src/audio/mel.h cuts it: n_segments runs of rows
+ * one after another at mel, segment_frames[s] rows each (1 to 30 seconds' frames). Each
+ * segment is encoded on its own, as corral_audio_tower_encode encodes a clip, and out holds
+ * their embeddings one after another (one causal 1-D run). */
+bool corral_audio_tower_encode_segments(const corral_audio_tower *tower, const float *mel,
+                                        const size_t *segment_frames, size_t n_segments,
+                                        int n_threads, corral_image_embd *out,
+                                        corral_error *err);
+/* The embeddings such a clip gives: its segments' corral_audio_tower_tokens summed
+ * (SIZE_MAX: past size_t). */
+size_t corral_audio_tower_segments_tokens(const corral_audio_tower *tower,
+                                          const size_t *segment_frames, size_t n_segments);
 
 /* ---- Sampling (ollama's options; llama.cpp's order) ---- */
 

@@ -18,8 +18,13 @@
 
 #include "corral/error.h"
 
-/* The largest clip file a request may send (OpenAI's cap on a file to transcribe). */
+/* The largest clip file a request may send (OpenAI's cap on a file to transcribe), and the
+ * longest clip: the byte cap alone does not bound a clip's length (16-bit 16 kHz mono WAV
+ * holds about 13 minutes in it, 32 kbit/s MP3 about 109, FLAC of near silence far more),
+ * while its samples, features and embeddings grow with it; ten minutes is 15,000 of the
+ * audio tower's tokens, more than most contexts hold. */
 #define AUDIO_MAX_CLIP_BYTES (25u << 20)
+#define AUDIO_MAX_CLIP_SECONDS 600.0
 
 typedef enum audio_container {
     AUDIO_NOT_AUDIO,

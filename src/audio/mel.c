@@ -1,6 +1,7 @@
 /*
- * Gemma 4's log-mel features (mel.h): a radix-2 FFT in double precision over each windowed
- * frame and a filter bank whose triangles are stored as the range of bins each one covers.
+ * Gemma 4's log-mel features (mel.h): a clip cut into 30-second segments, a radix-2 FFT in
+ * double precision over each windowed frame and a filter bank whose triangles are stored as
+ * the range of bins each one covers.
  */
 #include "audio/mel.h"
 
@@ -101,13 +102,40 @@ static void fft(const mel_tables *t, double *re, double *im)
     }
 }
 
-size_t audio_mel_frames(size_t n_samples)
+/* The frames one segment of n samples gives: frames of window + 1 samples every hop over it
+ * with half a window of silence in front. */
+static size_t frames_of_segment(size_t n)
 {
-    /* frames of window + 1 samples every hop over the clip with half a window in front */
-    size_t padded = n_samples + AUDIO_MEL_WINDOW / 2;
+    size_t padded = n + AUDIO_MEL_WINDOW / 2;
     if (padded < AUDIO_MEL_WINDOW + 1)
         return 0;
     return (padded - (AUDIO_MEL_WINDOW + 1)) / AUDIO_MEL_HOP + 1;
+}
+
+size_t audio_mel_segments(size_t n_samples)
+{
+    size_t rest = n_samples % AUDIO_MEL_SEGMENT_SAMPLES;
+    return n_samples / AUDIO_MEL_SEGMENT_SAMPLES + (frames_of_segment(rest) > 0);
+}
+
+/* The samples of segment s of a clip of n_samples (s at most n_samples / a segment's). */
+static size_t segment_samples(size_t n_samples, size_t s)
+{
+    size_t left = n_samples - s * AUDIO_MEL_SEGMENT_SAMPLES;
+    return left < AUDIO_MEL_SEGMENT_SAMPLES ? left : AUDIO_MEL_SEGMENT_SAMPLES;
+}
+
+size_t audio_mel_segment_frames(size_t n_samples, size_t s)
+{
+    if (s > n_samples / AUDIO_MEL_SEGMENT_SAMPLES)
+        return 0;
+    return frames_of_segment(segment_samples(n_samples, s));
+}
+
+size_t audio_mel_frames(size_t n_samples)
+{
+    return n_samples / AUDIO_MEL_SEGMENT_SAMPLES * frames_of_segment(AUDIO_MEL_SEGMENT_SAMPLES) +
+           frames_of_segment(n_samples % AUDIO_MEL_SEGMENT_SAMPLES);
 }
 
 void audio_mel_free(audio_mel *mel)
@@ -115,37 +143,21 @@ void audio_mel_free(audio_mel *mel)
     if (!mel)
         return;
     free(mel->data);
+    free(mel->segment_frames);
     free(mel);
 }
 
-audio_mel *audio_mel_compute(const float *samples, size_t n_samples, corral_error *err)
+/* The n_frames rows of one segment of n samples, as for a clip of its own. */
+static void segment_features(const mel_tables *t, const float *samples, size_t n,
+                             size_t n_frames, float *rows)
 {
-    size_t n_frames = audio_mel_frames(n_samples);
-    if (n_frames == 0) {
-        corral_error_set(err, "audio too short: %zu samples, at least %d are needed", n_samples,
-                         AUDIO_MEL_WINDOW / 2 + 1);
-        return NULL;
-    }
-    audio_mel *mel = calloc(1, sizeof *mel);
-    mel_tables *t = malloc(sizeof *t);
-    if (mel && n_frames <= SIZE_MAX / sizeof(float) / AUDIO_MEL_BINS)
-        mel->data = malloc(n_frames * AUDIO_MEL_BINS * sizeof *mel->data);
-    if (!mel || !t || !mel->data) {
-        corral_error_set(err, "out of memory");
-        audio_mel_free(mel);
-        free(t);
-        return NULL;
-    }
-    build_tables(t);
-    mel->n_frames = n_frames;
-    mel->n_mel = AUDIO_MEL_BINS;
     double re[AUDIO_MEL_FFT], im[AUDIO_MEL_FFT], mag[N_BINS];
     for (size_t f = 0; f < n_frames; f++) {
         /* frame f starts half a window before sample f * hop */
         long start = (long)(f * AUDIO_MEL_HOP) - AUDIO_MEL_WINDOW / 2;
         for (int j = 0; j < AUDIO_MEL_FFT; j++) {
             long at = start + j;
-            double x = j < AUDIO_MEL_WINDOW && at >= 0 && (size_t)at < n_samples
+            double x = j < AUDIO_MEL_WINDOW && at >= 0 && (size_t)at < n
                            ? samples[at] * t->window[j]
                            : 0.0;
             re[j] = x;
@@ -154,7 +166,7 @@ audio_mel *audio_mel_compute(const float *samples, size_t n_samples, corral_erro
         fft(t, re, im);
         for (int k = 0; k < N_BINS; k++)
             mag[k] = sqrt(re[k] * re[k] + im[k] * im[k]);
-        float *row = mel->data + f * AUDIO_MEL_BINS;
+        float *row = rows + f * AUDIO_MEL_BINS;
         for (int m = 0; m < AUDIO_MEL_BINS; m++) {
             const mel_filter *flt = &t->filters[m];
             double sum = 0.0;
@@ -162,6 +174,38 @@ audio_mel *audio_mel_compute(const float *samples, size_t n_samples, corral_erro
                 sum += mag[flt->first + k] * flt->weight[k];
             row[m] = (float)log(sum + LOG_OFFSET);
         }
+    }
+}
+
+audio_mel *audio_mel_compute(const float *samples, size_t n_samples, corral_error *err)
+{
+    size_t n_frames = audio_mel_frames(n_samples), n_segments = audio_mel_segments(n_samples);
+    if (n_frames == 0) {
+        corral_error_set(err, "audio too short: %zu samples, at least %d are needed", n_samples,
+                         AUDIO_MEL_WINDOW / 2 + 1);
+        return NULL;
+    }
+    audio_mel *mel = calloc(1, sizeof *mel);
+    mel_tables *t = malloc(sizeof *t);
+    if (mel && n_frames <= SIZE_MAX / sizeof(float) / AUDIO_MEL_BINS) {
+        mel->data = malloc(n_frames * AUDIO_MEL_BINS * sizeof *mel->data);
+        mel->segment_frames = malloc(n_segments * sizeof *mel->segment_frames);
+    }
+    if (!mel || !t || !mel->data || !mel->segment_frames) {
+        corral_error_set(err, "out of memory");
+        audio_mel_free(mel);
+        free(t);
+        return NULL;
+    }
+    build_tables(t);
+    mel->n_frames = n_frames;
+    mel->n_mel = AUDIO_MEL_BINS;
+    mel->n_segments = n_segments;
+    for (size_t s = 0, row = 0; s < n_segments; row += mel->segment_frames[s], s++) {
+        mel->segment_frames[s] = audio_mel_segment_frames(n_samples, s);
+        segment_features(t, samples + s * AUDIO_MEL_SEGMENT_SAMPLES,
+                         segment_samples(n_samples, s), mel->segment_frames[s],
+                         mel->data + row * AUDIO_MEL_BINS);
     }
     free(t);
     return mel;

@@ -19,9 +19,8 @@
 
 /* An image file's bytes at most: far above any photo a phone takes. */
 #define MAX_IMAGE_FILE_BYTES (64u << 20)
-/* A clip's bytes and seconds at most: the runner's (runner/prompt_images.h) */
+/* A clip file's bytes at most (its length: audio.h's AUDIO_MAX_CLIP_SECONDS, the runner's) */
 #define MAX_AUDIO_FILE_BYTES (20u << 20)
-#define MAX_AUDIO_SECONDS 30.0
 
 #define MEDIA_MARKER "<__media__>"
 
@@ -258,11 +257,11 @@ static bool clip_embd(const infer_image_options *io, const corral_model *model,
     audio_mel *mel = NULL;
     bool ok = corral_audio_tower_fits(tower, model, &err) &&
               (bytes = util_read_file(io->audio_path, MAX_AUDIO_FILE_BYTES, &len, &err)) &&
-              (pcm = audio_decode((const uint8_t *)bytes, len, AUDIO_MEL_RATE, MAX_AUDIO_SECONDS,
-                                  &err)) &&
+              (pcm = audio_decode((const uint8_t *)bytes, len, AUDIO_MEL_RATE,
+                                  AUDIO_MAX_CLIP_SECONDS, &err)) &&
               (mel = audio_mel_compute(pcm->samples, pcm->n_samples, &err)) &&
-              corral_audio_tower_encode(tower, mel->data, mel->n_frames, io->n_threads, out,
-                                        &err);
+              corral_audio_tower_encode_segments(tower, mel->data, mel->segment_frames,
+                                                 mel->n_segments, io->n_threads, out, &err);
     if (!ok)
         fprintf(stderr, "corral infer: %s: %s\n", io->audio_path, err.message);
     if (ok && io->dump_pixels_path)

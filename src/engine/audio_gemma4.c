@@ -25,6 +25,10 @@
  *
  * transformers computes the attention in blocks of 12 queries against 24 keys; the same sums
  * over the same keys come out of a plain window, which is what runs here.
+ *
+ * A clip longer than 30 seconds comes as segments of at most 30 seconds' frames (src/audio/
+ * mel.h): each goes through the tower as a clip of its own and their embeddings follow one
+ * another, as llama.cpp's mtmd encodes such a clip for this tower.
  */
 #include <float.h>
 #include <math.h>
@@ -48,8 +52,9 @@
 #define LOGIT_CAP 50.0f
 #define FFN_RESIDUAL 0.5f
 #define DEFAULT_EPS 1e-6f
-/* Bounds on what a file may claim, far above the released towers, and on a clip's frames:
- * 30 seconds, the longest clip the tower is made for. */
+/* Bounds on what a file may claim, far above the released towers, and on a segment's
+ * frames: 30 seconds, the longest clip the tower is made for (a longer one comes as
+ * segments, corral_audio_tower_encode_segments). */
 #define MAX_EMBD (1 << 14)
 #define MAX_LAYERS 256
 #define MAX_CHANNELS 4096
@@ -836,22 +841,76 @@ static bool encode(audio_run *run, const float *mel, size_t T, corral_image_embd
     return true;
 }
 
-bool corral_audio_tower_encode(const corral_audio_tower *t, const float *mel, size_t n_frames,
-                               int n_threads, corral_image_embd *out, corral_error *err)
+size_t corral_audio_tower_segments_tokens(const corral_audio_tower *t,
+                                          const size_t *segment_frames, size_t n_segments)
+{
+    size_t total = 0;
+    for (size_t s = 0; s < n_segments; s++)
+        if (__builtin_add_overflow(total, corral_audio_tower_tokens(t, segment_frames[s]),
+                                   &total))
+            return SIZE_MAX;
+    return total;
+}
+
+bool corral_audio_tower_encode_segments(const corral_audio_tower *t, const float *mel,
+                                        const size_t *segment_frames, size_t n_segments,
+                                        int n_threads, corral_image_embd *out,
+                                        corral_error *err)
 {
     memset(out, 0, sizeof *out);
-    if (n_frames == 0 || n_frames > MAX_FRAMES) {
-        corral_error_set(err, "a clip of %zu log-mel frames; the audio tower takes 1 to %d "
-                         "(30 seconds)", n_frames, MAX_FRAMES);
+    if (n_segments == 0) {
+        corral_error_set(err, "a clip of no segments");
+        return false;
+    }
+    for (size_t s = 0; s < n_segments; s++)
+        if (segment_frames[s] == 0 || segment_frames[s] > MAX_FRAMES) {
+            corral_error_set(err, "a clip segment of %zu log-mel frames; the audio tower takes "
+                             "1 to %d (30 seconds)", segment_frames[s], MAX_FRAMES);
+            return false;
+        }
+    size_t n = corral_audio_tower_segments_tokens(t, segment_frames, n_segments), bytes;
+    if (!checked_mul_size(n, (size_t)t->n_embd_text * sizeof(float), &bytes)) {
+        corral_error_set(err, "audio too long");
         return false;
     }
     size_t threads = n_threads > 0 ? (size_t)n_threads : threadpool_physical_cores();
     audio_run run = {.t = t};
-    if (!(run.pool = threadpool_create(threads, err)))
+    float *embd = malloc(bytes);
+    if (!embd) {
+        corral_error_set(err, "out of memory");
         return false;
-    bool ok = encode(&run, mel, n_frames, out, err);
+    }
+    if (!(run.pool = threadpool_create(threads, err))) {
+        free(embd);
+        return false;
+    }
+    /* each segment through the whole tower on its own: no position, convolution or
+     * attention reaches across a segment's edge */
+    bool ok = true;
+    for (size_t s = 0, row = 0, at = 0; ok && s < n_segments; row += segment_frames[s], s++) {
+        corral_image_embd part;
+        ok = encode(&run, mel + row * MEL_BINS, segment_frames[s], &part, err);
+        if (ok) {
+            memcpy(embd + at * t->n_embd_text, part.data,
+                   part.n_tokens * t->n_embd_text * sizeof *embd);
+            at += part.n_tokens;
+            corral_image_embd_free(&part);
+        }
+    }
     threadpool_free(run.pool);
     free(run.act);
     free(run.clipped);
-    return ok;
+    if (!ok) {
+        free(embd);
+        return false;
+    }
+    *out = (corral_image_embd){.n_tokens = n, .nx = (uint32_t)n, .ny = 1,
+                               .n_embd = t->n_embd_text, .data = embd, .causal = true};
+    return true;
+}
+
+bool corral_audio_tower_encode(const corral_audio_tower *t, const float *mel, size_t n_frames,
+                               int n_threads, corral_image_embd *out, corral_error *err)
+{
+    return corral_audio_tower_encode_segments(t, mel, &n_frames, 1, n_threads, out, err);
 }

@@ -48,6 +48,7 @@ struct prompt_vision {
     int n_threads;
     pthread_mutex_t lock; /* one encoding at a time; guards the cache */
     cached_image cache[PROMPT_CACHED_IMAGES];
+    uint64_t cache_room; /* the most bytes of embeddings the cache holds (prompt_images.h) */
     uint64_t clock;
     /* fetched once, at load: EVP_sha256()'s implicit fetch would happen lazily inside
      * whichever request threads hash first, at the same time */
@@ -93,6 +94,14 @@ prompt_vision *prompt_vision_create(const char *path, const char *model_path,
         return NULL;
     }
     v->n_threads = n_threads;
+    uint64_t one = v->mm ? corral_mmproj_image_bytes(v->mm) : 0;
+    if (v->audio) {
+        uint64_t clip = corral_audio_tower_clip_bytes(
+            v->audio, audio_mel_frames(AUDIO_MEL_SEGMENT_SAMPLES));
+        one = clip > one ? clip : one;
+    }
+    if (__builtin_mul_overflow(one, (uint64_t)PROMPT_CACHED_IMAGES, &v->cache_room))
+        v->cache_room = UINT64_MAX;
     pthread_mutex_init(&v->lock, NULL);
     return v;
 }
@@ -274,15 +283,39 @@ static bool from_cache(prompt_vision *v, const image_digest *digest, bool copy, 
     return false;
 }
 
-/* Freshly encoded embeddings kept in the least recently used entry (a copy of out's), so the
- * same bytes in a later request are not encoded again. Under v->lock. */
+static uint64_t embd_bytes(const corral_image_embd *e)
+{
+    return (uint64_t)e->n_tokens * e->n_embd * sizeof *e->data;
+}
+
+/* Freshly encoded embeddings kept (a copy of out's) in a free entry, the least recently used
+ * ones given up until one is free and the cache's room holds them all; ones larger than the
+ * whole room are not kept. So the same bytes in a later request are not encoded again.
+ * Under v->lock. */
 static void keep_encoded(prompt_vision *v, const image_digest *digest, const image_embd *out)
 {
-    cached_image *slot = &v->cache[0];
+    uint64_t need = embd_bytes(&out->embd), held = 0;
+    if (need > v->cache_room)
+        return;
     for (size_t i = 0; i < PROMPT_CACHED_IMAGES; i++)
-        if (v->cache[i].used < slot->used)
-            slot = &v->cache[i];
-    corral_image_embd_free(&slot->image.embd);
+        held += embd_bytes(&v->cache[i].image.embd);
+    cached_image *slot = NULL;
+    for (;;) {
+        cached_image *oldest = NULL;
+        slot = NULL;
+        for (size_t i = 0; i < PROMPT_CACHED_IMAGES; i++) {
+            cached_image *c = &v->cache[i];
+            if (!c->image.embd.n_tokens)
+                slot = c;
+            else if (!oldest || c->used < oldest->used)
+                oldest = c;
+        }
+        if (slot && held + need <= v->cache_room)
+            break;
+        held -= embd_bytes(&oldest->image.embd); /* need fits an empty cache: one is held */
+        corral_image_embd_free(&oldest->image.embd);
+        oldest->image.embd = (corral_image_embd){0};
+    }
     slot->image.plan = out->plan;
     if (copy_embd(&slot->image.embd, &out->embd)) {
         slot->digest = *digest;
@@ -403,18 +436,15 @@ static bool encode_image(prompt_vision *v, const uint8_t *data, size_t len,
     return ok;
 }
 
-/* A clip's log-mel frames: decoded, brought to the tower's rate and cut into frames;
- * NULL with err (the clip's fault) when it does not decode or is too long or too short. */
-static audio_mel *clip_frames(const uint8_t *data, size_t len, corral_error *err)
+/* A clip decoded and brought to the tower's rate; NULL with err (the clip's fault) when it
+ * does not decode or is too long. */
+static audio_pcm *clip_samples(const uint8_t *data, size_t len, corral_error *err)
 {
-    audio_pcm *pcm = audio_decode(data, len, AUDIO_MEL_RATE, PROMPT_MAX_AUDIO_SECONDS, err);
-    audio_mel *mel = pcm ? audio_mel_compute(pcm->samples, pcm->n_samples, err) : NULL;
-    audio_pcm_free(pcm);
-    return mel;
+    return audio_decode(data, len, AUDIO_MEL_RATE, AUDIO_MAX_CLIP_SECONDS, err);
 }
 
-/* The tokens of one clip's bytes (digest: theirs) without encoding it; every failure is the
- * clip's. */
+/* The tokens of one clip's bytes (digest: theirs) without encoding it, from its length alone;
+ * every failure is the clip's. */
 static bool count_clip(prompt_vision *v, const uint8_t *data, size_t len,
                        const image_digest *digest, image_embd *out, bool *refused,
                        corral_error *err)
@@ -426,16 +456,25 @@ static bool count_clip(prompt_vision *v, const uint8_t *data, size_t len,
     pthread_mutex_unlock(&v->lock);
     if (cached)
         return true;
-    audio_mel *mel = clip_frames(data, len, err);
-    if (mel)
-        out->embd.n_tokens = corral_audio_tower_tokens(v->audio, mel->n_frames);
-    audio_mel_free(mel);
-    *refused = !mel;
-    return mel != NULL;
+    audio_pcm *pcm = clip_samples(data, len, err);
+    *refused = true;
+    if (!pcm)
+        return false;
+    size_t n = pcm->n_samples;
+    audio_pcm_free(pcm);
+    for (size_t s = 0; s < audio_mel_segments(n); s++)
+        out->embd.n_tokens += corral_audio_tower_tokens(v->audio, audio_mel_segment_frames(n, s));
+    if (!out->embd.n_tokens) { /* as audio_mel_compute refuses it */
+        corral_error_set(err, "audio too short: %zu samples, at least %d are needed", n,
+                         AUDIO_MEL_WINDOW / 2 + 1);
+        return false;
+    }
+    *refused = false;
+    return true;
 }
 
-/* The embeddings of one clip's bytes, from the cache or encoded; *refused when it fails on
- * the clip itself (its decoding, or a length the tower does not take). */
+/* The embeddings of one clip's bytes, from the cache or encoded segment by segment
+ * (audio/mel.h); *refused when it fails on the clip itself (its decoding, or its length). */
 static bool encode_clip(prompt_vision *v, const uint8_t *data, size_t len,
                         const image_digest *digest, image_embd *out, bool *encoded,
                         bool *refused, corral_error *err)
@@ -448,10 +487,13 @@ static bool encode_clip(prompt_vision *v, const uint8_t *data, size_t len,
         pthread_mutex_unlock(&v->lock);
         return !failed;
     }
-    audio_mel *mel = clip_frames(data, len, err);
+    audio_pcm *pcm = clip_samples(data, len, err);
+    audio_mel *mel = pcm ? audio_mel_compute(pcm->samples, pcm->n_samples, err) : NULL;
+    audio_pcm_free(pcm);
     *refused = !mel;
-    bool ok = mel && corral_audio_tower_encode(v->audio, mel->data, mel->n_frames, v->n_threads,
-                                               &out->embd, err);
+    bool ok = mel && corral_audio_tower_encode_segments(v->audio, mel->data, mel->segment_frames,
+                                                        mel->n_segments, v->n_threads,
+                                                        &out->embd, err);
     audio_mel_free(mel);
     *encoded = ok;
     if (ok)

@@ -18,13 +18,16 @@
 
 #include "corral/engine.h"
 
-/* Most media items one request may carry, the most bytes one image file may have (a clip's
- * are audio.h's AUDIO_MAX_CLIP_BYTES), and the longest clip (the audio tower's longest). */
+/* Most media items one request may carry, and the most bytes one image file may have (a
+ * clip's bytes and length are capped by audio.h's AUDIO_MAX_CLIP_BYTES and
+ * AUDIO_MAX_CLIP_SECONDS). */
 #define PROMPT_MAX_IMAGES 16
 #define PROMPT_MAX_IMAGE_BYTES (20u << 20)
-#define PROMPT_MAX_AUDIO_SECONDS 30.0
-/* Recent images' embeddings kept: a conversation's turns each send all its images again.
- * The server's memory estimate counts them (memory_estimate_image_cache_bytes). */
+/* Recent images' and clips' embeddings kept: a conversation's turns each send all its media
+ * again. The cache holds at most the bytes of this many of the largest image's embeddings,
+ * or of a 30-second clip's where those are larger (a longer clip takes the room of several,
+ * one longer than all of it is not kept), which is what the server's memory estimate counts
+ * (memory_estimate_image_cache_bytes, memory_estimate_clip_cache_bytes). */
 #define PROMPT_CACHED_IMAGES 4
 
 /* An image's embeddings and where its pseudo-ids start in the ids (reserved ones counted). */

@@ -27,6 +27,7 @@
 
 #include <utf8proc.h>
 
+#include "audio/audio.h"
 #include "protocol.h"
 #include "slots.h"
 #include "util/log.h"
@@ -930,7 +931,7 @@ int runner_main(int argc, char **argv)
     }
     if (prompt_vision_takes_audio(vision))
         log_printf(LOG_INFO, "audio tower loaded: clips up to %g seconds",
-                   PROMPT_MAX_AUDIO_SECONDS);
+                   AUDIO_MAX_CLIP_SECONDS);
     else if (prompt_vision_audio_error(vision))
         log_printf(LOG_WARN, "the model file's audio tower is not used, audio is refused: %s",
                    prompt_vision_audio_error(vision));

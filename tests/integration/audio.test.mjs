@@ -21,8 +21,8 @@ const test = (name, fn) => tests.push({ name, fn });
 const ollama = new Ollama({ host: server.base });
 const openai = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: 'unused' });
 
-// A 16 kHz mono 16-bit WAV of `samples` samples of silence; wav holds 0.1 s.
-const silence = (samples) => {
+// A mono 16-bit WAV of `samples` samples of silence at `rate` (16 kHz); wav holds 0.1 s.
+const silence = (samples, rate = 16000) => {
   const out = Buffer.alloc(44 + 2 * samples);
   out.write('RIFF', 0);
   out.writeUInt32LE(36 + 2 * samples, 4);
@@ -30,8 +30,8 @@ const silence = (samples) => {
   out.writeUInt32LE(16, 16);
   out.writeUInt16LE(1, 20); // PCM
   out.writeUInt16LE(1, 22); // mono
-  out.writeUInt32LE(16000, 24);
-  out.writeUInt32LE(32000, 28);
+  out.writeUInt32LE(rate, 24);
+  out.writeUInt32LE(2 * rate, 28);
   out.writeUInt16LE(2, 32);
   out.writeUInt16LE(16, 34);
   out.write('data', 36);
@@ -209,6 +209,21 @@ if (audioGguf) {
     const alone = await spoken([]);
     const clip = await spoken([silence(1600 + 8000).toString('base64')]);
     assert.equal(clip.prompt_eval_count - alone.prompt_eval_count, short.usage.prompt_tokens - 1 + more);
+  });
+
+  test('a clip over 30 seconds counts its 30-second segments\' tokens; one the context cannot hold, or over ten minutes, is a 400', async () => {
+    // 65 s: 750 + 750 + 125 tokens, and the file's context holds 256
+    const long = silence(65 * 16000).toString('base64');
+    await assert.rejects(ollama.generate({ model: 'listener', prompt: 'what is said?', images: [long] }),
+      (e) => e.status_code === 400 && /a clip takes 1625 tokens and the context holds 256 \(raise num_ctx\)/.test(e.error));
+    // 600.5 s at 1 kHz: past the cap on seconds, in OpenAI's error shape
+    const form = new FormData();
+    form.append('model', 'listener');
+    form.append('file', new Blob([silence(600500, 1000)], { type: 'audio/wav' }));
+    const r = await fetch(`${server.base}/v1/audio/transcriptions`, { method: 'POST', body: form });
+    const body = await r.json();
+    assert.equal(r.status, 400, JSON.stringify(body));
+    assert.match(body.error.message, /audio longer than 600 seconds/);
   });
 
   test('under ollama\'s gemma4 renderer a clip goes in its turn, set apart from the text as ollama sets it', async () => {

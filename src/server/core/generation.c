@@ -951,16 +951,21 @@ static bool check_image_prompt(generation *g, const char *prompt, http_reply *re
                     size->n_images);
         return false;
     }
+    /* the kind of the request's media items, for the numbers' words: a clip of minutes
+     * takes thousands of tokens */
+    size_t n_audio = g->images.n_audio;
+    const char *kind = !n_audio ? "image" : n_audio == g->images.n_images ? "clip" : "media item";
     if (size->largest_image >= n_ctx) {
-        reply_error(g, reply, 400, "%s: an image takes %zu tokens and the context holds %u "
-                    "(raise num_ctx)", RUNNER_ERROR_INPUT_TOO_LONG, size->largest_image, n_ctx);
+        reply_error(g, reply, 400, "%s: %s %s takes %zu tokens and the context holds %u "
+                    "(raise num_ctx)", RUNNER_ERROR_INPUT_TOO_LONG, *kind == 'i' ? "an" : "a",
+                    kind, size->largest_image, n_ctx);
         return false;
     }
     if (size->n_tokens >= n_ctx) {
         reply_error(g, reply, 400, "%s: the prompt takes %zu tokens (%zu of them for %zu "
-                    "image%s) and the context holds %u; a prompt with images is not truncated",
+                    "%s%s) and the context holds %u; a prompt with %ss is not truncated",
                     RUNNER_ERROR_INPUT_TOO_LONG, size->n_tokens, size->image_tokens,
-                    size->n_images, size->n_images == 1 ? "" : "s", n_ctx);
+                    size->n_images, kind, size->n_images == 1 ? "" : "s", n_ctx, kind);
         return false;
     }
     return true;

@@ -278,8 +278,9 @@ static uint64_t clip_cache_bytes_of_file(const char *model_path)
     corral_audio_tower *tower = corral_audio_tower_load(model_path, &absent, &err);
     if (!tower)
         return 0;
-    size_t longest = audio_mel_frames((size_t)(PROMPT_MAX_AUDIO_SECONDS * AUDIO_MEL_RATE));
-    uint64_t one = corral_audio_tower_clip_bytes(tower, longest);
+    /* the cache's room is this many 30-second clips: a longer clip takes several's room */
+    uint64_t one = corral_audio_tower_clip_bytes(tower,
+                                                 audio_mel_frames(AUDIO_MEL_SEGMENT_SAMPLES));
     corral_audio_tower_free(tower);
     return times_cached(one);
 }

@@ -30,8 +30,9 @@ uint64_t memory_estimate_image_cache_bytes(const char *projector_path);
 
 /*
  * The same cache at its fullest of clips, for the audio tower the model file at path carries:
- * PROMPT_CACHED_IMAGES clips of PROMPT_MAX_AUDIO_SECONDS (corral_audio_tower_clip_bytes). 0
- * for a file that carries none or one the engine cannot load; kept as the images' count is.
+ * the room of PROMPT_CACHED_IMAGES clips of 30 seconds (corral_audio_tower_clip_bytes), which
+ * a longer clip takes several of (prompt_images.h). 0 for a file that carries none or one the
+ * engine cannot load; kept as the images' count is.
  * The runner keeps images and clips in one cache: its fullest is the larger of the two.
  */
 uint64_t memory_estimate_clip_cache_bytes(const char *model_path);
