@@ -188,6 +188,48 @@ static bool fill_gaps(hf_vocab *v, int32_t type, float score, corral_error *err)
     return true;
 }
 
+/* *n raised to one past the largest id of the added tokens, each checked. */
+static bool reach_added_ids(const json_t *added, uint64_t *n, corral_error *err)
+{
+    size_t i;
+    const json_t *token;
+    json_array_foreach(added, i, token) {
+        uint32_t id;
+        if (!valid_id(json_object_get(token, "id"), &id) ||
+            !json_is_string(json_object_get(token, "content"))) {
+            corral_error_set(err, "tokenizer.json: added_tokens[%zu] needs a content string and "
+                             "an id below %u", i, HF_MAX_VOCAB);
+            return false;
+        }
+        *n = id + 1u > *n ? id + 1u : *n;
+    }
+    return true;
+}
+
+/* Refuses an id space of n that leaves more than MAX_PADDING ids without one of the given
+ * tokens (or pieces: `what`). */
+static bool check_padding(uint64_t given, uint64_t n, const char *what, corral_error *err)
+{
+    if (n > given && n - given > MAX_PADDING) {
+        corral_error_set(err, "tokenizer.json: its %llu %ss would be padded to %llu ids (the "
+                         "largest id or config.json's vocab_size): more than %u ids without a "
+                         "%s", (unsigned long long)given, what, (unsigned long long)n,
+                         MAX_PADDING, what);
+        return false;
+    }
+    return true;
+}
+
+/* v's token, type and score arrays for v->n ids, zeroed. */
+static bool alloc_token_arrays(hf_vocab *v, corral_error *err)
+{
+    if (!(v->tokens = calloc(v->n, sizeof *v->tokens)) ||
+        !(v->types = calloc(v->n, sizeof *v->types)) ||
+        !(v->scores = calloc(v->n, sizeof *v->scores)))
+        return oom(err);
+    return true;
+}
+
 /* The size of the id space: one past the largest id, or vocab_size if larger. */
 static bool count_ids(const json_t *vocab, const json_t *added, uint64_t vocab_size,
                       uint32_t *out, corral_error *err)
@@ -204,30 +246,16 @@ static bool count_ids(const json_t *vocab, const json_t *added, uint64_t vocab_s
         }
         n = id + 1u > n ? id + 1u : n;
     }
-    size_t i;
-    const json_t *token;
-    json_array_foreach(added, i, token) {
-        uint32_t id;
-        if (!valid_id(json_object_get(token, "id"), &id) ||
-            !json_is_string(json_object_get(token, "content"))) {
-            corral_error_set(err, "tokenizer.json: added_tokens[%zu] needs a content string and "
-                             "an id below %u", i, HF_MAX_VOCAB);
-            return false;
-        }
-        n = id + 1u > n ? id + 1u : n;
-    }
+    if (!reach_added_ids(added, &n, err))
+        return false;
     if (n == 0 || n > HF_MAX_VOCAB) {
         corral_error_set(err, "tokenizer.json: %s", n ? "vocab_size is too large"
                                                       : "the vocabulary is empty");
         return false;
     }
     uint64_t given = json_object_size(vocab) + json_array_size(added);
-    if (n > given && n - given > MAX_PADDING) {
-        corral_error_set(err, "tokenizer.json: its %llu tokens would be padded to %llu ids (the "
-                         "largest id or config.json's vocab_size): more than %u ids without a "
-                         "token", (unsigned long long)given, (unsigned long long)n, MAX_PADDING);
+    if (!check_padding(given, n, "token", err))
         return false;
-    }
     *out = (uint32_t)n;
     return true;
 }
@@ -243,10 +271,8 @@ static bool read_tokens(hf_vocab *v, const json_t *model, const json_t *added,
     }
     if (!count_ids(vocab, added, vocab_size, &v->n, err))
         return false;
-    if (!(v->tokens = calloc(v->n, sizeof *v->tokens)) ||
-        !(v->types = calloc(v->n, sizeof *v->types)) ||
-        !(v->scores = calloc(v->n, sizeof *v->scores)))
-        return oom(err);
+    if (!alloc_token_arrays(v, err))
+        return false;
     const char *text;
     const json_t *id_value;
     json_object_foreach((json_t *)vocab, text, id_value) {
@@ -778,24 +804,10 @@ static bool count_unigram_ids(const json_t *vocab, const json_t *added, uint64_t
                          HF_MAX_VOCAB);
         return false;
     }
-    size_t i;
-    const json_t *token;
-    json_array_foreach(added, i, token) {
-        uint32_t id;
-        if (!valid_id(json_object_get(token, "id"), &id) ||
-            !json_is_string(json_object_get(token, "content"))) {
-            corral_error_set(err, "tokenizer.json: added_tokens[%zu] needs a content string and "
-                             "an id below %u", i, HF_MAX_VOCAB);
-            return false;
-        }
-        n = id + 1u > n ? id + 1u : n;
-    }
-    if (n - given > MAX_PADDING) {
-        corral_error_set(err, "tokenizer.json: its %llu pieces would be padded to %llu ids (the "
-                         "largest id or config.json's vocab_size): more than %u ids without a "
-                         "piece", (unsigned long long)given, (unsigned long long)n, MAX_PADDING);
+    if (!reach_added_ids(added, &n, err))
         return false;
-    }
+    if (!check_padding(given, n, "piece", err))
+        return false;
     *out = (uint32_t)n;
     return true;
 }
@@ -816,10 +828,8 @@ static bool read_unigram_pieces(hf_vocab *v, const json_t *model, const json_t *
     }
     if (!count_unigram_ids(vocab, added, vocab_size, &v->n, err))
         return false;
-    if (!(v->tokens = calloc(v->n, sizeof *v->tokens)) ||
-        !(v->types = calloc(v->n, sizeof *v->types)) ||
-        !(v->scores = calloc(v->n, sizeof *v->scores)))
-        return oom(err);
+    if (!alloc_token_arrays(v, err))
+        return false;
     size_t i;
     const json_t *pair;
     json_array_foreach(vocab, i, pair) {
