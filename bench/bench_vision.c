@@ -149,8 +149,8 @@ static int bench_mllama(int argc, char **argv)
         corral_error err;
         threadpool *pool = threadpool_create((size_t)threads, &err);
         vision_run run;
-        if (!pool || !vision_run_init(&run, &mm, pool, n, quant_act_row_bytes(mm0.type, feat),
-                                      &err)) {
+        if (!pool || !vision_run_init(&run, &mm, pool, NULL, n,
+                                      quant_act_row_bytes(mm0.type, feat), &err)) {
             fprintf(stderr, "bench_vision: %s\n", err.message);
             return 1;
         }

@@ -221,7 +221,8 @@ static void test_long_clip_in_segments(void **state)
     size_t tokens = corral_audio_tower_segments_tokens(t, mel->segment_frames, 3);
     assert_int_equal(tokens, 2 * SEGMENT_TOKENS + 125);
     corral_image_embd all, first, last;
-    if (!corral_audio_tower_encode_segments(t, mel->data, mel->segment_frames, 3, 1, &all, &err))
+    if (!corral_audio_tower_encode_segments(t, mel->data, mel->segment_frames, 3, 1, NULL,
+                                            &all, &err))
         fail_msg("%s", err.message);
     assert_int_equal(all.n_tokens, tokens);
     assert_int_equal(all.nx, tokens);
@@ -242,7 +243,8 @@ static void test_long_clip_in_segments(void **state)
     corral_image_embd_free(&last);
     /* a segment longer than 30 seconds' frames is refused */
     size_t too_long[2] = {SEGMENT_FRAMES, 3001};
-    assert_false(corral_audio_tower_encode_segments(t, mel->data, too_long, 2, 1, &last, &err));
+    assert_false(
+        corral_audio_tower_encode_segments(t, mel->data, too_long, 2, 1, NULL, &last, &err));
     assert_non_null(strstr(err.message, "30 seconds"));
     corral_image_embd_free(&all);
     corral_image_embd_free(&first);

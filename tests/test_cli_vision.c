@@ -7,7 +7,7 @@
  * and pixels of the wrong size are refused. `corral infer --audio` with a gemma4 file that
  * carries an audio tower (audio_model_fixture.h) evaluates a WAV's 13 tokens and dumps its
  * log-mel frames and embeddings; a model without a tower and a file that is no audio are
- * refused.
+ * refused, and a clip file is read up to the server's cap on a clip's bytes.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -210,6 +210,22 @@ static long file_size(const char *path)
     return n;
 }
 
+/* A 16 kHz WAV of silence `bytes` long at path (sparse: its samples are the file's zeros). */
+static void write_silent_wav(const char *path, uint32_t bytes)
+{
+    size_t size;
+    uint8_t *wav = audio_model_fixture_tone(0, &size);
+    uint32_t data = bytes - (uint32_t)size, riff = bytes - 8;
+    memcpy(wav + 4, &riff, 4);
+    memcpy(wav + size - 4, &data, 4);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(wav, 1, size, f), size);
+    assert_int_equal(ftruncate(fileno(f), bytes), 0);
+    fclose(f);
+    free(wav);
+}
+
 static void test_cli_infer_audio(void **state)
 {
     (void)state;
@@ -246,6 +262,18 @@ static void test_cli_infer_audio(void **state)
     out = infer_audio(model, model, "", &status);
     assert_int_not_equal(status, 0);
     assert_non_null(strstr(out, "not a WAV, FLAC, MP3 or Ogg file"));
+    free(out);
+    /* a clip file is read up to the server's cap (audio.h): 21 MiB of WAV is refused for its
+     * length (11 minutes), 26 MiB for its bytes */
+    write_silent_wav(clip, 21u << 20);
+    out = infer_audio(model, clip, "", &status);
+    assert_int_not_equal(status, 0);
+    assert_non_null(strstr(out, "longer than 600 seconds"));
+    free(out);
+    write_silent_wav(clip, 26u << 20);
+    out = infer_audio(model, clip, "", &status);
+    assert_int_not_equal(status, 0);
+    assert_non_null(strstr(out, "larger than 25 MiB"));
     free(out);
     remove(model);
     remove(clip);

@@ -11,8 +11,9 @@
  * answers with the clip's tokens where it stands, takes the same clip again from its cache
  * and KV cells, counts it without encoding, and refuses images, which it has no tower for;
  * a clip over 30 seconds counts and answers in 30-second segments, one over ten minutes is
- * refused, and the cache keeps no more than its room; with a tower that does not load, text
- * still answers and a clip's refusal says why.
+ * refused, and the cache keeps no more than its room; a request whose connection closes while
+ * its clip encodes leaves nothing in the cache, and the next request encodes it; with a tower
+ * that does not load, text still answers and a clip's refusal says why.
  */
 #include <jansson.h>
 #include <setjmp.h>
@@ -39,17 +40,28 @@
 static char socket_path[108];
 static pid_t runner_pid;
 
-/* Send request (consumed) and answer its last line. */
-static json_t *request(json_t *req)
+/* Send request (consumed) on a new connection; the connection. */
+static int send_request(json_t *req)
 {
     char *line = json_dumps(req, JSON_COMPACT);
     json_decref(req);
     int fd = runner_fixture_connect(socket_path);
     assert_true(fd >= 0);
     size_t n = strlen(line);
-    assert_int_equal(send(fd, line, n, MSG_NOSIGNAL), (ssize_t)n);
+    for (size_t sent = 0; sent < n;) {
+        ssize_t w = send(fd, line + sent, n - sent, MSG_NOSIGNAL);
+        assert_true(w > 0);
+        sent += (size_t)w;
+    }
     assert_int_equal(send(fd, "\n", 1, MSG_NOSIGNAL), 1);
     free(line);
+    return fd;
+}
+
+/* Send request (consumed) and answer its last line. */
+static json_t *request(json_t *req)
+{
+    int fd = send_request(req);
     static char buf[1 << 20];
     size_t got = 0;
     ssize_t r;
@@ -470,6 +482,24 @@ static void test_long_clip_in_segments_and_the_cache_room(void **state)
     free(kept);
 }
 
+/* A client that leaves while its clip of two segments encodes (it closes the connection
+ * right after sending, the runner reading the request all the same) stops the encoding: the
+ * clip is not cached, and the next request with it encodes it and answers. */
+static void test_closed_connection_stops_the_encoding(void **state)
+{
+    (void)state;
+    char *wav = tone_wav(31);
+    close(send_request(json_pack("{s:s, s:s, s:[{s:s, s:I}], s:{s:i, s:i}}", "op",
+                                 "completion", "prompt", GEMMA_PROMPT, "images", "data", wav,
+                                 "at", (json_int_t)strlen(GEMMA_USER), "options", "temperature",
+                                 0, "num_predict", 1)));
+    json_t *a = complete(GEMMA_PROMPT, wav, strlen(GEMMA_USER), 1);
+    assert_int_equal(field(a, "image_tokens"), 750 + 25);
+    assert_int_equal(field(a, "images_encoded"), 1);
+    json_decref(a);
+    free(wav);
+}
+
 /* A tower that does not load costs the model its audio only: text still answers, and a
  * clip's refusal says why. */
 static void test_broken_tower_refuses_audio_only(void **state)
@@ -502,6 +532,7 @@ int main(void)
     const struct CMUnitTest with_audio[] = {
         cmocka_unit_test(test_audio_clip_answers_then_the_cache),
         cmocka_unit_test(test_long_clip_in_segments_and_the_cache_room),
+        cmocka_unit_test(test_closed_connection_stops_the_encoding),
     };
     const struct CMUnitTest without[] = {
         cmocka_unit_test(test_no_projector_refuses_images),

@@ -6,7 +6,8 @@
  * last logits and its 16 greedy tokens, both from the reference's embeddings and from ours.
  * Tolerances are vision/README's (the encoder in F32 with ggml's GELU table, exact softmax
  * attention); at every level the encoder follows llama.cpp's order of operations and matches
- * its embeddings bit for bit, well inside them.
+ * its embeddings bit for bit, well inside them. An encoding asks its cancel before each block
+ * and stops where it is told to.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -219,6 +220,42 @@ static void test_qwen25vl_square(void **state) { (void)state; run_case("qwen25vl
 static void test_qwen25vl_wide(void **state) { (void)state; run_case("qwen25vl", "wide"); }
 static void test_qwen25vl_jpeg(void **state) { (void)state; run_case("qwen25vl", "square-jpeg"); }
 
+/* A cancel that counts its checks and asks to stop at the stop_at-th (0: never). */
+typedef struct counting_cancel {
+    int checks, stop_at;
+} counting_cancel;
+
+static bool count_check(void *user)
+{
+    counting_cancel *c = user;
+    c->checks++;
+    return c->stop_at > 0 && c->checks >= c->stop_at;
+}
+
+/* An encoding asks its cancel before each of the tower's blocks and stops at the block it
+ * is told to, with "cancelled" and no embeddings. */
+static void test_cancel_between_blocks(void **state)
+{
+    (void)state;
+    corral_error err = {0};
+    corral_mmproj *mm = corral_mmproj_load(vision_fixture("qwen25vl-mmproj.gguf"), &err);
+    assert_non_null(mm);
+    float pixels[3 * 28 * 28] = {0};
+    counting_cancel count = {0};
+    corral_cancel cancel = {.requested = count_check, .user = &count};
+    corral_image_embd embd;
+    assert_true(corral_mmproj_encode_cancellable(mm, pixels, 28, 28, 1, &cancel, &embd, &err));
+    int blocks = count.checks;
+    assert_true(blocks >= 2);
+    corral_image_embd_free(&embd);
+    count = (counting_cancel){.stop_at = 2};
+    assert_false(corral_mmproj_encode_cancellable(mm, pixels, 28, 28, 1, &cancel, &embd, &err));
+    assert_string_equal(err.message, CORRAL_CANCELLED);
+    assert_int_equal(count.checks, 2);
+    assert_null(embd.data);
+    corral_mmproj_free(mm);
+}
+
 /* Files that are not projectors, pixels of a size the projector does not take, and an image
  * whose width is not the model's are refused with a message; nothing is decoded. */
 static void test_refusals(void **state)
@@ -383,7 +420,8 @@ static void test_mrope_shift(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_refusals),     cmocka_unit_test(test_mrope_truncate),
+        cmocka_unit_test(test_refusals),     cmocka_unit_test(test_cancel_between_blocks),
+        cmocka_unit_test(test_mrope_truncate),
         cmocka_unit_test(test_mrope_shift),
         cmocka_unit_test(test_gemma3_square), cmocka_unit_test(test_gemma3_wide),
         cmocka_unit_test(test_gemma3_jpeg),   cmocka_unit_test(test_gemma3_single_file),

@@ -5,7 +5,7 @@
  * arch/mllama.gguf's and a tower of 8 x 8 tiles beside them. A 16 x 8 picture is two tiles of
  * four, cut as they are: its canvas, the tower's projected states of all four tiles, the
  * logits of every prompt position (text before the image, its token, text after it) and 16
- * greedy steps must be the reference's.
+ * greedy steps must be the reference's. Its encoding stops at the block its cancel asks it to.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -316,6 +316,46 @@ static void test_tower_and_text_match_the_reference(void **state)
     corral_mmproj_free(mm);
 }
 
+/* A cancel that counts its checks and asks to stop at the stop_at-th (0: never). */
+typedef struct counting_cancel {
+    int checks, stop_at;
+} counting_cancel;
+
+static bool count_check(void *user)
+{
+    counting_cancel *c = user;
+    c->checks++;
+    return c->stop_at > 0 && c->checks >= c->stop_at;
+}
+
+/* The encoding asks its cancel before each of its blocks, the local ones and the global ones
+ * after them, and stops at the first or the last when told to. */
+static void test_cancel_between_blocks(void **state)
+{
+    (void)state;
+    corral_mmproj *mm = load_tower();
+    size_t size;
+    float *pixels = file_fixture_read(fixture("vision/mllama.wide.pixels.f32"), &size);
+    counting_cancel count = {0};
+    corral_cancel cancel = {.requested = count_check, .user = &count};
+    corral_image_embd embd;
+    corral_error err;
+    assert_true(corral_mmproj_encode_cancellable(mm, pixels, 16, 8, 1, &cancel, &embd, &err));
+    corral_image_embd_free(&embd);
+    int blocks = count.checks;
+    assert_true(blocks > 1);
+    int stops[] = {1, blocks};
+    for (size_t i = 0; i < 2; i++) {
+        count = (counting_cancel){.stop_at = stops[i]};
+        assert_false(
+            corral_mmproj_encode_cancellable(mm, pixels, 16, 8, 1, &cancel, &embd, &err));
+        assert_string_equal(err.message, CORRAL_CANCELLED);
+        assert_int_equal(count.checks, stops[i]);
+    }
+    free(pixels);
+    corral_mmproj_free(mm);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -324,6 +364,7 @@ int main(void)
         cmocka_unit_test(test_preprocessing_makes_the_canvas),
         cmocka_unit_test(test_canvas_sizes),
         cmocka_unit_test(test_tower_and_text_match_the_reference),
+        cmocka_unit_test(test_cancel_between_blocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

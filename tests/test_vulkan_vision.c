@@ -153,7 +153,8 @@ static void cpu_blocks(const blocks *b, const float *in, size_t first, size_t co
     assert_non_null(pool);
     vision_run run;
     /* the F16 block's widest input: its activations' room (mm has no layers to size it) */
-    if (!vision_run_init(&run, &mm, pool, N, quant_act_row_bytes(TENSOR_TYPE_F16, FF), &err))
+    if (!vision_run_init(&run, &mm, pool, NULL, N, quant_act_row_bytes(TENSOR_TYPE_F16, FF),
+                         &err))
         fail_msg("%s", err.message);
     memcpy(run.x, in, sizeof b->x);
     run.padding = b->padding;
@@ -363,7 +364,7 @@ static void check_rope_blocks(bool adjacent, bool windows)
     threadpool *pool = threadpool_create(1, &err);
     assert_non_null(pool);
     vision_run run;
-    if (!vision_run_init(&run, &mm, pool, ROWS, 0, &err))
+    if (!vision_run_init(&run, &mm, pool, NULL, ROWS, 0, &err))
         fail_msg("%s", err.message);
     memcpy(run.x, x, sizeof x);
     run.rope_cs = cs;

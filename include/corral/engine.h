@@ -374,6 +374,22 @@ bool corral_seq_shift(corral_context *ctx, int32_t seq, uint32_t n_keep, uint32_
 bool corral_embed(corral_context *ctx, const corral_token *ids, size_t n_ids, float *out,
                   corral_error *err);
 
+/* ---- Stopping an encoding ---- */
+
+/*
+ * How a caller stops an image's or a clip's encoding that is no longer wanted (its client has
+ * gone): the encoding asks requested(user) on the calling thread before each of its steps
+ * (each block of a tower, each part of an image that is encoded part by part, each segment
+ * of a clip) and, once it says true, stops there and fails with CORRAL_CANCELLED as err's
+ * message. requested runs once per block: it must be cheap and must not block.
+ */
+typedef struct corral_cancel {
+    bool (*requested)(void *user);
+    void *user;
+} corral_cancel;
+
+#define CORRAL_CANCELLED "cancelled"
+
 /* ---- Vision: images as text-model embeddings through a projector file ---- */
 
 /*
@@ -500,6 +516,11 @@ typedef struct corral_image_embd {
  */
 bool corral_mmproj_encode(const corral_mmproj *mm, const float *pixels, uint32_t nx, uint32_t ny,
                           int n_threads, corral_image_embd *out, corral_error *err);
+/* corral_mmproj_encode that stops when cancel (NULL: never) asks it to, between the tower's
+ * blocks and between an encoder's parts (mllama's layer groups, deepseekocr's views). */
+bool corral_mmproj_encode_cancellable(const corral_mmproj *mm, const float *pixels, uint32_t nx,
+                                      uint32_t ny, int n_threads, const corral_cancel *cancel,
+                                      corral_image_embd *out, corral_error *err);
 void corral_image_embd_free(corral_image_embd *embd);
 
 /* The device memory mm's vision tower takes on a GPU (device -1: the best usable one, as
@@ -562,11 +583,12 @@ bool corral_audio_tower_encode(const corral_audio_tower *tower, const float *mel
 /* A clip longer than the tower takes, as src/audio/mel.h cuts it: n_segments runs of rows
  * one after another at mel, segment_frames[s] rows each (1 to 30 seconds' frames). Each
  * segment is encoded on its own, as corral_audio_tower_encode encodes a clip, and out holds
- * their embeddings one after another (one causal 1-D run). */
+ * their embeddings one after another (one causal 1-D run). cancel (NULL: never) is asked
+ * before each segment and each of the tower's blocks. */
 bool corral_audio_tower_encode_segments(const corral_audio_tower *tower, const float *mel,
                                         const size_t *segment_frames, size_t n_segments,
-                                        int n_threads, corral_image_embd *out,
-                                        corral_error *err);
+                                        int n_threads, const corral_cancel *cancel,
+                                        corral_image_embd *out, corral_error *err);
 /* The embeddings such a clip gives: its segments' corral_audio_tower_tokens summed
  * (SIZE_MAX: past size_t). */
 size_t corral_audio_tower_segments_tokens(const corral_audio_tower *tower,

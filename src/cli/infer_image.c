@@ -19,8 +19,6 @@
 
 /* An image file's bytes at most: far above any photo a phone takes. */
 #define MAX_IMAGE_FILE_BYTES (64u << 20)
-/* A clip file's bytes at most (its length: audio.h's AUDIO_MAX_CLIP_SECONDS, the runner's) */
-#define MAX_AUDIO_FILE_BYTES (20u << 20)
 
 #define MEDIA_MARKER "<__media__>"
 
@@ -256,12 +254,13 @@ static bool clip_embd(const infer_image_options *io, const corral_model *model,
     audio_pcm *pcm = NULL;
     audio_mel *mel = NULL;
     bool ok = corral_audio_tower_fits(tower, model, &err) &&
-              (bytes = util_read_file(io->audio_path, MAX_AUDIO_FILE_BYTES, &len, &err)) &&
+              (bytes = util_read_file(io->audio_path, AUDIO_MAX_CLIP_BYTES, &len, &err)) &&
               (pcm = audio_decode((const uint8_t *)bytes, len, AUDIO_MEL_RATE,
                                   AUDIO_MAX_CLIP_SECONDS, &err)) &&
               (mel = audio_mel_compute(pcm->samples, pcm->n_samples, &err)) &&
               corral_audio_tower_encode_segments(tower, mel->data, mel->segment_frames,
-                                                 mel->n_segments, io->n_threads, out, &err);
+                                                 mel->n_segments, io->n_threads, NULL, out,
+                                                 &err);
     if (!ok)
         fprintf(stderr, "corral infer: %s: %s\n", io->audio_path, err.message);
     if (ok && io->dump_pixels_path)

@@ -28,7 +28,9 @@
  *
  * A clip longer than 30 seconds comes as segments of at most 30 seconds' frames (src/audio/
  * mel.h): each goes through the tower as a clip of its own and their embeddings follow one
- * another, as llama.cpp's mtmd encodes such a clip for this tower.
+ * another, as llama.cpp's mtmd encodes such a clip for this tower. A caller's corral_cancel
+ * is asked before each segment and each block, so that minutes of encoding stop within one
+ * block of a request's end.
  */
 #include <float.h>
 #include <math.h>
@@ -503,6 +505,7 @@ typedef struct audio_run {
     size_t act_bytes;
     float *clipped; /* a product's input within its bounds */
     size_t clipped_count;
+    const corral_cancel *cancel; /* asked before each block; NULL: never */
 } audio_run;
 
 static void clamp_rows(float *x, size_t count, float lo, float hi)
@@ -810,7 +813,8 @@ static bool encode(audio_run *run, const float *mel, size_t T, corral_image_embd
     ok = ok && subsample(run, mel, T, h, err);
     for (uint32_t il = 0; ok && il < t->n_layer; il++) {
         const audio_layer *l = &t->layers[il];
-        ok = ffn_step(run, h, n, &l->ffn_norm, &l->ffn_up, &l->ffn_down, &l->ffn_post_norm, x,
+        ok = !vision_cancelled(run->cancel, err) &&
+             ffn_step(run, h, n, &l->ffn_norm, &l->ffn_up, &l->ffn_down, &l->ffn_post_norm, x,
                       wide, err) &&
              attention_step(run, l, h, n, x, q, k, v, rel, err) &&
              conv_step(run, l, h, n, x, wide, q, err) &&
@@ -854,8 +858,8 @@ size_t corral_audio_tower_segments_tokens(const corral_audio_tower *t,
 
 bool corral_audio_tower_encode_segments(const corral_audio_tower *t, const float *mel,
                                         const size_t *segment_frames, size_t n_segments,
-                                        int n_threads, corral_image_embd *out,
-                                        corral_error *err)
+                                        int n_threads, const corral_cancel *cancel,
+                                        corral_image_embd *out, corral_error *err)
 {
     memset(out, 0, sizeof *out);
     if (n_segments == 0) {
@@ -874,7 +878,7 @@ bool corral_audio_tower_encode_segments(const corral_audio_tower *t, const float
         return false;
     }
     size_t threads = n_threads > 0 ? (size_t)n_threads : threadpool_physical_cores();
-    audio_run run = {.t = t};
+    audio_run run = {.t = t, .cancel = cancel};
     float *embd = malloc(bytes);
     if (!embd) {
         corral_error_set(err, "out of memory");
@@ -889,7 +893,8 @@ bool corral_audio_tower_encode_segments(const corral_audio_tower *t, const float
     bool ok = true;
     for (size_t s = 0, row = 0, at = 0; ok && s < n_segments; row += segment_frames[s], s++) {
         corral_image_embd part;
-        ok = encode(&run, mel + row * MEL_BINS, segment_frames[s], &part, err);
+        ok = !vision_cancelled(cancel, err) &&
+             encode(&run, mel + row * MEL_BINS, segment_frames[s], &part, err);
         if (ok) {
             memcpy(embd + at * t->n_embd_text, part.data,
                    part.n_tokens * t->n_embd_text * sizeof *embd);
@@ -912,5 +917,5 @@ bool corral_audio_tower_encode_segments(const corral_audio_tower *t, const float
 bool corral_audio_tower_encode(const corral_audio_tower *t, const float *mel, size_t n_frames,
                                int n_threads, corral_image_embd *out, corral_error *err)
 {
-    return corral_audio_tower_encode_segments(t, mel, &n_frames, 1, n_threads, out, err);
+    return corral_audio_tower_encode_segments(t, mel, &n_frames, 1, n_threads, NULL, out, err);
 }

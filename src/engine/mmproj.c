@@ -632,6 +632,13 @@ void corral_mmproj_image_params(const corral_mmproj *mm, corral_image_params *ou
 bool corral_mmproj_encode(const corral_mmproj *mm, const float *pixels, uint32_t nx, uint32_t ny,
                           int n_threads, corral_image_embd *out, corral_error *err)
 {
+    return corral_mmproj_encode_cancellable(mm, pixels, nx, ny, n_threads, NULL, out, err);
+}
+
+bool corral_mmproj_encode_cancellable(const corral_mmproj *mm, const float *pixels, uint32_t nx,
+                                      uint32_t ny, int n_threads, const corral_cancel *cancel,
+                                      corral_image_embd *out, corral_error *err)
+{
     memset(out, 0, sizeof *out);
     if (nx == 0 || ny == 0 || nx > MAX_IMAGE_SIZE || ny > MAX_IMAGE_SIZE) {
         corral_error_set(err, "image of %u x %u pixels: sides must be 1 to %u", nx, ny,
@@ -649,7 +656,7 @@ bool corral_mmproj_encode(const corral_mmproj *mm, const float *pixels, uint32_t
     threadpool *pool = threadpool_create(threads, err);
     if (!pool)
         return false;
-    bool ok = mm->kind->encode(mm, pool, pixels, nx, ny, out, err);
+    bool ok = mm->kind->encode(mm, pool, cancel, pixels, nx, ny, out, err);
     threadpool_free(pool);
     if (!ok)
         corral_image_embd_free(out);

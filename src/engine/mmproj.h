@@ -161,6 +161,7 @@ typedef struct vision_run {
     const uint32_t *window; /* per patch its attention window, or NULL: one window */
     /* per patch whether it is padding, which sees no other padding (mllama); NULL: none */
     const uint8_t *padding;
+    const corral_cancel *cancel; /* asked before each block (vision_run_blocks); NULL: never */
 } vision_run;
 
 struct projector_kind {
@@ -172,9 +173,11 @@ struct projector_kind {
     bool (*bind)(corral_mmproj *mm, corral_error *err);
     /* corral_mmproj_part_text for a kind that slices images; NULL: begin and end only */
     const char *(*part_text)(const corral_mmproj *mm, uint32_t cols, uint32_t rows, size_t part);
-    /* pixels of nx x ny (already sized for the kind) into out->data and its grid */
-    bool (*encode)(const corral_mmproj *mm, threadpool *pool, const float *pixels, uint32_t nx,
-                   uint32_t ny, corral_image_embd *out, corral_error *err);
+    /* pixels of nx x ny (already sized for the kind) into out->data and its grid; false with
+     * CORRAL_CANCELLED once cancel asks (vision_run_blocks asks it before each block) */
+    bool (*encode)(const corral_mmproj *mm, threadpool *pool, const corral_cancel *cancel,
+                   const float *pixels, uint32_t nx, uint32_t ny, corral_image_embd *out,
+                   corral_error *err);
     /* The most rows one run of the tower's blocks takes from the parts its preprocessing
      * makes (corral_mmproj_image_params): a GPU's room for them (vision_use_gpu); a larger
      * run stays on the CPU. NULL for mllama alone, whose blocks go by its own
@@ -252,7 +255,8 @@ float *vision_alloc_rows(size_t n, size_t width, bool *ok);
 /* extra_act_row_bytes: the widest input row the kind's own products take (act holds
  * n_patches of the widest). */
 bool vision_run_init(vision_run *run, const corral_mmproj *mm, threadpool *pool,
-                     size_t n_patches, size_t extra_act_row_bytes, corral_error *err);
+                     const corral_cancel *cancel, size_t n_patches, size_t extra_act_row_bytes,
+                     corral_error *err);
 void vision_run_free(vision_run *run);
 /* y[t] = W . x[t] (+ bias) for n rows of x (stride w->n_in), on the pool; act: room for n
  * activation rows of w. */
@@ -277,9 +281,12 @@ float vision_dot8(const float *a, const float *b, size_t n);
  * global layers), attending to every patch. */
 void vision_block(vision_run *run, uint32_t il);
 void vision_block_of(vision_run *run, const vision_layer *l);
+/* Whether cancel (NULL: never) asks an encoding to stop; err then says CORRAL_CANCELLED. */
+bool vision_cancelled(const corral_cancel *cancel, corral_error *err);
 /* Blocks [first, first + count) over run->x: on the tower's GPU when it has one
- * (vision_use_gpu) and the run fits the rows made there, else on the CPU. False with the
- * reason when the device fails. */
+ * (vision_use_gpu) and the run fits the rows made there, else on the CPU, run->cancel asked
+ * before each (before the whole run on the GPU). False with the reason when the device fails
+ * or the encoding is cancelled. */
 bool vision_run_blocks(vision_run *run, uint32_t first, uint32_t count, corral_error *err);
 /* A tower's blocks on a GPU (corral_mmproj_gpu_bytes, corral_mmproj_use_gpu) for every kind
  * but mllama: the device memory they take, and their upload. */

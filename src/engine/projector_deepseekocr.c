@@ -744,9 +744,9 @@ static bool clip_view(vision_run *run, const float *sam, size_t g, float *pos, f
     return true;
 }
 
-static bool deepseekocr_encode(const corral_mmproj *mm, threadpool *pool, const float *pixels,
-                               uint32_t nx, uint32_t ny, corral_image_embd *out,
-                               corral_error *err)
+static bool deepseekocr_encode(const corral_mmproj *mm, threadpool *pool,
+                               const corral_cancel *cancel, const float *pixels, uint32_t nx,
+                               uint32_t ny, corral_image_embd *out, corral_error *err)
 {
     const struct deepseekocr_sam *s = mm->sam;
     uint32_t cols, rows;
@@ -817,7 +817,7 @@ static bool deepseekocr_encode(const corral_mmproj *mm, threadpool *pool, const 
     if (!ok)
         corral_error_set(err, "cannot allocate the projector's buffers for a %u x %u image", nx,
                          ny);
-    ok = ok && vision_run_init(&run, mm, pool, g * g + 1,
+    ok = ok && vision_run_init(&run, mm, pool, cancel, g * g + 1,
                                quant_act_row_bytes(mm->mm0.type, mm->mm0.n_in), err);
     if (ok) {
         sam_run r = {mm, s, pool, act, scratch, per_thread};
@@ -826,6 +826,10 @@ static bool deepseekocr_encode(const corral_mmproj *mm, threadpool *pool, const 
             /* the row's tiles, each through both towers */
             for (uint32_t col = 0; ok && col < cols; col++) {
                 const float *at = pixels + ((size_t)row * TILE_SIZE * nx + (size_t)col * TILE_SIZE) * 3;
+                if (vision_cancelled(cancel, err)) {
+                    ok = false;
+                    break;
+                }
                 sam_view(&r, &b, at, (size_t)nx * 3, TILE_SIZE, sam);
                 ok = clip_view(&run, sam, tg, pos, feat, tok + col * tg * tg * T, err);
             }
@@ -840,6 +844,7 @@ static bool deepseekocr_encode(const corral_mmproj *mm, threadpool *pool, const 
             }
         }
         const float *global = pixels + (size_t)nx * TILE_SIZE * rows * 3;
+        ok = ok && !vision_cancelled(cancel, err);
         if (ok) {
             sam_view(&r, &b, global, (size_t)BASE_SIZE * 3, BASE_SIZE, sam);
             ok = clip_view(&run, sam, g, pos, feat, tok, err);

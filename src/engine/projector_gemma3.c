@@ -71,8 +71,9 @@ static bool gemma3_bind(corral_mmproj *mm, corral_error *err)
     return true;
 }
 
-static bool gemma3_encode(const corral_mmproj *mm, threadpool *pool, const float *pixels,
-                          uint32_t nx, uint32_t ny, corral_image_embd *out, corral_error *err)
+static bool gemma3_encode(const corral_mmproj *mm, threadpool *pool,
+                          const corral_cancel *cancel, const float *pixels, uint32_t nx,
+                          uint32_t ny, corral_image_embd *out, corral_error *err)
 {
     const vision_hparams *hp = &mm->hp;
     if (nx != hp->image_size || ny != hp->image_size) {
@@ -92,7 +93,7 @@ static bool gemma3_encode(const corral_mmproj *mm, threadpool *pool, const float
     }
     /* the projection takes at most as many rows as there are patches */
     size_t proj_act = quant_act_row_bytes(mm->input_proj.type, E);
-    if (!vision_run_init(&run, mm, pool, n, proj_act, err)) {
+    if (!vision_run_init(&run, mm, pool, cancel, n, proj_act, err)) {
         free(at);
         return false;
     }

@@ -214,8 +214,9 @@ static void patch_angles(const uint32_t *at, size_t n, size_t d, float *cs)
     }
 }
 
-static bool gemma4v_encode(const corral_mmproj *mm, threadpool *pool, const float *pixels,
-                           uint32_t nx, uint32_t ny, corral_image_embd *out, corral_error *err)
+static bool gemma4v_encode(const corral_mmproj *mm, threadpool *pool,
+                           const corral_cancel *cancel, const float *pixels, uint32_t nx,
+                           uint32_t ny, corral_image_embd *out, corral_error *err)
 {
     const vision_hparams *hp = &mm->hp;
     size_t p = hp->patch_size, k = hp->n_merge, align = p * k;
@@ -241,8 +242,8 @@ static bool gemma4v_encode(const corral_mmproj *mm, threadpool *pool, const floa
     if (!ok)
         corral_error_set(err, "out of memory");
     /* the projection takes a row of E per token, fewer rows than patches */
-    ok = ok && vision_run_init(&run, mm, pool, n, quant_act_row_bytes(mm->input_proj.type, E),
-                               err);
+    ok = ok && vision_run_init(&run, mm, pool, cancel, n,
+                               quant_act_row_bytes(mm->input_proj.type, E), err);
     if (!ok) {
         free(at);
         free(cs);

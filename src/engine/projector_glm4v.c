@@ -199,8 +199,9 @@ static void erf_gelu(float *x, size_t n)
         x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752440f));
 }
 
-static bool glm4v_encode(const corral_mmproj *mm, threadpool *pool, const float *pixels,
-                         uint32_t nx, uint32_t ny, corral_image_embd *out, corral_error *err)
+static bool glm4v_encode(const corral_mmproj *mm, threadpool *pool,
+                         const corral_cancel *cancel, const float *pixels, uint32_t nx,
+                         uint32_t ny, corral_image_embd *out, corral_error *err)
 {
     const vision_hparams *hp = &mm->hp;
     size_t align = 2 * (size_t)hp->patch_size;
@@ -226,7 +227,7 @@ static bool glm4v_encode(const corral_mmproj *mm, threadpool *pool, const float 
     ok = ok && at;
     if (!ok)
         corral_error_set(err, "out of memory");
-    bool have_run = ok && vision_run_init(&run, mm, pool, n, merger_act_per_patch(mm), err);
+    bool have_run = ok && vision_run_init(&run, mm, pool, cancel, n, merger_act_per_patch(mm), err);
     ok = have_run;
     if (!ok)
         goto done;

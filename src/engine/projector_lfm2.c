@@ -151,8 +151,9 @@ static size_t act_bytes(const weight *w)
     return quant_act_row_bytes(w->type, w->n_in);
 }
 
-static bool lfm2_encode(const corral_mmproj *mm, threadpool *pool, const float *pixels,
-                        uint32_t nx, uint32_t ny, corral_image_embd *out, corral_error *err)
+static bool lfm2_encode(const corral_mmproj *mm, threadpool *pool,
+                        const corral_cancel *cancel, const float *pixels, uint32_t nx,
+                        uint32_t ny, corral_image_embd *out, corral_error *err)
 {
     const vision_hparams *hp = &mm->hp;
     size_t n_tokens = lfm2_tokens(mm, nx, ny);
@@ -177,7 +178,7 @@ static bool lfm2_encode(const corral_mmproj *mm, threadpool *pool, const float *
         corral_error_set(err, "cannot allocate the projector's buffers for %zu patches", n);
         ok = false;
     }
-    ok = ok && vision_run_init(&run, mm, pool, n, extra, err);
+    ok = ok && vision_run_init(&run, mm, pool, cancel, n, extra, err);
     if (!ok) {
         free(table);
         free(pos);

@@ -127,8 +127,9 @@ static size_t act_bytes(const weight *w)
     return quant_act_row_bytes(w->type, w->n_in);
 }
 
-static bool llama4_encode(const corral_mmproj *mm, threadpool *pool, const float *pixels,
-                          uint32_t nx, uint32_t ny, corral_image_embd *out, corral_error *err)
+static bool llama4_encode(const corral_mmproj *mm, threadpool *pool,
+                          const corral_cancel *cancel, const float *pixels, uint32_t nx,
+                          uint32_t ny, corral_image_embd *out, corral_error *err)
 {
     const vision_hparams *hp = &mm->hp;
     uint32_t S = hp->image_size;
@@ -156,7 +157,7 @@ static bool llama4_encode(const corral_mmproj *mm, threadpool *pool, const float
     ok = ok && at;
     if (!ok)
         corral_error_set(err, "cannot allocate the projector's buffers for %zu patches", n);
-    ok = ok && vision_run_init(&run, mm, pool, n + 1, act, err);
+    ok = ok && vision_run_init(&run, mm, pool, cancel, n + 1, act, err);
     if (!ok) {
         free(at);
         free(cs);

@@ -232,8 +232,9 @@ static bool encode_square(vision_run *run, const float *pixels, const uint32_t *
     return true;
 }
 
-static bool llava_encode(const corral_mmproj *mm, threadpool *pool, const float *pixels,
-                         uint32_t nx, uint32_t ny, corral_image_embd *out, corral_error *err)
+static bool llava_encode(const corral_mmproj *mm, threadpool *pool,
+                         const corral_cancel *cancel, const float *pixels, uint32_t nx,
+                         uint32_t ny, corral_image_embd *out, corral_error *err)
 {
     const vision_hparams *hp = &mm->hp;
     uint32_t S = hp->image_size;
@@ -262,7 +263,7 @@ static bool llava_encode(const corral_mmproj *mm, threadpool *pool, const float 
     out->data = malloc(bytes);
     vision_run run;
     bool allocated = at && (states || !mm->n_feature_layers) && hidden && out->data;
-    if (!allocated || !vision_run_init(&run, mm, pool, n_pos, act, err)) {
+    if (!allocated || !vision_run_init(&run, mm, pool, cancel, n_pos, act, err)) {
         if (!allocated)
             corral_error_set(err, "out of memory");
         free(at);

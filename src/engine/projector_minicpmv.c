@@ -246,8 +246,9 @@ static void resample(const corral_mmproj *mm, threadpool *pool, const float *pat
     vision_matmul(pool, &mm->rs_proj, NULL, b->out, nq, out, b->act);
 }
 
-static bool minicpmv_encode(const corral_mmproj *mm, threadpool *pool, const float *pixels,
-                            uint32_t nx, uint32_t ny, corral_image_embd *out, corral_error *err)
+static bool minicpmv_encode(const corral_mmproj *mm, threadpool *pool,
+                            const corral_cancel *cancel, const float *pixels, uint32_t nx,
+                            uint32_t ny, corral_image_embd *out, corral_error *err)
 {
     const vision_hparams *hp = &mm->hp;
     size_t p = hp->patch_size;
@@ -267,7 +268,7 @@ static bool minicpmv_encode(const corral_mmproj *mm, threadpool *pool, const flo
     }
     vision_run run;
     resampler_bufs bufs;
-    if (!vision_run_init(&run, mm, pool, n, 0, err)) {
+    if (!vision_run_init(&run, mm, pool, cancel, n, 0, err)) {
         free(at);
         return false;
     }

@@ -276,13 +276,18 @@ static bool local_layers(const corral_mmproj *mm, vision_run *run, float *kept, 
             memcpy(kept + k++ * n * E, run->x, n * E * sizeof *kept);
             continue;
         }
+        if (vision_cancelled(run->cancel, err))
+            return false;
         if (mm->gpu) {
             gpu_vision_rows rows = {.x = run->x, .n_rows = (uint32_t)n, .padding = run->padding};
             if (!gpu_vision_run(mm->gpu, &rows, il, end - il, err))
                 return false;
         } else {
-            for (uint32_t b = il; b < end; b++)
+            for (uint32_t b = il; b < end; b++) {
+                if (b > il && vision_cancelled(run->cancel, err))
+                    return false;
                 vision_block(run, b);
+            }
         }
         il = end;
     }
@@ -294,15 +299,21 @@ static bool global_layers(const corral_mmproj *mm, vision_run *run, size_t n, co
 {
     const struct mllama_tower *t = mm->mllama;
     gpu_vision_rows rows = {.x = run->x, .n_rows = (uint32_t)n, .padding = run->padding};
+    if (vision_cancelled(run->cancel, err))
+        return false;
     if (mm->gpu)
         return gpu_vision_run(mm->gpu, &rows, mm->hp.n_layer, t->n_global, err);
-    for (uint32_t il = 0; il < t->n_global; il++)
+    for (uint32_t il = 0; il < t->n_global; il++) {
+        if (il > 0 && vision_cancelled(run->cancel, err))
+            return false;
         vision_block_of(run, &t->global[il]);
+    }
     return true;
 }
 
-static bool mllama_encode(const corral_mmproj *mm, threadpool *pool, const float *pixels,
-                          uint32_t nx, uint32_t ny, corral_image_embd *out, corral_error *err)
+static bool mllama_encode(const corral_mmproj *mm, threadpool *pool,
+                          const corral_cancel *cancel, const float *pixels, uint32_t nx,
+                          uint32_t ny, corral_image_embd *out, corral_error *err)
 {
     const vision_hparams *hp = &mm->hp;
     const struct mllama_tower *t = mm->mllama;
@@ -317,7 +328,7 @@ static bool mllama_encode(const corral_mmproj *mm, threadpool *pool, const float
     size_t n = T * padded, K = t->n_kept, feat = E * (1 + K), n_in = 3 * p * p;
     uint32_t id = ratio_id(t->max_tiles, (uint32_t)tiles_x, (uint32_t)(ny / S));
     vision_run run;
-    if (!vision_run_init(&run, mm, pool, n, quant_act_row_bytes(mm->mm0.type, feat), err))
+    if (!vision_run_init(&run, mm, pool, cancel, n, quant_act_row_bytes(mm->mm0.type, feat), err))
         return false;
     bool ok = true;
     float *cols = vision_alloc_rows(n_real * n_patch, n_in, &ok);

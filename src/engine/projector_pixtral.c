@@ -205,8 +205,9 @@ static size_t act_floats(const weight *w)
     return w->data ? (quant_act_row_bytes(w->type, w->n_in) + 3) / 4 : 0;
 }
 
-static bool pixtral_encode(const corral_mmproj *mm, threadpool *pool, const float *pixels,
-                           uint32_t nx, uint32_t ny, corral_image_embd *out, corral_error *err)
+static bool pixtral_encode(const corral_mmproj *mm, threadpool *pool,
+                           const corral_cancel *cancel, const float *pixels, uint32_t nx,
+                           uint32_t ny, corral_image_embd *out, corral_error *err)
 {
     const vision_hparams *hp = &mm->hp;
     size_t k = hp->n_merge;
@@ -238,7 +239,7 @@ static bool pixtral_encode(const corral_mmproj *mm, threadpool *pool, const floa
     ok = at && cs && hidden && proj && out->data;
     if (!ok)
         corral_error_set(err, "cannot allocate the projector's buffers for %zu patches", n);
-    ok = ok && vision_run_init(&run, mm, pool, n, widest * sizeof(float), err);
+    ok = ok && vision_run_init(&run, mm, pool, cancel, n, widest * sizeof(float), err);
     if (!ok) {
         free(at);
         free(cs);

@@ -45,8 +45,9 @@ static bool qwen25vl_bind(corral_mmproj *mm, corral_error *err)
     return true;
 }
 
-static bool qwen25vl_encode(const corral_mmproj *mm, threadpool *pool, const float *pixels,
-                            uint32_t nx, uint32_t ny, corral_image_embd *out, corral_error *err)
+static bool qwen25vl_encode(const corral_mmproj *mm, threadpool *pool,
+                            const corral_cancel *cancel, const float *pixels, uint32_t nx,
+                            uint32_t ny, corral_image_embd *out, corral_error *err)
 {
     const vision_hparams *hp = &mm->hp;
     size_t align = 2 * (size_t)hp->patch_size;
@@ -71,7 +72,8 @@ static bool qwen25vl_encode(const corral_mmproj *mm, threadpool *pool, const flo
         corral_error_set(err, "out of memory");
     size_t merger_act = (quant_act_row_bytes(mm->mm0.type, 4 * E) + 3) / 4;
     size_t out_act = (quant_act_row_bytes(mm->mm2.type, 4 * E) + 3) / 4;
-    ok = ok && vision_run_init(&run, mm, pool, n, merger_act > out_act ? merger_act : out_act, err);
+    ok = ok && vision_run_init(&run, mm, pool, cancel, n,
+                               merger_act > out_act ? merger_act : out_act, err);
     if (!ok) {
         free(at);
         free(window);

@@ -363,8 +363,9 @@ static void merge_mlp(vision_run *run, const weight *norm, const weight *norm_b,
         memcpy(out + t * out_stride, tmp + t * T, T * sizeof *tmp);
 }
 
-static bool qwen3vl_encode(const corral_mmproj *mm, threadpool *pool, const float *pixels,
-                           uint32_t nx, uint32_t ny, corral_image_embd *out, corral_error *err)
+static bool qwen3vl_encode(const corral_mmproj *mm, threadpool *pool,
+                           const corral_cancel *cancel, const float *pixels, uint32_t nx,
+                           uint32_t ny, corral_image_embd *out, corral_error *err)
 {
     const vision_hparams *hp = &mm->hp;
     size_t p = hp->patch_size, align = 2 * p;
@@ -400,7 +401,7 @@ static bool qwen3vl_encode(const corral_mmproj *mm, threadpool *pool, const floa
             extra = b > extra ? b : extra;
         }
     }
-    ok = ok && vision_run_init(&run, mm, pool, n, extra, err);
+    ok = ok && vision_run_init(&run, mm, pool, cancel, n, extra, err);
     if (!ok) {
         free(at);
         free(cs);

@@ -162,12 +162,14 @@ static size_t widest_act_row(const corral_mmproj *mm)
 }
 
 bool vision_run_init(vision_run *run, const corral_mmproj *mm, threadpool *pool,
-                     size_t n_patches, size_t extra_act_row_bytes, corral_error *err)
+                     const corral_cancel *cancel, size_t n_patches, size_t extra_act_row_bytes,
+                     corral_error *err)
 {
     const vision_hparams *hp = &mm->hp;
     memset(run, 0, sizeof *run);
     run->mm = mm;
     run->pool = pool;
+    run->cancel = cancel;
     run->n_patches = n_patches;
     size_t E = hp->n_embd, F = hp->n_ff, n_in = mm->patch_embd.n_in;
     size_t wide = F > n_in ? F : n_in;
@@ -669,10 +671,20 @@ bool vision_use_gpu(corral_mmproj *mm, int device, corral_error *err)
     return mm->gpu != NULL;
 }
 
+bool vision_cancelled(const corral_cancel *cancel, corral_error *err)
+{
+    if (!cancel || !cancel->requested(cancel->user))
+        return false;
+    corral_error_set(err, "%s", CORRAL_CANCELLED);
+    return true;
+}
+
 bool vision_run_blocks(vision_run *run, uint32_t first, uint32_t count, corral_error *err)
 {
     const corral_mmproj *mm = run->mm;
     assert(first <= blocks_run(mm) && count <= blocks_run(mm) - first);
+    if (vision_cancelled(run->cancel, err))
+        return false;
     if (mm->gpu && run->n_patches <= gpu_vision_max_rows(mm->gpu)) {
         gpu_vision_rows rows = {.x = run->x,
                                 .n_rows = (uint32_t)run->n_patches,
@@ -685,8 +697,11 @@ bool vision_run_blocks(vision_run *run, uint32_t first, uint32_t count, corral_e
                                 .window = run->window};
         return gpu_vision_run(mm->gpu, &rows, first, count, err);
     }
-    for (uint32_t il = first; il < first + count; il++)
+    for (uint32_t il = first; il < first + count; il++) {
+        if (il > first && vision_cancelled(run->cancel, err))
+            return false;
         vision_block(run, il);
+    }
     return true;
 }
 

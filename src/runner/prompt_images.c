@@ -46,7 +46,13 @@ struct prompt_vision {
     /* why a tower the model file carries is not used ("": none, or it is used) */
     char audio_error[CORRAL_ERROR_MAX];
     int n_threads;
-    pthread_mutex_t lock; /* one encoding at a time; guards the cache */
+    /* One encoding at a time (each takes every thread it is given, and a tower on a GPU has
+     * one set of buffers); a request that waits for it re-reads the cache once it has it.
+     * Taken before cache_lock, never after. */
+    pthread_mutex_t encode_lock;
+    /* guards the cache and its clock, held only to look up, copy or keep embeddings, so that
+     * a cached item is not held up by another request's encoding */
+    pthread_mutex_t cache_lock;
     cached_image cache[PROMPT_CACHED_IMAGES];
     uint64_t cache_room; /* the most bytes of embeddings the cache holds (prompt_images.h) */
     uint64_t clock;
@@ -102,7 +108,8 @@ prompt_vision *prompt_vision_create(const char *path, const char *model_path,
     }
     if (__builtin_mul_overflow(one, (uint64_t)PROMPT_CACHED_IMAGES, &v->cache_room))
         v->cache_room = UINT64_MAX;
-    pthread_mutex_init(&v->lock, NULL);
+    pthread_mutex_init(&v->encode_lock, NULL);
+    pthread_mutex_init(&v->cache_lock, NULL);
     return v;
 }
 
@@ -122,9 +129,9 @@ bool prompt_vision_use_gpu(prompt_vision *v, int device, corral_error *err)
         corral_error_set(err, "no vision tower");
         return false;
     }
-    pthread_mutex_lock(&v->lock);
+    pthread_mutex_lock(&v->encode_lock);
     bool ok = corral_mmproj_use_gpu(v->mm, device, err);
-    pthread_mutex_unlock(&v->lock);
+    pthread_mutex_unlock(&v->encode_lock);
     return ok;
 }
 
@@ -134,7 +141,8 @@ void prompt_vision_free(prompt_vision *v)
         return;
     for (size_t i = 0; i < PROMPT_CACHED_IMAGES; i++)
         corral_image_embd_free(&v->cache[i].image.embd);
-    pthread_mutex_destroy(&v->lock);
+    pthread_mutex_destroy(&v->encode_lock);
+    pthread_mutex_destroy(&v->cache_lock);
     corral_mmproj_free(v->mm);
     corral_audio_tower_free(v->audio);
     EVP_MD_free(v->sha256);
@@ -258,11 +266,13 @@ static size_t part_tokens(const corral_mmproj *mm, const image_slice_plan *plan,
 }
 
 /* The cached embeddings of digest copied into out (with the count only when !copy); false
- * when none is cached, or out of memory (*failed then). Under v->lock. */
+ * when none is cached, or out of memory (*failed then). */
 static bool from_cache(prompt_vision *v, const image_digest *digest, bool copy, image_embd *out,
                        bool *failed, corral_error *err)
 {
     *failed = false;
+    bool found = false;
+    pthread_mutex_lock(&v->cache_lock);
     for (size_t i = 0; i < PROMPT_CACHED_IMAGES; i++) {
         cached_image *c = &v->cache[i];
         if (!c->image.embd.n_tokens || !same_digest(&c->digest, digest))
@@ -270,17 +280,17 @@ static bool from_cache(prompt_vision *v, const image_digest *digest, bool copy, 
         out->plan = c->image.plan;
         if (!copy) {
             out->embd.n_tokens = c->image.embd.n_tokens;
-            return true;
-        }
-        c->used = ++v->clock;
-        if (!copy_embd(&out->embd, &c->image.embd)) {
+        } else if (copy_embd(&out->embd, &c->image.embd)) {
+            c->used = ++v->clock;
+        } else {
             corral_error_set(err, "out of memory");
             *failed = true;
-            return false;
         }
-        return true;
+        found = !*failed;
+        break;
     }
-    return false;
+    pthread_mutex_unlock(&v->cache_lock);
+    return found;
 }
 
 static uint64_t embd_bytes(const corral_image_embd *e)
@@ -290,13 +300,13 @@ static uint64_t embd_bytes(const corral_image_embd *e)
 
 /* Freshly encoded embeddings kept (a copy of out's) in a free entry, the least recently used
  * ones given up until one is free and the cache's room holds them all; ones larger than the
- * whole room are not kept. So the same bytes in a later request are not encoded again.
- * Under v->lock. */
+ * whole room are not kept. So the same bytes in a later request are not encoded again. */
 static void keep_encoded(prompt_vision *v, const image_digest *digest, const image_embd *out)
 {
     uint64_t need = embd_bytes(&out->embd), held = 0;
     if (need > v->cache_room)
         return;
+    pthread_mutex_lock(&v->cache_lock);
     for (size_t i = 0; i < PROMPT_CACHED_IMAGES; i++)
         held += embd_bytes(&v->cache[i].image.embd);
     cached_image *slot = NULL;
@@ -323,6 +333,7 @@ static void keep_encoded(prompt_vision *v, const image_digest *digest, const ima
     } else {
         slot->image.embd = (corral_image_embd){0}; /* out of memory: only the cache goes short */
     }
+    pthread_mutex_unlock(&v->cache_lock);
 }
 
 /* The tokens of one image file's bytes (digest: theirs): the cached embeddings' count, else
@@ -333,9 +344,7 @@ static bool count_image(prompt_vision *v, const uint8_t *data, size_t len,
 {
     memset(out, 0, sizeof *out);
     bool failed;
-    pthread_mutex_lock(&v->lock);
     bool cached = from_cache(v, digest, false, out, &failed, err);
-    pthread_mutex_unlock(&v->lock);
     if (cached)
         return true;
     image_rgb *rgb = image_decode(data, len, NULL, err);
@@ -363,7 +372,7 @@ static bool count_image(prompt_vision *v, const uint8_t *data, size_t len,
 
 /* The parts of a sliced kind's image under plan, each encoded, one after another in out. */
 static bool encode_parts(prompt_vision *v, const image_rgb *rgb, const image_slice_plan *plan,
-                         corral_image_embd *out, corral_error *err)
+                         const corral_cancel *cancel, corral_image_embd *out, corral_error *err)
 {
     image_preprocess pre = preprocessing(v->mm);
     image_pixels *parts[1 + IMAGE_MAX_SLICES];
@@ -375,8 +384,8 @@ static bool encode_parts(prompt_vision *v, const image_rgb *rgb, const image_sli
     bool ok = true;
     size_t total = 0;
     for (size_t k = 0; ok && k < n; k++) {
-        ok = corral_mmproj_encode(v->mm, parts[k]->data, parts[k]->nx, parts[k]->ny, v->n_threads,
-                                  &each[k], err);
+        ok = corral_mmproj_encode_cancellable(v->mm, parts[k]->data, parts[k]->nx, parts[k]->ny,
+                                              v->n_threads, cancel, &each[k], err);
         total += ok ? each[k].n_tokens : 0;
     }
     size_t width = each[0].n_embd;
@@ -400,39 +409,72 @@ static bool encode_parts(prompt_vision *v, const image_rgb *rgb, const image_sli
     return ok;
 }
 
+/* Whether cancel (NULL: never) asks the request's encoding to stop; err then says so. */
+static bool cancelled(const corral_cancel *cancel, corral_error *err)
+{
+    if (!cancel || !cancel->requested(cancel->user))
+        return false;
+    corral_error_set(err, "%s", CORRAL_CANCELLED);
+    return true;
+}
+
+/*
+ * The cached embeddings of digest into out, looked up before and again after waiting for the
+ * encode lock (another request may have encoded the same item meanwhile): true when the
+ * cache answered, memory ran out or the request was cancelled while it waited (*ok says
+ * which), the lock not held; false with the encode lock held, for the caller to encode and
+ * release it.
+ */
+static bool cached_else_lock(prompt_vision *v, const image_digest *digest,
+                             const corral_cancel *cancel, image_embd *out, bool *ok,
+                             corral_error *err)
+{
+    bool failed;
+    if (from_cache(v, digest, true, out, &failed, err) || failed) {
+        *ok = !failed;
+        return true;
+    }
+    pthread_mutex_lock(&v->encode_lock);
+    bool gone = cancelled(cancel, err);
+    if (gone || from_cache(v, digest, true, out, &failed, err) || failed) {
+        pthread_mutex_unlock(&v->encode_lock);
+        *ok = !gone && !failed;
+        return true;
+    }
+    return false;
+}
+
 /* The embeddings of one image file's bytes (digest: theirs), from the cache or encoded;
  * *refused when it fails on the image itself (its decoding, slicing or preprocessing), not
- * on the projector's encoding or memory. */
+ * on the projector's encoding, memory or the request's cancel. */
 static bool encode_image(prompt_vision *v, const uint8_t *data, size_t len,
-                         const image_digest *digest,
+                         const image_digest *digest, const corral_cancel *cancel,
                          image_embd *out, bool *encoded, bool *refused, corral_error *err)
 {
     *encoded = false;
     memset(out, 0, sizeof *out);
-    bool failed;
-    pthread_mutex_lock(&v->lock);
-    if (from_cache(v, digest, true, out, &failed, err) || failed) {
-        pthread_mutex_unlock(&v->lock);
-        return !failed;
-    }
+    bool ok;
+    if (cached_else_lock(v, digest, cancel, out, &ok, err))
+        return ok;
     image_rgb *rgb = image_decode(data, len, NULL, err);
-    bool ok = rgb != NULL;
+    ok = rgb != NULL;
     *refused = !ok;
     if (ok && slices_images(v->mm)) {
         *refused = !(ok = plan_of(v->mm, rgb->width, rgb->height, &out->plan, err));
-        ok = ok && encode_parts(v, rgb, &out->plan, &out->embd, err);
+        ok = ok && encode_parts(v, rgb, &out->plan, cancel, &out->embd, err);
     } else if (ok) {
         image_pixels *pixels = preprocess(v->mm, rgb, err);
         *refused = !pixels;
-        ok = pixels && corral_mmproj_encode(v->mm, pixels->data, pixels->nx, pixels->ny,
-                                            v->n_threads, &out->embd, err);
+        ok = pixels && corral_mmproj_encode_cancellable(v->mm, pixels->data, pixels->nx,
+                                                        pixels->ny, v->n_threads, cancel,
+                                                        &out->embd, err);
         image_pixels_free(pixels);
     }
     image_rgb_free(rgb);
     *encoded = ok;
     if (ok)
         keep_encoded(v, digest, out);
-    pthread_mutex_unlock(&v->lock);
+    pthread_mutex_unlock(&v->encode_lock);
     return ok;
 }
 
@@ -451,9 +493,7 @@ static bool count_clip(prompt_vision *v, const uint8_t *data, size_t len,
 {
     memset(out, 0, sizeof *out);
     bool failed;
-    pthread_mutex_lock(&v->lock);
     bool cached = from_cache(v, digest, false, out, &failed, err);
-    pthread_mutex_unlock(&v->lock);
     if (cached)
         return true;
     audio_pcm *pcm = clip_samples(data, len, err);
@@ -474,39 +514,38 @@ static bool count_clip(prompt_vision *v, const uint8_t *data, size_t len,
 }
 
 /* The embeddings of one clip's bytes, from the cache or encoded segment by segment
- * (audio/mel.h); *refused when it fails on the clip itself (its decoding, or its length). */
+ * (audio/mel.h); *refused when it fails on the clip itself (its decoding, or its length).
+ * A clip cancelled part way is not kept. */
 static bool encode_clip(prompt_vision *v, const uint8_t *data, size_t len,
-                        const image_digest *digest, image_embd *out, bool *encoded,
-                        bool *refused, corral_error *err)
+                        const image_digest *digest, const corral_cancel *cancel,
+                        image_embd *out, bool *encoded, bool *refused, corral_error *err)
 {
     *encoded = false;
     memset(out, 0, sizeof *out);
-    bool failed;
-    pthread_mutex_lock(&v->lock);
-    if (from_cache(v, digest, true, out, &failed, err) || failed) {
-        pthread_mutex_unlock(&v->lock);
-        return !failed;
-    }
+    bool ok;
+    if (cached_else_lock(v, digest, cancel, out, &ok, err))
+        return ok;
     audio_pcm *pcm = clip_samples(data, len, err);
     audio_mel *mel = pcm ? audio_mel_compute(pcm->samples, pcm->n_samples, err) : NULL;
     audio_pcm_free(pcm);
     *refused = !mel;
-    bool ok = mel && corral_audio_tower_encode_segments(v->audio, mel->data, mel->segment_frames,
-                                                        mel->n_segments, v->n_threads,
-                                                        &out->embd, err);
+    ok = mel && corral_audio_tower_encode_segments(v->audio, mel->data, mel->segment_frames,
+                                                   mel->n_segments, v->n_threads, cancel,
+                                                   &out->embd, err);
     audio_mel_free(mel);
     *encoded = ok;
     if (ok)
         keep_encoded(v, digest, out);
-    pthread_mutex_unlock(&v->lock);
+    pthread_mutex_unlock(&v->encode_lock);
     return ok;
 }
 
 /* One item's bytes as an image or a clip, as its first bytes say, refused when the model
  * takes no such item. *clip: whether it is one. */
 static bool media_item(prompt_vision *v, const uint8_t *data, size_t len,
-                       const image_digest *digest, bool encode, image_embd *out,
-                       bool *encoded, bool *clip, bool *refused, corral_error *err)
+                       const image_digest *digest, bool encode, const corral_cancel *cancel,
+                       image_embd *out, bool *encoded, bool *clip, bool *refused,
+                       corral_error *err)
 {
     *encoded = false;
     *clip = audio_sniff(data, len) != AUDIO_NOT_AUDIO;
@@ -530,9 +569,9 @@ static bool media_item(prompt_vision *v, const uint8_t *data, size_t len,
         return false;
     }
     if (*clip)
-        return encode ? encode_clip(v, data, len, digest, out, encoded, refused, err)
+        return encode ? encode_clip(v, data, len, digest, cancel, out, encoded, refused, err)
                       : count_clip(v, data, len, digest, out, refused, err);
-    return encode ? encode_image(v, data, len, digest, out, encoded, refused, err)
+    return encode ? encode_image(v, data, len, digest, cancel, out, encoded, refused, err)
                   : count_image(v, data, len, digest, out, refused, err);
 }
 
@@ -666,8 +705,9 @@ static bool add_parts(prompt_vision *v, const corral_vocab *vocab, image_embd *g
 /* prompt_vision_tokens; with !encode, each image's embd has its n_tokens only. */
 static corral_token *vision_ids(prompt_vision *v, const corral_vocab *vocab, const char *prompt,
                                 const json_t *images, bool add_special, size_t reserve,
-                                bool encode, size_t *n, prompt_image **out_images,
-                                size_t *n_images, bool *refused, corral_error *err)
+                                bool encode, const corral_cancel *cancel, size_t *n,
+                                prompt_image **out_images, size_t *n_images, bool *refused,
+                                corral_error *err)
 {
     size_t count = json_array_size(images), prompt_len = strlen(prompt), cap = reserve + 64;
     size_t done = 0; /* prompt bytes tokenized so far */
@@ -707,7 +747,8 @@ static corral_token *vision_ids(prompt_vision *v, const corral_vocab *vocab, con
         image_embd got;
         memset(&got, 0, sizeof got);
         bool encoded = false, clip = false;
-        ok = ok && media_item(v, bytes, len, &digest, encode, &got, &encoded, &clip, refused, err);
+        ok = ok && media_item(v, bytes, len, &digest, encode, cancel, &got, &encoded, &clip,
+                              refused, err);
         free(bytes);
         if (ok) { /* the text before the item, and its first part's (the plan's) marks */
             const char *lead = clip ? corral_audio_tower_begin(v->audio)
@@ -751,11 +792,12 @@ static corral_token *vision_ids(prompt_vision *v, const corral_vocab *vocab, con
 
 corral_token *prompt_vision_tokens(prompt_vision *v, const corral_vocab *vocab,
                                    const char *prompt, const json_t *images, bool add_special,
-                                   size_t reserve, size_t *n, prompt_image **out_images,
-                                   size_t *n_images, bool *refused, corral_error *err)
+                                   size_t reserve, const corral_cancel *cancel, size_t *n,
+                                   prompt_image **out_images, size_t *n_images, bool *refused,
+                                   corral_error *err)
 {
-    return vision_ids(v, vocab, prompt, images, add_special, reserve, true, n, out_images,
-                      n_images, refused, err);
+    return vision_ids(v, vocab, prompt, images, add_special, reserve, true, cancel, n,
+                      out_images, n_images, refused, err);
 }
 
 bool prompt_vision_count(prompt_vision *v, const corral_vocab *vocab, const char *prompt,
@@ -764,8 +806,8 @@ bool prompt_vision_count(prompt_vision *v, const corral_vocab *vocab, const char
 {
     prompt_image *list = NULL;
     size_t n_images = 0;
-    corral_token *ids = vision_ids(v, vocab, prompt, images, add_special, 0, false, &out->n_tokens,
-                                   &list, &n_images, refused, err);
+    corral_token *ids = vision_ids(v, vocab, prompt, images, add_special, 0, false, NULL,
+                                   &out->n_tokens, &list, &n_images, refused, err);
     if (!ids)
         return false;
     free(ids);

@@ -78,11 +78,18 @@ static inline bool prompt_is_image_id(corral_token id)
  * an image that does not decode or whose size or shape the projector does not take, a clip
  * that does not decode or is too long, an item of a kind the model does not take) rather
  * than the runner's (memory, the projector's encoding).
+ *
+ * Items are encoded one at a time across all requests, an item already cached is copied
+ * without waiting for another request's encoding, and cancel (NULL: never) stops this
+ * request's: asked before each block of a tower, each part of an image and each segment of a
+ * clip, and once more when the encoding's turn comes; err then says CORRAL_CANCELLED and
+ * nothing half-encoded is cached.
  */
 corral_token *prompt_vision_tokens(prompt_vision *v, const corral_vocab *vocab,
                                    const char *prompt, const json_t *images, bool add_special,
-                                   size_t reserve, size_t *n, prompt_image **out_images,
-                                   size_t *n_images, bool *refused, corral_error *err);
+                                   size_t reserve, const corral_cancel *cancel, size_t *n,
+                                   prompt_image **out_images, size_t *n_images, bool *refused,
+                                   corral_error *err);
 
 void prompt_images_free(prompt_image *images, size_t n);
 

@@ -153,6 +153,15 @@ typedef struct connection {
     slot_pool *pool;
 } connection;
 
+/* A request's media encoding is no longer wanted once its client has closed the connection or
+ * the runner is stopping: minutes of a long clip's encoding would otherwise hold up every
+ * other request's media and the runner's exit (corral_cancel's requested). */
+static bool encoding_unwanted(void *user)
+{
+    const connection *c = user;
+    return stop_requested || peer_gone(c->fd);
+}
+
 static bool option_number(json_t *options, const char *key, double *out)
 {
     json_t *v = json_object_get(options, key);
@@ -247,11 +256,13 @@ static corral_token *tokenize_text(const corral_vocab *vocab, const char *text, 
 }
 
 /* Tokens of the request: "context" ids first, then the prompt (BOS only without context),
- * with its images' pseudo-ids (their embeddings in req); *refused when a failure is the
- * request's. */
-static corral_token *request_tokens(slot_pool *pool, json_t *body, completion_request *req,
+ * with its images' pseudo-ids (their embeddings in req, their encoding stopped when c's client
+ * leaves); *refused when a failure is the request's. */
+static corral_token *request_tokens(connection *c, json_t *body, completion_request *req,
                                     size_t *n, bool *refused, corral_error *err)
 {
+    slot_pool *pool = c->pool;
+    const corral_cancel cancel = {.requested = encoding_unwanted, .user = c};
     json_t *context = json_object_get(body, "context");
     json_t *images = json_object_get(body, "images");
     const char *prompt = json_string_value(json_object_get(body, "prompt"));
@@ -265,7 +276,7 @@ static corral_token *request_tokens(slot_pool *pool, json_t *body, completion_re
     corral_token *ids =
         json_array_size(images) > 0
             ? prompt_vision_tokens(pool->vision, pool->vocab, prompt ? prompt : "", images,
-                                   n_context == 0, n_context, &n_prompt, &req->images,
+                                   n_context == 0, n_context, &cancel, &n_prompt, &req->images,
                                    &req->n_images, refused, err)
             : tokenize_text(pool->vocab, prompt ? prompt : "", len, n_context == 0, n_context,
                             &n_prompt, err);
@@ -511,7 +522,7 @@ static void handle_completion(connection *c, json_t *body)
         return;
     }
     bool refused = false;
-    req.tokens = request_tokens(c->pool, body, &req, &req.n_tokens, &refused, &err);
+    req.tokens = request_tokens(c, body, &req, &req.n_tokens, &refused, &err);
     if (!req.tokens) {
         grammar_cache_give(grammars, req.grammar);
         grammar_cache_give(grammars, req.opening);
