@@ -10,7 +10,8 @@
 # Part `bench`: `corral gpus`, test_vulkan_ops, the quant/ models through test_vulkan_forward
 # and tiny-tolstoy's F16 through test_vulkan_forward (the quant/ models with and without
 # integer dot products, and split across buffers), one matrix product
-# timed (bench_vulkan_matmul), then `corral bench` pp512/tg128 on the GPU and on the CPU for
+# timed (bench_vulkan_matmul; the IQ types' too), what recording a dispatch costs the host
+# (bench_vulkan_dispatch), then `corral bench` pp512/tg128 on the GPU and on the CPU for
 # the L1B shape at Q4_0, Q8_0 and Q4_K_M (made there, in parallel, while the tests run).
 # Part `arch`: every other test_vulkan_forward test, the split experts and test_vulkan_graphs.
 # The tests themselves are those of `make test`; docs/GPU.md says what each checks.
@@ -64,7 +65,8 @@ if [ "$mode" = pack ]; then
         "$B/tests/test_vulkan_graphs"
     case $part in
     bench)
-        pack_binaries corral "$B/corral" "$B/bench/bench_vulkan_matmul" "$B/bench/make_bench_model"
+        pack_binaries corral "$B/corral" "$B/bench/bench_vulkan_matmul" \
+            "$B/bench/bench_vulkan_dispatch" "$B/bench/make_bench_model"
         files="vocab-llama3-bpe.gguf tiny-tolstoy-f16.gguf $(cd "$FIX" && ls quant/*.gguf)" ;;
     arch) files=$(arch_files) ;;
     *) echo "usage: $0 pack bench|arch" >&2; exit 2 ;;
@@ -137,6 +139,9 @@ bench)
     step 60 bench_vulkan_matmul "$G/bin/bench_vulkan_matmul" 20
     step 60 "bench_vulkan_matmul, no integer dot" env CORRAL_VULKAN_NO_INT_DOT=1 \
         "$G/bin/bench_vulkan_matmul" 20
+    step 90 "bench_vulkan_matmul, IQ types" \
+        "$G/bin/bench_vulkan_matmul" 20 iq4_xs iq2_xxs iq2_s iq3_s iq1_s
+    step 30 bench_vulkan_dispatch "$G/bin/bench_vulkan_dispatch" 50
     echo "=== waiting for the models ($(date -u +%T))"
     wait
     cat "$DIR"/*.log

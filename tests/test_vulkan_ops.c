@@ -324,8 +324,31 @@ static void test_written_bindings_are_the_shaders(void **state)
     assert_int_equal(dev->written[VK_PIPE_DELTA_RULE], 1u << 4 | 1u << 5);
     assert_int_equal(dev->written[VK_PIPE_ATTENTION], 1u << 4);
     unsigned char junk[24] = {1, 2, 3};
-    uint32_t written;
-    assert_false(vk_spirv_written_bindings(junk, sizeof junk, &written));
+    vk_spirv_buffers buffers;
+    assert_false(vk_spirv_read_buffers(junk, sizeof junk, &buffers));
+}
+
+/* The grids' set (VK_GRIDS_SET) belongs to the pipelines whose shaders read the lattice IQ
+ * types' grids, as their SPIR-V declares it: the lattice types' products and get_rows, which
+ * dequantizes any type. Every other pipeline binds set 0 alone. */
+static void test_grids_only_where_read(void **state)
+{
+    (void)state;
+    const enum vk_pipeline readers[] = {
+        VK_PIPE_MATMUL_IQ2_XXS, VK_PIPE_MATMUL_IQ2_XS, VK_PIPE_MATMUL_IQ2_S,
+        VK_PIPE_MATMUL_IQ3_XXS, VK_PIPE_MATMUL_IQ3_S, VK_PIPE_MATMUL_IQ1_S,
+        VK_PIPE_MATMUL_IQ1_M, VK_PIPE_MATMUL_TILED_IQ2_XXS, VK_PIPE_MATMUL_TILED_IQ2_XS,
+        VK_PIPE_MATMUL_TILED_IQ2_S, VK_PIPE_MATMUL_TILED_IQ3_XXS, VK_PIPE_MATMUL_TILED_IQ3_S,
+        VK_PIPE_MATMUL_TILED_IQ1_S, VK_PIPE_MATMUL_TILED_IQ1_M, VK_PIPE_GET_ROWS};
+    size_t n_readers = sizeof readers / sizeof readers[0], seen = 0;
+    for (size_t i = 0; i < n_readers; i++)
+        assert_true(dev->reads_grids[readers[i]]);
+    for (int p = 0; p < VK_PIPE_COUNT; p++)
+        seen += dev->reads_grids[p];
+    assert_int_equal(seen, n_readers);
+    assert_false(dev->reads_grids[VK_PIPE_MATMUL_Q4_K]);
+    assert_false(dev->reads_grids[VK_PIPE_MATMUL_IQ4_XS]);
+    assert_false(dev->reads_grids[VK_PIPE_RMSNORM]);
 }
 
 /* Three products of one input (q, k and v): one quantization and no barrier between them;
@@ -2216,6 +2239,7 @@ int main(void)
         cmocka_unit_test(test_discovery_follows_the_environment),
         cmocka_unit_test(test_int_dot_follows_the_environment),
         cmocka_unit_test(test_written_bindings_are_the_shaders),
+        cmocka_unit_test(test_grids_only_where_read),
         cmocka_unit_test(test_products_of_one_input_run_together),
         cmocka_unit_test(test_recording_ends_with_a_barrier),
         cmocka_unit_test(test_matmul),

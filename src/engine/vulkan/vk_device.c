@@ -140,7 +140,7 @@ static void describe(VkPhysicalDevice pd, uint32_t index, vk_device_info *out)
         out->why_not = "Vulkan 1.0 only (1.1 needed)";
     else if (!device_has_extension(pd, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME))
         out->why_not = "no VK_KHR_push_descriptor";
-    else if (props.limits.maxPerStageDescriptorStorageBuffers < VK_BINDINGS)
+    else if (props.limits.maxPerStageDescriptorStorageBuffers < VK_BINDINGS + 1)
         out->why_not = "fewer storage buffers a shader than the kernels bind (7)";
     else
         out->usable = true;
@@ -343,7 +343,7 @@ static bool build_pipeline(vk_device *d, int p, bool int_dot, VkPipeline *out, c
         .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
         .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
                   .stage = VK_SHADER_STAGE_COMPUTE_BIT, .module = module, .pName = "main"},
-        .layout = d->layout};
+        .layout = d->reads_grids[p] ? d->grids_layout : d->layout};
     VkResult r = vk.vkCreateComputePipelines(d->device, VK_NULL_HANDLE, 1, &pi, NULL, out);
     vk.vkDestroyShaderModule(d->device, module, NULL);
     if (r != VK_SUCCESS) {
@@ -354,35 +354,70 @@ static bool build_pipeline(vk_device *d, int p, bool int_dot, VkPipeline *out, c
     return true;
 }
 
-static bool create_pipelines(vk_device *d, corral_error *err)
+/* A storage buffer binding of the compute stage. */
+static VkDescriptorSetLayoutBinding storage_binding(uint32_t b)
+{
+    return (VkDescriptorSetLayoutBinding){.binding = b,
+                                          .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                          .descriptorCount = 1,
+                                          .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
+}
+
+/* The two pipeline layouts (vk_device.h): set 0 pushed per dispatch, and set 0 with the
+ * grids' set; both with the same push constants, so that set 0 and the push constants
+ * recorded under either serve a pipeline of the other. */
+static bool create_layouts(vk_device *d, corral_error *err)
 {
     VkDescriptorSetLayoutBinding bindings[VK_BINDINGS];
     for (uint32_t b = 0; b < VK_BINDINGS; b++)
-        bindings[b] = (VkDescriptorSetLayoutBinding){
-            .binding = b, .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-            .descriptorCount = 1, .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
+        bindings[b] = storage_binding(b);
+    VkDescriptorSetLayoutBinding grids_binding = storage_binding(0);
     VkDescriptorSetLayoutCreateInfo set_info = {
         .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
         .flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR,
         .bindingCount = VK_BINDINGS, .pBindings = bindings};
+    VkDescriptorSetLayoutCreateInfo grids_set_info = {
+        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, .bindingCount = 1,
+        .pBindings = &grids_binding};
+    if (vk.vkCreateDescriptorSetLayout(d->device, &set_info, NULL, &d->set_layout) != VK_SUCCESS ||
+        vk.vkCreateDescriptorSetLayout(d->device, &grids_set_info, NULL,
+                                       &d->grids_set_layout) != VK_SUCCESS) {
+        corral_error_set(err, "cannot create the Vulkan descriptor set layouts");
+        return false;
+    }
+    VkDescriptorSetLayout sets[2] = {d->set_layout, d->grids_set_layout};
     VkPushConstantRange push = {VK_SHADER_STAGE_COMPUTE_BIT, 0, VK_PUSH_BYTES};
     VkPipelineLayoutCreateInfo layout_info = {
         .sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO, .setLayoutCount = 1,
-        .pSetLayouts = &d->set_layout, .pushConstantRangeCount = 1, .pPushConstantRanges = &push};
-    if (vk.vkCreateDescriptorSetLayout(d->device, &set_info, NULL, &d->set_layout) != VK_SUCCESS ||
-        vk.vkCreatePipelineLayout(d->device, &layout_info, NULL, &d->layout) != VK_SUCCESS) {
-        corral_error_set(err, "cannot create the Vulkan pipeline layout");
+        .pSetLayouts = sets, .pushConstantRangeCount = 1, .pPushConstantRanges = &push};
+    VkPipelineLayoutCreateInfo grids_layout_info = layout_info;
+    grids_layout_info.setLayoutCount = 2;
+    if (vk.vkCreatePipelineLayout(d->device, &layout_info, NULL, &d->layout) != VK_SUCCESS ||
+        vk.vkCreatePipelineLayout(d->device, &grids_layout_info, NULL, &d->grids_layout) !=
+            VK_SUCCESS) {
+        corral_error_set(err, "cannot create the Vulkan pipeline layouts");
         return false;
     }
+    return true;
+}
+
+static bool create_pipelines(vk_device *d, corral_error *err)
+{
+    if (!create_layouts(d, err))
+        return false;
     for (int p = 0; p < VK_PIPE_COUNT; p++) {
-        if (!build_pipeline(d, p, d->int_dot, &d->pipelines[p], err))
-            return false;
         /* both variants of a product bind the same buffers the same way */
         const vk_shader_code *code = shader_named(pipeline_shader[p]);
-        if (!vk_spirv_written_bindings(code->code, code->size, &d->written[p])) {
-            corral_error_set(err, "cannot read the bindings of shader %s", code->name);
+        vk_spirv_buffers buffers;
+        if (!code || !vk_spirv_read_buffers(code->code, code->size, &buffers) ||
+            (buffers.sets & ~(1u << 0 | 1u << VK_GRIDS_SET))) {
+            corral_error_set(err, "cannot read the bindings of shader %s", pipeline_shader[p]);
             return false;
         }
+        d->written[p] = buffers.written;
+        d->reads_grids[p] = buffers.sets >> VK_GRIDS_SET & 1;
+        if (!build_pipeline(d, p, d->int_dot, &d->pipelines[p], err))
+            return false;
     }
     return true;
 }
@@ -409,9 +444,11 @@ bool vk_device_use_int_dot(vk_device *d, bool on, corral_error *err)
     return true;
 }
 
-/* The lattice IQ types' grids as common.glsl's Grids buffer: the tables one after another
- * (the offsets its GRID_* constants name), an entry of 8 elements as two 32-bit words and of 4
- * as one, element j in byte j; the words little-endian whatever the host's order. */
+/* The lattice IQ types' grids as lattice.glsl's Grids buffer: the tables one after another
+ * (the offsets its GRID_* constants name), an IQ2 entry of 8 elements as two 32-bit words and
+ * an IQ3 entry of 4 as one, element j in byte j; an IQ1 entry of 8 elements (-1, 0, 1) as
+ * one word of nibbles, each element plus one, element j in the low nibble of byte j and
+ * element j + 4 in its high one. The words little-endian whatever the host's order. */
 static void put_grid8(uint8_t *out, const uint64_t *grid, size_t entries)
 {
     for (size_t e = 0; e < entries; e++)
@@ -426,12 +463,23 @@ static void put_grid4(uint8_t *out, const uint32_t *grid, size_t entries)
             out[4 * e + (size_t)j] = (uint8_t)(grid[e] >> (8 * j));
 }
 
+static void put_grid_iq1(uint8_t *out, const uint64_t *grid, size_t entries)
+{
+    for (size_t e = 0; e < entries; e++)
+        for (int j = 0; j < 4; j++) {
+            int low = (int8_t)(uint8_t)(grid[e] >> (8 * j));
+            int high = (int8_t)(uint8_t)(grid[e] >> (8 * (j + 4)));
+            out[4 * e + (size_t)j] = (uint8_t)((low + 1) | (high + 1) << 4);
+        }
+}
+
+/* The grids' buffer, and the set that binds it (VK_GRIDS_SET), written once. */
 static bool upload_grids(vk_device *d, corral_error *err)
 {
     enum {
         IQ2_XXS = 0, IQ2_XS = IQ2_XXS + 256 * 8, IQ2_S = IQ2_XS + 512 * 8,
         IQ3_XXS = IQ2_S + 1024 * 8, IQ3_S = IQ3_XXS + 256 * 4, IQ1_S = IQ3_S + 512 * 4,
-        GRID_BYTES = IQ1_S + 2048 * 8
+        GRID_BYTES = IQ1_S + 2048 * 4
     };
     uint8_t *bytes = malloc(GRID_BYTES);
     if (!bytes) {
@@ -443,11 +491,36 @@ static bool upload_grids(vk_device *d, corral_error *err)
     put_grid8(bytes + IQ2_S, quant_iq2s_grid, 1024);
     put_grid4(bytes + IQ3_XXS, quant_iq3xxs_grid, 256);
     put_grid4(bytes + IQ3_S, quant_iq3s_grid, 512);
-    put_grid8(bytes + IQ1_S, quant_iq1s_grid, 2048);
+    put_grid_iq1(bytes + IQ1_S, quant_iq1s_grid, 2048);
     bool ok = vk_buffer_create(d, GRID_BYTES, false, &d->grids, err) &&
               vk_buffer_write(d, &d->grids, 0, bytes, GRID_BYTES, err);
     free(bytes);
-    return ok;
+    if (!ok)
+        return false;
+    VkDescriptorPoolSize size = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1};
+    VkDescriptorPoolCreateInfo pool_info = {
+        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, .maxSets = 1,
+        .poolSizeCount = 1, .pPoolSizes = &size};
+    if (vk.vkCreateDescriptorPool(d->device, &pool_info, NULL, &d->grids_pool) != VK_SUCCESS) {
+        corral_error_set(err, "cannot create the Vulkan descriptor pool of the IQ grids");
+        return false;
+    }
+    VkDescriptorSetAllocateInfo set_info = {
+        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+        .descriptorPool = d->grids_pool, .descriptorSetCount = 1,
+        .pSetLayouts = &d->grids_set_layout};
+    if (vk.vkAllocateDescriptorSets(d->device, &set_info, &d->grids_set) != VK_SUCCESS) {
+        corral_error_set(err, "cannot allocate the Vulkan descriptor set of the IQ grids");
+        return false;
+    }
+    VkDescriptorBufferInfo info = {d->grids.buffer, 0, VK_WHOLE_SIZE};
+    VkWriteDescriptorSet write = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                                  .dstSet = d->grids_set, .dstBinding = 0,
+                                  .descriptorCount = 1,
+                                  .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                  .pBufferInfo = &info};
+    vk.vkUpdateDescriptorSets(d->device, 1, &write, 0, NULL);
+    return true;
 }
 
 static bool open_device(vk_device *d, VkPhysicalDevice pd, corral_error *err)
@@ -531,10 +604,16 @@ static void close_device(vk_device *d)
             if (d->other[p])
                 vk.vkDestroyPipeline(d->device, d->other[p], NULL);
         }
+        if (d->grids_pool) /* frees grids_set */
+            vk.vkDestroyDescriptorPool(d->device, d->grids_pool, NULL);
         if (d->layout)
             vk.vkDestroyPipelineLayout(d->device, d->layout, NULL);
+        if (d->grids_layout)
+            vk.vkDestroyPipelineLayout(d->device, d->grids_layout, NULL);
         if (d->set_layout)
             vk.vkDestroyDescriptorSetLayout(d->device, d->set_layout, NULL);
+        if (d->grids_set_layout)
+            vk.vkDestroyDescriptorSetLayout(d->device, d->grids_set_layout, NULL);
         vk.vkDestroyDevice(d->device, NULL);
     }
     free(d);

@@ -125,13 +125,16 @@ enum vk_pipeline {
 };
 
 /* The tiled products' workgroup (matmul_tiled.glsl): its invocations, and the most shared
- * memory a variant declares (the float types' two 16 x 65 tiles of floats). */
-enum { VK_TILED_INVOCATIONS = 256, VK_TILED_SHARED_BYTES = 2 * 16 * 65 * 4 };
+ * memory a variant declares (a lattice IQ type's: the runs of weights and activations with
+ * their scales, 6 KiB, and its grid's copy, up to 8 KiB; lattice.glsl). */
+enum { VK_TILED_INVOCATIONS = 256, VK_TILED_SHARED_BYTES = 6 * 1024 + 8 * 1024 };
 
-/* Every pipeline has one layout: VK_BINDINGS storage buffers (pushed per dispatch, unused
- * ones bound to a small dummy, VK_BINDING_GRIDS to the device's grids) and VK_PUSH_BYTES of
- * push constants. */
-enum { VK_BINDINGS = 7, VK_BINDING_GRIDS = 6, VK_PUSH_BYTES = 64 };
+/* A pipeline's layout: set 0, VK_BINDINGS storage buffers pushed per dispatch (unused ones
+ * bound to a small dummy), and VK_PUSH_BYTES of push constants. A pipeline whose shader reads
+ * the lattice IQ types' grids (lattice.glsl) has one more set, VK_GRIDS_SET, of one storage
+ * buffer: the device's grids, written once at device open and bound once per command buffer,
+ * before its first such dispatch. */
+enum { VK_BINDINGS = 6, VK_GRIDS_SET = 1, VK_PUSH_BYTES = 64 };
 
 typedef struct vk_buffer {
     VkBuffer buffer;
@@ -157,7 +160,12 @@ typedef struct vk_device {
      * maxComputeSharedMemorySize: what decides whether the tiled products fit */
     uint32_t max_invocations, max_shared_bytes;
     VkDescriptorSetLayout set_layout;
-    VkPipelineLayout layout;
+    VkPipelineLayout layout; /* set 0 alone */
+    /* the grids' set: its layout, the pipeline layout of set 0 and it, the set itself */
+    VkDescriptorSetLayout grids_set_layout;
+    VkPipelineLayout grids_layout;
+    VkDescriptorPool grids_pool;
+    VkDescriptorSet grids_set;
     VkPipeline pipelines[VK_PIPE_COUNT];
     /* The quantized matrix products come in two variants: integer dot product instructions
      * (shaderIntegerDotProduct, enabled where the device has it) or plain multiplies. int_dot
@@ -167,8 +175,10 @@ typedef struct vk_device {
     VkPipeline other[VK_PIPE_COUNT];
     /* per pipeline, bit b set where its shader may write binding b (vk_spirv.h) */
     uint32_t written[VK_PIPE_COUNT];
+    /* per pipeline, whether its shader reads the grids: its layout is grids_layout */
+    bool reads_grids[VK_PIPE_COUNT];
     vk_buffer dummy;
-    /* the lattice IQ types' grids (quant_iq_grids.h) in common.glsl's layout, read-only */
+    /* the lattice IQ types' grids (quant_iq_grids.h) in lattice.glsl's layout, read-only */
     vk_buffer grids;
     pthread_mutex_t queue_lock; /* the queue is shared by every context of the process */
     VkDeviceSize memory_align; /* the alignment of a buffer's memory (the dummy's) */
@@ -236,6 +246,7 @@ typedef struct vk_recording {
     vk_access accesses[VK_ACCESSES];
     uint32_t n_accesses;
     uint32_t dispatches, barriers;
+    bool grids_bound; /* the grids' set is bound (VK_GRIDS_SET) */
     /* The last quantization of a product's input (vk_ops.c), while the buffers still hold
      * it: from the floats of x, n_values of them, into quants and scales (whole buffers) as
      * `kind` (0: none), so that the next product of the same input reads it as it is. Any

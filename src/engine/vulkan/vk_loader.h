@@ -30,7 +30,9 @@
     X(vkAllocateCommandBuffers) X(vkBeginCommandBuffer) X(vkEndCommandBuffer)                 \
     X(vkCmdBindPipeline) X(vkCmdPushConstants) X(vkCmdPushDescriptorSetKHR)                   \
     X(vkCmdDispatch) X(vkCmdPipelineBarrier) X(vkCmdCopyBuffer) X(vkCmdFillBuffer)            \
-    X(vkQueueSubmit) X(vkCreateFence) X(vkDestroyFence) X(vkWaitForFences) X(vkResetFences)
+    X(vkQueueSubmit) X(vkCreateFence) X(vkDestroyFence) X(vkWaitForFences) X(vkResetFences) \
+    X(vkCreateDescriptorPool) X(vkDestroyDescriptorPool) X(vkAllocateDescriptorSets)          \
+    X(vkUpdateDescriptorSets) X(vkCmdBindDescriptorSets)
 
 typedef struct vk_functions {
 #define VK_DECLARE(name) PFN_##name name;

@@ -69,9 +69,7 @@ static void record(vk_commands *c, enum vk_pipeline pipe, const vk_span spans[VK
     vk_access touched[VK_BINDINGS];
     uint32_t n_touched = 0;
     for (uint32_t b = 0; b < VK_BINDINGS; b++) {
-        vk_span s = spans[b].buffer         ? spans[b]
-                    : b == VK_BINDING_GRIDS ? vk_whole(&d->grids)
-                                            : vk_whole(&d->dummy);
+        vk_span s = spans[b].buffer ? spans[b] : vk_whole(&d->dummy);
         bool written = d->written[pipe] >> b & 1;
         /* an unbound binding is read as garbage by design; only a write to it is tracked */
         if (spans[b].buffer || written)
@@ -94,6 +92,13 @@ static void record(vk_commands *c, enum vk_pipeline pipe, const vk_span spans[VK
     vk.vkCmdBindPipeline(c->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, d->pipelines[pipe]);
     vk.vkCmdPushDescriptorSetKHR(c->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, d->layout, 0,
                                  VK_BINDINGS, writes);
+    /* after set 0: pushing set 0 again under either layout (compatible for set 0) leaves the
+     * grids' set bound for the rest of the command buffer */
+    if (d->reads_grids[pipe] && !r->grids_bound) {
+        vk.vkCmdBindDescriptorSets(c->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, d->grids_layout,
+                                   VK_GRIDS_SET, 1, &d->grids_set, 0, NULL);
+        r->grids_bound = true;
+    }
     vk.vkCmdPushConstants(c->cmd, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, VK_PUSH_BYTES, push);
     vk.vkCmdDispatch(c->cmd, gx, gy, gz);
     r->dispatches++;

@@ -1,4 +1,4 @@
-/* Reading a shader's storage buffers' bindings and access from its SPIR-V (vk_spirv.h). */
+/* Reading a shader's storage buffers' sets, bindings and access from its SPIR-V (vk_spirv.h). */
 #include "vk_spirv.h"
 
 #include <stdlib.h>
@@ -15,6 +15,7 @@ enum {
     OP_MEMBER_DECORATE = 72,
     DECORATION_NON_WRITABLE = 24,
     DECORATION_BINDING = 33,
+    DECORATION_DESCRIPTOR_SET = 34,
     STORAGE_UNIFORM = 2, /* a buffer block in the older form */
     STORAGE_BUFFER = 12,
 };
@@ -25,6 +26,7 @@ enum { MAX_IDS = 1 << 20 };
 /* What the module says of an id. */
 typedef struct spirv_id {
     uint32_t binding;       /* + 1; 0: none */
+    uint32_t set;           /* a variable's descriptor set (0 where undecorated) */
     uint32_t pointee;       /* a pointer type's */
     uint32_t members;       /* a struct's */
     uint32_t readonly_members;
@@ -38,9 +40,9 @@ static uint32_t word(const unsigned char *code, size_t i)
     return w;
 }
 
-bool vk_spirv_written_bindings(const unsigned char *code, size_t size, uint32_t *written)
+bool vk_spirv_read_buffers(const unsigned char *code, size_t size, vk_spirv_buffers *out)
 {
-    *written = 0;
+    *out = (vk_spirv_buffers){0};
     size_t n = size / 4;
     if (size % 4 || n < SPIRV_HEADER_WORDS || word(code, 0) != SPIRV_MAGIC)
         return false;
@@ -68,6 +70,8 @@ bool vk_spirv_written_bindings(const unsigned char *code, size_t size, uint32_t 
                     ids[a].readonly = true;
                 else if (b == DECORATION_BINDING && count >= 4)
                     ids[a].binding = c + 1;
+                else if (b == DECORATION_DESCRIPTOR_SET && count >= 4)
+                    ids[a].set = c;
             } else if (pass == 0 && op == OP_MEMBER_DECORATE && count >= 4 && in_range &&
                        c == DECORATION_NON_WRITABLE) {
                 ids[a].readonly_members++;
@@ -85,8 +89,13 @@ bool vk_spirv_written_bindings(const unsigned char *code, size_t size, uint32_t 
                 const spirv_id *block = &ids[type->pointee];
                 bool readonly = var->readonly ||
                                 (block->members > 0 && block->readonly_members >= block->members);
-                if (var->binding > 0 && var->binding <= 32 && !readonly)
-                    *written |= 1u << (var->binding - 1);
+                if (var->set >= 32) {
+                    ok = false;
+                    break;
+                }
+                out->sets |= 1u << var->set;
+                if (var->set == 0 && var->binding > 0 && var->binding <= 32 && !readonly)
+                    out->written |= 1u << (var->binding - 1);
             }
             i += count;
         }

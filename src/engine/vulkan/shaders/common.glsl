@@ -16,6 +16,18 @@ int sbyte_at(uint at)
     return bitfieldExtract(int(w[at >> 2]), int((at & 3u) * 8u), 8);
 }
 
+// the little-endian u16 at byte offset `at`
+uint u16_at(uint at)
+{
+    return byte_at(at) | (byte_at(at + 1u) << 8);
+}
+
+// bits 0..3 of h at bit 0 of bytes 0..3
+uint spread_bits(uint h)
+{
+    return (h & 1u) | ((h & 2u) << 7) | ((h & 4u) << 14) | ((h & 8u) << 21);
+}
+
 // the f16 at an even byte offset, as a float
 float half_at(uint at)
 {
@@ -87,152 +99,14 @@ const uint TYPE_IQ3_S = 21u;
 const uint TYPE_IQ2_S = 22u;
 const uint TYPE_IQ1_M = 29u;
 
-// The lattice IQ types' grids (src/engine/quant_iq_grids.c), uploaded by vk_device.c at
-// device open into one buffer in this order: an entry of 8 elements is two words, of 4 one
-// word, element j in byte j. The offsets (in words) are vk_device.c's.
-layout(std430, binding = 6) readonly buffer Grids { uint grid[]; };
-const uint GRID_IQ2_XXS = 0u;    // 256 entries of 8
-const uint GRID_IQ2_XS = 512u;   // 512 of 8
-const uint GRID_IQ2_S = 1536u;   // 1024 of 8
-const uint GRID_IQ3_XXS = 3584u; // 256 of 4
-const uint GRID_IQ3_S = 3840u;   // 512 of 4
-const uint GRID_IQ1_S = 4352u;   // 2048 of 8 (IQ1_S and IQ1_M)
-
-// bits 0..3 of h at bit 0 of bytes 0..3
-uint spread_bits(uint h)
-{
-    return (h & 1u) | ((h & 2u) << 7) | ((h & 4u) << 14) | ((h & 8u) << 21);
-}
-
-// the 7-bit sign code c with its eighth bit, the parity of the seven, put back (every group
-// has an even number of negatives): bit j set where element j is negative
-uint iq_sign_byte(uint c)
-{
-    return c | ((uint(bitCount(c)) & 1u) << 7);
-}
-
-// the four grid bytes of v (each 1..127) negated as signed bytes where bits 0..3 of signs
-// are set: ~v + 1 per byte, which carries into the next byte only for a zero byte
-uint iq_signed_bytes(uint v, uint signs)
-{
-    uint s = spread_bits(signs & 15u);
-    return (v ^ (s * 0xffu)) + s;
-}
-
-// IQ1_S's and IQ1_M's four grid bytes of v (int8 -1, 0, 1) plus the group's shift of
-// delta / 8 (delta +-1), times 8 so that they are integers: 8 g + delta, as signed bytes
-uint iq1_bytes(uint v, int delta)
-{
-    uint values = 0u;
-    for (int e = 0; e < 4; e++)
-        values |= (uint(8 * bitfieldExtract(int(v), 8 * e, 8) + delta) & 0xffu) << (8 * e);
-    return values;
-}
-
-// A group of 8 elements of a lattice IQ super-block: the values as signed bytes in two
-// words (q0 elements 0..3), and scale * sc, the scale of one unit of them: scale the
-// super-block's d times the type's fixed factor (1/8 for IQ2's and IQ1's, 1/4 for IQ3_XXS),
-// sc the (sub-)block's odd integer scale 2s + 1
-struct LatticeGroup {
-    uint q0, q1;
-    float scale;
-    int sc;
-};
-
-uint lattice_block_bytes(uint type)
-{
-    return type == TYPE_IQ2_XXS ? 66u : type == TYPE_IQ2_XS ? 74u : type == TYPE_IQ2_S ? 82u
-         : type == TYPE_IQ3_XXS ? 98u : type == TYPE_IQ3_S ? 110u : type == TYPE_IQ1_S ? 50u
-         : 56u;
-}
-
-// the little-endian u16 at byte offset `at`
-uint u16_at(uint at)
-{
-    return byte_at(at) | (byte_at(at + 1u) << 8);
-}
-
-// group g (elements 8g..8g + 7) of the `type` super-block at byte offset `at`; the layouts
-// are docs/formats.md's (and quant_iq_lattice.h's)
-LatticeGroup lattice_group(uint type, uint at, uint g)
-{
-    LatticeGroup r = LatticeGroup(0u, 0u, 0.0, 0);
-    uint k = g / 4u, l = g % 4u; // sub-block of 32, group in it
-    if (type == TYPE_IQ2_XXS || type == TYPE_IQ3_XXS) {
-        // per sub-block: grid indices (4 bytes, IQ3_XXS's 8 in the first 64 bytes), and a
-        // u32 of four 7-bit sign codes and the scale in bits 28..31
-        bool iq3 = type == TYPE_IQ3_XXS;
-        uint aux = u16_at(at + (iq3 ? 66u + 4u * k : 6u + 8u * k)) |
-                   (u16_at(at + (iq3 ? 68u + 4u * k : 8u + 8u * k)) << 16);
-        uint signs = iq_sign_byte((aux >> (7u * l)) & 127u);
-        if (iq3) {
-            uint idx = at + 2u + 8u * k + 2u * l;
-            r.q0 = iq_signed_bytes(grid[GRID_IQ3_XXS + byte_at(idx)], signs);
-            r.q1 = iq_signed_bytes(grid[GRID_IQ3_XXS + byte_at(idx + 1u)], signs >> 4);
-        } else {
-            uint e = GRID_IQ2_XXS + 2u * byte_at(at + 2u + 8u * k + l);
-            r.q0 = iq_signed_bytes(grid[e], signs);
-            r.q1 = iq_signed_bytes(grid[e + 1u], signs >> 4);
-        }
-        r.scale = half_at(at) * (iq3 ? 0.25 : 0.125);
-        r.sc = int(2u * (aux >> 28) + 1u);
-    } else if (type == TYPE_IQ2_XS || type == TYPE_IQ2_S) {
-        // IQ2_XS: a u16 a group, a 9-bit index and a sign code; IQ2_S: a 10-bit index
-        // (qs[g], two bits of qh[g / 4] on top) and a sign byte qs[32 + g]. Two 4-bit scales
-        // a sub-block, one for each half
-        uint e, signs, scales;
-        if (type == TYPE_IQ2_XS) {
-            uint q = u16_at(at + 2u + 2u * g);
-            e = GRID_IQ2_XS + 2u * (q & 511u);
-            signs = iq_sign_byte(q >> 9);
-            scales = at + 66u;
-        } else {
-            uint high = (byte_at(at + 66u + g / 4u) >> (2u * (g % 4u))) & 3u;
-            e = GRID_IQ2_S + 2u * (byte_at(at + 2u + g) | (high << 8));
-            signs = byte_at(at + 34u + g);
-            scales = at + 74u;
-        }
-        r.q0 = iq_signed_bytes(grid[e], signs);
-        r.q1 = iq_signed_bytes(grid[e + 1u], signs >> 4);
-        r.scale = half_at(at) * 0.125;
-        r.sc = int(2u * ((byte_at(scales + k) >> (4u * (l / 2u))) & 15u) + 1u);
-    } else if (type == TYPE_IQ3_S) {
-        // two 9-bit indices 2g, 2g + 1 (qs[i], bit i % 8 of qh[i / 8] on top), a sign byte
-        // signs[g], a 4-bit scale a sub-block
-        uint i0 = 2u * g, i1 = i0 + 1u;
-        uint idx0 = byte_at(at + 2u + i0) | (((byte_at(at + 66u + i0 / 8u) >> (i0 % 8u)) & 1u) << 8);
-        uint idx1 = byte_at(at + 2u + i1) | (((byte_at(at + 66u + i1 / 8u) >> (i1 % 8u)) & 1u) << 8);
-        uint signs = byte_at(at + 74u + g);
-        r.q0 = iq_signed_bytes(grid[GRID_IQ3_S + idx0], signs);
-        r.q1 = iq_signed_bytes(grid[GRID_IQ3_S + idx1], signs >> 4);
-        r.scale = half_at(at);
-        r.sc = int(2u * ((byte_at(at + 106u + k / 2u) >> (4u * (k % 2u))) & 15u) + 1u);
-    } else if (type == TYPE_IQ1_S) {
-        // an 11-bit index (qs[g], three bits of the sub-block's u16 qh on top); qh's bits
-        // 12..14 the sub-block's scale, bit 15 its shift's sign
-        uint qh = u16_at(at + 34u + 2u * k);
-        uint e = GRID_IQ1_S + 2u * (byte_at(at + 2u + g) | (((qh >> (3u * l)) & 7u) << 8));
-        int delta = (qh & 0x8000u) != 0u ? -1 : 1;
-        r.q0 = iq1_bytes(grid[e], delta);
-        r.q1 = iq1_bytes(grid[e + 1u], delta);
-        r.scale = half_at(at) * 0.125;
-        r.sc = int(2u * ((qh >> 12) & 7u) + 1u);
-    } else { // IQ1_M
-        // no d field: the f16 d is the top nibbles of the four u16 scale words; the index's
-        // three high bits and the shift's sign in a nibble of qh[g / 2]; 3-bit scales of each
-        // half of a sub-block
-        uint nibble = (byte_at(at + 32u + g / 2u) >> (4u * (g % 2u))) & 15u;
-        uint e = GRID_IQ1_S + 2u * (byte_at(at + g) | ((nibble & 7u) << 8));
-        int delta = (nibble & 8u) != 0u ? -1 : 1;
-        uint d = (u16_at(at + 48u) >> 12) | ((u16_at(at + 50u) >> 8) & 0xf0u) |
-                 ((u16_at(at + 52u) >> 4) & 0xf00u) | (u16_at(at + 54u) & 0xf000u);
-        r.q0 = iq1_bytes(grid[e], delta);
-        r.q1 = iq1_bytes(grid[e + 1u], delta);
-        r.scale = unpackHalf2x16(d).x * 0.125;
-        r.sc = int(2u * ((u16_at(at + 48u + 2u * (k / 2u)) >> (6u * (k % 2u) + 3u * (l / 2u))) & 7u) + 1u);
-    }
-    return r;
-}
+// A shader of one lattice IQ type (LATTICE_TYPE) or of any (get_rows: READS_GRIDS) reads
+// their grids, which lattice.glsl declares; no other shader has them in its layout
+#if defined(LATTICE_TYPE) && !defined(READS_GRIDS)
+#define READS_GRIDS
+#endif
+#if defined(READS_GRIDS)
+#include "lattice.glsl"
+#endif
 
 // element i of a row of `type` beginning at byte offset `row`
 float weight_at(uint type, uint row, uint i)
@@ -280,6 +154,7 @@ float weight_at(uint type, uint row, uint i)
         precise float value = scale * float(iq4_value(j < 16u ? pair & 15u : pair >> 4));
         return value;
     }
+#if defined(READS_GRIDS)
     if (type == TYPE_IQ2_XXS || type == TYPE_IQ2_XS || type == TYPE_IQ2_S ||
         type == TYPE_IQ3_XXS || type == TYPE_IQ3_S || type == TYPE_IQ1_S || type == TYPE_IQ1_M) {
         LatticeGroup r = lattice_group(type, row + (i / 256u) * lattice_block_bytes(type),
@@ -292,6 +167,7 @@ float weight_at(uint type, uint row, uint i)
         precise float value = unit * float(v);
         return value;
     }
+#endif
     if (type == TYPE_Q2_K) {
         uint at = row + (i / 256u) * 84u, e = i % 256u, sub = byte_at(at + e / 16u);
         uint q = (byte_at(at + 16u + 32u * (e / 128u) + e % 32u) >> (2u * ((e % 128u) / 32u))) & 3u;

@@ -8,6 +8,8 @@ layout(std430, binding = 1) readonly buffer Ids { uint ids[]; };
 layout(std430, binding = 4) writeonly buffer Output { float y[]; };
 layout(push_constant) uniform Params { uint n, row_bytes, type; } p;
 
+// weight_at takes the lattice IQ types too, whose grids it reads (lattice.glsl)
+#define READS_GRIDS
 #include "common.glsl"
 
 void main()

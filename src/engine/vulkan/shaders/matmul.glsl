@@ -101,7 +101,10 @@ void main()
     // runs of 8 elements, one run a thread at a time (weight_run): a run lies in one
     // (sub-)block; its weights are packed as signed bytes into two words, q0 and q1, to meet
     // the two words of activation quants, whose integer products are summed (dot4) and then
-    // scaled
+    // scaled. A lattice type's grid stays in its buffer here (stage_tables copies IQ4's
+    // values only): a workgroup of one row looks up about as many entries as a copy of the
+    // grid would read
+    stage_tables(tid, 64u);
     uint n_blocks = p.n_in / BLOCK_ELEMS;
     for (uint run = tid; run < p.n_in / 8u; run += 64u) {
         uint b = run / (BLOCK_ELEMS / 8u);

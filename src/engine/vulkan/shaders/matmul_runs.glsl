@@ -3,24 +3,6 @@
 // four at a time. The including shader declares the weights `uint w[]` and, for INT_DOT,
 // enables GL_EXT_spirv_intrinsics.
 
-// the lattice IQ types name themselves by their type id (common.glsl's TYPE_*), which
-// lattice_group takes
-#if defined(WEIGHT_IQ2_XXS)
-#define LATTICE_TYPE TYPE_IQ2_XXS
-#elif defined(WEIGHT_IQ2_XS)
-#define LATTICE_TYPE TYPE_IQ2_XS
-#elif defined(WEIGHT_IQ2_S)
-#define LATTICE_TYPE TYPE_IQ2_S
-#elif defined(WEIGHT_IQ3_XXS)
-#define LATTICE_TYPE TYPE_IQ3_XXS
-#elif defined(WEIGHT_IQ3_S)
-#define LATTICE_TYPE TYPE_IQ3_S
-#elif defined(WEIGHT_IQ1_S)
-#define LATTICE_TYPE TYPE_IQ1_S
-#elif defined(WEIGHT_IQ1_M)
-#define LATTICE_TYPE TYPE_IQ1_M
-#endif
-
 // elements of a weight block (and of its activation partner's)
 #if defined(WEIGHT_Q2_K) || defined(WEIGHT_Q3_K) || defined(WEIGHT_Q4_K) || \
     defined(WEIGHT_Q5_K) || defined(WEIGHT_Q6_K) || defined(WEIGHT_IQ4_XS) || \
@@ -45,14 +27,35 @@ uint minus_bytes(uint v, uint k)
     return (v + (128u - k) * 0x01010101u) ^ 0x80808080u;
 }
 
-// the IQ4 codes of the four nibbles at bits 0..3 of v's bytes as their values (iq4_value),
-// signed bytes again
+#if defined(WEIGHT_IQ4_NL) || defined(WEIGHT_IQ4_XS)
+// the IQ4 table (iq4_value's) in shared memory: each invocation looks up codes of its own,
+// which a constant array may serve one address at a time, and shared memory at once
+shared int iq4_shared[16];
+
+// the IQ4 codes of the four nibbles at bits 0..3 of v's bytes as their values, signed bytes
+// again
 uint iq4_bytes(uint v)
 {
     uint values = 0u;
     for (uint e = 0u; e < 4u; e++)
-        values |= (uint(iq4_value((v >> (8u * e)) & 15u)) & 0xffu) << (8u * e);
+        values |= (uint(iq4_shared[(v >> (8u * e)) & 15u]) & 0xffu) << (8u * e);
     return values;
+}
+#endif
+
+// The tables a run's decoding looks up, copied into shared memory by the workgroup's
+// `threads` invocations (tid one of them) and waited for, where that pays: IQ4's 16 values
+// always, a lattice type's grid where the kernel defines GRIDS_SHARED (lattice.glsl). Every
+// invocation calls it, in uniform control flow, before its first weight_run.
+void stage_tables(uint tid, uint threads)
+{
+#if defined(WEIGHT_IQ4_NL) || defined(WEIGHT_IQ4_XS)
+    if (tid < 16u)
+        iq4_shared[tid] = iq4_value(tid);
+    barrier();
+#elif defined(GRIDS_SHARED)
+    stage_grids(tid, threads);
+#endif
 }
 
 // four signed bytes of ones: dot4(ONES, a) is the sum of a's bytes

@@ -44,6 +44,10 @@ layout(push_constant) uniform Params {
     uint n_in, n_out, n_tokens, row_bytes, tiles_per_z, row0, ldy, expert0, n_experts, experts;
 } p;
 
+#if defined(LATTICE_TYPE)
+// a tile's 64 rows look each entry of the grid up many times: a copy in shared memory
+#define GRIDS_SHARED
+#endif
 #include "common.glsl"
 #include "matmul_runs.glsl"
 
@@ -140,6 +144,7 @@ void main()
         barrier();
     }
 #else
+    stage_tables(tid, TILE_THREADS);
     uint n_runs = p.n_in / 8u, n_blocks = p.n_in / BLOCK_ELEMS;
     // the run (of the chunk) and the row and token this invocation stages
     uint stage_run = tid % RUNS, stage_row = first_row + tid / RUNS;

@@ -1,4 +1,4 @@
 #version 450
 // The tiled matrix product of matmul_tiled.glsl for IQ1_M weights.
-#define WEIGHT_IQ1_M
+#define LATTICE_TYPE TYPE_IQ1_M
 #include "matmul_tiled.glsl"

@@ -1,4 +1,4 @@
 #version 450
 // The tiled matrix product of matmul_tiled.glsl for IQ3_XXS weights.
-#define WEIGHT_IQ3_XXS
+#define LATTICE_TYPE TYPE_IQ3_XXS
 #include "matmul_tiled.glsl"
