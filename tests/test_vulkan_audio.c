@@ -4,7 +4,8 @@
  * (tests/fixtures/audio, its five clipped products each biting) on the reference clip, and
  * on a clip of two segments, the second shorter than the attention's and the convolution's
  * reach; the device's embeddings within the tolerance of an F32 tower on the device, and
- * the reference's within test_audio_gemma4's.
+ * the reference's within test_audio_gemma4's. The seam refuses blocks the device cannot run
+ * and runs longer than it made room for, each with its reason.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -19,6 +20,9 @@
 
 #include "corral/engine.h"
 #include "file_fixture.h"
+#include "gpu_audio.h"
+#include "tensor_type.h"
+#include "vk_ops.h"
 #include "vision_check.h"
 #include "vk_device.h"
 
@@ -113,6 +117,54 @@ static void test_blocks_on_the_device_match_the_cpu(void **state)
     corral_audio_tower_free(gpu);
 }
 
+/* Blocks 16 wide in 2 heads over the fixture's reach, without layers unless given. */
+static gpu_audio_blocks small_blocks(const float *rel_pos)
+{
+    return (gpu_audio_blocks){.n_embd = 16, .n_head = 2, .n_ff = 64, .kernel = 5, .past = 12,
+                              .eps = 1e-6f, .cap = 50.0f, .q_scale = 1.0f, .k_scale = 1.0f,
+                              .ffn_residual = 0.5f, .rel_pos = rel_pos};
+}
+
+static void test_refuses_what_it_cannot_run(void **state)
+{
+    (void)state;
+    static float rel_pos[13 * 16], rows[5 * 16];
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
+        rows[i] = (float)i;
+    corral_error err = {{0}};
+    uint64_t bytes = 1;
+    gpu_audio_blocks b = small_blocks(rel_pos);
+    b.past = VK_AUDIO_MAX_PAST;
+    assert_false(gpu_audio_bytes(-1, &b, 4, &bytes, &err));
+    assert_non_null(strstr(err.message, "past rows"));
+    assert_int_equal(bytes, 0);
+    b = small_blocks(rel_pos);
+    b.n_head = 3;
+    assert_null(gpu_audio_create(-1, &b, 4, &err));
+    assert_non_null(strstr(err.message, "whole heads"));
+    /* a matrix type the CPU may read but the device does not multiply */
+    audio_layer layer = {0};
+    layer.wo.w.type = TENSOR_TYPE_F64;
+    b = small_blocks(rel_pos);
+    b.layers = &layer;
+    b.n_layers = 1;
+    assert_false(gpu_audio_bytes(-1, &b, 4, &bytes, &err));
+    assert_non_null(strstr(err.message, "does not multiply"));
+    /* no blocks: the rows come back as they went; one row more than made for is refused */
+    b = small_blocks(rel_pos);
+    gpu_audio *a = gpu_audio_create(-1, &b, 4, &err);
+    if (!a)
+        fail_msg("%s", err.message);
+    float back[4 * 16];
+    memcpy(back, rows, sizeof back);
+    assert_true(gpu_audio_run(a, back, 4, &err));
+    assert_memory_equal(back, rows, sizeof back);
+    assert_false(gpu_audio_run(a, rows, 5, &err));
+    assert_non_null(strstr(err.message, "5 rows"));
+    assert_false(gpu_audio_run(a, rows, 0, &err));
+    gpu_audio_free(a);
+}
+
 int main(void)
 {
     corral_error err = {0};
@@ -122,6 +174,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_blocks_on_the_device_match_the_cpu),
+        cmocka_unit_test(test_refuses_what_it_cannot_run),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     vk_device_close();
