@@ -39,12 +39,13 @@ void main()
         logit[d] = exp(logit[d] - top);
         sum += logit[d];
     }
-    for (uint c = 0u; c < p.head_dim; c++)
-        o[qo + c] = 0.0;
-    for (uint d = 0u; d < reach; d++) {
-        uint vo = (i - d) * E + h * p.head_dim;
-        float w = logit[d] / sum;
-        for (uint c = 0u; c < p.head_dim; c++)
-            o[qo + c] += w * v[vo + c];
+    for (uint d = 0u; d < reach; d++)
+        logit[d] /= sum;
+    // each output summed over the distances in the CPU's order, then written once
+    for (uint c = 0u; c < p.head_dim; c++) {
+        float acc = 0.0;
+        for (uint d = 0u; d < reach; d++)
+            acc += logit[d] * v[(i - d) * E + h * p.head_dim + c];
+        o[qo + c] = acc;
     }
 }
