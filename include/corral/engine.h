@@ -594,6 +594,19 @@ bool corral_audio_tower_encode_segments(const corral_audio_tower *tower, const f
 size_t corral_audio_tower_segments_tokens(const corral_audio_tower *tower,
                                           const size_t *segment_frames, size_t n_segments);
 
+/* The device memory the tower's conformer blocks take on a GPU (device -1: the best usable
+ * one, as corral_context_params.gpu_device), for a context's fitting to leave free
+ * (corral_context_params.gpu_reserve_bytes, with a vision tower's); false with the reason
+ * when there is no usable device or it cannot run them. */
+bool corral_audio_tower_gpu_bytes(const corral_audio_tower *tower, int device, uint64_t *out,
+                                  corral_error *err);
+/* The tower's conformer blocks on a GPU from now on (its subsampling convolutions and
+ * projections stay on the CPU): their weights uploaded once, room made for a 30-second
+ * segment. False with the reason, the tower then staying on the CPU. Not while an encoding
+ * runs; from then on the tower encodes one clip at a time (the device's blocks hold one
+ * segment's rows). */
+bool corral_audio_tower_use_gpu(corral_audio_tower *tower, int device, corral_error *err);
+
 /* ---- Sampling (ollama's options; llama.cpp's order) ---- */
 
 typedef struct corral_sampler corral_sampler;

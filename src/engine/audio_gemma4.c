@@ -30,7 +30,11 @@
  * mel.h): each goes through the tower as a clip of its own and their embeddings follow one
  * another, as llama.cpp's mtmd encodes such a clip for this tower. A caller's corral_cancel
  * is asked before each segment and each block, so that minutes of encoding stop within one
- * block of a request's end.
+ * block of a request's end (within one segment when the blocks run on a GPU).
+ *
+ * The conformer blocks, the bulk of the work, run on a GPU once corral_audio_tower_use_gpu
+ * has put them there (gpu_audio.h): a segment's rows go up after the input projection and
+ * come back before the output projection.
  */
 #include <float.h>
 #include <math.h>
@@ -41,6 +45,7 @@
 #include "audio_gemma4.h"
 #include "corral/engine.h"
 #include "gguf.h"
+#include "gpu_audio.h"
 #include "mmproj.h"
 #include "model.h"
 #include "quant.h"
@@ -63,32 +68,16 @@
 #define MAX_KERNEL 64
 #define MAX_FRAMES 3000
 
-/* A matrix and the bounds of its product's input and output (lo, hi each). */
-typedef struct linear {
-    weight w;
-    float in_lo, in_hi, out_lo, out_hi;
-} linear;
-
-typedef struct audio_layer {
-    weight ffn_norm, ffn_post_norm, ffn_norm_1, ffn_post_norm_1;
-    linear ffn_up, ffn_down, ffn_up_1, ffn_down_1;
-    weight attn_norm, q_scale, k_scale, attn_post_norm;
-    linear wq, wk, wv, wo, rel_k;
-    weight conv_norm, conv_post_norm;
-    linear conv_pw1, conv_pw2;
-    float *conv_dw; /* [channel][kernel] */
-    weight out_norm;
-} audio_layer;
-
 struct corral_audio_tower {
     gguf_file *file;
     uint32_t n_layer, n_embd, n_head, n_ff, kernel, c0, c1, n_proj, n_embd_text;
     float eps;
     float *conv0, *conv1; /* [out channel][3 time][3 frequency][in channel] */
     weight conv0_norm, conv1_norm, out_proj_b;
-    linear input_proj, out_proj, mm_proj;
+    audio_linear input_proj, out_proj, mm_proj;
     audio_layer *layers;
     float *rel_pos; /* [N_REL][n_embd]: the sinusoid of each distance */
+    gpu_audio *gpu; /* the blocks on a GPU (corral_audio_tower_use_gpu), or NULL: the CPU */
 };
 
 /* ---- loading ---- */
@@ -161,8 +150,8 @@ static bool read_bound(const corral_audio_tower *t, const char *name, float *out
 }
 
 /* The matrix stem.weight [n_in, n_out] and its product's bounds beside it. */
-static bool bind_linear(const corral_audio_tower *t, linear *l, const char *stem, size_t n_in,
-                        size_t n_out, corral_error *err)
+static bool bind_linear(const corral_audio_tower *t, audio_linear *l, const char *stem,
+                        size_t n_in, size_t n_out, corral_error *err)
 {
     char name[128];
     snprintf(name, sizeof name, "%s.weight", stem);
@@ -267,7 +256,7 @@ static bool bind_layer(corral_audio_tower *t, uint32_t il, corral_error *err)
         {&l->out_norm, "layer_pre_norm", E, true},
     };
     struct {
-        linear *l;
+        audio_linear *l;
         const char *suffix;
         size_t n_in, n_out;
     } matrices[] = {
@@ -317,6 +306,7 @@ void corral_audio_tower_free(corral_audio_tower *t)
 {
     if (!t)
         return;
+    gpu_audio_free(t->gpu);
     if (t->layers)
         for (uint32_t il = 0; il < t->n_layer; il++)
             free(t->layers[il].conv_dw);
@@ -515,7 +505,7 @@ static void clamp_rows(float *x, size_t count, float lo, float hi)
 }
 
 /* y = clip(W . clip(x)) (+ bias) for n rows. */
-static bool product(audio_run *run, const linear *l, const weight *bias, const float *x,
+static bool product(audio_run *run, const audio_linear *l, const weight *bias, const float *x,
                     size_t n, float *y, corral_error *err)
 {
     const weight *w = &l->w;
@@ -647,9 +637,9 @@ static void conv_task(void *arg, size_t t, size_t thread)
 }
 
 /* Half a feed-forward step, added into h: h += 0.5 post(down(silu(up(pre(h))))). */
-static bool ffn_step(audio_run *run, float *h, size_t n, const weight *pre, const linear *up,
-                     const linear *down, const weight *post, float *x, float *wide,
-                     corral_error *err)
+static bool ffn_step(audio_run *run, float *h, size_t n, const weight *pre,
+                     const audio_linear *up, const audio_linear *down, const weight *post,
+                     float *x, float *wide, corral_error *err)
 {
     const corral_audio_tower *t = run->t;
     size_t E = t->n_embd;
@@ -705,6 +695,18 @@ static void attn_task(void *arg, size_t i, size_t thread)
     }
 }
 
+/* The queries' scale before a block's per-dimension one: 1 / (sqrt(head width) ln 2). */
+static float query_scale(size_t head_width)
+{
+    return (float)(1.0 / sqrt((double)head_width) / log(2.0));
+}
+
+/* The keys' scale: ln(1 + e) / ln 2. */
+static float key_scale(void)
+{
+    return (float)(log(1.0 + exp(1.0)) / log(2.0));
+}
+
 /* The attention step, added into h. */
 static bool attention_step(audio_run *run, const audio_layer *l, float *h, size_t n, float *x,
                            float *q, float *k, float *v, float *rel, corral_error *err)
@@ -717,8 +719,7 @@ static bool attention_step(audio_run *run, const audio_layer *l, float *h, size_
         !product(run, &l->rel_k, NULL, t->rel_pos, N_REL, rel, err))
         return false;
     const float *qs = l->q_scale.data, *ks = l->k_scale.data;
-    float q_scale = (float)(1.0 / sqrt((double)D) / log(2.0));
-    float k_scale = (float)(log(1.0 + exp(1.0)) / log(2.0));
+    float q_scale = query_scale(D), k_scale = key_scale();
     for (size_t r = 0; r < n; r++)
         for (size_t c = 0; c < E; c++) {
             q[r * E + c] *= q_scale * qs[c % D];
@@ -811,7 +812,9 @@ static bool encode(audio_run *run, const float *mel, size_t T, corral_image_embd
     if (!ok)
         corral_error_set(err, "out of memory");
     ok = ok && subsample(run, mel, T, h, err);
-    for (uint32_t il = 0; ok && il < t->n_layer; il++) {
+    if (ok && t->gpu)
+        ok = gpu_audio_run(t->gpu, h, (uint32_t)n, err);
+    for (uint32_t il = 0; ok && !t->gpu && il < t->n_layer; il++) {
         const audio_layer *l = &t->layers[il];
         ok = !vision_cancelled(run->cancel, err) &&
              ffn_step(run, h, n, &l->ffn_norm, &l->ffn_up, &l->ffn_down, &l->ffn_post_norm, x,
@@ -918,4 +921,40 @@ bool corral_audio_tower_encode(const corral_audio_tower *t, const float *mel, si
                                int n_threads, corral_image_embd *out, corral_error *err)
 {
     return corral_audio_tower_encode_segments(t, mel, &n_frames, 1, n_threads, NULL, out, err);
+}
+
+/* ---- the blocks on a GPU ---- */
+
+/* The rows of a segment's longest run: MAX_FRAMES subsampled twice. */
+static uint32_t max_rows(void)
+{
+    return (uint32_t)halved(halved(MAX_FRAMES));
+}
+
+static void gpu_blocks_of(const corral_audio_tower *t, gpu_audio_blocks *out)
+{
+    *out = (gpu_audio_blocks){.n_embd = t->n_embd, .n_head = t->n_head, .n_ff = t->n_ff,
+                              .kernel = t->kernel, .past = CHUNK_PAST, .eps = t->eps,
+                              .cap = LOGIT_CAP, .q_scale = query_scale(t->n_embd / t->n_head),
+                              .k_scale = key_scale(), .ffn_residual = FFN_RESIDUAL,
+                              .layers = t->layers, .n_layers = t->n_layer,
+                              .rel_pos = t->rel_pos};
+}
+
+bool corral_audio_tower_gpu_bytes(const corral_audio_tower *t, int device, uint64_t *out,
+                                  corral_error *err)
+{
+    gpu_audio_blocks b;
+    gpu_blocks_of(t, &b);
+    return gpu_audio_bytes(device, &b, max_rows(), out, err);
+}
+
+bool corral_audio_tower_use_gpu(corral_audio_tower *t, int device, corral_error *err)
+{
+    if (t->gpu)
+        return true;
+    gpu_audio_blocks b;
+    gpu_blocks_of(t, &b);
+    t->gpu = gpu_audio_create(device, &b, max_rows(), err);
+    return t->gpu != NULL;
 }

@@ -135,6 +135,29 @@ bool prompt_vision_use_gpu(prompt_vision *v, int device, corral_error *err)
     return ok;
 }
 
+bool prompt_vision_audio_gpu_bytes(const prompt_vision *v, int device, uint64_t *out,
+                                   corral_error *err)
+{
+    *out = 0;
+    if (!v->audio) {
+        corral_error_set(err, "no audio tower");
+        return false;
+    }
+    return corral_audio_tower_gpu_bytes(v->audio, device, out, err);
+}
+
+bool prompt_vision_audio_use_gpu(prompt_vision *v, int device, corral_error *err)
+{
+    if (!v->audio) {
+        corral_error_set(err, "no audio tower");
+        return false;
+    }
+    pthread_mutex_lock(&v->encode_lock);
+    bool ok = corral_audio_tower_use_gpu(v->audio, device, err);
+    pthread_mutex_unlock(&v->encode_lock);
+    return ok;
+}
+
 void prompt_vision_free(prompt_vision *v)
 {
     if (!v)

@@ -58,6 +58,12 @@ void prompt_media_refusal(const json_t *items, corral_error *err);
 bool prompt_vision_gpu_bytes(const prompt_vision *v, int device, uint64_t *out,
                              corral_error *err);
 bool prompt_vision_use_gpu(prompt_vision *v, int device, corral_error *err);
+/* The same for the model's audio tower's conformer blocks (corral_audio_tower_gpu_bytes,
+ * corral_audio_tower_use_gpu); false with the reason when there is no tower, it runs on the
+ * CPU only, or there is no device. */
+bool prompt_vision_audio_gpu_bytes(const prompt_vision *v, int device, uint64_t *out,
+                                   corral_error *err);
+bool prompt_vision_audio_use_gpu(prompt_vision *v, int device, corral_error *err);
 void prompt_vision_free(prompt_vision *v);
 
 /* Is id one of an image's pseudo-ids? */

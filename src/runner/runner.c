@@ -963,11 +963,14 @@ int runner_main(int argc, char **argv)
     cp.images = vision != NULL;
     /* a tower that runs on a GPU goes there when the context's layers do: their fitting
      * leaves it room */
-    uint64_t tower_bytes = 0;
-    corral_error tower_err = {0};
+    uint64_t tower_bytes = 0, audio_bytes = 0;
+    corral_error tower_err = {0}, audio_err = {0};
     bool tower_gpu = vision && o.gpu_layers != 0 &&
                      prompt_vision_gpu_bytes(vision, cp.gpu_device, &tower_bytes, &tower_err);
-    cp.gpu_reserve_bytes = tower_bytes;
+    bool audio_gpu = vision && o.gpu_layers != 0 &&
+                     prompt_vision_audio_gpu_bytes(vision, cp.gpu_device, &audio_bytes,
+                                                   &audio_err);
+    cp.gpu_reserve_bytes = (tower_gpu ? tower_bytes : 0) + (audio_gpu ? audio_bytes : 0);
     corral_context *ctx = create_context(model, &cp, &err);
     if (!ctx) {
         log_printf(LOG_ERROR, "%s", err.message);
@@ -982,6 +985,14 @@ int runner_main(int argc, char **argv)
                        (unsigned long long)(tower_bytes >> 20));
         else
             log_printf(LOG_WARN, "the vision tower runs on the CPU: %s", tower_err.message);
+    }
+    if (audio_gpu && corral_context_gpu_layers(ctx) > 0) {
+        if (prompt_vision_audio_use_gpu(vision, cp.gpu_device, &audio_err))
+            log_printf(LOG_INFO, "audio tower's blocks on %s (%llu MiB)",
+                       corral_context_gpu_device(ctx),
+                       (unsigned long long)(audio_bytes >> 20));
+        else
+            log_printf(LOG_WARN, "the audio tower runs on the CPU: %s", audio_err.message);
     }
     if (corral_context_recurrent(ctx)) {
         /* a recurrent state cannot be cut back to a draft's accepted tokens or shifted */

@@ -267,6 +267,8 @@ static const char *const pipeline_shader[VK_PIPE_COUNT] = {
     [VK_PIPE_ADD_RMSNORM] = "add_rmsnorm.spv",
     [VK_PIPE_RMSNORM_QUANTIZE] = "rmsnorm_quantize.spv",
     [VK_PIPE_SWIGLU_QUANTIZE] = "swiglu_quantize.spv",
+    [VK_PIPE_AUDIO_ATTENTION] = "audio_attention.spv",
+    [VK_PIPE_AUDIO_CONV] = "audio_conv.spv",
 };
 
 static const vk_shader_code *shader_named(const char *name)

@@ -756,3 +756,22 @@ void vk_op_delta_rule(vk_commands *c, vk_span tokens, vk_span qkv, vk_span decay
     record(c, VK_PIPE_DELTA_RULE, spans, &p, sizeof p, (s->head_dim + 63) / 64, s->n_heads,
            s->n_seq);
 }
+
+void vk_op_audio_attention(vk_commands *c, vk_span q, vk_span k, vk_span v, vk_span rel,
+                           vk_span out, const vk_audio_attention *a)
+{
+    assert(a->past < VK_AUDIO_MAX_PAST);
+    struct { uint32_t n_rows, n_head, head_dim, past; float cap; } p = {
+        a->n_rows, a->n_head, a->head_dim, a->past, a->cap};
+    vk_span spans[VK_BINDINGS] = {[0] = q, [1] = k, [2] = v, [3] = rel, [4] = out};
+    record(c, VK_PIPE_AUDIO_ATTENTION, spans, &p, sizeof p, (a->n_rows * a->n_head + 63) / 64,
+           1, 1);
+}
+
+void vk_op_audio_conv(vk_commands *c, vk_span x, vk_span kernels, vk_span out,
+                      uint32_t n_rows, uint32_t channels, uint32_t taps)
+{
+    struct { uint32_t n_rows, channels, taps; } p = {n_rows, channels, taps};
+    vk_span spans[VK_BINDINGS] = {[0] = x, [1] = kernels, [4] = out};
+    record(c, VK_PIPE_AUDIO_CONV, spans, &p, sizeof p, (n_rows * channels + 255) / 256, 1, 1);
+}

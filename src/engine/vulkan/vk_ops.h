@@ -350,4 +350,26 @@ typedef struct vk_delta_shape {
 void vk_op_delta_rule(vk_commands *c, vk_span tokens, vk_span qkv, vk_span decay,
                       vk_span strength, vk_span state, vk_span out, const vk_delta_shape *s);
 
+/* ---- Gemma 4's audio tower (vk_audio.c) ---- */
+
+/* The local attention's reach: a query sees itself and `past` rows before it, past below
+ * VK_AUDIO_MAX_PAST; logits capped by cap * tanh(logit / cap). */
+enum { VK_AUDIO_MAX_PAST = 32 };
+typedef struct vk_audio_attention {
+    uint32_t n_rows, n_head, head_dim, past;
+    float cap;
+} vk_audio_attention;
+
+/* out[i][h] = softmax over d = 0..min(i, past) of cap(q[i][h] . (k[i - d][h] + rel[d][h]))
+ * times v[i - d][h]; q and k already scaled, rel a row per distance (n_rows * n_head threads
+ * of 64, in one row of workgroups). */
+void vk_op_audio_attention(vk_commands *c, vk_span q, vk_span k, vk_span v, vk_span rel,
+                           vk_span out, const vk_audio_attention *a);
+
+/* out[r][ch] = sum over taps t of kernels[ch][t] * glu(x[r - (taps - 1 - t)])[ch], rows
+ * before the first zero; x's rows [a | b] of 2 x channels floats, glu = a * sigmoid(b)
+ * (n_rows * channels threads of 256, in one row of workgroups). */
+void vk_op_audio_conv(vk_commands *c, vk_span x, vk_span kernels, vk_span out,
+                      uint32_t n_rows, uint32_t channels, uint32_t taps);
+
 #endif
