@@ -3,8 +3,9 @@
  * peer on a Unix socket: answer lines are parsed one by one, text holding U+0000 (a model's
  * <0x00> byte token) comes through whole, and a malformed line or a closed socket is an error;
  * a runner that answers neither its request nor a health check is given up on, one that only
- * computes long is waited for; a runner's error answers the client error its "status" names,
- * or a 500.
+ * computes long is waited for; a read that watches a client's socket ends when that client
+ * hangs up, not when it has merely sent more bytes; a runner's error answers the client error
+ * its "status" names, or a 500.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -140,6 +141,58 @@ static void test_runner_client_gives_up_on_a_silent_runner(void **state)
     unlink(path);
 }
 
+static void *close_after_100ms(void *arg)
+{
+    nanosleep(&(struct timespec){.tv_nsec = 100000000}, NULL);
+    close(*(int *)arg);
+    return NULL;
+}
+
+/* A runner that says nothing (a long prompt, an image encoding): the read ends when the client
+ * it watches hangs up, while a client that has only sent more bytes (a pipelined request,
+ * unread) is still there. */
+static void test_runner_client_ends_when_the_client_leaves(void **state)
+{
+    (void)state;
+    char path[108];
+    snprintf(path, sizeof path, "/tmp/corral-test-runner-client-left-%d.sock", (int)getpid());
+    unlink(path);
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    strcpy(addr.sun_path, path);
+    int listen_fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    assert_int_equal(bind(listen_fd, (struct sockaddr *)&addr, sizeof addr), 0);
+    assert_int_equal(listen(listen_fd, 8), 0); /* never answers */
+    int client[2]; /* [0]: the server's end, watched; [1]: the client's */
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, client), 0);
+    const char *pipelined = "GET /api/version HTTP/1.1\r\n\r\n";
+    assert_int_equal(write(client[1], pipelined, strlen(pipelined)), (ssize_t)strlen(pipelined));
+    corral_error err = {{0}};
+    json_t *request = json_pack("{s:s}", "op", "completion");
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    /* without the watch, the silent runner fails the read after 2 x 1 s instead */
+    runner_conn *conn = runner_conn_open(path, request, 1000000000, &err);
+    json_decref(request);
+    assert_non_null(conn);
+    runner_conn_watch(conn, client[0]);
+    pthread_t leaver;
+    assert_int_equal(pthread_create(&leaver, NULL, close_after_100ms, &client[1]), 0);
+    assert_null(runner_conn_next(conn, &err));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    pthread_join(leaver, NULL);
+    double waited = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    assert_string_equal(err.message, RUNNER_CONN_CLIENT_GONE);
+    assert_true(runner_conn_client_gone(conn));
+    if (waited < 0.09 || waited > 0.9)
+        fail_msg("the read ended after %.3f s, not when the client left (0.1 s)", waited);
+    char pending[64]; /* the client's bytes are still there to read: none was taken */
+    assert_int_equal(read(client[0], pending, sizeof pending), (ssize_t)strlen(pipelined));
+    runner_conn_close(conn);
+    close(client[0]);
+    close(listen_fd);
+    unlink(path);
+}
+
 /* A runner busy computing stays quiet on the request but answers health checks: the read
  * waits for it. */
 typedef struct busy_peer {
@@ -231,6 +284,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_runner_client_gives_up_on_a_silent_runner),
         cmocka_unit_test(test_runner_client_waits_for_a_busy_runner),
+        cmocka_unit_test(test_runner_client_ends_when_the_client_leaves),
         cmocka_unit_test(test_runner_client_passes_text_with_nul_through_whole),
         cmocka_unit_test(test_runner_client_rejects_a_malformed_line),
         cmocka_unit_test(test_runner_client_error_status),

@@ -2,7 +2,7 @@
  * The scheduler's policy (src/server/sched/scheduler.c) driven through its runner_ops seam by
  * a fake runner: no process starts, memory is a number the test sets, a runner "crashes"
  * when the test says so. Loading and sharing a runner, waiting for a slot, 503 past the
- * queue, keep-alive expiry, LRU eviction under a memory limit and under
+ * queue, a waiting request whose client left leaving the queue, keep-alive expiry, LRU eviction under a memory limit and under
  * CORRAL_MAX_LOADED_MODELS, a crashed or failing runner, a load that fails, a reload for
  * other options, and concurrent requests for one model that is still loading.
  */
@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -372,6 +373,38 @@ static void test_full_queue_is_503(void **state)
     scheduler_release(x->sched, request_join(&t));
 }
 
+static bool flag_is_set(const void *ctx)
+{
+    return atomic_load((const atomic_bool *)ctx);
+}
+
+/* A waiting request whose client has left leaves the queue (499), its place free for the
+ * next, while the runner's one slot stays taken. */
+static void test_abandoned_request_leaves_the_queue(void **state)
+{
+    fixture *x = *state;
+    x->config.num_parallel = 1;
+    x->config.max_queue = 1;
+    start(x);
+    runner_handle *a = acquire(x, 0);
+    atomic_bool left = false;
+    request_thread t = {.x = x, .req = model(x, 0, KEEP)};
+    t.req.abandoned = flag_is_set;
+    t.req.abandoned_ctx = &left;
+    assert_int_equal(pthread_create(&t.thread, NULL, request_main, &t), 0);
+    WAIT_FOR(queue_depth(x) == 1);
+    atomic_store(&left, true);
+    WAIT_FOR(queue_depth(x) == 0);
+    assert_null(request_join(&t));
+    assert_int_equal(t.status, SCHEDULER_ABANDONED);
+    request_thread next;
+    request_start(&next, x, 0); /* the queue has room again */
+    WAIT_FOR(queue_depth(x) == 1);
+    scheduler_release(x->sched, a);
+    scheduler_release(x->sched, request_join(&next));
+    assert_int_equal(fake_count(&x->f, &x->f.starts), 1);
+}
+
 /* An idle runner stops once its keep-alive ends; a negative keep-alive keeps it; keep-alive
  * 0 with scheduler_unload (an empty request) stops it at once. */
 static void test_keep_alive_expiry(void **state)
@@ -572,6 +605,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_loads_then_shares, setup, teardown),
         cmocka_unit_test_setup_teardown(test_waits_for_a_slot, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_queue_is_503, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_abandoned_request_leaves_the_queue, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_keep_alive_expiry, setup, teardown),
         cmocka_unit_test_setup_teardown(test_evicts_lru_under_memory_pressure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_busy_runner_stays_and_big_model_loads, setup,

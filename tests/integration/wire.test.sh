@@ -4,7 +4,8 @@
 # /metrics as Prometheus text (promtool, from the Debian package prometheus),
 # status codes, CORS preflight, the Host-header guard, the request-size cap, option types,
 # embeddings on a model without them, the server's own memory, the pending-request queue
-# (one slot, one waiting request: the next is 503; a client that leaves frees its slot), and
+# (one slot, one waiting request: the next is 503; a client that leaves frees its slot or its
+# place in the queue, streamed or not, before any byte), and
 # OLLAMA_KV_CACHE_TYPE (a q8_0 cache answers and /api/ps counts it smaller; a bad value stops
 # the server).
 # Env: CORRAL_BIN, CORRAL_FIXTURES. Exits non-zero on the first failed check.
@@ -187,6 +188,46 @@ kill "$long_client"
 wait "$waiting_client" || true
 [ "$(cat "$work/waiting_status")" = 200 ] || fail "the waiting request got $(cat "$work/waiting_status")"
 echo "ok   a client that leaves frees its slot for the waiting request"
+
+# A client that leaves while the server writes it nothing: a queued request leaves the queue,
+# and a stream:false generation (no byte until its end) stops.
+queue_depth() {
+    curl -s "$base/metrics" | awk '$1 == "corral_queue_depth" {print $2}'
+}
+curl -s -N "$base/api/generate" -d "$long" > "$work/long" &
+long_client=$!
+for _ in $(seq 100); do [ -s "$work/long" ] && break; sleep 0.05; done
+[ -s "$work/long" ] || fail "the endless stream did not start"
+curl -s -N "$base/api/generate" -d "$long" > /dev/null &
+queued_client=$!
+for _ in $(seq 100); do [ "$(queue_depth)" = 1 ] && break; sleep 0.05; done
+[ "$(queue_depth)" = 1 ] || fail "the streamed request did not queue"
+kill "$queued_client"
+for _ in $(seq 100); do [ "$(queue_depth)" = 0 ] && break; sleep 0.05; done
+[ "$(queue_depth)" = 0 ] || fail "a streamed request whose client left stays in the queue"
+echo "ok   a queued request whose client leaves leaves the queue"
+whole='{"model":"tolstoy","prompt":"Prince","stream":false,"options":{"num_predict":1000000,"temperature":0}}'
+curl -s -o /dev/null -w '%{http_code}' "$base/api/generate" -d "$whole" > "$work/whole_status" &
+whole_client=$!
+for _ in $(seq 100); do [ "$(queue_depth)" = 1 ] && break; sleep 0.05; done
+kill "$long_client"
+for _ in $(seq 100); do [ "$(queue_depth)" = 0 ] && break; sleep 0.05; done
+[ "$(queue_depth)" = 0 ] || fail "the stream:false request did not take the slot"
+[ ! -s "$work/whole_status" ] || fail "the stream:false request got $(cat "$work/whole_status")"
+curl -s -o "$work/waiting" -w '%{http_code}' --max-time 20 "$base/api/generate" \
+    -d '{"model":"tolstoy","prompt":"Prince","stream":false,"options":{"num_predict":3}}' \
+    > "$work/waiting_status" &
+waiting_client=$!
+sleep 0.2
+kill "$whole_client"
+wait "$waiting_client" || true
+[ "$(cat "$work/waiting_status")" = 200 ] ||
+    fail "the request after a stream:false one whose client left got $(cat "$work/waiting_status")"
+grep -q 'msg="client left: its request stops" model=tolstoy:latest while=queued' \
+    "$work/server.log" || fail "no log line for the queued request's client leaving"
+grep -q 'msg="client left: its request stops" model=tolstoy:latest while=generating' \
+    "$work/server.log" || fail "no log line for the stream:false request's client leaving"
+echo "ok   a stream:false generation whose client leaves stops; the next request is served"
 
 # /api/ps size of a loaded model (from $work/body), to compare with a q8_0 KV cache below
 ps_size() {

@@ -469,7 +469,8 @@ static void handle_embed_request(server *srv, const http_request *req, http_repl
 {
     char message[256];
     json_t *body = http_body_object(req, message, sizeof message);
-    embedding_params params = {.normalize = !legacy, .facts = http_reply_facts(reply)};
+    embedding_params params = {.normalize = !legacy, .facts = http_reply_facts(reply),
+                               .client_fd = http_reply_client_fd(reply)};
     json_t *inputs = NULL;
     corral_error err = {{0}};
     if (!body) {

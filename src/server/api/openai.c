@@ -896,7 +896,8 @@ static void handle_embeddings(void *ctx, const http_request *req, http_reply *re
     json_t *dims = json_object_get(body, "dimensions");
     json_t *inputs = embedding_inputs(json_object_get(body, "input"));
     embedding_params params = {.inputs = inputs, .normalize = true,
-                               .facts = http_reply_facts(reply)};
+                               .facts = http_reply_facts(reply),
+                               .client_fd = http_reply_client_fd(reply)};
     if (!inputs || json_array_size(inputs) == 0) {
         openai_error(reply, 400, inputs ? "input must not be empty" : "invalid input type");
     } else if (format && *format && strcasecmp(format, "float") != 0 &&

@@ -11,6 +11,8 @@
 #include "server/metrics.h"
 #include "server/core/model_request.h"
 #include "server/sched/runner_client.h"
+#include "server/sched/scheduler.h"
+#include "util/log.h"
 
 static int64_t monotonic_ns(void)
 {
@@ -58,6 +60,13 @@ static bool shape_vector(json_t *vector, const embedding_params *params)
     return true;
 }
 
+/* scheduler_acquire's question while the request waits in the queue. */
+static bool client_left(const void *state)
+{
+    const embedding_params *params = state;
+    return http_client_gone(params->client_fd);
+}
+
 /* The runner's vectors (a line each) and count; a status other than 200 with err. */
 static unsigned ask_runner(const server *srv, const runner_handle *runner, const json_t *body,
                            const embedding_params *params, embedding_result *result,
@@ -69,6 +78,8 @@ static unsigned ask_runner(const server *srv, const runner_handle *runner, const
                                                      srv->config.runner_timeout_ns, err)
                                 : NULL;
     json_decref(request);
+    if (conn)
+        runner_conn_watch(conn, params->client_fd);
     json_t *vectors = json_array();
     unsigned status = conn && vectors ? 0 : 500;
     *runner_failed = request && !conn; /* err says why the connection failed */
@@ -79,7 +90,9 @@ static unsigned ask_runner(const server *srv, const runner_handle *runner, const
         const char *error = json_string_value(json_object_get(line, "error"));
         json_t *vector = json_object_get(line, "embedding");
         size_t at = json_array_size(vectors);
-        if (!line) {
+        if (!line && runner_conn_client_gone(conn)) {
+            status = SCHEDULER_ABANDONED;
+        } else if (!line) {
             *runner_failed = true;
             status = 500;
         } else if (error) {
@@ -157,6 +170,8 @@ unsigned embedding_run(server *srv, const json_t *body, const embedding_params *
     if (status == 200) {
         load_request load = model_request_load(ref, options);
         load.keep_alive_ns = keep_alive_ns;
+        load.abandoned = client_left;
+        load.abandoned_ctx = params;
         runner = scheduler_acquire(srv->sched, &load, &status, err);
         status = runner ? 200 : status;
     }
@@ -171,6 +186,12 @@ unsigned embedding_run(server *srv, const json_t *body, const embedding_params *
             scheduler_report_failure(srv->sched, runner);
         scheduler_release(srv->sched, runner);
     }
+    if (status == SCHEDULER_ABANDONED)
+        log_write(LOG_INFO, "client left: its request stops",
+                  (log_field[]){LOG_STR("model", name),
+                                LOG_STR("while", runner ? "embedding" : "queued"),
+                                LOG_NUM("after_ms", (double)(monotonic_ns() - start) / 1e6)},
+                  3);
     json_decref(options);
     model_ref_free(ref);
     if (status == 200 && !result->vectors) {

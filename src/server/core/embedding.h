@@ -23,6 +23,8 @@ typedef struct embedding_params {
     bool normalize;       /* L2-normalise each vector (after the cut to dimensions) */
     uint32_t dimensions;  /* keep the first this many values; 0: all */
     http_request_facts *facts; /* the model and prompt tokens go here; NULL: nowhere */
+    /* the HTTP client's socket (http_reply_client_fd): its leaving stops the work; -1: none */
+    int client_fd;
 } embedding_params;
 
 typedef struct embedding_result {
@@ -35,7 +37,8 @@ typedef struct embedding_result {
  * Embed params->inputs with the model that body names ("model"; also "options",
  * "keep_alive", "truncate": default true, an input too long for the context is cut).
  * Returns 200 with *result filled (free with embedding_result_free), or the HTTP status of
- * the failure with err set (400 for more than EMBEDDING_MAX_INPUTS inputs).
+ * the failure with err set (400 for more than EMBEDDING_MAX_INPUTS inputs; SCHEDULER_ABANDONED
+ * when the client left before the vectors came, its runner request then closed).
  */
 unsigned embedding_run(server *srv, const json_t *body, const embedding_params *params,
                        embedding_result *result, corral_error *err);

@@ -81,6 +81,8 @@ typedef struct generation {
     } counted;
     runner_handle *runner;
     runner_conn *conn;
+    int client_fd;       /* the HTTP client's socket, watched for its leaving; -1: unknown */
+    bool client_gone;    /* it left: the answer stops with no more bytes */
     int64_t keep_alive_ns;
     /* stream state: out's bytes from sent on are still to go */
     generation_out out;
@@ -241,6 +243,24 @@ static void generation_free(generation *g)
     free(g);
 }
 
+/* The HTTP client has left: the work stops (the caller closes the runner connection or leaves
+ * the queue), said in one line. */
+static void note_client_gone(generation *g, const char *stage)
+{
+    g->client_gone = true;
+    log_write(LOG_INFO, "client left: its request stops",
+              (log_field[]){LOG_STR("model", g->facts->model), LOG_STR("while", stage),
+                            LOG_NUM("after_ms", (double)generation_elapsed_ns(&g->info) / 1e6)},
+              3);
+}
+
+/* scheduler_acquire's question while the request waits in the queue. */
+static bool client_left(const void *state)
+{
+    const generation *g = state;
+    return http_client_gone(g->client_fd);
+}
+
 /* A piece of text has come from the runner: the first is the time to first token. */
 static void note_piece(generation *g)
 {
@@ -367,6 +387,11 @@ static bool next_bytes(generation *g)
     corral_error err;
     json_t *msg = runner_conn_next(g->conn, &err);
     bool ok;
+    if (!msg && runner_conn_client_gone(g->conn)) {
+        note_client_gone(g, g->had_text ? "generating" : "before the first piece");
+        g->finished = true;
+        return false;
+    }
     if (!msg) {
         scheduler_report_failure(g->srv->sched, g->runner);
         ok = g->shape->fail(&g->info, err.message, &g->out);
@@ -405,7 +430,7 @@ static ssize_t stream_next(void *state, char *buf, size_t max)
     generation *g = state;
     while (g->sent == g->out.len)
         if (!next_bytes(g))
-            return g->finished && g->sent == g->out.len ? 0 : -1;
+            return g->finished && !g->client_gone && g->sent == g->out.len ? 0 : -1;
     size_t n = g->out.len - g->sent < max ? g->out.len - g->sent : max;
     memcpy(buf, g->out.data + g->sent, n);
     g->sent += n;
@@ -440,6 +465,11 @@ static void answer_whole(generation *g, http_reply *reply)
     corral_error err;
     for (;;) {
         json_t *msg = runner_conn_next(g->conn, &err);
+        if (!msg && runner_conn_client_gone(g->conn)) {
+            note_client_gone(g, g->had_text ? "generating" : "before the first piece");
+            reply_error(g, reply, SCHEDULER_ABANDONED, "%s", err.message);
+            return;
+        }
         if (!msg) {
             scheduler_report_failure(g->srv->sched, g->runner);
             reply_error(g, reply, 500, "%s", err.message);
@@ -1031,6 +1061,7 @@ static bool start(generation *g, const json_t *options, const char *prompt, http
         reply_error(g, reply, 500, "%s", runner_req ? err.message : "out of memory");
         return false;
     }
+    runner_conn_watch(g->conn, g->client_fd);
     if (!g->stream) {
         answer_whole(g, reply);
         return false;
@@ -1069,6 +1100,7 @@ void generation_serve(server *srv, const chat_request *req, const generation_sha
     g->shape = shape;
     g->req = req;
     g->facts = http_reply_facts(reply);
+    g->client_fd = http_reply_client_fd(reply);
     g->info = (generation_info){.model = "", .chat = chat, .start_ns = monotonic_ns(),
                                 .state = shape_state};
     g->info.raw = !chat && req->raw;
@@ -1087,8 +1119,12 @@ void generation_serve(server *srv, const chat_request *req, const generation_sha
         goto done;
     load_request load = model_request_load(g->ref, options);
     load.keep_alive_ns = g->keep_alive_ns;
+    load.abandoned = client_left;
+    load.abandoned_ctx = g;
     unsigned status = 500;
     if (!(g->runner = scheduler_acquire(srv->sched, &load, &status, &err))) {
+        if (status == SCHEDULER_ABANDONED)
+            note_client_gone(g, "queued");
         reply_error(g, reply, status, "%s", err.message);
         goto done;
     }

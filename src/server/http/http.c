@@ -15,6 +15,7 @@
 #include <malloc.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -49,6 +50,7 @@ struct http_reply {
     struct MHD_Response *response;
     unsigned status;
     http_request_facts *facts;
+    int client_fd; /* -1: unknown */
 };
 
 typedef struct request_state {
@@ -79,6 +81,19 @@ static int64_t monotonic_ns(void)
 http_request_facts *http_reply_facts(http_reply *reply)
 {
     return reply->facts;
+}
+
+int http_reply_client_fd(const http_reply *reply)
+{
+    return reply->client_fd;
+}
+
+bool http_client_gone(int fd)
+{
+    if (fd < 0)
+        return false;
+    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+    return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
 }
 
 /* ---- replies ---- */
@@ -155,7 +170,13 @@ typedef struct stream_state {
     http_stream_next_fn next;
     http_stream_close_fn close;
     void *state;
+    int client_fd;
 } stream_state;
+
+/* Set on a connection's thread when its stream ends because the client left: libmicrohttpd's
+ * warning about an application error that follows is then no error (the producer logs the
+ * client's leaving itself). */
+static _Thread_local bool stream_client_left;
 
 static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
 {
@@ -164,6 +185,8 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
     ssize_t n = s->next(s->state, buf, max);
     if (n == 0)
         return MHD_CONTENT_READER_END_OF_STREAM;
+    if (n < 0)
+        stream_client_left = http_client_gone(s->client_fd);
     return n < 0 ? MHD_CONTENT_READER_END_WITH_ERROR : n;
 }
 
@@ -180,7 +203,7 @@ void http_reply_stream(http_reply *reply, const char *content_type, http_stream_
     stream_state *s = malloc(sizeof *s);
     struct MHD_Response *r = NULL;
     if (s) {
-        *s = (stream_state){next, close, state};
+        *s = (stream_state){next, close, state, reply->client_fd};
         r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_reader, s,
                                               stream_free);
     }
@@ -417,7 +440,7 @@ static bool declared_too_large(const http_server *s, struct MHD_Connection *conn
 static enum MHD_Result first_call(http_server *s, struct MHD_Connection *conn, const char *url,
                                   const char *method, request_state *st)
 {
-    http_reply reply = {.facts = &st->facts};
+    http_reply reply = {.facts = &st->facts, .client_fd = -1};
     st->answered = true; /* until a route accepts the request */
     if (atomic_load(&s->open_connections) > s->max_connections) {
         http_reply_error(&reply, 503, "server busy: more than %u open connections",
@@ -557,7 +580,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *con_cls = st;
         return first_call(s, conn, url, method, st);
     }
-    http_reply reply = {.facts = &st->facts};
+    /* one thread per connection: the socket outlives the handler and its streamed reply */
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    http_reply reply = {.facts = &st->facts, .client_fd = info ? info->connect_fd : -1};
     if (st->answered) {
         *upload_data_size = 0;
         return MHD_YES;
@@ -670,6 +696,10 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     size_t n = strlen(message);
     while (n > 0 && message[n - 1] == '\n')
         message[--n] = '\0';
+    if (stream_client_left && strncmp(message, "Closing connection", 18) == 0) {
+        stream_client_left = false;
+        return;
+    }
     log_write(LOG_WARN, message, (log_field[]){LOG_STR("source", "libmicrohttpd")}, 1);
 }
 

@@ -60,6 +60,21 @@ typedef struct http_request_facts {
 /* The facts of the request this reply answers. */
 http_request_facts *http_reply_facts(http_reply *reply);
 
+/*
+ * The socket of the client this reply answers, for a handler that waits on other work (a
+ * model runner) to notice the client leave, with poll's POLLRDHUP or http_client_gone; -1
+ * when unknown. It stays open until the request completes, a streamed reply included; a
+ * handler never reads, writes or closes it.
+ */
+int http_reply_client_fd(const http_reply *reply);
+
+/*
+ * Whether the client on socket fd (http_reply_client_fd's; -1: never) has closed its end or
+ * reset the connection, without waiting. Bytes it has sent and not yet had read (a pipelined
+ * or keep-alive request) do not count: only its hang-up does.
+ */
+bool http_client_gone(int fd);
+
 /* ---- replies (exactly one per request) ---- */
 
 void http_reply_json(http_reply *reply, unsigned status, json_t *body); /* consumes body */

@@ -18,6 +18,8 @@ struct runner_conn {
     char *buf;
     size_t start, len, cap;
     int liveness_ms; /* <= 0: no check */
+    int client_fd;   /* watched for a hang-up; -1: none */
+    bool client_gone;
     char socket_path[108];
 };
 
@@ -75,6 +77,7 @@ runner_conn *runner_conn_open(const char *socket_path, const json_t *request,
         return NULL;
     }
     snprintf(c->socket_path, sizeof c->socket_path, "%s", socket_path);
+    c->client_fd = -1;
     int64_t ms = liveness_ns > 0 ? (liveness_ns + 999999) / 1000000 : 0;
     c->liveness_ms = ms > 24 * 3600 * 1000 ? 24 * 3600 * 1000 : (int)ms;
     c->fd = connect_unix(socket_path);
@@ -128,21 +131,26 @@ json_t *runner_conn_next(runner_conn *c, corral_error *err)
             c->buf = grown;
             c->cap = cap;
         }
-        if (c->liveness_ms > 0) {
-            struct pollfd p = {.fd = c->fd, .events = POLLIN};
-            int ready = poll(&p, 1, c->liveness_ms);
-            if (ready < 0 && errno == EINTR)
+        /* POLLRDHUP: the client's FIN even behind unread bytes; its POLLIN never counts */
+        struct pollfd p[2] = {{.fd = c->fd, .events = POLLIN},
+                              {.fd = c->client_fd, .events = POLLRDHUP}};
+        int ready = poll(p, c->client_fd >= 0 ? 2 : 1, c->liveness_ms > 0 ? c->liveness_ms : -1);
+        if (ready < 0 && errno == EINTR)
+            continue;
+        if (c->client_fd >= 0 && (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))) {
+            c->client_gone = true;
+            corral_error_set(err, "%s", RUNNER_CONN_CLIENT_GONE);
+            return NULL;
+        }
+        if (ready == 0) { /* quiet: busy computing, or gone? */
+            json_t *health = runner_health(c->socket_path, c->liveness_ms);
+            bool alive = health != NULL;
+            json_decref(health);
+            if (alive)
                 continue;
-            if (ready == 0) { /* quiet: busy computing, or gone? */
-                json_t *health = runner_health(c->socket_path, c->liveness_ms);
-                bool alive = health != NULL;
-                json_decref(health);
-                if (alive)
-                    continue;
-                corral_error_set(err, "%s (no answer in %d ms)", RUNNER_CONN_NOT_RESPONDING,
-                                 2 * c->liveness_ms);
-                return NULL;
-            }
+            corral_error_set(err, "%s (no answer in %d ms)", RUNNER_CONN_NOT_RESPONDING,
+                             2 * c->liveness_ms);
+            return NULL;
         }
         ssize_t r = recv(c->fd, c->buf + c->len, c->cap - c->len, 0);
         if (r < 0 && errno == EINTR)
@@ -153,6 +161,16 @@ json_t *runner_conn_next(runner_conn *c, corral_error *err)
         }
         c->len += (size_t)r;
     }
+}
+
+void runner_conn_watch(runner_conn *c, int client_fd)
+{
+    c->client_fd = client_fd;
+}
+
+bool runner_conn_client_gone(const runner_conn *c)
+{
+    return c->client_gone;
 }
 
 unsigned runner_error_status(const json_t *answer)

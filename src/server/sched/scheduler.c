@@ -112,19 +112,27 @@ static void reap(scheduler *s)
     }
 }
 
+/* The CLOCK_REALTIME deadline (the condition variable's clock) ms from now. */
+static struct timespec after_ms(long ms)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_sec += ms / 1000;
+    t.tv_nsec += (ms % 1000) * 1000000;
+    if (t.tv_nsec >= 1000000000) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000;
+    }
+    return t;
+}
+
 static void *reaper_main(void *arg)
 {
     scheduler *s = arg;
     pthread_mutex_lock(&s->lock);
     while (!s->stopping) {
         reap(s);
-        struct timespec deadline;
-        clock_gettime(CLOCK_REALTIME, &deadline);
-        deadline.tv_nsec += 200 * 1000000;
-        if (deadline.tv_nsec >= 1000000000) {
-            deadline.tv_sec++;
-            deadline.tv_nsec -= 1000000000;
-        }
+        struct timespec deadline = after_ms(200);
         pthread_cond_timedwait(&s->changed, &s->lock, &deadline);
     }
     pthread_mutex_unlock(&s->lock);
@@ -286,6 +294,7 @@ runner_handle *scheduler_acquire(scheduler *s, const load_request *req_in, unsig
     }
     s->waiting++;
     runner_handle *found = NULL;
+    bool abandoned = false;
     while (!s->stopping) {
         reap(s);
         runner_handle *stale = NULL;
@@ -309,7 +318,17 @@ runner_handle *scheduler_acquire(scheduler *s, const load_request *req_in, unsig
         }
         if (found || s->loading || !make_room(s, path, need)) {
             found = NULL;
-            pthread_cond_wait(&s->changed, &s->lock);
+            if (!req.abandoned) {
+                pthread_cond_wait(&s->changed, &s->lock);
+                continue;
+            }
+            struct timespec deadline = after_ms(SCHEDULER_ABANDON_CHECK_MS);
+            pthread_cond_timedwait(&s->changed, &s->lock, &deadline);
+            if (req.abandoned(req.abandoned_ctx)) {
+                abandoned = true;
+                corral_error_set(err, "the client left while the request waited");
+                break;
+            }
             continue;
         }
         /* load it ourselves */
@@ -376,7 +395,7 @@ runner_handle *scheduler_acquire(scheduler *s, const load_request *req_in, unsig
     s->waiting--;
     pthread_mutex_unlock(&s->lock);
     if (!found)
-        *http_status = 500;
+        *http_status = abandoned ? SCHEDULER_ABANDONED : 500;
     return found;
 }
 

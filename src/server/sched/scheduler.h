@@ -4,7 +4,7 @@
  * has num_parallel slots), unloads idle runners when their keep-alive expires or to make
  * room (CORRAL_MAX_LOADED_MODELS, available RAM), notices runners that died, and stops
  * every child on shutdown. Requests waiting for a load or for a free slot are the queue:
- * beyond CORRAL_MAX_QUEUE of them, a request gets 503.
+ * beyond CORRAL_MAX_QUEUE of them, a request gets 503; one no one waits for any more leaves it.
  */
 #ifndef CORRAL_SERVER_SCHEDULER_H
 #define CORRAL_SERVER_SCHEDULER_H
@@ -28,7 +28,17 @@ typedef struct load_request {
     int num_thread;     /* 0: physical cores */
     int num_gpu;        /* layers on a GPU: 0 none (the default), -1 all that fit */
     int64_t keep_alive_ns; /* how long the model stays once idle; < 0 forever */
+    /* asked every SCHEDULER_ABANDON_CHECK_MS while the request waits in the queue: true when
+     * no one wants its answer any more (its client left), and it then leaves the queue; NULL:
+     * never asked */
+    bool (*abandoned)(const void *ctx);
+    const void *abandoned_ctx;
 } load_request;
+
+#define SCHEDULER_ABANDON_CHECK_MS 100
+/* The status of a request whose client left (nginx's "client closed request"): it only
+ * reaches the request log and the metrics, as no one reads the reply. */
+#define SCHEDULER_ABANDONED 499u
 
 /* A scheduler of `corral runner` children (runner_process.h). */
 scheduler *scheduler_create(const server_config *config, corral_error *err);
@@ -42,7 +52,8 @@ void scheduler_free(scheduler *sched);
 /*
  * A running runner for the request's model, loading it (and evicting idle runners) as
  * needed; its reference count is raised until scheduler_release. NULL with *http_status
- * (503 queue full, 500 load failure) and err set.
+ * (503 queue full, 500 load failure, SCHEDULER_ABANDONED when req->abandoned said so while
+ * it waited) and err set.
  */
 runner_handle *scheduler_acquire(scheduler *sched, const load_request *req,
                                  unsigned *http_status, corral_error *err);
