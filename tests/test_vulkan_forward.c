@@ -799,11 +799,10 @@ static void test_images_on_the_device(void **state)
     check_image("vision/gemma4v-text.gguf", 3e-2f); /* per-layer inputs at image rows too */
 }
 
-/* An embedding model's pooled vector with every layer, and with the last one, on the device:
- * within ten times the CPU's tolerance against llama.cpp (1e-4). bert: learned positions,
- * biases, GELU, mean pooling; nomic-bert: RoPE, fused q/k/v, SwiGLU, the first token's state.
- * Every token sees the whole input. */
-static void check_embedding(const char *file)
+/* An embedding model's pooled vector with every layer, and with the last `partial`, on the
+ * device: within ten times the CPU's tolerance against llama.cpp (1e-4). Every token sees
+ * the whole input, or its window of it. */
+static void check_embedding(const char *file, uint32_t partial)
 {
     corral_error err = {{0}};
     corral_model *m = corral_model_load(fixture(file), &err);
@@ -818,10 +817,10 @@ static void check_embedding(const char *file)
     corral_context *cpu = context(m, 0, 1);
     if (!corral_embed(cpu, ids, 37, want, &err))
         fail_msg("%s: %s", file, err.message);
-    const int splits[] = {-1, 1};
+    const int splits[] = {-1, (int)partial};
     for (size_t i = 0; i < 2; i++) {
         corral_context *gpu = context(m, splits[i], 1);
-        uint32_t on_device = splits[i] < 0 ? corral_model_n_layer(m) : 1;
+        uint32_t on_device = splits[i] < 0 ? corral_model_n_layer(m) : partial;
         assert_int_equal(corral_context_gpu_layers(gpu), on_device);
         if (!corral_embed(gpu, ids, 37, got, &err))
             fail_msg("%s: %s", file, err.message);
@@ -836,11 +835,22 @@ static void check_embedding(const char *file)
     free(want), free(got);
 }
 
+/* bert: learned positions, biases, GELU, mean pooling; nomic-bert: RoPE, fused q/k/v,
+ * SwiGLU, the first token's state. */
 static void test_embedding_models(void **state)
 {
     (void)state;
-    check_embedding("arch/bert.gguf");
-    check_embedding("arch/nomic-bert.gguf");
+    check_embedding("arch/bert.gguf", 1);
+    check_embedding("arch/nomic-bert.gguf", 1);
+}
+
+/* gemma-embedding: gemma3's sandwich-normed GeGLU block as an encoder, its sliding layers
+ * (all but the last of each six) seeing 2 positions on either side of a token; the last two
+ * layers on the device take a sliding one too. */
+static void test_gemma_embedding_two_sided_windows(void **state)
+{
+    (void)state;
+    check_embedding("arch/gemma-embedding.gguf", 2);
 }
 
 /* An embedding model the device refuses: its context's gpu_layers is 0, and its vectors the
@@ -866,14 +876,6 @@ static void check_embedding_stays_on_the_cpu(const char *name)
     corral_context_free(cpu);
     corral_context_free(gpu);
     corral_model_free(m);
-}
-
-/* gemma-embedding's sliding layers see a window on either side of a token, which the
- * device's attention lacks: its context, all layers asked for, stays on the CPU. */
-static void test_gemma_embedding_stays_on_the_cpu(void **state)
-{
-    (void)state;
-    check_embedding_stays_on_the_cpu("gemma-embedding");
 }
 
 /* jina-bert-v2's block (ALiBi, jina-v2-code's q/k LayerNorms and second norm) is not among
@@ -1342,6 +1344,7 @@ int main(void)
         cmocka_unit_test(test_windows_slide_in_small_batches),
         cmocka_unit_test(test_images_on_the_device),
         cmocka_unit_test(test_embedding_models),
+        cmocka_unit_test(test_gemma_embedding_two_sided_windows),
         cmocka_unit_test(test_stories260k),
         cmocka_unit_test(test_tiny_tolstoy_f16),
         cmocka_unit_test(test_llama_moe),
@@ -1409,7 +1412,6 @@ int main(void)
         cmocka_unit_test(test_qwen35moe),
         cmocka_unit_test(test_granitehybrid_mamba2),
         cmocka_unit_test(test_glm4moe),
-        cmocka_unit_test(test_gemma_embedding_stays_on_the_cpu),
         cmocka_unit_test(test_jina_bert_v2_stays_on_the_cpu),
         cmocka_unit_test(test_alibi_stays_on_the_cpu),
         cmocka_unit_test(test_nomic_bert_moe_stays_on_the_cpu),

@@ -3,10 +3,11 @@
  * pre-norm, sandwich-norm, normed-branches, parallel and encoders' post-norm shapes: RMSNorm
  * or LayerNorm with its bias, optional q/k/v and output biases, per-head or whole q/k norms,
  * post-norms, RoPE or none, grouped-query attention over a causal cache with a sliding
- * window and soft-capped scores where the layer has them, or over an encoder's whole input,
- * and a SwiGLU, GeGLU or GELU FFN; gemma4's sandwich-normed block with each layer's own head
- * width, KV heads, FFN width and RoPE, its per-layer token inputs' branch, and its shared KV
- * layers attending over their source layer's cache), their weights uploaded at creation,
+ * window and soft-capped scores where the layer has them, or over an encoder's whole input
+ * (its sliding layers' window on either side of a token), and a SwiGLU, GeGLU or GELU FFN;
+ * gemma4's sandwich-normed block with each layer's own head width, KV heads, FFN width and
+ * RoPE, its per-layer token inputs' branch, and its shared KV layers attending over their
+ * source layer's cache), their weights uploaded at creation,
  * their F16 or F32 cache on the device, and a micro-batch's pass submitted once: recorded the
  * first time its shape comes (vk_graphs.h), submitted as recorded when it comes again.
  * On full layers every position has its own cell; sliding layers hold the cells the CPU's
@@ -223,8 +224,6 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
         return "a batch larger than the device's dispatch";
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const layer_weights *l = &m->layers[il];
-        if (l->sliding && !hp->causal)
-            return "a window on either side of a token (an encoder's sliding layers)";
         if (l->attn_sinks.data && l->attn_sinks.type != TENSOR_TYPE_F32)
             return "attention sinks other than F32";
         if (l->chunked)
@@ -1209,9 +1208,11 @@ static void store_and_attend(gpu_layers *g, const corral_context *ctx, uint32_t 
                             k_rope);
         vk_op_kv_store(c, tokens, vk_whole(&g->v), vk_whole(&gl->v_cache), &vs, n);
     }
+    /* an encoder's sliding layer: n_swa / 2 positions either side, as forward.c's */
+    uint32_t around = !hp->causal && l->sliding ? hp->n_swa / 2 + 1 : 0;
     vk_attention_shape shape = {n, hp->n_head, l->n_head_kv, l->head_dim_k, l->head_dim_v,
                                 ks.n_cells, ks.f16, hp->kq_scale, hp->attn_softcap,
-                                ctx->kv[il].window, 2 * ctx->n_batch};
+                                ctx->kv[il].window, 2 * ctx->n_batch, around};
     if (gl->sinks.buf.buffer)
         vk_op_attention_sinks(c, tokens, vk_whole(&g->q), vk_whole(&cache->k_cache),
                               vk_whole(&cache->v_cache), vk_whole(&gl->sinks.buf),
@@ -1606,7 +1607,7 @@ static void record_cross_layer(gpu_layers *g, const corral_context *ctx, uint32_
     matmul(g, &gl->wq, &g->xn, &g->q, n);
     norm_spans(g, &gl->q_norm, &g->q, hp->n_head * D, n, hp->norm_eps);
     vk_attention_shape shape = {n, hp->n_head, l->n_head_kv, D, D, g->cross_cells, false,
-                                1.0f / sqrtf((float)D), 0.0f, 0, 2 * ctx->n_batch};
+                                1.0f / sqrtf((float)D), 0.0f, 0, 2 * ctx->n_batch, 0};
     vk_op_attention(&g->cmd, vk_whole(&g->io_cross_tokens), vk_whole(&g->q),
                     vk_whole(&gl->k_cache), vk_whole(&gl->v_cache), vk_whole(&g->attn), &shape);
     matmul(g, &gl->wo, &g->attn, &g->xn, n);
