@@ -907,11 +907,13 @@ static void test_alibi_stays_on_the_cpu(void **state)
     corral_model_free(m);
 }
 
-/* nomic-bert-moe's experts are GELU ones without a gate, which the device's experts are not. */
-static void test_nomic_bert_moe_stays_on_the_cpu(void **state)
+/* nomic-bert-moe: nomic-bert's block with bert's GELU FFN, experts in every other layer
+ * (ungated, gelu(up) to down, the router's weights not renormalised); the last layer alone
+ * is one of experts. */
+static void test_nomic_bert_moe_gelu_experts(void **state)
 {
     (void)state;
-    check_embedding_stays_on_the_cpu("nomic-bert-moe");
+    check_embedding("arch/nomic-bert-moe.gguf", 1);
 }
 
 /* The memory the fitting counts a context's device layers at covers what they really
@@ -959,6 +961,7 @@ static void test_fit_estimate_covers_the_allocations(void **state)
     check_estimate("arch/granitehybrid.gguf", 2); /* Mamba2's heads' vectors in one buffer */
     check_estimate("arch/qwen3next.gguf", 2); /* grouped projections in parts of their own */
     check_estimate("arch/nemotron-h-moe.gguf", 2); /* experts without a gate matrix */
+    check_estimate("arch/nomic-bert-moe.gguf", 1); /* an encoder's experts */
 }
 
 /* A context that needs what the device layers lack (here a quantized KV cache) runs wholly
@@ -1414,7 +1417,7 @@ int main(void)
         cmocka_unit_test(test_glm4moe),
         cmocka_unit_test(test_jina_bert_v2_stays_on_the_cpu),
         cmocka_unit_test(test_alibi_stays_on_the_cpu),
-        cmocka_unit_test(test_nomic_bert_moe_stays_on_the_cpu),
+        cmocka_unit_test(test_nomic_bert_moe_gelu_experts),
         cmocka_unit_test(test_qwen3next_grouped_delta_net),
         cmocka_unit_test(test_nemotron_h_mamba2),
         cmocka_unit_test(test_nemotron_h_moe_ungated_experts),
