@@ -799,11 +799,10 @@ static void test_images_on_the_device(void **state)
     check_image("vision/gemma4v-text.gguf", 3e-2f); /* per-layer inputs at image rows too */
 }
 
-/* An embedding model's pooled vector with every layer, and with the last one, on the device:
- * within ten times the CPU's tolerance against llama.cpp (1e-4). bert: learned positions,
- * biases, GELU, mean pooling; nomic-bert: RoPE, fused q/k/v, SwiGLU, the first token's state.
- * Every token sees the whole input. */
-static void check_embedding(const char *file)
+/* An embedding model's pooled vector with every layer, and with the last `partial`, on the
+ * device: within ten times the CPU's tolerance against llama.cpp (1e-4). Every token sees
+ * the whole input, or its window of it. */
+static void check_embedding(const char *file, uint32_t partial)
 {
     corral_error err = {{0}};
     corral_model *m = corral_model_load(fixture(file), &err);
@@ -818,10 +817,10 @@ static void check_embedding(const char *file)
     corral_context *cpu = context(m, 0, 1);
     if (!corral_embed(cpu, ids, 37, want, &err))
         fail_msg("%s: %s", file, err.message);
-    const int splits[] = {-1, 1};
+    const int splits[] = {-1, (int)partial};
     for (size_t i = 0; i < 2; i++) {
         corral_context *gpu = context(m, splits[i], 1);
-        uint32_t on_device = splits[i] < 0 ? corral_model_n_layer(m) : 1;
+        uint32_t on_device = splits[i] < 0 ? corral_model_n_layer(m) : partial;
         assert_int_equal(corral_context_gpu_layers(gpu), on_device);
         if (!corral_embed(gpu, ids, 37, got, &err))
             fail_msg("%s: %s", file, err.message);
@@ -836,64 +835,45 @@ static void check_embedding(const char *file)
     free(want), free(got);
 }
 
+/* bert: learned positions, biases, GELU, mean pooling; nomic-bert: RoPE, fused q/k/v,
+ * SwiGLU, the first token's state. */
 static void test_embedding_models(void **state)
 {
     (void)state;
-    check_embedding("arch/bert.gguf");
-    check_embedding("arch/nomic-bert.gguf");
+    check_embedding("arch/bert.gguf", 1);
+    check_embedding("arch/nomic-bert.gguf", 1);
 }
 
-/* An embedding model the device refuses: its context's gpu_layers is 0, and its vectors the
- * CPU context's, bit for bit. */
-static void check_embedding_stays_on_the_cpu(const char *name)
-{
-    corral_error err = {{0}};
-    char path[64];
-    snprintf(path, sizeof path, "arch/%s.gguf", name);
-    corral_model *m = corral_model_load(fixture(path), &err);
-    if (!m)
-        fail_msg("%s: %s", name, err.message);
-    assert_true(corral_model_n_embd(m) <= 128);
-    corral_token ids[12];
-    for (size_t i = 0; i < 12; i++)
-        ids[i] = (corral_token)((i * 53 + 7) % corral_model_n_vocab(m));
-    float want[128], got[128];
-    corral_context *cpu = context(m, 0, 1), *gpu = context(m, -1, 1);
-    assert_int_equal(corral_context_gpu_layers(gpu), 0);
-    if (!corral_embed(cpu, ids, 12, want, &err) || !corral_embed(gpu, ids, 12, got, &err))
-        fail_msg("%s: %s", name, err.message);
-    assert_memory_equal(got, want, corral_model_n_embd(m) * sizeof *want);
-    corral_context_free(cpu);
-    corral_context_free(gpu);
-    corral_model_free(m);
-}
-
-/* gemma-embedding's sliding layers see a window on either side of a token, which the
- * device's attention lacks: its context, all layers asked for, stays on the CPU. */
-static void test_gemma_embedding_stays_on_the_cpu(void **state)
+/* gemma-embedding: gemma3's sandwich-normed GeGLU block as an encoder, its sliding layers
+ * (all but the last of each six) seeing 2 positions on either side of a token; the last two
+ * layers on the device take a sliding one too. */
+static void test_gemma_embedding_two_sided_windows(void **state)
 {
     (void)state;
-    check_embedding_stays_on_the_cpu("gemma-embedding");
+    check_embedding("arch/gemma-embedding.gguf", 2);
 }
 
-/* jina-bert-v2's block (ALiBi, jina-v2-code's q/k LayerNorms and second norm) is not among
- * the device's. */
-static void test_jina_bert_v2_stays_on_the_cpu(void **state)
+/* jina-bert-v2: ALiBi's per-head distance penalty in place of positions (12 heads: slopes
+ * past the largest power of two too), GeGLU from one fused or two split matrices with the
+ * down product's bias; jina-v2-code's whole q/k LayerNorms with biases and its second norm
+ * after the attention's. */
+static void test_jina_bert_v2_alibi(void **state)
 {
     (void)state;
-    check_embedding_stays_on_the_cpu("jina-bert-v2");
-    check_embedding_stays_on_the_cpu("jina-bert-v2-code");
+    check_embedding("arch/jina-bert-v2.gguf", 1);
+    check_embedding("arch/jina-bert-v2-split.gguf", 1);
+    check_embedding("arch/jina-bert-v2-code.gguf", 1);
 }
 
-/* ALiBi is not among the device's attention's terms: bert, whose block the device runs, stays
- * on the CPU once its model has slopes. */
-static void test_alibi_stays_on_the_cpu(void **state)
+/* The attention kernel reads sinks or ALiBi's slopes from one binding: a model with both
+ * (gpt-oss given slopes) stays on the CPU. */
+static void test_alibi_beside_sinks_stays_on_the_cpu(void **state)
 {
     (void)state;
     corral_error err = {{0}};
-    corral_model *m = corral_model_load(fixture("arch/bert.gguf"), &err);
+    corral_model *m = corral_model_load(fixture("arch/gpt-oss.gguf"), &err);
     if (!m)
-        fail_msg("bert: %s", err.message);
+        fail_msg("gpt-oss: %s", err.message);
     corral_context *gpu = context(m, -1, 1);
     assert_true(corral_context_gpu_layers(gpu) > 0);
     corral_context_free(gpu);
@@ -905,11 +885,13 @@ static void test_alibi_stays_on_the_cpu(void **state)
     corral_model_free(m);
 }
 
-/* nomic-bert-moe's experts are GELU ones without a gate, which the device's experts are not. */
-static void test_nomic_bert_moe_stays_on_the_cpu(void **state)
+/* nomic-bert-moe: nomic-bert's block with bert's GELU FFN, experts in every other layer
+ * (ungated, gelu(up) to down, the router's weights not renormalised); the last layer alone
+ * is one of experts. */
+static void test_nomic_bert_moe_gelu_experts(void **state)
 {
     (void)state;
-    check_embedding_stays_on_the_cpu("nomic-bert-moe");
+    check_embedding("arch/nomic-bert-moe.gguf", 1);
 }
 
 /* The memory the fitting counts a context's device layers at covers what they really
@@ -957,6 +939,8 @@ static void test_fit_estimate_covers_the_allocations(void **state)
     check_estimate("arch/granitehybrid.gguf", 2); /* Mamba2's heads' vectors in one buffer */
     check_estimate("arch/qwen3next.gguf", 2); /* grouped projections in parts of their own */
     check_estimate("arch/nemotron-h-moe.gguf", 2); /* experts without a gate matrix */
+    check_estimate("arch/nomic-bert-moe.gguf", 1); /* an encoder's experts */
+    check_estimate("arch/jina-bert-v2-code.gguf", 1); /* q/k LayerNorms, the second norm */
 }
 
 /* A context that needs what the device layers lack (here a quantized KV cache) runs wholly
@@ -1342,6 +1326,7 @@ int main(void)
         cmocka_unit_test(test_windows_slide_in_small_batches),
         cmocka_unit_test(test_images_on_the_device),
         cmocka_unit_test(test_embedding_models),
+        cmocka_unit_test(test_gemma_embedding_two_sided_windows),
         cmocka_unit_test(test_stories260k),
         cmocka_unit_test(test_tiny_tolstoy_f16),
         cmocka_unit_test(test_llama_moe),
@@ -1409,10 +1394,9 @@ int main(void)
         cmocka_unit_test(test_qwen35moe),
         cmocka_unit_test(test_granitehybrid_mamba2),
         cmocka_unit_test(test_glm4moe),
-        cmocka_unit_test(test_gemma_embedding_stays_on_the_cpu),
-        cmocka_unit_test(test_jina_bert_v2_stays_on_the_cpu),
-        cmocka_unit_test(test_alibi_stays_on_the_cpu),
-        cmocka_unit_test(test_nomic_bert_moe_stays_on_the_cpu),
+        cmocka_unit_test(test_jina_bert_v2_alibi),
+        cmocka_unit_test(test_alibi_beside_sinks_stays_on_the_cpu),
+        cmocka_unit_test(test_nomic_bert_moe_gelu_experts),
         cmocka_unit_test(test_qwen3next_grouped_delta_net),
         cmocka_unit_test(test_nemotron_h_mamba2),
         cmocka_unit_test(test_nemotron_h_moe_ungated_experts),

@@ -1631,13 +1631,24 @@ static void test_moe_bias_combine_and_swiglu_oai(void **state)
 
 /* ---- the cache and attention ---- */
 
+/* What an attention check's tokens see and how they score: with a window, the last
+ * `window` cells only; both ways, up to a later cell than the token's own (last_at); with
+ * sinks, a sink logit per head in each denominator; around, only the cells less than
+ * `around` from its own on either side; with ALiBi, each score minus a slope per head times
+ * the distance. */
+typedef struct attention_case {
+    bool f16;
+    float softcap;
+    uint32_t window;
+    bool both_ways, with_sinks;
+    uint32_t around;
+    bool alibi;
+} attention_case;
+
 /* Keys and values stored for two sequences, then attention of tokens at several depths
  * (one of a chunk and a bit, one short, one at the first cell) against softmax(scale * cap(q.k)) . v
- * in double over the values as the cache holds them; with a window, over the last `window`
- * cells only; both ways, up to a later cell than the token's own (last_at); with sinks, a
- * sink logit per head in each denominator. */
-static void check_attention_heads(bool f16, float softcap, uint32_t window, bool both_ways,
-                                  bool with_sinks, size_t DK, size_t DV)
+ * in double over the values as the cache holds them, as the case says. */
+static void check_attention_heads(attention_case ac, size_t DK, size_t DV)
 {
     enum { HEADS = 4, KV_HEADS = 2, CELLS = 100, N_SEQ = 2 };
     const uint32_t store_len[N_SEQ] = {71, 21};
@@ -1655,12 +1666,19 @@ static void check_attention_heads(bool f16, float softcap, uint32_t window, bool
     assert_true(want && got);
     const float scale = 0.125f;
     const float sinks[HEADS] = {0.5f, -3.0f, 6.0f, 40.0f}; /* the last one above every score */
+    const float slopes[HEADS] = {0.5f, 0.25f, 0.0625f, 0.00390625f};
+    bool f16 = ac.f16;
+    float softcap = ac.softcap;
     for (size_t i = 0; i < QUERIES * HEADS * DK; i++)
         q[i] *= 4.0f;
     for (size_t qi = 0; qi < QUERIES; qi++) {
         uint32_t seq = query[2 * qi], own = query[2 * qi + 1];
-        uint32_t last = both_ways ? query[2 * QUERIES + qi] : own;
-        uint32_t from = window && own + 1 > window ? own + 1 - window : 0;
+        uint32_t last = ac.both_ways ? query[2 * QUERIES + qi] : own;
+        uint32_t from = ac.window && own + 1 > ac.window ? own + 1 - ac.window : 0;
+        if (ac.around && own + 1 > ac.around && own + 1 - ac.around > from)
+            from = own + 1 - ac.around;
+        if (ac.around && last > own + ac.around - 1)
+            last = own + ac.around - 1;
         uint32_t first = seq == 0 ? 0 : store_len[0]; /* the sequence's first stored token */
         for (size_t h = 0; h < HEADS; h++) {
             size_t kvh = h / (HEADS / KV_HEADS);
@@ -1675,9 +1693,11 @@ static void check_attention_heads(bool f16, float softcap, uint32_t window, bool
                 if (softcap > 0.0f)
                     dot = softcap * tanh(dot / softcap);
                 scores[c] = scale * dot;
+                if (ac.alibi)
+                    scores[c] -= slopes[h] * (c > own ? c - own : own - c);
                 max = fmax(max, scores[c]);
             }
-            if (with_sinks) { /* a sink joins the denominator only */
+            if (ac.with_sinks) { /* a sink joins the denominator only */
                 max = fmax(max, sinks[h]);
                 sum += exp(sinks[h] - max);
             }
@@ -1701,44 +1721,48 @@ static void check_attention_heads(bool f16, float softcap, uint32_t window, bool
     vk_buffer kc = device_buffer(NULL, vk_cache_bytes(&ks, N_SEQ));
     vk_buffer vc = device_buffer(NULL, vk_cache_bytes(&vs, N_SEQ));
     vk_buffer bsink = device_buffer(sinks, sizeof sinks);
+    vk_buffer bslope = device_buffer(slopes, sizeof slopes);
     vk_commands c = begin();
     vk_op_kv_store(&c, vk_whole(&bt), vk_whole(&bk), vk_whole(&kc), &ks, STORED);
     vk_op_kv_store(&c, vk_whole(&bt), vk_whole(&bv), vk_whole(&vc), &vs, STORED);
     vk_attention_shape shape = {QUERIES, HEADS, KV_HEADS, DK, DV, CELLS, f16, scale, softcap,
-                                window, both_ways ? 2 * QUERIES : 0};
-    if (with_sinks)
+                                ac.window, ac.both_ways ? 2 * QUERIES : 0, ac.around};
+    if (ac.with_sinks)
         vk_op_attention_sinks(&c, vk_whole(&bqt), vk_whole(&bq), vk_whole(&kc), vk_whole(&vc),
                               vk_whole(&bsink), vk_whole(&bo), &shape);
+    else if (ac.alibi)
+        vk_op_attention_alibi(&c, vk_whole(&bqt), vk_whole(&bq), vk_whole(&kc), vk_whole(&vc),
+                              vk_whole(&bslope), vk_whole(&bo), &shape);
     else
         vk_op_attention(&c, vk_whole(&bqt), vk_whole(&bq), vk_whole(&kc), vk_whole(&vc),
                         vk_whole(&bo), &shape);
     submit(&c);
     read_back(&bo, got, n_out * sizeof *got);
     char what[128];
-    snprintf(what, sizeof what, "attention over an %s cache, softcap %g, window %u%s%s, heads "
-             "%zu and %zu wide", f16 ? "F16" : "F32", (double)softcap, window,
-             both_ways ? ", both ways" : "", with_sinks ? ", sinks" : "", DK, DV);
+    snprintf(what, sizeof what, "attention over an %s cache, softcap %g, window %u%s%s, "
+             "around %u%s, heads %zu and %zu wide", f16 ? "F16" : "F32", (double)softcap,
+             ac.window, ac.both_ways ? ", both ways" : "", ac.with_sinks ? ", sinks" : "",
+             ac.around, ac.alibi ? ", ALiBi" : "", DK, DV);
     assert_close(what, got, want, n_out, 1e-5);
-    vk_buffer *bufs[] = {&bt, &bk, &bv, &bq, &bqt, &bo, &kc, &vc, &bsink};
-    for (size_t i = 0; i < 9; i++)
+    vk_buffer *bufs[] = {&bt, &bk, &bv, &bq, &bqt, &bo, &kc, &vc, &bsink, &bslope};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         vk_buffer_free(dev, bufs[i]);
     free(k), free(v), free(q), free(want), free(got);
 }
 
-static void check_attention(bool f16, float softcap, uint32_t window, bool both_ways,
-                            bool with_sinks)
+static void check_attention(attention_case ac)
 {
-    check_attention_heads(f16, softcap, window, both_ways, with_sinks, 64, 96);
+    check_attention_heads(ac, 64, 96);
 }
 
 static void test_attention(void **state)
 {
     (void)state;
-    check_attention(true, 0.0f, 0, false, false);
-    check_attention(false, 0.0f, 0, false, false);
-    check_attention(true, 2.5f, 0, false, false);
-    check_attention(false, 0.0f, 0, false, true);
-    check_attention(true, 0.0f, 5, false, true);
+    check_attention((attention_case){.f16 = true});
+    check_attention((attention_case){.f16 = false});
+    check_attention((attention_case){.f16 = true, .softcap = 2.5f});
+    check_attention((attention_case){.f16 = false, .with_sinks = true});
+    check_attention((attention_case){.f16 = true, .window = 5, .with_sinks = true});
 }
 
 /* Heads wider than the 256 dimensions the shader holds at once: keys of two and three
@@ -1747,10 +1771,12 @@ static void test_attention(void **state)
 static void test_attention_wide_heads(void **state)
 {
     (void)state;
-    check_attention_heads(false, 0.0f, 0, false, false, 258, 514);
-    check_attention_heads(true, 0.0f, 67, false, true, 576, 512);
-    check_attention_heads(false, 2.5f, 0, true, false, 130, 770);
-    check_attention_heads(true, 0.0f, 0, false, false, 702, 62);
+    check_attention_heads((attention_case){.f16 = false}, 258, 514);
+    check_attention_heads((attention_case){.f16 = true, .window = 67, .with_sinks = true}, 576,
+                          512);
+    check_attention_heads((attention_case){.f16 = false, .softcap = 2.5f, .both_ways = true},
+                          130, 770);
+    check_attention_heads((attention_case){.f16 = true}, 702, 62);
 }
 
 /* f32 to f16 as the CPU rounds it (to nearest, ties to even), through the F16 cache's store:
@@ -1901,10 +1927,22 @@ static void test_kv_shift_wide_rows(void **state)
 static void test_attention_window_and_both_ways(void **state)
 {
     (void)state;
-    check_attention(false, 0.0f, 5, false, false);
-    check_attention(true, 2.5f, 67, false, false);
-    check_attention(false, 0.0f, 0, true, false);
-    check_attention(false, 0.0f, 5, true, false);
+    check_attention((attention_case){.f16 = false, .window = 5});
+    check_attention((attention_case){.f16 = true, .softcap = 2.5f, .window = 67});
+    check_attention((attention_case){.f16 = false, .both_ways = true});
+    check_attention((attention_case){.f16 = false, .window = 5, .both_ways = true});
+}
+
+/* An encoder's two-sided window (around 3: inside the first chunk, clipped at the first
+ * cell and at the last a token sees; 40: from across a chunk's end), and ALiBi's distances
+ * on both sides of a token, alone and in such a window. */
+static void test_attention_around_and_alibi(void **state)
+{
+    (void)state;
+    check_attention((attention_case){.f16 = false, .both_ways = true, .around = 3});
+    check_attention((attention_case){.f16 = true, .around = 40});
+    check_attention((attention_case){.f16 = false, .both_ways = true, .alibi = true});
+    check_attention((attention_case){.f16 = true, .both_ways = true, .around = 3, .alibi = true});
 }
 
 /* ---- Gated DeltaNet (qwen35's recurrent layers) ---- */
@@ -2275,6 +2313,7 @@ int main(void)
         cmocka_unit_test(test_moe_tile_threshold),
         cmocka_unit_test(test_moe_bias_combine_and_swiglu_oai),
         cmocka_unit_test(test_attention_window_and_both_ways),
+        cmocka_unit_test(test_attention_around_and_alibi),
         cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_gelu_and_geglu),
         cmocka_unit_test(test_gelu_quick),

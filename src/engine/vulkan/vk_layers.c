@@ -3,10 +3,13 @@
  * pre-norm, sandwich-norm, normed-branches, parallel and encoders' post-norm shapes: RMSNorm
  * or LayerNorm with its bias, optional q/k/v and output biases, per-head or whole q/k norms,
  * post-norms, RoPE or none, grouped-query attention over a causal cache with a sliding
- * window and soft-capped scores where the layer has them, or over an encoder's whole input,
- * and a SwiGLU, GeGLU or GELU FFN; gemma4's sandwich-normed block with each layer's own head
- * width, KV heads, FFN width and RoPE, its per-layer token inputs' branch, and its shared KV
- * layers attending over their source layer's cache), their weights uploaded at creation,
+ * window and soft-capped scores where the layer has them, or over an encoder's whole input
+ * (its sliding layers' window on either side of a token), ALiBi's distance penalty in place
+ * of positions (jina-bert-v2, with jina-v2-code's whole q/k LayerNorms and second norm), and
+ * a SwiGLU, GeGLU or GELU FFN;
+ * gemma4's sandwich-normed block with each layer's own head width, KV heads, FFN width and
+ * RoPE, its per-layer token inputs' branch, and its shared KV layers attending over their
+ * source layer's cache), their weights uploaded at creation,
  * their F16 or F32 cache on the device, and a micro-batch's pass submitted once: recorded the
  * first time its shape comes (vk_graphs.h), submitted as recorded when it comes again.
  * On full layers every position has its own cell; sliding layers hold the cells the CPU's
@@ -65,6 +68,7 @@ typedef struct gpu_weight {
 typedef struct gpu_layer {
     gpu_weight attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
     gpu_weight bq, bk, bv, q_norm, k_norm;
+    gpu_weight q_norm_b, k_norm_b; /* whole q/k LayerNorms' biases (jina-bert-v2-code) */
     gpu_weight bo, up_b, down_b, attn_norm_b, ffn_norm_b, post_attn_norm, post_ffn_norm, sinks;
     gpu_weight attn_norm_2, attn_norm_2_b; /* falcon-40b's norm of the attention's input */
     gpu_weight attn_out_norm, attn_out_norm_b, layer_out_norm, layer_out_norm_b; /* encoders */
@@ -119,6 +123,7 @@ struct gpu_layers {
      * layer's gate and its own inputs gathered */
     vk_buffer io_per_layer, per_layer_gate, per_layer_in;
     vk_buffer gelu_table; /* GeGLU and GELU FFNs: the CPU's fp16 table (vk_op_gelu) */
+    vk_buffer alibi_slopes; /* ALiBi's slope per query head (the model's), where it has them */
     /* head_dim_k ones: the unit weight of per-head q/k LayerNorms (ARCH_QK_NORM_HEADS), whose
      * own weights follow as a multiply, and of gemma4's unweighted value norms */
     vk_buffer ones;
@@ -184,12 +189,14 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
     bool mamba2 = m->arch == &arch_granitehybrid || nemotron_h(m);
     /* mllama's is the llama block beside its cross-attention layers (record_cross_layer) */
     bool mllama = m->arch == &arch_mllama;
+    /* jina-bert-v2's is the post-norm block, with jina-v2-code's second norm (record_layer) */
+    bool jina = m->arch == &arch_jina_bert_v2;
     if (m->arch->tensors & ARCH_ATTN_OUT_GATE)
         return "a softplus gate on the attention's output (laguna)";
     for (uint32_t il = 0; il < hp->n_layer; il++)
         if (m->layers[il].n_head != hp->n_head)
             return "query head counts that differ by layer";
-    if (!mla && !gemma4 && !qwen35 && !lfm2 && !mamba2 && !mllama &&
+    if (!mla && !gemma4 && !qwen35 && !lfm2 && !mamba2 && !mllama && !jina &&
         ((block != layer_pre_norm && block != layer_sandwich_norm &&
           block != layer_normed_branches && block != layer_parallel &&
           block != layer_post_norm && block != layer_pre_norm_or_parallel) ||
@@ -212,8 +219,6 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
         if (l->head_dim_k % 2 || l->head_dim_v % 2 || hp->n_head % l->n_head_kv)
             return "heads of an odd width";
     }
-    if (m->alibi_slopes)
-        return "ALiBi position biases";
     /* the device's temperature is mistral3's: every layer, steps counted from pos itself */
     if (hp->attn_temp_scale != 0.0f && hp->attn_temp_offset != 0.0f)
         return "an attention temperature counted from another position";
@@ -223,10 +228,11 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
         return "a batch larger than the device's dispatch";
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const layer_weights *l = &m->layers[il];
-        if (l->sliding && !hp->causal)
-            return "a window on either side of a token (an encoder's sliding layers)";
         if (l->attn_sinks.data && l->attn_sinks.type != TENSOR_TYPE_F32)
             return "attention sinks other than F32";
+        /* the attention kernel reads either from one binding */
+        if (l->attn_sinks.data && m->alibi_slopes)
+            return "attention sinks beside ALiBi";
         if (l->chunked)
             return "chunked attention";
         if (l->l2_qk)
@@ -409,8 +415,9 @@ static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint
     const layer_weights *l = &ctx->model->layers[il];
     const weight *ws[] = {&l->attn_norm, &l->wq,     &l->wk,     &l->wv, &l->wo,
                           &l->ffn_norm,  &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->bq,
-                          &l->bk,        &l->bv,     &l->q_norm, &l->k_norm,
-                          &l->bo, &l->ffn_up_b, &l->ffn_down_b, &l->attn_norm_b, &l->ffn_norm_b,
+                          &l->bk,        &l->bv,     &l->q_norm, &l->k_norm, &l->q_norm_b,
+                          &l->k_norm_b, &l->bo, &l->ffn_up_b, &l->ffn_down_b, &l->attn_norm_b,
+                          &l->ffn_norm_b,
                           &l->post_attn_norm, &l->post_ffn_norm, &l->attn_out_norm,
                           &l->attn_out_norm_b, &l->layer_out_norm, &l->layer_out_norm_b, &l->attn_sinks,
                           &l->wq_a, &l->q_a_norm, &l->wkv_a, &l->kv_a_norm, &l->wk_b, &l->wv_b,
@@ -625,7 +632,7 @@ static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
     const layer_weights *l = &ctx->model->layers[il];
     const weight *from[] = {&l->attn_norm, &l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_norm,
                             &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->bq, &l->bk, &l->bv,
-                            &l->q_norm, &l->k_norm,
+                            &l->q_norm, &l->k_norm, &l->q_norm_b, &l->k_norm_b,
                             &l->bo, &l->ffn_up_b, &l->ffn_down_b, &l->attn_norm_b,
                             &l->ffn_norm_b, &l->post_attn_norm, &l->post_ffn_norm,
                             &l->attn_out_norm, &l->attn_out_norm_b, &l->layer_out_norm,
@@ -636,7 +643,7 @@ static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
                             &l->ffn_post_norm_1, &l->ffn_post_norm_2};
     gpu_weight *to[] = {&gl->attn_norm, &gl->wq, &gl->wk, &gl->wv, &gl->wo, &gl->ffn_norm,
                         &gl->gate, &gl->up, &gl->down, &gl->bq, &gl->bk, &gl->bv,
-                        &gl->q_norm, &gl->k_norm,
+                        &gl->q_norm, &gl->k_norm, &gl->q_norm_b, &gl->k_norm_b,
                         &gl->bo, &gl->up_b, &gl->down_b, &gl->attn_norm_b, &gl->ffn_norm_b,
                         &gl->post_attn_norm, &gl->post_ffn_norm, &gl->attn_out_norm,
                         &gl->attn_out_norm_b, &gl->layer_out_norm, &gl->layer_out_norm_b, &gl->sinks,
@@ -727,7 +734,8 @@ static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error
              buffer(g, nb * q_width * f, false, &g->attn_gate, err);
     }
     bool dense_and_experts = hp->n_expert && (ctx->model->arch->tensors & ARCH_DENSE_AND_EXPERTS);
-    if (ok && ((ctx->model->arch->tensors & (ARCH_PARALLEL | ARCH_FFN_NORM_OPTIONAL)) ||
+    if (ok && ((ctx->model->arch->tensors &
+                (ARCH_PARALLEL | ARCH_FFN_NORM_OPTIONAL | ARCH_ATTN_NORM_2)) ||
                dense_and_experts))
         ok = buffer(g, nb * hp->n_embd * f, false, &g->branch, err);
     if (ok && dense_and_experts)
@@ -750,6 +758,10 @@ static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error
     }
     if (ok && hp->attn_temp_scale != 0.0f)
         ok = buffer(g, nb * f, true, &g->io_q_temp, err);
+    if (ok && ctx->model->alibi_slopes)
+        ok = buffer(g, hp->n_head * f, false, &g->alibi_slopes, err) &&
+             vk_buffer_write(g->dev, &g->alibi_slopes, 0, ctx->model->alibi_slopes,
+                             hp->n_head * f, err);
     if (ok && hp->n_embd_per_layer) { /* the context makes ctx->per_layer_in later */
         uint64_t P = hp->n_embd_per_layer;
         ok = buffer(g, nb * hp->n_layer * P * f, true, &g->io_per_layer, err) &&
@@ -934,8 +946,9 @@ void gpu_layers_free(gpu_layers *g)
         gpu_layer *l = &g->layers[i];
         gpu_weight *ws[] = {&l->attn_norm, &l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_norm,
                             &l->gate, &l->up, &l->down, &l->bq, &l->bk, &l->bv, &l->q_norm,
-                            &l->k_norm, &l->bo, &l->up_b, &l->down_b, &l->attn_norm_b,
-                            &l->ffn_norm_b, &l->post_attn_norm, &l->post_ffn_norm,
+                            &l->k_norm, &l->q_norm_b, &l->k_norm_b, &l->bo, &l->up_b,
+                            &l->down_b, &l->attn_norm_b, &l->ffn_norm_b, &l->post_attn_norm,
+                            &l->post_ffn_norm,
                             &l->attn_out_norm, &l->attn_out_norm_b, &l->layer_out_norm,
                             &l->layer_out_norm_b, &l->sinks, &l->wq_a, &l->q_a_norm,
                             &l->wkv_a, &l->kv_a_norm, &l->wk_b, &l->wv_b, &l->attn_norm_2,
@@ -964,7 +977,8 @@ void gpu_layers_free(gpu_layers *g)
     vk_buffer *bufs[] = {&g->x, &g->xn, &g->q, &g->k, &g->v, &g->attn, &g->gate, &g->up,
                          &g->quants, &g->scales, &g->io_x, &g->io_tokens, &g->io_cos_sin[0],
                          &g->io_cos_sin[1], &g->out_ids, &g->logits, &g->io_logits,
-                         &g->branch, &g->io_q_temp, &g->gelu_table, &g->io_swa_tokens,
+                         &g->branch, &g->io_q_temp, &g->gelu_table, &g->alibi_slopes,
+                         &g->io_swa_tokens,
                          &g->mla_q_latent, &g->mla_q, &g->mla_kv, &g->mla_gather,
                          &g->mla_absorbed, &g->mla_out, &g->mla_heads, &g->ones,
                          &g->io_per_layer, &g->per_layer_gate, &g->per_layer_in,
@@ -1036,6 +1050,16 @@ static void norm_spans(gpu_layers *g, const gpu_weight *norm, vk_buffer *x, uint
 {
     vk_op_rmsnorm(&g->cmd, vk_whole(&norm->buf), vk_whole(x), vk_whole(x), norm->n_in,
                   n_tokens * (width / norm->n_in), eps);
+}
+
+/* The same as LayerNorms with their bias (none: bias has no buffer), one weight for every
+ * span: the whole q or k of a family whose norms are LayerNorms (jina-bert-v2-code). */
+static void layernorm_spans(gpu_layers *g, const gpu_weight *norm, const gpu_weight *bias,
+                            vk_buffer *x, uint32_t width, uint32_t n_tokens, float eps)
+{
+    vk_op_layernorm(&g->cmd, vk_whole(&norm->buf),
+                    bias->buf.buffer ? vk_whole(&bias->buf) : (vk_span){0}, vk_whole(x),
+                    vk_whole(x), norm->n_in, n_tokens * (width / norm->n_in), eps);
 }
 
 /* Each head's LayerNorm (no bias) in place with that head's own weights, as the CPU's
@@ -1164,6 +1188,9 @@ static void record_attention(gpu_layers *g, const corral_context *ctx, uint32_t 
     if (m->arch->tensors & ARCH_QK_NORM_HEADS) {
         layernorm_heads(g, hp, &gl->q_norm, &g->q, q_width, n);
         layernorm_heads(g, hp, &gl->k_norm, &g->k, k_width, n);
+    } else if (gl->q_norm.buf.buffer && (m->arch->tensors & ARCH_LAYER_NORM)) {
+        layernorm_spans(g, &gl->q_norm, &gl->q_norm_b, &g->q, q_width, n, hp->norm_eps);
+        layernorm_spans(g, &gl->k_norm, &gl->k_norm_b, &g->k, k_width, n, hp->norm_eps);
     } else if (gl->q_norm.buf.buffer) {
         norm_spans(g, &gl->q_norm, &g->q, q_width, n, hp->norm_eps);
         if (own_kv)
@@ -1209,12 +1236,18 @@ static void store_and_attend(gpu_layers *g, const corral_context *ctx, uint32_t 
                             k_rope);
         vk_op_kv_store(c, tokens, vk_whole(&g->v), vk_whole(&gl->v_cache), &vs, n);
     }
+    /* an encoder's sliding layer: n_swa / 2 positions either side, as forward.c's */
+    uint32_t around = !hp->causal && l->sliding ? hp->n_swa / 2 + 1 : 0;
     vk_attention_shape shape = {n, hp->n_head, l->n_head_kv, l->head_dim_k, l->head_dim_v,
                                 ks.n_cells, ks.f16, hp->kq_scale, hp->attn_softcap,
-                                ctx->kv[il].window, 2 * ctx->n_batch};
+                                ctx->kv[il].window, 2 * ctx->n_batch, around};
     if (gl->sinks.buf.buffer)
         vk_op_attention_sinks(c, tokens, vk_whole(&g->q), vk_whole(&cache->k_cache),
                               vk_whole(&cache->v_cache), vk_whole(&gl->sinks.buf),
+                              vk_whole(&g->attn), &shape);
+    else if (g->alibi_slopes.buffer)
+        vk_op_attention_alibi(c, tokens, vk_whole(&g->q), vk_whole(&cache->k_cache),
+                              vk_whole(&cache->v_cache), vk_whole(&g->alibi_slopes),
                               vk_whole(&g->attn), &shape);
     else
         vk_op_attention(c, tokens, vk_whole(&g->q), vk_whole(&cache->k_cache),
@@ -1405,6 +1438,7 @@ static void record_dense_ffn(gpu_layers *g, const corral_context *ctx, uint32_t 
         vk_op_swiglu_quantize(&g->cmd, vk_whole(&g->gate), vk_whole(&g->up), count,
                               gl->down.type, vk_whole(&g->quants), vk_whole(&g->scales));
     matmul(g, &gl->down, &g->gate, &g->xn, n);
+    add_bias(g, &gl->down_b, &g->xn, n); /* jina-bert-v2's */
 }
 
 /* g->xn becomes layer il's FFN over `in` (forward_ffn): its experts, or its dense FFN. */
@@ -1468,11 +1502,20 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
     const corral_model *m = ctx->model;
     const hparams *hp = &m->hp;
     gpu_layer *gl = &g->layers[il - g->first];
-    if (m->arch->layer == layer_post_norm) {
+    if (m->arch->layer == layer_post_norm || m->arch == &arch_jina_bert_v2) {
+        /* jina-v2-code's second norm: x = LN2(LN(x + attn(x)) + x), the input kept in branch */
+        bool second_norm = gl->attn_norm_2.buf.buffer;
         settle_residual(g, hp, n);
+        if (second_norm)
+            copy_rows(g, &g->x, &g->branch, n, hp->n_embd, 0, hp->n_embd, 0, hp->n_embd);
         record_attention(g, ctx, il, &g->x, n);
         residual(g, hp, n);
         layernorm_x(g, hp, &gl->attn_out_norm, &gl->attn_out_norm_b, n);
+        if (second_norm) {
+            vk_op_binary(&g->cmd, VK_ADD, vk_whole(&g->x), vk_whole(&g->branch),
+                         n * hp->n_embd, n * hp->n_embd, 0.0f);
+            layernorm_x(g, hp, &gl->attn_norm_2, &gl->attn_norm_2_b, n);
+        }
         record_ffn(g, ctx, il, &g->x, n);
         residual(g, hp, n);
         layernorm_x(g, hp, &gl->layer_out_norm, &gl->layer_out_norm_b, n);
@@ -1606,7 +1649,7 @@ static void record_cross_layer(gpu_layers *g, const corral_context *ctx, uint32_
     matmul(g, &gl->wq, &g->xn, &g->q, n);
     norm_spans(g, &gl->q_norm, &g->q, hp->n_head * D, n, hp->norm_eps);
     vk_attention_shape shape = {n, hp->n_head, l->n_head_kv, D, D, g->cross_cells, false,
-                                1.0f / sqrtf((float)D), 0.0f, 0, 2 * ctx->n_batch};
+                                1.0f / sqrtf((float)D), 0.0f, 0, 2 * ctx->n_batch, 0};
     vk_op_attention(&g->cmd, vk_whole(&g->io_cross_tokens), vk_whole(&g->q),
                     vk_whole(&gl->k_cache), vk_whole(&gl->v_cache), vk_whole(&g->attn), &shape);
     matmul(g, &gl->wo, &g->attn, &g->xn, n);

@@ -5,7 +5,8 @@
  * their weights; or deepseek2's scored router with its selection bias and expert groups),
  * then the batch's (token, expert) pairs, row t * n_used + j, through their experts' gate
  * and up rows, per-expert biases (gpt-oss), the SwiGLU, gpt-oss's clamped one or gemma4's
- * GeGLU (nemotron_h_moe's experts without a gate: relu(up)²), and the down rows (latent
+ * GeGLU (experts without a gate: nemotron_h_moe's relu(up)², nomic-bert-moe's gelu(up)),
+ * and the down rows (latent
  * experts, Nemotron 3 Super's: on the input projected into the latent, their weighted sum
  * projected back up), and each token's outputs weighted (gemma4: times each expert's
  * own output scale, folded into the weight) and summed from its most probable expert on
@@ -88,11 +89,13 @@ const char *vk_moe_unsupported(const corral_model *m)
     if (hp->n_expert == 0)
         return NULL;
     bool biased = m->arch->tensors & ARCH_EXPERT_BIASES;
-    /* gemma4's experts beside its dense FFN take the family's GeGLU */
+    /* gemma4's experts beside its dense FFN take the family's GeGLU; a GELU family's
+     * (nomic-bert-moe's) have no gate, and gelu(up) goes to down */
     bool geglu = m->arch->tensors & ARCH_DENSE_AND_EXPERTS;
     if (biased ? m->arch->ffn != FFN_SWIGLU_OAI
-               : m->arch->ffn != (geglu ? FFN_GEGLU : FFN_SWIGLU))
-        return "an expert FFN other than SwiGLU (or gpt-oss's, or gemma4's GeGLU)";
+               : m->arch->ffn != (geglu ? FFN_GEGLU : FFN_SWIGLU) && m->arch->ffn != FFN_GELU)
+        return "an expert FFN other than SwiGLU (or gpt-oss's, gemma4's GeGLU, or "
+               "nomic-bert-moe's GELU)";
     if (hp->n_expert_used == 0 || hp->n_expert_used > hp->n_expert)
         return "no experts used";
     if (hp->expert_weight_input)
@@ -569,7 +572,8 @@ void vk_moe_record(vk_moe *moe, vk_commands *c, const corral_context *ctx, uint3
         vk_op_get_rows(c, TENSOR_TYPE_F32, vk_whole(pair_in), (size_t)W * sizeof(float),
                        vk_whole(&moe->slot_rows), vk_whole(&moe->out), W, n_pairs);
     }
-    /* ungated experts (nemotron_h_moe): up alone, into the gate's rows, then relu(up)² */
+    /* ungated experts: up alone, into the gate's rows, then relu(up)² (nemotron_h_moe) or,
+     * in a GELU family, gelu(up) (nomic-bert-moe), as moe.c's */
     bool gated = ml->gate.n_parts > 0;
     vk_buffer *up_rows = gated ? &moe->up : &moe->gate;
     if (gated && grouped)
@@ -583,7 +587,9 @@ void vk_moe_record(vk_moe *moe, vk_commands *c, const corral_context *ctx, uint3
         expert_product(moe, c, &ml->up, pair_in, up_rows, n_pairs, k, hp->n_expert);
     expert_bias(c, &ml->gate_bias, ids, &moe->gate, n_pairs);
     expert_bias(c, &ml->up_bias, ids, up_rows, n_pairs);
-    if (!gated)
+    if (!gated && m->arch->ffn == FFN_GELU)
+        vk_op_gelu(c, gelu_table, vk_whole(&moe->gate), (vk_span){0}, n_pairs * hp->n_ff_exp);
+    else if (!gated)
         vk_op_binary(c, VK_RELU_SQR, vk_whole(&moe->gate), (vk_span){0},
                      n_pairs * hp->n_ff_exp, 0, 0.0f);
     else if (oai)

@@ -527,43 +527,51 @@ void vk_op_kv_shift(vk_commands *c, vk_span cos_sin, vk_span cache, const vk_cac
     record(c, VK_PIPE_KV_SHIFT, spans, &p, sizeof p, s->n, shape->n_head_kv, 1);
 }
 
+/* attention.comp's push constants: the shape's, then what each variant adds. */
+typedef struct attention_params {
+    uint32_t n_head, n_head_kv, head_dim_k, head_dim_v, n_cells, f16;
+    float scale, softcap;
+    uint32_t window, last_at, has_sinks, first_at, around, alibi;
+} attention_params;
+
+static attention_params attention_params_of(const vk_attention_shape *s)
+{
+    return (attention_params){s->n_head, s->n_head_kv, s->head_dim_k, s->head_dim_v, s->n_cells,
+                              s->f16, s->scale, s->softcap, s->window, s->last_at,
+                              .around = s->around};
+}
+
 void vk_op_attention(vk_commands *c, vk_span tokens, vk_span q, vk_span k, vk_span v,
                      vk_span out, const vk_attention_shape *s)
 {
-    struct {
-        uint32_t n_head, n_head_kv, head_dim_k, head_dim_v, n_cells, f16;
-        float scale, softcap;
-        uint32_t window, last_at;
-    } p = {s->n_head, s->n_head_kv, s->head_dim_k, s->head_dim_v, s->n_cells, s->f16,
-           s->scale, s->softcap, s->window, s->last_at};
+    attention_params p = attention_params_of(s);
     vk_span spans[VK_BINDINGS] = {tokens, q, k, v, out};
     record(c, VK_PIPE_ATTENTION, spans, &p, sizeof p, s->n_tokens, s->n_head, 1);
 }
 
-/* vk_op_attention's parameters with the sinks' flag after them (the push constants are
- * zero beyond what an operation sets: no sinks). */
 void vk_op_attention_sinks(vk_commands *c, vk_span tokens, vk_span q, vk_span k, vk_span v,
                            vk_span sinks, vk_span out, const vk_attention_shape *s)
 {
-    struct {
-        uint32_t n_head, n_head_kv, head_dim_k, head_dim_v, n_cells, f16;
-        float scale, softcap;
-        uint32_t window, last_at, has_sinks;
-    } p = {s->n_head, s->n_head_kv, s->head_dim_k, s->head_dim_v, s->n_cells, s->f16,
-           s->scale, s->softcap, s->window, s->last_at, sinks.buffer != VK_NULL_HANDLE};
+    attention_params p = attention_params_of(s);
+    p.has_sinks = sinks.buffer != VK_NULL_HANDLE;
     vk_span spans[VK_BINDINGS] = {tokens, q, k, v, out, sinks};
+    record(c, VK_PIPE_ATTENTION, spans, &p, sizeof p, s->n_tokens, s->n_head, 1);
+}
+
+void vk_op_attention_alibi(vk_commands *c, vk_span tokens, vk_span q, vk_span k, vk_span v,
+                           vk_span slopes, vk_span out, const vk_attention_shape *s)
+{
+    attention_params p = attention_params_of(s);
+    p.alibi = 1;
+    vk_span spans[VK_BINDINGS] = {tokens, q, k, v, out, slopes};
     record(c, VK_PIPE_ATTENTION, spans, &p, sizeof p, s->n_tokens, s->n_head, 1);
 }
 
 void vk_op_attention_from(vk_commands *c, vk_span tokens, vk_span q, vk_span k, vk_span v,
                           vk_span out, const vk_attention_shape *s, uint32_t first_at)
 {
-    struct {
-        uint32_t n_head, n_head_kv, head_dim_k, head_dim_v, n_cells, f16;
-        float scale, softcap;
-        uint32_t window, last_at, has_sinks, first_at;
-    } p = {s->n_head, s->n_head_kv, s->head_dim_k, s->head_dim_v, s->n_cells, s->f16,
-           s->scale, s->softcap, s->window, s->last_at, 0, first_at};
+    attention_params p = attention_params_of(s);
+    p.first_at = first_at;
     vk_span spans[VK_BINDINGS] = {tokens, q, k, v, out};
     record(c, VK_PIPE_ATTENTION, spans, &p, sizeof p, s->n_tokens, s->n_head, 1);
 }

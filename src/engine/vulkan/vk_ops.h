@@ -140,8 +140,10 @@ typedef struct vk_attention_shape {
     float scale, softcap;
     /* window: a token sees the last `window` cells up to its own only (0: all of them);
      * last_at: not 0, token t sees up to cell tokens[last_at + t] (32-bit words from the
-     * start of tokens) instead of its own, as an image's tokens that see each other do */
-    uint32_t window, last_at;
+     * start of tokens) instead of its own, as an image's tokens that see each other do;
+     * around: not 0, a token sees only the cells less than `around` from its own on either
+     * side as well (an encoder's sliding layers: n_swa / 2 + 1) */
+    uint32_t window, last_at, around;
 } vk_attention_shape;
 
 /* out[t][h] = softmax(scale * cap(K . q[t][h])) . V over cells 0..cell of each token's
@@ -153,6 +155,11 @@ void vk_op_attention(vk_commands *c, vk_span tokens, vk_span q, vk_span k, vk_sp
  * denominator. */
 void vk_op_attention_sinks(vk_commands *c, vk_span tokens, vk_span q, vk_span k, vk_span v,
                            vk_span sinks, vk_span out, const vk_attention_shape *shape);
+
+/* The same with ALiBi (slopes: a float per query head): each score gains
+ * -slope * |its cell - the token's own| after the scale. */
+void vk_op_attention_alibi(vk_commands *c, vk_span tokens, vk_span q, vk_span k, vk_span v,
+                           vk_span slopes, vk_span out, const vk_attention_shape *shape);
 
 /* vk_op_attention with token t seeing from cell tokens[first_at + t] on (first_at not 0; in
  * words from the start of tokens): a vision tower's windows of rows, up to last_at's cells. */

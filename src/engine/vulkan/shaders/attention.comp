@@ -3,26 +3,30 @@
 // 0..pos (kv_store.comp's layout), or with a window the last `window` of them, or (last_at
 // not 0) up to the cell tokens[last_at + t] instead of its own, as an image's tokens that see
 // each other both ways do, and (first_at not 0) from the cell tokens[first_at + t] on, as a
-// vision tower's windows of rows do; an online softmax over chunks of 64 cells: each
-// thread scores one cell of the chunk, then each thread folds the chunk into its share of
-// the output dimensions. Scores are scale * cap(q . k), cap(s) = softcap * tanh(s / softcap)
-// when softcap > 0. One group per (token, head). Heads of any even width: the query is held
-// 256 dimensions at a time (a wider one is reloaded chunk by chunk for each chunk of cells),
-// and the output is made 256 dimensions a pass, each pass scoring the cells again (latent
-// attention's heads are 576 and 512 wide).
+// vision tower's windows of rows do, and (around not 0) only the cells less than `around`
+// from its own on either side, as an encoder's sliding layers do; an online softmax over
+// chunks of 64 cells: each thread scores one cell of the chunk, then each thread folds the
+// chunk into its share of the output dimensions. Scores are scale * cap(q . k),
+// cap(s) = softcap * tanh(s / softcap) when softcap > 0. One group per (token, head). Heads
+// of any even width: the query is held 256 dimensions at a time (a wider one is reloaded
+// chunk by chunk for each chunk of cells), and the output is made 256 dimensions a pass, each
+// pass scoring the cells again (latent attention's heads are 576 and 512 wide).
 // With sinks (gpt-oss), each head's sink logit joins the softmax's denominator and no value.
+// With ALiBi (jina-bert-v2), binding 5 holds each head's slope instead, and a score gains
+// -slope * |its cell - the token's own| after the scale.
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer Tokens { uint tokens[]; };
 layout(std430, binding = 1) readonly buffer Queries { float q[]; };
 layout(std430, binding = 2) readonly buffer Keys { uint k[]; };
 layout(std430, binding = 3) readonly buffer Values { uint v[]; };
 layout(std430, binding = 4) writeonly buffer Output { float o[]; };
-layout(std430, binding = 5) readonly buffer Sinks { float sinks[]; }; // a logit per head
+layout(std430, binding = 5) readonly buffer Heads { float per_head[]; }; // sink or slope
 layout(push_constant) uniform Params {
     uint n_head, n_head_kv, head_dim_k, head_dim_v, n_cells, f16;
     float scale, softcap;
     uint window, last_at;
     uint has_sinks, first_at;
+    uint around, alibi;
 } p;
 
 shared float query[256];
@@ -46,6 +50,13 @@ void main()
     uint begin = p.window != 0u && own + 1u > p.window ? own + 1u - p.window : 0u;
     if (p.first_at != 0u)
         begin = tokens[p.first_at + t];
+    if (p.around != 0u) { // written so that no sum passes own + around
+        if (own + 1u > p.around)
+            begin = max(begin, own + 1u - p.around);
+        if (n_visible - own > p.around)
+            n_visible = own + p.around;
+    }
+    float slope = p.alibi != 0u ? per_head[h] : 0.0;
     uint first = (seq * p.n_head_kv + kv_head) * p.n_cells;
     uint q_base = (t * p.n_head + h) * p.head_dim_k;
     uint n_query_chunks = (p.head_dim_k + 255u) / 256u;
@@ -78,6 +89,8 @@ void main()
                 if (p.softcap > 0.0)
                     dot = p.softcap * tanh(dot / p.softcap);
                 s = p.scale * dot;
+                if (p.alibi != 0u) // as the CPU's: the scaled score, then the distance's term
+                    s += slope * -float(cell > own ? cell - own : own - cell);
             }
             reduce[tid] = s;
             barrier();
@@ -106,7 +119,7 @@ void main()
         }
         if (p.has_sinks != 0u) {
             // both relative to the larger of the scores' maximum and the sink, as the CPU's
-            float sink = sinks[h], top = max(sink, running_max), keep = exp(running_max - top);
+            float sink = per_head[h], top = max(sink, running_max), keep = exp(running_max - top);
             float inv = keep / (running_sum * keep + exp(sink - top));
             for (uint a = 0u; a < 4u; a++)
                 acc[a] *= inv;
