@@ -196,22 +196,22 @@ queue_depth() {
 }
 curl -s -N "$base/api/generate" -d "$long" > "$work/long" &
 long_client=$!
-for _ in $(seq 100); do [ -s "$work/long" ] && break; sleep 0.05; done
+for _ in $(seq 400); do [ -s "$work/long" ] && break; sleep 0.05; done
 [ -s "$work/long" ] || fail "the endless stream did not start"
 curl -s -N "$base/api/generate" -d "$long" > /dev/null &
 queued_client=$!
-for _ in $(seq 100); do [ "$(queue_depth)" = 1 ] && break; sleep 0.05; done
+for _ in $(seq 400); do [ "$(queue_depth)" = 1 ] && break; sleep 0.05; done
 [ "$(queue_depth)" = 1 ] || fail "the streamed request did not queue"
 kill "$queued_client"
-for _ in $(seq 100); do [ "$(queue_depth)" = 0 ] && break; sleep 0.05; done
+for _ in $(seq 400); do [ "$(queue_depth)" = 0 ] && break; sleep 0.05; done
 [ "$(queue_depth)" = 0 ] || fail "a streamed request whose client left stays in the queue"
 echo "ok   a queued request whose client leaves leaves the queue"
 whole='{"model":"tolstoy","prompt":"Prince","stream":false,"options":{"num_predict":1000000,"temperature":0}}'
 curl -s -o /dev/null -w '%{http_code}' "$base/api/generate" -d "$whole" > "$work/whole_status" &
 whole_client=$!
-for _ in $(seq 100); do [ "$(queue_depth)" = 1 ] && break; sleep 0.05; done
+for _ in $(seq 400); do [ "$(queue_depth)" = 1 ] && break; sleep 0.05; done
 kill "$long_client"
-for _ in $(seq 100); do [ "$(queue_depth)" = 0 ] && break; sleep 0.05; done
+for _ in $(seq 400); do [ "$(queue_depth)" = 0 ] && break; sleep 0.05; done
 [ "$(queue_depth)" = 0 ] || fail "the stream:false request did not take the slot"
 [ ! -s "$work/whole_status" ] || fail "the stream:false request got $(cat "$work/whole_status")"
 curl -s -o "$work/waiting" -w '%{http_code}' --max-time 20 "$base/api/generate" \
