@@ -184,6 +184,14 @@ ALWAYS_INLINE __m512i load_bf16_pairs(bool interleaved, const char *w, size_t w_
     return _mm512_inserti64x4(_mm512_castsi256_si512(low), high, 1);
 }
 
+/* The same for a row-major row (activations): one load holds its 32 elements in that order. */
+ALWAYS_INLINE __m512i load_bf16_row_pairs(const char *row, size_t i, size_t n)
+{
+    size_t len = n - i < 32 ? n - i : 32;
+    __mmask32 keep = len == 32 ? 0xffffffffu : (__mmask32)((1u << len) - 1);
+    return _mm512_maskz_loadu_epi16(keep, (const uint16_t *)row + i);
+}
+
 ALWAYS_INLINE __m512 dpbf16(__m512 acc, __m512i x, __m512i y)
 {
     return _mm512_dpbf16_ps(acc, (__m512bh)x, (__m512bh)y);
@@ -206,7 +214,7 @@ ALWAYS_INLINE void bf16_dp_tile(bool interleaved, bool prefetch, size_t n, const
         for (size_t r = 0; r < n_rows; r++)
             wv[r] = load_bf16_pairs(interleaved, w, w_row_bytes, r, i, n);
         for (size_t t = 0; t < n_tok; t++) {
-            __m512i av = load_bf16_pairs(false, act + t * act_row_bytes, 0, 0, i, n);
+            __m512i av = load_bf16_row_pairs(act + t * act_row_bytes, i, n);
             for (size_t r = 0; r < n_rows; r++)
                 acc[r][t] = dpbf16(acc[r][t], wv[r], av);
         }
