@@ -4,8 +4,9 @@
  * "cache" runs over a 256 KiB weight matrix that stays in L2; "memory" over 1 GiB (more than
  * any L3), the matrix x vector case of a real forward pass. A second table times the packed matrix
  * kernels (weights repacked as a context repacks them) against 1, 2, 4 and 8 activation
- * rows, the shapes of generation and of continuous batching: GB/s of weight bytes per pass,
- * so a kernel that reuses each weight block across tokens for free keeps its 1-token figure.
+ * rows, the shapes of generation and of continuous batching, and 32, a slice of a prompt:
+ * GB/s of weight bytes per pass, so a kernel that reuses each weight block across tokens for
+ * free keeps its 1-token figure.
  * Usage: bench_quant [SECONDS [TYPE ...]]: seconds per figure, and the types to time (names as
  * tensor_type_name spells them, q4_0 or q6_K; every type when none is given). The packed table
  * runs at the active level (CORRAL_CPU=avx2, say).
@@ -148,7 +149,7 @@ static bool matrix_init(bench_matrix *m, const quant_ops *ops, size_t total_byte
 
 /* ---- packed kernels ---- */
 
-enum { MAX_TOKENS = 8 };
+enum { MAX_TOKENS = 32 };
 
 typedef struct packed_bench {
     const quant_ops *ops;
@@ -213,7 +214,7 @@ static void packed_free(packed_bench *p)
 /* The packed kernels of the detected level, per token count, from cache and from memory. */
 static bool bench_packed(const float *source, const float *activations, double seconds)
 {
-    static const size_t token_counts[] = {1, 2, 4, 8};
+    static const size_t token_counts[] = {1, 2, 4, 8, 32};
     printf("\npacked kernels (level %s): GB/s of weight bytes, cache / memory\n",
            cpu_level_name(cpu_active_level()));
     printf("%-6s", "type");

@@ -18,6 +18,7 @@
 
 #include "gguf.h"
 #include "quant.h"
+#include "quant_legacy.h"
 #include "tensor_type.h"
 
 /* Weight types issue 3 requires, with their blocks.txt stems (NULL: no fixture). */
@@ -990,6 +991,69 @@ static void test_packed_matmul_equals_per_row_dots(void **state)
             assert_true(quant_packable(quant_ops_active(packed_types[i]), 512, QUANT_PACK_ROWS));
 }
 
+/* One F16 or BF16 FMA kernel set of the avx512 level (quant_legacy.h). */
+typedef struct float_kernels {
+    uint32_t type;
+    quant_dot_fn dot;
+    quant_matmul_fn matmul;
+    quant_matmul_packed_fn matmul_packed;
+} float_kernels;
+
+/*
+ * A prompt's F16 / BF16 products at avx512 (many tokens: the wide tiles of
+ * quant_legacy_avx512.c, activations converted ahead in segments): rows past a group of 64,
+ * tokens past a block of 24 and past a tile of 6, elements past a segment of 256 to a
+ * partial chunk, packed and row-major, each result the bits of its dot. BF16 goes through
+ * its FMA kernels directly, which a CPU with AVX512_BF16 does not dispatch to.
+ */
+static void test_float_prompt_matmul_equals_dots(void **state)
+{
+    (void)state;
+    if (cpu_active_level() < CPU_LEVEL_AVX512)
+        return;
+    enum { N = 600, ROWS = 80, ROW_MAJOR_ROWS = 71, TOKENS = 31, LDY = ROWS + 3 };
+    const float_kernels kernels[] = {
+        {TENSOR_TYPE_F16, quant_dot_f16_avx512, quant_matmul_f16_avx512,
+         quant_matmul_packed_f16_avx512},
+        {TENSOR_TYPE_BF16, quant_dot_bf16_avx512, quant_matmul_bf16_avx512,
+         quant_matmul_packed_bf16_avx512},
+    };
+    float *x = malloc(N * ROWS * sizeof(float)), *a = malloc(N * TOKENS * sizeof(float));
+    uint16_t *w = malloc(N * ROWS * sizeof(uint16_t)), *packed = malloc(N * ROWS * sizeof(uint16_t));
+    uint16_t *act = malloc(N * TOKENS * sizeof(uint16_t));
+    float *y = malloc(TOKENS * LDY * sizeof(float));
+    assert_true(x && a && w && packed && act && y);
+    for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
+        const quant_ops *ops = quant_ops_active(kernels[k].type);
+        fill_random(x, N * ROWS, false);
+        fill_random(a, N * TOKENS, false);
+        for (size_t r = 0; r < ROWS; r++)
+            ops->quantize(x + r * N, w + r * N, N);
+        quant_quantize_activations(ops, a, N, TOKENS, act);
+        quant_pack_rows(ops, w, N, 0, ROWS, packed);
+        for (int layout = 0; layout < 2; layout++) {
+            size_t rows = layout ? ROWS : ROW_MAJOR_ROWS;
+            for (size_t j = 0; j < TOKENS * LDY; j++)
+                y[j] = -12345.0f;
+            if (layout)
+                kernels[k].matmul_packed(N, packed, ROWS / QUANT_PACK_ROWS, act,
+                                         N * sizeof(uint16_t), NULL, TOKENS, y, LDY);
+            else
+                kernels[k].matmul(N, w, N * sizeof(uint16_t), rows, act, N * sizeof(uint16_t),
+                                  TOKENS, y, LDY);
+            for (size_t t = 0; t < TOKENS; t++)
+                for (size_t r = 0; r < LDY; r++) {
+                    float want = r < rows ? kernels[k].dot(N, w + r * N, act + t * N) : -12345.0f;
+                    if (float_bits(y[t * LDY + r]) != float_bits(want))
+                        fail_msg("%s %s: row %zu token %zu is %.9g, its dot %.9g",
+                                 tensor_type_name(kernels[k].type),
+                                 layout ? "packed" : "row-major", r, t, y[t * LDY + r], want);
+                }
+        }
+    }
+    free(x), free(a), free(w), free(packed), free(act), free(y);
+}
+
 /*
  * One block of row r at the integer extremes: every quant at its largest value in even rows
  * and its smallest in odd ones (Q4_0 / Q4_1 / Q4_K: nibbles 15 or 0; Q5_0 / Q5_1 / Q5_K: qs
@@ -1448,6 +1512,7 @@ int main(void)
         cmocka_unit_test(test_matmul_rows_equals_per_row_dots),
         cmocka_unit_test(test_packed_matmul_equals_per_row_dots),
         cmocka_unit_test(test_packed_matmul_extremes_equal_dots),
+        cmocka_unit_test(test_float_prompt_matmul_equals_dots),
         cmocka_unit_test(test_q8_k_activations_at_active_level_match_portable),
         cmocka_unit_test(test_read_only_types_have_ops),
         cmocka_unit_test(test_read_only_blocks_and_dots_match_ggml),

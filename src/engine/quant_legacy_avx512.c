@@ -184,6 +184,14 @@ ALWAYS_INLINE __m512i load_bf16_pairs(bool interleaved, const char *w, size_t w_
     return _mm512_inserti64x4(_mm512_castsi256_si512(low), high, 1);
 }
 
+/* The same for a row-major row (activations): one load holds its 32 elements in that order. */
+ALWAYS_INLINE __m512i load_bf16_row_pairs(const char *row, size_t i, size_t n)
+{
+    size_t len = n - i < 32 ? n - i : 32;
+    __mmask32 keep = len == 32 ? 0xffffffffu : (__mmask32)((1u << len) - 1);
+    return _mm512_maskz_loadu_epi16(keep, (const uint16_t *)row + i);
+}
+
 ALWAYS_INLINE __m512 dpbf16(__m512 acc, __m512i x, __m512i y)
 {
     return _mm512_dpbf16_ps(acc, (__m512bh)x, (__m512bh)y);
@@ -206,7 +214,7 @@ ALWAYS_INLINE void bf16_dp_tile(bool interleaved, bool prefetch, size_t n, const
         for (size_t r = 0; r < n_rows; r++)
             wv[r] = load_bf16_pairs(interleaved, w, w_row_bytes, r, i, n);
         for (size_t t = 0; t < n_tok; t++) {
-            __m512i av = load_bf16_pairs(false, act + t * act_row_bytes, 0, 0, i, n);
+            __m512i av = load_bf16_row_pairs(act + t * act_row_bytes, i, n);
             for (size_t r = 0; r < n_rows; r++)
                 acc[r][t] = dpbf16(acc[r][t], wv[r], av);
         }
@@ -291,6 +299,166 @@ ALWAYS_INLINE void tile_matmul(bool dp, enum x86_float_kind kind, bool interleav
     }
 }
 
+/*
+ * Prompts of F16 and BF16 rows (by FMA): the activations converted to f32 once per group of
+ * rows instead of once per tile. On Intel a 512-bit vcvtph2ps takes two uops on the two ports
+ * of the FMAs it feeds (the BF16 widening, a vpmovzxwd and a shift, the same), so float_tile's
+ * 4 x 5 tile, converting 4 weight and 5 activation vectors a step for 20 FMAs, leaves the
+ * FMAs little more than half the slots. Here a tile of WIDE_TILE_ROWS x WIDE_TILE_TOKENS
+ * converts only its 4 weight vectors and reads the activations as f32 from the scratch: 24
+ * FMAs for 4 conversions a step.
+ *
+ * A block of WIDE_BLOCK_TOKENS tokens goes through the matrix WIDE_GROUP_ROWS rows at a time,
+ * and a group through the elements WIDE_SEGMENT at a time: the block's activations of one
+ * segment are converted into the scratch (zeros past n), then every tile of the group takes
+ * its steps of the segment (a token tile at a time, so that its activations stay in L1),
+ * its accumulators kept in the scratch between segments. The scratch (120 KiB of stack) is
+ * bounded whatever n, and a segment's conversions serve the group's 64 rows; each weight is
+ * read from memory once per block. The first token tile asks for the next segment's weights
+ * ahead: a group's tiles are separate streams, which the hardware prefetchers alone follow
+ * poorly.
+ *
+ * The bits are float_tile's: each accumulator takes one FMA per 16 elements in element
+ * order (f32 of an f16 or bf16 value is exact, wherever it is made), the last partial chunk
+ * as masked weights times zeros past n, then _mm512_reduce_add_ps.
+ */
+enum {
+    WIDE_TILE_ROWS = 4,
+    WIDE_TILE_TOKENS = 6, /* 24 accumulators, 4 weight vectors and an activation: 29 of 32 */
+    WIDE_BLOCK_TOKENS = 24,
+    WIDE_GROUP_ROWS = 64,
+    WIDE_SEGMENT = 256,
+    /* fewer tokens take tile_matmul, whose 4 x 5 tile converts as it goes */
+    WIDE_MIN_TOKENS = 8,
+};
+_Static_assert(WIDE_GROUP_ROWS % FLOAT_TILE_ROWS == 0 && WIDE_SEGMENT % 16 == 0,
+               "a group holds whole packed tiles, a segment whole chunks");
+
+typedef struct wide_scratch {
+    float act[WIDE_BLOCK_TOKENS][WIDE_SEGMENT];
+    __m512 acc[WIDE_GROUP_ROWS][WIDE_BLOCK_TOKENS];
+} wide_scratch;
+
+/* Where row r's chunk at element i starts (chunks of 16, or the n - i left at the end). */
+ALWAYS_INLINE const char *wide_row_at(enum x86_float_kind kind, bool interleaved, const char *w,
+                                      size_t w_row_bytes, size_t r, size_t i, size_t n)
+{
+    size_t len = n - i < 16 ? n - i : 16;
+    if (interleaved)
+        return x86_tile_row_at(kind, true,
+                               w + r / FLOAT_TILE_ROWS * FLOAT_TILE_ROWS * n * x86_float_bytes(kind),
+                               0, r % FLOAT_TILE_ROWS, i, len);
+    return x86_tile_row_at(kind, false, w, w_row_bytes, r, i, len);
+}
+
+/*
+ * Rows [r0, r0 + n_rows) of the weights times the n_tok tokens of act (rows WIDE_SEGMENT
+ * floats apart, the segment [i0, i0 + len) converted, zeros past n): the accumulators come
+ * from acc_rows[r][t0 + t] (zeros in the first segment) and go back there, or in the last
+ * segment their sums go to y[t * ldy + r]. With `prefetch` each packed tile whose first row
+ * is here asks for its next segment's lines, one step at a time.
+ */
+ALWAYS_INLINE void wide_tile(enum x86_float_kind kind, bool interleaved, size_t n, const char *w,
+                             size_t w_row_bytes, size_t r0, size_t n_rows, size_t i0, size_t len,
+                             const float *act, size_t n_tok, bool prefetch,
+                             __m512 (*acc_rows)[WIDE_BLOCK_TOKENS], size_t t0, float *y,
+                             size_t ldy)
+{
+    __m512 acc[WIDE_TILE_ROWS][WIDE_TILE_TOKENS];
+#pragma GCC unroll 4
+    for (size_t r = 0; r < n_rows; r++)
+#pragma GCC unroll 6
+        for (size_t t = 0; t < n_tok; t++)
+            acc[r][t] = i0 == 0 ? _mm512_setzero_ps() : acc_rows[r][t0 + t];
+    size_t elem = x86_float_bytes(kind), steps_end = len - len % 16;
+    for (size_t i = 0; i < len; i += 16) {
+        /* whole chunks, then the masked one at the end of a row */
+        __mmask16 keep = i < steps_end ? 0xffff : tail_mask(len - i);
+        __m512 wv[WIDE_TILE_ROWS];
+#pragma GCC unroll 4
+        for (size_t r = 0; r < n_rows; r++) {
+            const char *at = wide_row_at(kind, interleaved, w, w_row_bytes, r0 + r, i0 + i, n);
+            if (prefetch && (!interleaved || (r0 + r) % FLOAT_TILE_ROWS == 0))
+                x86_prefetch_ahead(at, (interleaved ? FLOAT_TILE_ROWS : 1) * 16 * elem,
+                                   (interleaved ? FLOAT_TILE_ROWS : 1) * WIDE_SEGMENT * elem);
+            wv[r] = load_float16(kind, at, 0, keep);
+        }
+#pragma GCC unroll 6
+        for (size_t t = 0; t < n_tok; t++) {
+            __m512 av = _mm512_load_ps(act + t * WIDE_SEGMENT + i);
+#pragma GCC unroll 4
+            for (size_t r = 0; r < n_rows; r++)
+                acc[r][t] = _mm512_fmadd_ps(wv[r], av, acc[r][t]);
+        }
+    }
+    bool last = i0 + len == n;
+#pragma GCC unroll 4
+    for (size_t r = 0; r < n_rows; r++)
+#pragma GCC unroll 6
+        for (size_t t = 0; t < n_tok; t++) {
+            if (last)
+                y[t * ldy + r] = _mm512_reduce_add_ps(acc[r][t]);
+            else
+                acc_rows[r][t0 + t] = acc[r][t];
+        }
+}
+
+/* Elements [i0, i0 + len) of n_tok activation rows as f32 rows of the scratch, zeros after
+ * the last element up to the next 16. */
+ALWAYS_INLINE void wide_convert_act(enum x86_float_kind kind, const char *act,
+                                    size_t act_row_bytes, size_t n_tok, size_t i0, size_t len,
+                                    float (*out)[WIDE_SEGMENT])
+{
+    for (size_t t = 0; t < n_tok; t++)
+        for (size_t i = 0; i < len; i += 16) {
+            __mmask16 keep = len - i < 16 ? tail_mask(len - i) : 0xffff;
+            _mm512_store_ps(out[t] + i, load_float16(kind, act + t * act_row_bytes, i0 + i, keep));
+        }
+}
+
+/* A wide tile with its sizes as constants in each call, so that its loops unroll. */
+#define WIDE_CASE(rows, toks)                                                                 \
+    case (rows - 1) * WIDE_TILE_TOKENS + toks - 1:                                            \
+        wide_tile(kind, interleaved, n, weights, w_row_bytes, r, rows, i0, len, s.act[t], toks, \
+                  t == 0, s.acc + (r - g), t, out + (block + t) * ldy + r, ldy);              \
+        break;
+#define WIDE_CASES(rows)                                                                      \
+    WIDE_CASE(rows, 1) WIDE_CASE(rows, 2) WIDE_CASE(rows, 3) WIDE_CASE(rows, 4)               \
+    WIDE_CASE(rows, 5) WIDE_CASE(rows, 6)
+
+/* tile_matmul's product for F16 / BF16 with WIDE_MIN_TOKENS tokens or more (see above). */
+ALWAYS_INLINE void wide_matmul(enum x86_float_kind kind, bool interleaved, size_t n,
+                               const void *weights, size_t w_row_bytes, size_t n_rows,
+                               const void *activations, size_t act_row_bytes, size_t n_tokens,
+                               float *out, size_t ldy)
+{
+    wide_scratch s;
+    for (size_t block = 0; block < n_tokens; block += WIDE_BLOCK_TOKENS) {
+        size_t n_block = n_tokens - block < WIDE_BLOCK_TOKENS ? n_tokens - block : WIDE_BLOCK_TOKENS;
+        const char *act = (const char *)activations + block * act_row_bytes;
+        for (size_t g = 0; g < n_rows; g += WIDE_GROUP_ROWS) {
+            size_t g_end = n_rows - g < WIDE_GROUP_ROWS ? n_rows : g + WIDE_GROUP_ROWS;
+            for (size_t i0 = 0; i0 < n; i0 += WIDE_SEGMENT) {
+                size_t len = n - i0 < WIDE_SEGMENT ? n - i0 : WIDE_SEGMENT;
+                wide_convert_act(kind, act, act_row_bytes, n_block, i0, len, s.act);
+                for (size_t t = 0, n_tok; t < n_block; t += n_tok) {
+                    n_tok = n_block - t < WIDE_TILE_TOKENS ? n_block - t : WIDE_TILE_TOKENS;
+                    for (size_t r = g, rows; r < g_end; r += rows) {
+                        rows = g_end - r < WIDE_TILE_ROWS ? g_end - r : WIDE_TILE_ROWS;
+                        switch ((rows - 1) * WIDE_TILE_TOKENS + n_tok - 1) {
+                            WIDE_CASES(1)
+                            WIDE_CASES(2)
+                            WIDE_CASES(3)
+                            WIDE_CASES(4)
+                        default: break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /* A float kind's dot (the tile of one row and one token), tile kernel and packed kernel. */
 #define DEFINE_FLOAT_KERNELS(type, kind)                                                     \
     float quant_dot_##type##_avx512(size_t n, const void *w, const void *a)                   \
@@ -303,8 +471,12 @@ ALWAYS_INLINE void tile_matmul(bool dp, enum x86_float_kind kind, bool interleav
                                       size_t n_rows, const void *act, size_t act_row_bytes,   \
                                       size_t n_tokens, float *y, size_t ldy)                  \
     {                                                                                         \
-        tile_matmul(false, kind, false, n, w, w_row_bytes, n_rows, act, act_row_bytes,       \
-                    n_tokens, y, ldy);                                                        \
+        if (kind != X86_F32 && n_tokens >= WIDE_MIN_TOKENS)                                   \
+            wide_matmul(kind, false, n, w, w_row_bytes, n_rows, act, act_row_bytes, n_tokens, \
+                        y, ldy);                                                              \
+        else                                                                                  \
+            tile_matmul(false, kind, false, n, w, w_row_bytes, n_rows, act, act_row_bytes,   \
+                        n_tokens, y, ldy);                                                    \
     }                                                                                         \
     void quant_matmul_packed_##type##_avx512(size_t n, const void *packed, size_t n_groups,   \
                                              const void *act, size_t act_row_bytes,           \
@@ -312,8 +484,12 @@ ALWAYS_INLINE void tile_matmul(bool dp, enum x86_float_kind kind, bool interleav
                                              size_t ldy)                                      \
     {                                                                                         \
         (void)sums;                                                                           \
-        tile_matmul(false, kind, true, n, packed, 0, n_groups * QUANT_PACK_ROWS, act,         \
-                    act_row_bytes, n_tokens, y, ldy);                                         \
+        if (kind != X86_F32 && n_tokens >= WIDE_MIN_TOKENS)                                   \
+            wide_matmul(kind, true, n, packed, 0, n_groups * QUANT_PACK_ROWS, act,            \
+                        act_row_bytes, n_tokens, y, ldy);                                     \
+        else                                                                                  \
+            tile_matmul(false, kind, true, n, packed, 0, n_groups * QUANT_PACK_ROWS, act,     \
+                        act_row_bytes, n_tokens, y, ldy);                                     \
     }
 
 DEFINE_FLOAT_KERNELS(f32, X86_F32)
