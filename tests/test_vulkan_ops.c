@@ -2014,8 +2014,8 @@ static void test_tanh(void **state)
 
 /* gemma3n's 4 streams of 5 tokens of 333 floats (not a whole number of workgroups) in blocks
  * room for 7 tokens apart, as a context's micro-batch holds them: the predictions, then the
- * streams corrected from them, each the CPU's to the bit; the room past the tokens is left
- * as it was. */
+ * streams corrected from them, each the CPU's to the bit, then a row added to every stream
+ * but the first; the room past the tokens is left as it was. */
 static void test_altup_predict_and_correct(void **state)
 {
     (void)state;
@@ -2029,6 +2029,9 @@ static void test_altup_predict_and_correct(void **state)
         want_pred[i] = want[i] = -7.0f; /* the room past the tokens */
     gemma3n_altup_predict_rows(streams, STRIDE, pred_coef, A, E, N, want_pred);
     gemma3n_altup_correct_rows(x, want_pred, STRIDE, correct_coef, A, E, N, want);
+    for (size_t j = 1; j < A; j++) /* the per-layer branch's output, x standing for it */
+        for (size_t i = 0; i < N * E; i++)
+            want[j * STRIDE + i] += x[i];
     vk_buffer bs = device_buffer(streams, ALL * 4), bpc = device_buffer(pred_coef, N * A * A * 4);
     vk_buffer bp = device_buffer(want_pred, ALL * 4), bx = device_buffer(x, N * E * 4);
     vk_buffer bcc = device_buffer(correct_coef, N * A * 4), bo = device_buffer(want, ALL * 4);
@@ -2042,11 +2045,12 @@ static void test_altup_predict_and_correct(void **state)
     vk_op_altup_predict(&c, vk_whole(&bs), vk_whole(&bpc), vk_whole(&bp), E, A, N, STRIDE);
     vk_op_altup_correct(&c, vk_whole(&bx), vk_whole(&bp), vk_whole(&bcc), vk_whole(&bo), E, A,
                         N, STRIDE);
+    vk_op_altup_add(&c, vk_whole(&bx), vk_whole(&bo), E, A, N, STRIDE);
     submit(&c);
     read_back(&bp, got_pred, ALL * 4);
     read_back(&bo, got, ALL * 4);
     assert_close("AltUp predictions", got_pred, want_pred, ALL, 0.0);
-    assert_close("AltUp corrected streams", got, want, ALL, 0.0);
+    assert_close("AltUp corrected streams plus the branch", got, want, ALL, 0.0);
     vk_buffer_free(dev, &bs), vk_buffer_free(dev, &bpc), vk_buffer_free(dev, &bp);
     vk_buffer_free(dev, &bx), vk_buffer_free(dev, &bcc), vk_buffer_free(dev, &bo);
     free(streams), free(pred_coef), free(x), free(correct_coef);

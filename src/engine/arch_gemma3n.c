@@ -225,9 +225,7 @@ static void slab_product(corral_context *ctx, const weight *stack, size_t s, con
     forward_matmul(ctx, &p, 1, x, ctx->n_tokens);
 }
 
-/* Before the first layer: stream 0 is the scaled embedding in ctx->x, stream s its product
- * with altup_proj's slab s - 1, rescaled to the embedding's magnitude. */
-static void altup_streams(corral_context *ctx)
+void gemma3n_altup_streams(corral_context *ctx)
 {
     const corral_model *m = ctx->model;
     size_t n = ctx->n_tokens, E = m->hp.n_embd;
@@ -385,7 +383,7 @@ static void layer_gemma3n(corral_context *ctx, uint32_t il)
     size_t n = ctx->n_tokens, E = m->hp.n_embd;
     if (il == 0) {
         gemma4_per_layer_inputs(ctx);
-        altup_streams(ctx);
+        gemma3n_altup_streams(ctx);
     }
     altup_predict(ctx, l);
     const float *active = ctx->altup_pred;

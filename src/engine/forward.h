@@ -289,6 +289,10 @@ void gemma3n_altup_correct_rows(const float *x, const float *pred, size_t stride
                                 const float *coef, size_t A, size_t E, size_t n, float *streams);
 void gemma3n_match_magnitude(const float *target, float *y, size_t n);
 void gemma3n_sparse_gate(float *x, size_t n, float std_mul);
+/* Before gemma3n's first layer: ctx->altup's stream 0 the scaled embeddings in ctx->x, stream
+ * s their product with altup_proj's slab s - 1 rescaled to their length (the device's layers
+ * take the streams so made). */
+void gemma3n_altup_streams(corral_context *ctx);
 /* layer_pre_norm where the layer has an ffn_norm; else h = norm(x); x += attn(h); x += ffn(h)
  * (stablelm 2 12B's parallel residual; ARCH_FFN_NORM_OPTIONAL keeps h in ctx->branch). */
 void layer_pre_norm_or_parallel(corral_context *ctx, uint32_t il);

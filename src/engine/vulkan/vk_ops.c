@@ -801,6 +801,14 @@ void vk_op_altup_correct(vk_commands *c, vk_span x, vk_span pred, vk_span coef,
     record(c, VK_PIPE_ALTUP, spans, &p, sizeof p, stride_groups(n * n_tokens, 256), 1, 1);
 }
 
+void vk_op_altup_add(vk_commands *c, vk_span x, vk_span streams, uint32_t n, uint32_t n_altup,
+                     uint32_t n_tokens, uint32_t stride)
+{
+    struct { uint32_t n, n_altup, n_tokens, stride, op; } p = {n, n_altup, n_tokens, stride, 2};
+    vk_span spans[VK_BINDINGS] = {[2] = x, [4] = streams};
+    record(c, VK_PIPE_ALTUP, spans, &p, sizeof p, stride_groups(n * n_tokens, 256), 1, 1);
+}
+
 void vk_op_sparse_gate(vk_commands *c, vk_span x, uint32_t n, uint32_t rows, float std_mul)
 {
     assert(n > 1);

@@ -372,6 +372,11 @@ void vk_op_altup_correct(vk_commands *c, vk_span x, vk_span pred, vk_span coef,
                          vk_span streams, uint32_t n, uint32_t n_altup, uint32_t n_tokens,
                          uint32_t stride);
 
+/* streams j > 0 += x (n_tokens rows of n floats): the per-layer branch's output added to
+ * every stream but the active one. */
+void vk_op_altup_add(vk_commands *c, vk_span x, vk_span streams, uint32_t n, uint32_t n_altup,
+                     uint32_t n_tokens, uint32_t stride);
+
 /* In place per row of n floats (n > 1): gemma3n_sparse_gate's relu(x - (mean + std_mul *
  * std)), its sums in float. */
 void vk_op_sparse_gate(vk_commands *c, vk_span x, uint32_t n, uint32_t rows, float std_mul);

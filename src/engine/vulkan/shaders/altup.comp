@@ -6,11 +6,12 @@
 // op 0, predict: out[j] = in[j] + sum over i of in[i] * coef[t][j * a_n + i] (in: binding 1).
 // op 1, correct: out[j] = (x - in[0]) * (coef[t][j] + 1) + in[j] (in: the predictions, x:
 // binding 2, the block's output).
+// op 2, the per-layer branch: out[j] += x for every stream but the active one (j > 0).
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer Coef { float coef[]; };
 layout(std430, binding = 1) readonly buffer In { float s_in[]; };
 layout(std430, binding = 2) readonly buffer X { float x[]; };
-layout(std430, binding = 4) writeonly buffer Out { float s_out[]; };
+layout(std430, binding = 4) buffer Out { float s_out[]; };
 layout(push_constant) uniform Params { uint n, a_n, n_tokens, stride, op; } p;
 
 void main()
@@ -27,6 +28,9 @@ void main()
                 precise float value = sum + s_in[j * p.stride + e];
                 s_out[j * p.stride + e] = value;
             }
+        } else if (p.op == 2u) {
+            for (uint j = 1u; j < p.a_n; j++)
+                s_out[j * p.stride + e] += x[e];
         } else {
             precise float innovation = x[e] - s_in[e];
             for (uint j = 0u; j < p.a_n; j++) {
