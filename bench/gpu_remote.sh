@@ -151,7 +151,7 @@ bench)
         step 90 "bench $type cpu" "$G/bin/corral" bench "$f" -p 512 -n 128 -r 3 --device cpu
     done ;;
 arch)
-    # gemma3n's 5.9 MB fixture would pass the limit; its test only shows it stays on the CPU
+    # gemma3n's 5.9 MB fixture would pass the limit
     step 240 "test_vulkan_forward (quant/ and tiny-tolstoy in the other part)" \
         env CORRAL_TEST_SKIP='test_quant_*,test_tiny_tolstoy*,test_what_the_device_lacks*,test_gemma3n*' "$T"
     step 60 "test_vulkan_forward split experts" \

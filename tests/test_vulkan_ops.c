@@ -19,6 +19,7 @@
 
 #include "blocks.h"
 #include "delta_net.h"
+#include "forward.h"
 #include "mamba2.h"
 #include "mmproj.h"
 #include "moe.h"
@@ -323,6 +324,7 @@ static void test_written_bindings_are_the_shaders(void **state)
     assert_int_equal(dev->written[VK_PIPE_MOE_ROUTE], 1u << 0 | 1u << 2 | 1u << 3);
     assert_int_equal(dev->written[VK_PIPE_DELTA_RULE], 1u << 4 | 1u << 5);
     assert_int_equal(dev->written[VK_PIPE_ATTENTION], 1u << 4);
+    assert_int_equal(dev->written[VK_PIPE_ALTUP], 1u << 4);
     unsigned char junk[24] = {1, 2, 3};
     vk_spirv_buffers buffers;
     assert_false(vk_spirv_read_buffers(junk, sizeof junk, &buffers));
@@ -1988,6 +1990,127 @@ static void test_gelu_erf(void **state)
     free(x);
 }
 
+/* The AltUp router's tanh over -4..4 as the CPU's tanhf. */
+static void test_tanh(void **state)
+{
+    (void)state;
+    enum { N = 3001 };
+    float *x = random_floats(N), want[N], got[N];
+    for (size_t i = 0; i < N; i++) {
+        x[i] *= 4.0f;
+        want[i] = tanhf(x[i]);
+    }
+    vk_buffer bx = device_buffer(x, sizeof want);
+    vk_commands c = begin();
+    vk_op_binary(&c, VK_TANH, vk_whole(&bx), (vk_span){0}, N, 0, 0.0f);
+    submit(&c);
+    read_back(&bx, got, sizeof got);
+    assert_close("tanh", got, want, N, 1e-6);
+    vk_buffer_free(dev, &bx);
+    free(x);
+}
+
+/* ---- gemma3n's AltUp and sparse gates ---- */
+
+/* gemma3n's 4 streams of 5 tokens of 333 floats (not a whole number of workgroups) in blocks
+ * room for 7 tokens apart, as a context's micro-batch holds them: the predictions, then the
+ * streams corrected from them, each the CPU's to the bit, then a row added to every stream
+ * but the first; the room past the tokens is left as it was. */
+static void test_altup_predict_and_correct(void **state)
+{
+    (void)state;
+    enum { A = 4, E = 333, N = 5, BATCH = 7, STRIDE = BATCH * E, ALL = A * STRIDE };
+    float *streams = random_floats(ALL), *pred_coef = random_floats(N * A * A);
+    float *x = random_floats(N * E), *correct_coef = random_floats(N * A);
+    float *want_pred = malloc(ALL * 4), *got_pred = malloc(ALL * 4);
+    float *want = malloc(ALL * 4), *got = malloc(ALL * 4);
+    assert_true(want_pred && got_pred && want && got);
+    for (size_t i = 0; i < ALL; i++)
+        want_pred[i] = want[i] = -7.0f; /* the room past the tokens */
+    gemma3n_altup_predict_rows(streams, STRIDE, pred_coef, A, E, N, want_pred);
+    gemma3n_altup_correct_rows(x, want_pred, STRIDE, correct_coef, A, E, N, want);
+    for (size_t j = 1; j < A; j++) /* the per-layer branch's output, x standing for it */
+        for (size_t i = 0; i < N * E; i++)
+            want[j * STRIDE + i] += x[i];
+    vk_buffer bs = device_buffer(streams, ALL * 4), bpc = device_buffer(pred_coef, N * A * A * 4);
+    vk_buffer bp = device_buffer(want_pred, ALL * 4), bx = device_buffer(x, N * E * 4);
+    vk_buffer bcc = device_buffer(correct_coef, N * A * 4), bo = device_buffer(want, ALL * 4);
+    /* the device starts from the room's values alone, not from the answers */
+    for (size_t i = 0; i < ALL; i++)
+        got[i] = -7.0f;
+    corral_error err = {0};
+    assert_true(vk_buffer_write(dev, &bp, 0, got, ALL * 4, &err));
+    assert_true(vk_buffer_write(dev, &bo, 0, got, ALL * 4, &err));
+    vk_commands c = begin();
+    vk_op_altup_predict(&c, vk_whole(&bs), vk_whole(&bpc), vk_whole(&bp), E, A, N, STRIDE);
+    vk_op_altup_correct(&c, vk_whole(&bx), vk_whole(&bp), vk_whole(&bcc), vk_whole(&bo), E, A,
+                        N, STRIDE);
+    vk_op_altup_add(&c, vk_whole(&bx), vk_whole(&bo), E, A, N, STRIDE);
+    submit(&c);
+    read_back(&bp, got_pred, ALL * 4);
+    read_back(&bo, got, ALL * 4);
+    assert_close("AltUp predictions", got_pred, want_pred, ALL, 0.0);
+    assert_close("AltUp corrected streams plus the branch", got, want, ALL, 0.0);
+    vk_buffer_free(dev, &bs), vk_buffer_free(dev, &bpc), vk_buffer_free(dev, &bp);
+    vk_buffer_free(dev, &bx), vk_buffer_free(dev, &bcc), vk_buffer_free(dev, &bo);
+    free(streams), free(pred_coef), free(x), free(correct_coef);
+    free(want_pred), free(got_pred), free(want), free(got);
+}
+
+/* The sparse gate over rows of 1001 (not a whole number of workgroups) at gemma3n's cutoff
+ * (1.6448533 standard deviations), one row far from 0 (its mean large beside its spread):
+ * some of each row kept and some zeroed, as gemma3n_sparse_gate leaves them. */
+static void test_sparse_gate(void **state)
+{
+    (void)state;
+    enum { N = 1001, ROWS = 3 };
+    const float std_mul = 1.6448533535003662f;
+    float *x = random_floats(N * ROWS), want[N * ROWS], got[N * ROWS];
+    for (size_t i = 0; i < N; i++)
+        x[2 * N + i] = 20.0f + x[2 * N + i] * 3.0f;
+    memcpy(want, x, sizeof want);
+    for (size_t r = 0; r < ROWS; r++) {
+        gemma3n_sparse_gate(want + r * N, N, std_mul);
+        size_t kept = 0;
+        for (size_t i = 0; i < N; i++)
+            kept += want[r * N + i] > 0.0f;
+        assert_true(kept > 0 && kept < N / 4);
+    }
+    vk_buffer bx = device_buffer(x, sizeof want);
+    vk_commands c = begin();
+    vk_op_sparse_gate(&c, vk_whole(&bx), N, ROWS, std_mul);
+    submit(&c);
+    read_back(&bx, got, sizeof got);
+    assert_close("sparse gate", got, want, N * ROWS, 1e-5);
+    vk_buffer_free(dev, &bx);
+    free(x);
+}
+
+/* Rows of 1001 rescaled to the lengths of rows 7 times longer and to one shorter, as
+ * gemma3n_match_magnitude does. */
+static void test_match_magnitude(void **state)
+{
+    (void)state;
+    enum { N = 1001, ROWS = 3 };
+    float *target = random_floats(N * ROWS), *y = random_floats(N * ROWS);
+    float want[N * ROWS], got[N * ROWS];
+    for (size_t i = 0; i < 2 * N; i++)
+        target[i] *= 7.0f;
+    for (size_t i = 2 * N; i < 3 * N; i++)
+        target[i] *= 0.25f;
+    memcpy(want, y, sizeof want);
+    for (size_t r = 0; r < ROWS; r++)
+        gemma3n_match_magnitude(target + r * N, want + r * N, N);
+    vk_buffer bt = device_buffer(target, sizeof want), by = device_buffer(y, sizeof want);
+    vk_commands c = begin();
+    vk_op_match_magnitude(&c, vk_whole(&bt), vk_whole(&by), N, ROWS);
+    submit(&c);
+    read_back(&by, got, sizeof got);
+    assert_close("rows at the targets' lengths", got, want, N * ROWS, 1e-5);
+    vk_buffer_free(dev, &bt), vk_buffer_free(dev, &by);
+    free(target), free(y);
+}
+
 /* Tokens of two sequences interleaved in batch order, as (sequence, cell) pairs. */
 static void interleaved_tokens(uint32_t *tokens, size_t n)
 {
@@ -2320,6 +2443,10 @@ int main(void)
         cmocka_unit_test(test_mul_rows),
         cmocka_unit_test(test_mul_sigmoid),
         cmocka_unit_test(test_gelu_erf),
+        cmocka_unit_test(test_tanh),
+        cmocka_unit_test(test_altup_predict_and_correct),
+        cmocka_unit_test(test_sparse_gate),
+        cmocka_unit_test(test_match_magnitude),
         cmocka_unit_test(test_delta_conv),
         cmocka_unit_test(test_gated_short_conv),
         cmocka_unit_test(test_mamba2_conv),

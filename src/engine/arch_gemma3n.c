@@ -206,6 +206,13 @@ static float magnitude(const float *x, size_t n)
     return sqrtf((float)sum);
 }
 
+void gemma3n_match_magnitude(const float *target, float *y, size_t n)
+{
+    float want = magnitude(target, n), now = magnitude(y, n);
+    for (size_t i = 0; i < n; i++)
+        y[i] = y[i] * want / now;
+}
+
 /* y = slab s of a stack of [n_embd, n_embd] matrices (altup_proj, altup_unembd_proj) . x */
 static void slab_product(corral_context *ctx, const weight *stack, size_t s, const float *x,
                          float *y)
@@ -218,9 +225,7 @@ static void slab_product(corral_context *ctx, const weight *stack, size_t s, con
     forward_matmul(ctx, &p, 1, x, ctx->n_tokens);
 }
 
-/* Before the first layer: stream 0 is the scaled embedding in ctx->x, stream s its product
- * with altup_proj's slab s - 1, rescaled to the embedding's magnitude. */
-static void altup_streams(corral_context *ctx)
+void gemma3n_altup_streams(corral_context *ctx)
 {
     const corral_model *m = ctx->model;
     size_t n = ctx->n_tokens, E = m->hp.n_embd;
@@ -228,11 +233,8 @@ static void altup_streams(corral_context *ctx)
     for (size_t s = 1; s < m->hp.n_altup; s++) {
         float *y = stream(ctx, ctx->altup, s);
         slab_product(ctx, &m->altup_proj, s - 1, ctx->x, y);
-        for (size_t t = 0; t < n; t++) {
-            float target = magnitude(ctx->x + t * E, E), now = magnitude(y + t * E, E);
-            for (size_t i = 0; i < E; i++)
-                y[t * E + i] = y[t * E + i] * target / now;
-        }
+        for (size_t t = 0; t < n; t++)
+            gemma3n_match_magnitude(ctx->x + t * E, y + t * E, E);
     }
 }
 
@@ -250,8 +252,23 @@ static void router(corral_context *ctx, const layer_weights *l, const float *x, 
         out[i] = tanhf(out[i]);
 }
 
-/* ctx->altup_pred: stream j's prediction, its own value plus the sum over streams i of
- * stream i times coefficient (j, i) of altup_predict_coef . router(stream 0). */
+void gemma3n_altup_predict_rows(const float *streams, size_t stride, const float *coef,
+                                size_t A, size_t E, size_t n, float *pred)
+{
+    for (size_t j = 0; j < A; j++)
+        for (size_t t = 0; t < n; t++) {
+            const float *c = coef + t * A * A + j * A;
+            for (size_t e = t * E; e < (t + 1) * E; e++) {
+                float sum = 0.0f;
+                for (size_t i = 0; i < A; i++)
+                    sum += streams[i * stride + e] * c[i];
+                pred[j * stride + e] = sum + streams[j * stride + e];
+            }
+        }
+}
+
+/* ctx->altup_pred: the streams' predictions, with coefficients altup_predict_coef .
+ * router(stream 0). */
 static void altup_predict(corral_context *ctx, const layer_weights *l)
 {
     size_t n = ctx->n_tokens, E = ctx->model->hp.n_embd, A = ctx->model->hp.n_altup;
@@ -259,25 +276,22 @@ static void altup_predict(corral_context *ctx, const layer_weights *l)
     router(ctx, l, ctx->altup, routed);
     const matrix_product p = {&l->altup_predict_coef, NULL, 0, coef};
     forward_matmul(ctx, &p, 1, routed, n);
-    const float *in[GEMMA3N_MAX_ALTUP];
-    for (size_t i = 0; i < A; i++)
-        in[i] = stream(ctx, ctx->altup, i);
-    for (size_t j = 0; j < A; j++) {
-        float *pred = stream(ctx, ctx->altup_pred, j);
-        for (size_t t = 0; t < n; t++) {
-            const float *c = coef + t * A * A + j * A;
-            for (size_t e = t * E; e < (t + 1) * E; e++) {
-                float sum = 0.0f;
-                for (size_t i = 0; i < A; i++)
-                    sum += in[i][e] * c[i];
-                pred[e] = sum + in[j][e];
-            }
-        }
-    }
+    gemma3n_altup_predict_rows(ctx->altup, ctx->n_batch * E, coef, A, E, n, ctx->altup_pred);
 }
 
-/* The streams become their predictions plus the block's innovation (ctx->x less the active
- * prediction) times 1 + coefficient j of altup_correct_coef . router(ctx->x). */
+void gemma3n_altup_correct_rows(const float *x, const float *pred, size_t stride,
+                                const float *coef, size_t A, size_t E, size_t n, float *streams)
+{
+    for (size_t j = 0; j < A; j++)
+        for (size_t t = 0; t < n; t++) {
+            float c = coef[t * A + j] + 1.0f;
+            for (size_t i = t * E; i < (t + 1) * E; i++)
+                streams[j * stride + i] = (x[i] - pred[i]) * c + pred[j * stride + i];
+        }
+}
+
+/* The streams corrected by the block's output in ctx->x, with coefficients
+ * altup_correct_coef . router(ctx->x). */
 static void altup_correct(corral_context *ctx, const layer_weights *l)
 {
     size_t n = ctx->n_tokens, E = ctx->model->hp.n_embd, A = ctx->model->hp.n_altup;
@@ -285,16 +299,8 @@ static void altup_correct(corral_context *ctx, const layer_weights *l)
     router(ctx, l, ctx->x, routed);
     const matrix_product p = {&l->altup_correct_coef, NULL, 0, coef};
     forward_matmul(ctx, &p, 1, routed, n);
-    const float *active = ctx->altup_pred;
-    for (size_t j = 0; j < A; j++) {
-        float *out = stream(ctx, ctx->altup, j);
-        const float *pred = stream(ctx, ctx->altup_pred, j);
-        for (size_t t = 0; t < n; t++) {
-            float c = coef[t * A + j] + 1.0f;
-            for (size_t i = t * E; i < (t + 1) * E; i++)
-                out[i] = (ctx->x[i] - active[i]) * c + pred[i];
-        }
-    }
+    gemma3n_altup_correct_rows(ctx->x, ctx->altup_pred, ctx->n_batch * E, coef, A, E, n,
+                               ctx->altup);
 }
 
 /* ctx->branch = xn + norm(laurel_r . laurel_l . xn) */
@@ -310,9 +316,7 @@ static void laurel(corral_context *ctx, const layer_weights *l)
         ctx->branch[i] += ctx->xn[i];
 }
 
-/* In place: relu(x - (mean + std_mul * std)) over a row, the standard deviation unbiased,
- * each sum in double as ggml's. */
-static void gaussian_top_k(float *x, size_t n, float std_mul)
+void gemma3n_sparse_gate(float *x, size_t n, float std_mul)
 {
     double sum = 0.0;
     for (size_t i = 0; i < n; i++)
@@ -343,7 +347,7 @@ static void gemma3n_ffn(corral_context *ctx, uint32_t il)
         forward_layer_product(ctx, il, LM_UP, &l->ffn_up, ctx->up)};
     forward_matmul(ctx, gate_up, 2, ctx->xn, n);
     for (size_t t = 0; t < n; t++)
-        gaussian_top_k(ctx->gate + t * F, F, l->sparsity_std_mul);
+        gemma3n_sparse_gate(ctx->gate + t * F, F, l->sparsity_std_mul);
     block_geglu(ctx->gate, ctx->up, n * F);
     const matrix_product down = forward_layer_product(ctx, il, LM_DOWN, &l->ffn_down, ctx->xn);
     forward_matmul(ctx, &down, 1, ctx->gate, n);
@@ -361,12 +365,8 @@ static void altup_merge(corral_context *ctx)
                      stream(ctx, ctx->altup_pred, s));
     float inv = 1.0f / (float)A;
     for (size_t t = 0; t < n; t++) {
-        float target = magnitude(active + t * E, E);
-        for (size_t s = 1; s < A; s++) {
-            float *y = stream(ctx, ctx->altup_pred, s) + t * E, now = magnitude(y, E);
-            for (size_t i = 0; i < E; i++)
-                y[i] = y[i] * target / now;
-        }
+        for (size_t s = 1; s < A; s++)
+            gemma3n_match_magnitude(active + t * E, stream(ctx, ctx->altup_pred, s) + t * E, E);
         for (size_t i = 0; i < E; i++) {
             float sum = active[t * E + i];
             for (size_t s = 1; s < A; s++)
@@ -383,7 +383,7 @@ static void layer_gemma3n(corral_context *ctx, uint32_t il)
     size_t n = ctx->n_tokens, E = m->hp.n_embd;
     if (il == 0) {
         gemma4_per_layer_inputs(ctx);
-        altup_streams(ctx);
+        gemma3n_altup_streams(ctx);
     }
     altup_predict(ctx, l);
     const float *active = ctx->altup_pred;

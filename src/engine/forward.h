@@ -276,6 +276,23 @@ void layer_pre_norm_hybrid(corral_context *ctx, uint32_t il, layer_mixer recurre
 void gemma4_attention(corral_context *ctx, uint32_t il);
 void gemma4_per_layer_inputs(corral_context *ctx);
 void gemma4_per_layer_branch(corral_context *ctx, uint32_t il, const float *in);
+/* gemma3n's arithmetic between its products (arch_gemma3n.c), the reference of the device's
+ * ops. Streams are A blocks of n tokens' rows of E floats, `stride` floats apart.
+ * gemma3n_altup_predict_rows: pred[j] = stream j + the sum over streams i of stream i times
+ * coef[t][j * A + i] (coef: a row of A * A per token). gemma3n_altup_correct_rows: stream j =
+ * (x - pred[0]) * (coef[t][j] + 1) + pred[j] (coef: a row of A per token).
+ * gemma3n_match_magnitude: y rescaled to target's Euclidean length. gemma3n_sparse_gate: in
+ * place, relu(x - (mean + std_mul * std)) over a row of n, the standard deviation unbiased. */
+void gemma3n_altup_predict_rows(const float *streams, size_t stride, const float *coef,
+                                size_t A, size_t E, size_t n, float *pred);
+void gemma3n_altup_correct_rows(const float *x, const float *pred, size_t stride,
+                                const float *coef, size_t A, size_t E, size_t n, float *streams);
+void gemma3n_match_magnitude(const float *target, float *y, size_t n);
+void gemma3n_sparse_gate(float *x, size_t n, float std_mul);
+/* Before gemma3n's first layer: ctx->altup's stream 0 the scaled embeddings in ctx->x, stream
+ * s their product with altup_proj's slab s - 1 rescaled to their length (the device's layers
+ * take the streams so made). */
+void gemma3n_altup_streams(corral_context *ctx);
 /* layer_pre_norm where the layer has an ffn_norm; else h = norm(x); x += attn(h); x += ffn(h)
  * (stablelm 2 12B's parallel residual; ARCH_FFN_NORM_OPTIONAL keeps h in ctx->branch). */
 void layer_pre_norm_or_parallel(corral_context *ctx, uint32_t il);

@@ -269,6 +269,9 @@ static const char *const pipeline_shader[VK_PIPE_COUNT] = {
     [VK_PIPE_SWIGLU_QUANTIZE] = "swiglu_quantize.spv",
     [VK_PIPE_AUDIO_ATTENTION] = "audio_attention.spv",
     [VK_PIPE_AUDIO_CONV] = "audio_conv.spv",
+    [VK_PIPE_ALTUP] = "altup.spv",
+    [VK_PIPE_SPARSE_GATE] = "sparse_gate.spv",
+    [VK_PIPE_MATCH_MAGNITUDE] = "match_magnitude.spv",
 };
 
 static const vk_shader_code *shader_named(const char *name)

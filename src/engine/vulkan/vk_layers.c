@@ -9,7 +9,10 @@
  * a SwiGLU, GeGLU or GELU FFN;
  * gemma4's sandwich-normed block with each layer's own head width, KV heads, FFN width and
  * RoPE, its per-layer token inputs' branch, and its shared KV layers attending over their
- * source layer's cache), their weights uploaded at creation,
+ * source layer's cache); gemma3n's, that block inside AltUp's streams (predicted before and
+ * corrected after each layer, the streams carried between layers and the CPU instead of the
+ * hidden state, merged after the last layer) with the laurel branch beside its attention and
+ * its first layers' sparse FFN gates), their weights uploaded at creation,
  * their F16 or F32 cache on the device, and a micro-batch's pass submitted once: recorded the
  * first time its shape comes (vk_graphs.h), submitted as recorded when it comes again.
  * On full layers every position has its own cell; sliding layers hold the cells the CPU's
@@ -57,6 +60,9 @@ enum { MAX_PARTS = 64 };
  * it, so that a recorded pass serves text and images alike. */
 enum { TOKEN_WORDS = 3 };
 
+/* gemma3n's AltUp streams the device takes (the CPU's reader takes as many). */
+enum { MAX_ALTUP = 16 };
+
 typedef struct gpu_weight {
     vk_buffer buf; /* no buffer: the model has no such tensor; else its (first) part */
     vk_buffer *more; /* a split matrix's further parts, n_parts - 1 of them */
@@ -77,6 +83,10 @@ typedef struct gpu_layer {
     /* gemma4's around its experts: the router's input scale, the experts' input norm, the
      * dense and the experts' output norms */
     gpu_weight ffn_gate_inp_s, ffn_pre_norm_2, ffn_post_norm_1, ffn_post_norm_2;
+    /* gemma3n's AltUp router, predict and correct coefficients and correction scale, and its
+     * laurel branch */
+    gpu_weight altup_router_norm, altup_router, altup_predict_coef, altup_correct_coef;
+    gpu_weight altup_correct_scale, laurel_l, laurel_r, laurel_post_norm;
     /* none on a shared KV layer, which reads its source's; a cross-attention layer's hold
      * each sequence's image (cross_cells cells a sequence), once one came */
     vk_buffer k_cache, v_cache;
@@ -122,6 +132,12 @@ struct gpu_layers {
     /* gemma4's per-layer token inputs: every layer's for each token (ctx->per_layer_in), the
      * layer's gate and its own inputs gathered */
     vk_buffer io_per_layer, per_layer_gate, per_layer_in;
+    /* gemma3n: the AltUp streams (n_altup blocks of n_batch rows), as the CPU hands them
+     * over (io_streams) and on the device, their predictions, the router's outputs and the
+     * coefficients made of them, the laurel branch's low-rank rows, and altup_unembd_proj's
+     * slabs (one matrix each, n_altup - 1) */
+    vk_buffer io_streams, streams, pred, altup_routed, altup_coef, laurel;
+    gpu_weight altup_unembd[MAX_ALTUP - 1];
     vk_buffer gelu_table; /* GeGLU and GELU FFNs: the CPU's fp16 table (vk_op_gelu) */
     vk_buffer alibi_slopes; /* ALiBi's slope per query head (the model's), where it has them */
     /* head_dim_k ones: the unit weight of per-head q/k LayerNorms (ARCH_QK_NORM_HEADS), whose
@@ -191,12 +207,18 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
     bool mllama = m->arch == &arch_mllama;
     /* jina-bert-v2's is the post-norm block, with jina-v2-code's second norm (record_layer) */
     bool jina = m->arch == &arch_jina_bert_v2;
+    /* gemma3n's is gemma4's attention and GeGLU FFN inside AltUp (record_gemma3n_layer) */
+    bool gemma3n = m->arch == &arch_gemma3n;
+    if (gemma3n && hp->n_altup > MAX_ALTUP)
+        return "more AltUp streams than the device takes";
+    if (gemma3n && !weight_supported(&m->altup_unembd_proj))
+        return "a weight type the device kernels lack, or a LoRA adapter";
     if (m->arch->tensors & ARCH_ATTN_OUT_GATE)
         return "a softplus gate on the attention's output (laguna)";
     for (uint32_t il = 0; il < hp->n_layer; il++)
         if (m->layers[il].n_head != hp->n_head)
             return "query head counts that differ by layer";
-    if (!mla && !gemma4 && !qwen35 && !lfm2 && !mamba2 && !mllama && !jina &&
+    if (!mla && !gemma4 && !gemma3n && !qwen35 && !lfm2 && !mamba2 && !mllama && !jina &&
         ((block != layer_pre_norm && block != layer_sandwich_norm &&
           block != layer_normed_branches && block != layer_parallel &&
           block != layer_post_norm && block != layer_pre_norm_or_parallel) ||
@@ -235,6 +257,9 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
             return "attention sinks beside ALiBi";
         if (l->chunked)
             return "chunked attention";
+        /* the gate's standard deviation divides by its width less one */
+        if (l->sparse_gate && l->ffn_gate.n_out < 2)
+            return "a sparse FFN gate narrower than two values";
         if (l->l2_qk)
             return "L2-normed q and k";
         if (hp->attn_temp_scale != 0.0f && l->no_attn_temp)
@@ -245,7 +270,9 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
         const weight *ws[] = {&l->wq,    &l->wk,    &l->wv,   &l->wo,  &l->ffn_gate,
                               &l->ffn_up, &l->ffn_down, &l->wq_a, &l->wkv_a, &l->wk_b,
                               &l->wv_b, &l->ssm_qkv, &l->ssm_z, &l->ssm_alpha, &l->ssm_beta,
-                              &l->ssm_out, &l->ssm_in, &l->ssm_ba};
+                              &l->ssm_out, &l->ssm_in, &l->ssm_ba, &l->inp_gate,
+                              &l->per_layer_proj, &l->altup_router, &l->altup_predict_coef,
+                              &l->altup_correct_coef, &l->laurel_l, &l->laurel_r};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
             if (!weight_supported(ws[i]))
                 return "a weight type the device kernels lack, or a LoRA adapter";
@@ -423,7 +450,10 @@ static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint
                           &l->wq_a, &l->q_a_norm, &l->wkv_a, &l->kv_a_norm, &l->wk_b, &l->wv_b,
                           &l->attn_norm_2, &l->attn_norm_2_b, &l->inp_gate, &l->per_layer_proj,
                           &l->per_layer_post_norm, &l->ffn_gate_inp_s, &l->ffn_pre_norm_2,
-                          &l->ffn_post_norm_1, &l->ffn_post_norm_2};
+                          &l->ffn_post_norm_1, &l->ffn_post_norm_2, &l->altup_router_norm,
+                          &l->altup_router, &l->altup_predict_coef, &l->altup_correct_coef,
+                          &l->altup_correct_scale, &l->laurel_l, &l->laurel_r,
+                          &l->laurel_post_norm};
     vk_cache_shape ks = cache_shape(g, ctx, il, false), vs = cache_shape(g, ctx, il, true);
     uint64_t sum = 0;
     if (l->recurrent) {
@@ -640,7 +670,10 @@ static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
                             &l->wkv_a, &l->kv_a_norm, &l->wk_b, &l->attn_norm_2,
                             &l->attn_norm_2_b, &l->inp_gate, &l->per_layer_proj,
                             &l->per_layer_post_norm, &l->ffn_gate_inp_s, &l->ffn_pre_norm_2,
-                            &l->ffn_post_norm_1, &l->ffn_post_norm_2};
+                            &l->ffn_post_norm_1, &l->ffn_post_norm_2, &l->altup_router_norm,
+                            &l->altup_router, &l->altup_predict_coef, &l->altup_correct_coef,
+                            &l->altup_correct_scale, &l->laurel_l, &l->laurel_r,
+                            &l->laurel_post_norm};
     gpu_weight *to[] = {&gl->attn_norm, &gl->wq, &gl->wk, &gl->wv, &gl->wo, &gl->ffn_norm,
                         &gl->gate, &gl->up, &gl->down, &gl->bq, &gl->bk, &gl->bv,
                         &gl->q_norm, &gl->k_norm, &gl->q_norm_b, &gl->k_norm_b,
@@ -650,7 +683,10 @@ static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
                         &gl->wq_a, &gl->q_a_norm, &gl->wkv_a, &gl->kv_a_norm, &gl->wk_b,
                         &gl->attn_norm_2, &gl->attn_norm_2_b, &gl->inp_gate,
                         &gl->per_layer_proj, &gl->per_layer_post_norm, &gl->ffn_gate_inp_s,
-                        &gl->ffn_pre_norm_2, &gl->ffn_post_norm_1, &gl->ffn_post_norm_2};
+                        &gl->ffn_pre_norm_2, &gl->ffn_post_norm_1, &gl->ffn_post_norm_2,
+                        &gl->altup_router_norm, &gl->altup_router, &gl->altup_predict_coef,
+                        &gl->altup_correct_coef, &gl->altup_correct_scale, &gl->laurel_l,
+                        &gl->laurel_r, &gl->laurel_post_norm};
     for (size_t i = 0; i < sizeof from / sizeof from[0]; i++)
         if (!cross_projection(l, from[i]) && !upload(g, from[i], to[i], err))
             return false;
@@ -736,12 +772,12 @@ static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error
     bool dense_and_experts = hp->n_expert && (ctx->model->arch->tensors & ARCH_DENSE_AND_EXPERTS);
     if (ok && ((ctx->model->arch->tensors &
                 (ARCH_PARALLEL | ARCH_FFN_NORM_OPTIONAL | ARCH_ATTN_NORM_2)) ||
-               dense_and_experts))
+               dense_and_experts || hp->n_altup))
         ok = buffer(g, nb * hp->n_embd * f, false, &g->branch, err);
     if (ok && dense_and_experts)
         ok = buffer(g, nb * hp->n_embd * f, false, &g->router_in, err);
     if (ok && ((ctx->model->arch->tensors & ARCH_QK_NORM_HEADS) ||
-               ctx->model->arch == &arch_gemma4 || hp->ssm_mamba2)) {
+               ctx->model->arch == &arch_gemma4 || hp->n_altup || hp->ssm_mamba2)) {
         /* a head's width, or a Mamba2 layer's group of channels, whichever is wider */
         uint64_t group = hp->ssm_mamba2 ? value_width / hp->ssm_k_heads : 0;
         uint64_t n_ones = hp->head_dim_k > group ? hp->head_dim_k : group;
@@ -767,6 +803,21 @@ static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error
         ok = buffer(g, nb * hp->n_layer * P * f, true, &g->io_per_layer, err) &&
              buffer(g, nb * P * f, false, &g->per_layer_gate, err) &&
              buffer(g, nb * P * f, false, &g->per_layer_in, err);
+    }
+    if (ok && hp->n_altup) {
+        uint64_t A = hp->n_altup, streams = A * nb * hp->n_embd * f;
+        ok = buffer(g, streams, true, &g->io_streams, err) &&
+             buffer(g, streams, false, &g->streams, err) &&
+             buffer(g, streams, false, &g->pred, err) &&
+             buffer(g, nb * A * f, false, &g->altup_routed, err) &&
+             buffer(g, nb * A * A * f, false, &g->altup_coef, err) &&
+             buffer(g, nb * hp->laurel_rank * f, false, &g->laurel, err);
+        for (uint32_t s = 1; ok && s < hp->n_altup; s++) {
+            weight slab = ctx->model->altup_unembd_proj;
+            slab.data = (const uint8_t *)slab.data + (size_t)(s - 1) * hp->n_embd * slab.row_bytes;
+            slab.n_out = hp->n_embd;
+            ok = upload(g, &slab, &g->altup_unembd[s - 1], err);
+        }
     }
     if (ok && (ctx->model->arch->ffn == FFN_GELU || ctx->model->arch->ffn == FFN_GEGLU))
         ok = buffer(g, VK_GELU_TABLE_BYTES, false, &g->gelu_table, err) &&
@@ -954,7 +1005,10 @@ void gpu_layers_free(gpu_layers *g)
                             &l->wkv_a, &l->kv_a_norm, &l->wk_b, &l->wv_b, &l->attn_norm_2,
                             &l->attn_norm_2_b, &l->inp_gate, &l->per_layer_proj,
                             &l->per_layer_post_norm, &l->ffn_gate_inp_s, &l->ffn_pre_norm_2,
-                            &l->ffn_post_norm_1, &l->ffn_post_norm_2};
+                            &l->ffn_post_norm_1, &l->ffn_post_norm_2, &l->altup_router_norm,
+                            &l->altup_router, &l->altup_predict_coef, &l->altup_correct_coef,
+                            &l->altup_correct_scale, &l->laurel_l, &l->laurel_r,
+                            &l->laurel_post_norm};
         for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++)
             free_weight(dev, ws[k]);
         gpu_weight *ssm[] = {&l->ssm_qkv, &l->ssm_z, &l->ssm_alpha, &l->ssm_beta, &l->ssm_dt,
@@ -984,7 +1038,11 @@ void gpu_layers_free(gpu_layers *g)
                          &g->io_per_layer, &g->per_layer_gate, &g->per_layer_in,
                          &g->router_in, &g->delta_qkv, &g->delta_z, &g->delta_alpha,
                          &g->delta_beta, &g->delta_out, &g->q_gate, &g->attn_gate,
-                         &g->io_cross_tokens, &g->io_cross_mask};
+                         &g->io_cross_tokens, &g->io_cross_mask, &g->io_streams,
+                         &g->streams, &g->pred, &g->altup_routed, &g->altup_coef,
+                         &g->laurel};
+    for (size_t k = 0; k < MAX_ALTUP - 1; k++)
+        free_weight(dev, &g->altup_unembd[k]);
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
         if (bufs[k]->buffer)
             vk_buffer_free(dev, bufs[k]);
@@ -1196,7 +1254,8 @@ static void record_attention(gpu_layers *g, const corral_context *ctx, uint32_t 
         if (own_kv)
             norm_spans(g, &gl->k_norm, &g->k, k_width, n, hp->norm_eps);
     }
-    if (own_kv && m->arch == &arch_gemma4) /* gemma4_attention's unweighted value norms */
+    /* gemma4_attention's unweighted value norms (gemma3n's too) */
+    if (own_kv && (m->arch == &arch_gemma4 || m->arch == &arch_gemma3n))
         vk_op_rmsnorm(c, vk_whole(&g->ones), vk_whole(&g->v), vk_whole(&g->v), l->head_dim_v,
                       n * l->n_head_kv, hp->norm_eps);
     /* the keys are turned as they are stored */
@@ -1620,6 +1679,116 @@ static void record_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
     }
 }
 
+/* ---- gemma3n (arch_gemma3n.c's layer_gemma3n) ---- */
+
+/* The n rows of g->streams' stream 0, or of g->x, through layer il's AltUp router into
+ * altup_routed (tanh(altup_router . (norm(in) / E))), then through `coef` into altup_coef. */
+static void altup_coefficients(gpu_layers *g, const corral_context *ctx, uint32_t il,
+                               vk_buffer *in, const gpu_weight *coef, uint32_t n)
+{
+    const hparams *hp = &ctx->model->hp;
+    gpu_layer *gl = &g->layers[il - g->first];
+    vk_commands *c = &g->cmd;
+    uint32_t E = hp->n_embd, A = hp->n_altup;
+    vk_op_rmsnorm(c, vk_whole(&gl->altup_router_norm.buf), vk_whole(in), vk_whole(&g->xn), E, n,
+                  hp->norm_eps);
+    vk_op_binary(c, VK_SCALE, vk_whole(&g->xn), (vk_span){0}, n * E, 0, 1.0f / (float)E);
+    matmul(g, &gl->altup_router, &g->xn, &g->altup_routed, n);
+    vk_op_binary(c, VK_TANH, vk_whole(&g->altup_routed), (vk_span){0}, n * A, 0, 0.0f);
+    matmul(g, coef, &g->altup_routed, &g->altup_coef, n);
+}
+
+/* g->xn becomes layer il's GeGLU FFN over g->xn, its gate sparsified first where the layer
+ * says (gemma3n_ffn). */
+static void record_gemma3n_ffn(gpu_layers *g, const corral_context *ctx, uint32_t il,
+                               uint32_t n)
+{
+    const layer_weights *l = &ctx->model->layers[il];
+    gpu_layer *gl = &g->layers[il - g->first];
+    uint32_t F = gl->gate.n_out;
+    matmul(g, &gl->gate, &g->xn, &g->gate, n);
+    matmul(g, &gl->up, &g->xn, &g->up, n);
+    if (l->sparse_gate)
+        vk_op_sparse_gate(&g->cmd, vk_whole(&g->gate), F, n, l->sparsity_std_mul);
+    vk_op_gelu(&g->cmd, vk_whole(&g->gelu_table), vk_whole(&g->gate), vk_whole(&g->up), n * F);
+    matmul(g, &gl->down, &g->gate, &g->xn, n);
+}
+
+/* After the last layer: g->x = the mean of stream 0 and, for s > 0, altup_unembd_proj's slab
+ * s - 1 . stream s rescaled to stream 0's length (altup_merge), summed in the CPU's order. */
+static void record_altup_merge(gpu_layers *g, const corral_context *ctx, uint32_t n)
+{
+    const hparams *hp = &ctx->model->hp;
+    vk_commands *c = &g->cmd;
+    uint32_t E = hp->n_embd, stride = ctx->n_batch * E;
+    copy_rows(g, &g->streams, &g->x, n, E, 0, E, 0, E);
+    for (uint32_t s = 1; s < hp->n_altup; s++) {
+        copy_rows(g, &g->streams, &g->xn, n, E, s * stride, E, 0, E);
+        matmul(g, &g->altup_unembd[s - 1], &g->xn, &g->branch, n);
+        vk_op_match_magnitude(c, vk_whole(&g->streams), vk_whole(&g->branch), E, n);
+        vk_op_binary(c, VK_ADD, vk_whole(&g->x), vk_whole(&g->branch), n * E, n * E, 0.0f);
+    }
+    vk_op_binary(c, VK_SCALE, vk_whole(&g->x), (vk_span){0}, n * E, 0,
+                 1.0f / (float)hp->n_altup);
+}
+
+/* Layer il over the streams in g->streams: predict them, run the block on the active
+ * prediction (the laurel branch beside the attention, the two averaged by 1/sqrt(2) with the
+ * attention's residual, then the FFN and its residual, in g->x), correct the streams by the
+ * block's output, and add the per-layer input branch of the corrected active stream to the
+ * others; after the last layer the streams merged into g->x. */
+static void record_gemma3n_layer(gpu_layers *g, const corral_context *ctx, uint32_t il,
+                                 uint32_t n)
+{
+    const corral_model *m = ctx->model;
+    const hparams *hp = &m->hp;
+    gpu_layer *gl = &g->layers[il - g->first];
+    vk_commands *c = &g->cmd;
+    uint32_t E = hp->n_embd, A = hp->n_altup, stride = ctx->n_batch * E, count = n * E;
+    vk_span active = {g->pred.buffer, 0, (VkDeviceSize)count * sizeof(float)};
+
+    altup_coefficients(g, ctx, il, &g->streams, &gl->altup_predict_coef, n);
+    vk_op_altup_predict(c, vk_whole(&g->streams), vk_whole(&g->altup_coef), vk_whole(&g->pred),
+                        E, A, n, stride);
+    vk_op_rmsnorm(c, vk_whole(&gl->attn_norm.buf), active, vk_whole(&g->xn), E, n,
+                  hp->norm_eps);
+    /* laurel: branch = xn + norm(laurel_r . laurel_l . xn) */
+    matmul(g, &gl->laurel_l, &g->xn, &g->laurel, n);
+    matmul(g, &gl->laurel_r, &g->laurel, &g->branch, n);
+    vk_op_rmsnorm(c, vk_whole(&gl->laurel_post_norm.buf), vk_whole(&g->branch),
+                  vk_whole(&g->branch), E, n, hp->norm_eps);
+    vk_op_binary(c, VK_ADD, vk_whole(&g->branch), vk_whole(&g->xn), count, count, 0.0f);
+    record_attention(g, ctx, il, &g->xn, n);
+    post_norm(g, hp, &gl->post_attn_norm, n);
+    vk_op_binary(c, VK_ADD, vk_whole(&g->xn), active, count, count, 0.0f);
+    vk_op_binary(c, VK_ADD, vk_whole(&g->xn), vk_whole(&g->branch), count, count, 0.0f);
+    vk_op_binary(c, VK_SCALE, vk_whole(&g->xn), (vk_span){0}, count, 0, 1.0f / sqrtf(2.0f));
+    copy_rows(g, &g->xn, &g->x, n, E, 0, E, 0, E);
+    vk_op_rmsnorm(c, vk_whole(&gl->ffn_norm.buf), vk_whole(&g->x), vk_whole(&g->xn), E, n,
+                  hp->norm_eps);
+    record_gemma3n_ffn(g, ctx, il, n);
+    post_norm(g, hp, &gl->post_ffn_norm, n);
+    residual(g, hp, n);
+    altup_coefficients(g, ctx, il, &g->x, &gl->altup_correct_coef, n);
+    vk_op_altup_correct(c, vk_whole(&g->x), vk_whole(&g->pred), vk_whole(&g->altup_coef),
+                        vk_whole(&g->streams), E, A, n, stride);
+    /* the per-layer input branch (gemma4_per_layer_branch) on the corrected active stream
+     * times altup_correct_scale, added to the other streams */
+    uint32_t P = hp->n_embd_per_layer, all = P * hp->n_layer;
+    copy_rows(g, &g->streams, &g->xn, n, E, 0, E, 0, E);
+    vk_op_binary(c, VK_MUL, vk_whole(&g->xn), vk_whole(&gl->altup_correct_scale.buf), count, E,
+                 0.0f);
+    matmul(g, &gl->inp_gate, &g->xn, &g->per_layer_gate, n);
+    copy_rows(g, &g->io_per_layer, &g->per_layer_in, n, P, il * P, all, 0, P);
+    vk_op_gelu(c, vk_whole(&g->gelu_table), vk_whole(&g->per_layer_gate),
+               vk_whole(&g->per_layer_in), n * P);
+    matmul(g, &gl->per_layer_proj, &g->per_layer_gate, &g->xn, n);
+    post_norm(g, hp, &gl->per_layer_post_norm, n);
+    vk_op_altup_add(c, vk_whole(&g->xn), vk_whole(&g->streams), E, A, n, stride);
+    if (il + 1 == hp->n_layer)
+        record_altup_merge(g, ctx, n);
+}
+
 /* x += tanh(gate) * xn on the tokens that see their sequence's image (io_cross_mask's 1s);
  * the others' x stays as it was, plus zeros. */
 static void gated_residual(gpu_layers *g, const hparams *hp, const weight *gate, uint32_t n)
@@ -1705,8 +1874,10 @@ static void sync_windows(gpu_layers *g, const corral_context *ctx)
     }
 }
 
-/* A copy between buffers with the barriers around it that the compute work needs. */
-static void copy(vk_commands *c, vk_buffer *from, vk_buffer *to, VkDeviceSize bytes)
+/* Regions of a copy between buffers with the barriers around it that the compute work
+ * needs. */
+static void copy_regions(vk_commands *c, vk_buffer *from, vk_buffer *to,
+                         const VkBufferCopy *regions, uint32_t n_regions)
 {
     VkMemoryBarrier before = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                               .srcAccessMask = VK_ACCESS_HOST_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT,
@@ -1716,11 +1887,17 @@ static void copy(vk_commands *c, vk_buffer *from, vk_buffer *to, VkDeviceSize by
                              .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_HOST_READ_BIT};
     vk.vkCmdPipelineBarrier(c->cmd, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                             VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &before, 0, NULL, 0, NULL);
-    VkBufferCopy region = {0, 0, bytes};
-    vk.vkCmdCopyBuffer(c->cmd, from->buffer, to->buffer, 1, &region);
+    vk.vkCmdCopyBuffer(c->cmd, from->buffer, to->buffer, n_regions, regions);
     vk.vkCmdPipelineBarrier(c->cmd, VK_PIPELINE_STAGE_TRANSFER_BIT,
                             VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_HOST_BIT, 0,
                             1, &after, 0, NULL, 0, NULL);
+}
+
+/* A copy of the first `bytes` of a buffer (copy_regions). */
+static void copy(vk_commands *c, vk_buffer *from, vk_buffer *to, VkDeviceSize bytes)
+{
+    VkBufferCopy region = {0, 0, bytes};
+    copy_regions(c, from, to, &region, 1);
 }
 
 /* The output layer on the n_out rows of x (of n) that out_ids names, into the logits buffer.
@@ -1759,10 +1936,21 @@ static void record_pass(gpu_layers *g, const corral_context *ctx, const vk_graph
     const hparams *hp = &ctx->model->hp;
     uint32_t n = key->n_tokens;
     size_t x_bytes = (size_t)n * hp->n_embd * sizeof(float);
-    copy(&g->cmd, &g->io_x, &g->x, x_bytes);
+    if (hp->n_altup) { /* gemma3n's layers take the streams: each one's n rows */
+        VkBufferCopy regions[MAX_ALTUP];
+        for (uint32_t s = 0; s < hp->n_altup; s++) {
+            VkDeviceSize at = (VkDeviceSize)s * ctx->n_batch * hp->n_embd * sizeof(float);
+            regions[s] = (VkBufferCopy){at, at, x_bytes};
+        }
+        copy_regions(&g->cmd, &g->io_streams, &g->streams, regions, hp->n_altup);
+    } else {
+        copy(&g->cmd, &g->io_x, &g->x, x_bytes);
+    }
     g->residual_pending = false;
     for (uint32_t il = g->first; il < g->n_layer; il++)
-        if (!ctx->model->layers[il].cross_attn)
+        if (hp->n_altup)
+            record_gemma3n_layer(g, ctx, il, n);
+        else if (!ctx->model->layers[il].cross_attn)
             record_layer(g, ctx, il, n);
         else if (g->cross_cells) /* else no image yet: nothing to attend to */
             record_cross_layer(g, ctx, il, n);
@@ -1831,7 +2019,15 @@ bool gpu_forward(gpu_layers *g, corral_context *ctx, size_t begin, bool *logits_
         memcpy(g->io_per_layer.mapped, ctx->per_layer_in,
                (size_t)n * hp->n_layer * hp->n_embd_per_layer * sizeof(float));
     }
-    memcpy(g->io_x.mapped, ctx->x, x_bytes);
+    if (hp->n_altup) { /* gemma3n's streams, which the CPU's first layer makes likewise */
+        if (g->first == 0)
+            gemma3n_altup_streams(ctx);
+        size_t stride = (size_t)ctx->n_batch * hp->n_embd;
+        for (uint32_t s = 0; s < hp->n_altup; s++)
+            memcpy((float *)g->io_streams.mapped + s * stride, ctx->altup + s * stride, x_bytes);
+    } else {
+        memcpy(g->io_x.mapped, ctx->x, x_bytes);
+    }
 
     /* the tokens that asked for logits, in batch order: their rows follow the chunk's first */
     bool encoder = m->arch->tensors & ARCH_ENCODER; /* no logits */

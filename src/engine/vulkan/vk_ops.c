@@ -783,3 +783,44 @@ void vk_op_audio_conv(vk_commands *c, vk_span x, vk_span kernels, vk_span out,
     vk_span spans[VK_BINDINGS] = {[0] = x, [1] = kernels, [4] = out};
     record(c, VK_PIPE_AUDIO_CONV, spans, &p, sizeof p, (n_rows * channels + 255) / 256, 1, 1);
 }
+
+void vk_op_altup_predict(vk_commands *c, vk_span streams, vk_span coef, vk_span pred,
+                         uint32_t n, uint32_t n_altup, uint32_t n_tokens, uint32_t stride)
+{
+    struct { uint32_t n, n_altup, n_tokens, stride, op; } p = {n, n_altup, n_tokens, stride, 0};
+    vk_span spans[VK_BINDINGS] = {[0] = coef, [1] = streams, [4] = pred};
+    record(c, VK_PIPE_ALTUP, spans, &p, sizeof p, stride_groups(n * n_tokens, 256), 1, 1);
+}
+
+void vk_op_altup_correct(vk_commands *c, vk_span x, vk_span pred, vk_span coef,
+                         vk_span streams, uint32_t n, uint32_t n_altup, uint32_t n_tokens,
+                         uint32_t stride)
+{
+    struct { uint32_t n, n_altup, n_tokens, stride, op; } p = {n, n_altup, n_tokens, stride, 1};
+    vk_span spans[VK_BINDINGS] = {[0] = coef, [1] = pred, [2] = x, [4] = streams};
+    record(c, VK_PIPE_ALTUP, spans, &p, sizeof p, stride_groups(n * n_tokens, 256), 1, 1);
+}
+
+void vk_op_altup_add(vk_commands *c, vk_span x, vk_span streams, uint32_t n, uint32_t n_altup,
+                     uint32_t n_tokens, uint32_t stride)
+{
+    struct { uint32_t n, n_altup, n_tokens, stride, op; } p = {n, n_altup, n_tokens, stride, 2};
+    vk_span spans[VK_BINDINGS] = {[2] = x, [4] = streams};
+    record(c, VK_PIPE_ALTUP, spans, &p, sizeof p, stride_groups(n * n_tokens, 256), 1, 1);
+}
+
+void vk_op_sparse_gate(vk_commands *c, vk_span x, uint32_t n, uint32_t rows, float std_mul)
+{
+    assert(n > 1);
+    struct { uint32_t n; float std_mul; } p = {n, std_mul};
+    vk_span spans[VK_BINDINGS] = {[4] = x};
+    record(c, VK_PIPE_SPARSE_GATE, spans, &p, sizeof p, rows, 1, 1);
+}
+
+void vk_op_match_magnitude(vk_commands *c, vk_span target, vk_span y, uint32_t n,
+                           uint32_t rows)
+{
+    struct { uint32_t n; } p = {n};
+    vk_span spans[VK_BINDINGS] = {[0] = target, [4] = y};
+    record(c, VK_PIPE_MATCH_MAGNITUDE, spans, &p, sizeof p, rows, 1, 1);
+}

@@ -282,12 +282,13 @@ void vk_op_gelu(vk_commands *c, vk_span table, vk_span x, vk_span up, uint32_t n
  * up in `table` (a copy of vision_gelu_quick_f16_table) for every x. */
 void vk_op_gelu_quick(vk_commands *c, vk_span table, vk_span x, vk_span up, uint32_t n);
 
+/* The shader's op numbers (binary.comp; 7 is vk_op_clamp's). */
 enum vk_binary { VK_ADD, VK_MUL, VK_SCALE, VK_MUL_ROWS, VK_RELU_SQR, VK_MUL_SIGMOID,
-                 VK_GELU_ERF };
+                 VK_GELU_ERF, VK_TANH = 8 };
 /* In place over n floats: x += y, x *= y (y repeating every y_n floats), x *= scale,
  * x *= y[i / y_n] (a value per row of y_n floats), x = relu(x)² (y unread),
- * x *= sigmoid(y) (y repeating every y_n floats), or x = gelu(x) by erf (y unread; erf
- * within 1.5e-7). */
+ * x *= sigmoid(y) (y repeating every y_n floats), x = gelu(x) by erf (y unread; erf
+ * within 1.5e-7), or x = tanh(x) (y unread). */
 void vk_op_binary(vk_commands *c, enum vk_binary op, vk_span x, vk_span y, uint32_t n,
                   uint32_t y_n, float scale);
 
@@ -356,6 +357,34 @@ typedef struct vk_delta_shape {
  * key head delta_net_key_head(h, ...). */
 void vk_op_delta_rule(vk_commands *c, vk_span tokens, vk_span qkv, vk_span decay,
                       vk_span strength, vk_span state, vk_span out, const vk_delta_shape *s);
+
+/* ---- gemma3n's AltUp streams and sparse gates (arch_gemma3n.c's arithmetic, forward.h) ----
+ * Streams: n_altup blocks of n_tokens rows of n floats, `stride` floats apart. */
+
+/* pred's streams = gemma3n_altup_predict_rows of streams with coef (a row of n_altup²
+ * floats per token), to the CPU's bits. */
+void vk_op_altup_predict(vk_commands *c, vk_span streams, vk_span coef, vk_span pred,
+                         uint32_t n, uint32_t n_altup, uint32_t n_tokens, uint32_t stride);
+
+/* streams = gemma3n_altup_correct_rows of the block's output x and the predictions pred
+ * with coef (a row of n_altup floats per token), to the CPU's bits. */
+void vk_op_altup_correct(vk_commands *c, vk_span x, vk_span pred, vk_span coef,
+                         vk_span streams, uint32_t n, uint32_t n_altup, uint32_t n_tokens,
+                         uint32_t stride);
+
+/* streams j > 0 += x (n_tokens rows of n floats): the per-layer branch's output added to
+ * every stream but the active one. */
+void vk_op_altup_add(vk_commands *c, vk_span x, vk_span streams, uint32_t n, uint32_t n_altup,
+                     uint32_t n_tokens, uint32_t stride);
+
+/* In place per row of n floats (n > 1): gemma3n_sparse_gate's relu(x - (mean + std_mul *
+ * std)), its sums in float. */
+void vk_op_sparse_gate(vk_commands *c, vk_span x, uint32_t n, uint32_t rows, float std_mul);
+
+/* In place per row of n floats: y[r] rescaled to the Euclidean length of target[r]
+ * (gemma3n_match_magnitude, its sums in float). */
+void vk_op_match_magnitude(vk_commands *c, vk_span target, vk_span y, uint32_t n,
+                           uint32_t rows);
 
 /* ---- Gemma 4's audio tower (vk_audio.c) ---- */
 

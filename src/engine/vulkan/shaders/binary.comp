@@ -5,7 +5,8 @@
 // the CPU's block_relu_sqr: anything not above 0, a NaN too, becomes 0). op 5: x *= sigmoid(y)
 // (qwen35's gate on its attention's output). op 6: x = gelu(x) through erf, y unread (mllama's
 // vision MLP), erf by Abramowitz and Stegun's 7.1.26, within 1.5e-7 of it. op 7: x =
-// max(min(x, hi), scale), y unread (gemma4v's clipped linears).
+// max(min(x, hi), scale), y unread (gemma4v's clipped linears). op 8: x = tanh(x), y unread
+// (gemma3n's AltUp router).
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) buffer X { float x[]; };
 layout(std430, binding = 1) readonly buffer Y { float y[]; };
@@ -36,6 +37,8 @@ void main()
         }
         else if (p.op == 7u)
             x[i] = max(min(x[i], p.hi), p.scale);
+        else if (p.op == 8u)
+            x[i] = tanh(x[i]);
         else
             x[i] *= p.scale;
     }
