@@ -23,6 +23,7 @@
 
 #include "audio_model_fixture.h"
 #include "corral/engine.h"
+#include "counting_cancel.h"
 #include "runner/prompt_images.h"
 #include "util/base64.h"
 
@@ -75,18 +76,6 @@ static json_t *clip_items(double seconds)
     free(text);
     assert_non_null(items);
     return items;
-}
-
-/* A cancel that counts its checks and asks to stop at the stop_at-th (0: never). */
-typedef struct counting_cancel {
-    int checks, stop_at;
-} counting_cancel;
-
-static bool count_check(void *user)
-{
-    counting_cancel *c = user;
-    c->checks++;
-    return c->stop_at > 0 && c->checks >= c->stop_at;
 }
 
 /* prompt_vision_tokens of PROMPT with items under cancel; NULL (err set) when it failed. */

@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "corral/engine.h"
+#include "counting_cancel.h"
 #include "forward.h"
 #include "gguf.h"
 #include "file_fixture.h"
@@ -219,18 +220,6 @@ static void test_gemma3_jpeg(void **state) { (void)state; run_case("gemma3", "sq
 static void test_qwen25vl_square(void **state) { (void)state; run_case("qwen25vl", "square"); }
 static void test_qwen25vl_wide(void **state) { (void)state; run_case("qwen25vl", "wide"); }
 static void test_qwen25vl_jpeg(void **state) { (void)state; run_case("qwen25vl", "square-jpeg"); }
-
-/* A cancel that counts its checks and asks to stop at the stop_at-th (0: never). */
-typedef struct counting_cancel {
-    int checks, stop_at;
-} counting_cancel;
-
-static bool count_check(void *user)
-{
-    counting_cancel *c = user;
-    c->checks++;
-    return c->stop_at > 0 && c->checks >= c->stop_at;
-}
 
 /* An encoding asks its cancel before each of the tower's blocks and stops at the block it
  * is told to, with "cancelled" and no embeddings. */

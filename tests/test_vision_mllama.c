@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "corral/engine.h"
+#include "counting_cancel.h"
 #include "file_fixture.h"
 #include "image/preprocess.h"
 #include "reference_fixture.h"
@@ -314,18 +315,6 @@ static void test_tower_and_text_match_the_reference(void **state)
     free(pixels);
     corral_image_embd_free(&embd);
     corral_mmproj_free(mm);
-}
-
-/* A cancel that counts its checks and asks to stop at the stop_at-th (0: never). */
-typedef struct counting_cancel {
-    int checks, stop_at;
-} counting_cancel;
-
-static bool count_check(void *user)
-{
-    counting_cancel *c = user;
-    c->checks++;
-    return c->stop_at > 0 && c->checks >= c->stop_at;
 }
 
 /* The encoding asks its cancel before each of its blocks, the local ones and the global ones
