@@ -13,7 +13,9 @@
 # timed (bench_vulkan_matmul; the IQ types' too), what recording a dispatch costs the host
 # (bench_vulkan_dispatch), then `corral bench` pp512/tg128 on the GPU and on the CPU for
 # the L1B shape at Q4_0, Q8_0 and Q4_K_M (made there, in parallel, while the tests run).
-# Part `arch`: every other test_vulkan_forward test, the split experts and test_vulkan_graphs.
+# Part `arch`: every other test_vulkan_forward test but part `more`'s, the split experts and
+# test_vulkan_graphs. Part `more`: the tests whose fixtures would take `arch` past the limit
+# (gemma3n, gemma4's E and MoE files, mllama, jina-bert-v2's, the fitting estimates).
 # The tests themselves are those of `make test`; docs/GPU.md says what each checks.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -36,6 +38,19 @@ arch_files() {
     echo vision/qwen25vl-text.gguf
     echo vision/gemma4v-text.gguf
     echo stories260K.gguf
+    echo lora/adapter-f16-qv.gguf
+}
+
+# part `more`: its tests (MORE_TESTS) and the files they read
+MORE_TESTS='test_gemma3n*,test_gemma4_per_layer*,test_gemma4_dense*,test_jina*,test_mllama*,test_fit_estimate*'
+more_files() {
+    for f in gemma3n gemma4-e gemma4-moe mllama jina-bert-v2 jina-bert-v2-code jina-bert-v2-split \
+        llama-gqa qwen3moe gpt-oss deepseek2 gemma4 qwen35 lfm2 granitehybrid qwen3next \
+        nemotron-h-moe nomic-bert-moe; do
+        echo "arch/$f.gguf"
+    done
+    echo vision/mllama.gguf
+    echo vision/mllama.wide.embd.f32
 }
 
 pack_binaries() { # name, files...
@@ -69,7 +84,8 @@ if [ "$mode" = pack ]; then
             "$B/bench/bench_vulkan_dispatch" "$B/bench/make_bench_model"
         files="vocab-llama3-bpe.gguf tiny-tolstoy-f16.gguf $(cd "$FIX" && ls quant/*.gguf)" ;;
     arch) files=$(arch_files) ;;
-    *) echo "usage: $0 pack bench|arch" >&2; exit 2 ;;
+    more) files=$(more_files) ;;
+    *) echo "usage: $0 pack bench|arch|more" >&2; exit 2 ;;
     esac
     for f in $files; do
         mkdir -p "$PACK/fixtures/$(dirname "$f")"
@@ -79,7 +95,7 @@ if [ "$mode" = pack ]; then
     exit 0
 fi
 
-[ "$mode" = run ] || { echo "usage: $0 pack|run bench|arch" >&2; exit 2; }
+[ "$mode" = run ] || { echo "usage: $0 pack|run bench|arch|more" >&2; exit 2; }
 OUT=${OUT:-/tmp}
 G=/tmp/corral-gpu
 mkdir -p "$G"
@@ -151,11 +167,13 @@ bench)
         step 90 "bench $type cpu" "$G/bin/corral" bench "$f" -p 512 -n 128 -r 3 --device cpu
     done ;;
 arch)
-    # gemma3n's 5.9 MB fixture would pass the limit
-    step 240 "test_vulkan_forward (quant/ and tiny-tolstoy in the other part)" \
-        env CORRAL_TEST_SKIP='test_quant_*,test_tiny_tolstoy*,test_what_the_device_lacks*,test_gemma3n*' "$T"
+    step 240 "test_vulkan_forward (quant/, tiny-tolstoy and part more's in the other parts)" \
+        env CORRAL_TEST_SKIP="test_quant_*,test_tiny_tolstoy*,test_what_the_device_lacks*,$MORE_TESTS" "$T"
     step 60 "test_vulkan_forward split experts" \
         env CORRAL_TEST_FILTER=test_llama_moe CORRAL_VULKAN_SPLIT_BYTES=40000 "$T"
     step 120 test_vulkan_graphs "$G/bin/test_vulkan_graphs" ;;
+more)
+    step 240 "test_vulkan_forward (the tests of the larger fixtures)" \
+        env CORRAL_TEST_FILTER="$MORE_TESTS" "$T" ;;
 esac
 echo "=== done ($(date -u +%T))"
