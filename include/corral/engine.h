@@ -584,7 +584,8 @@ bool corral_audio_tower_encode(const corral_audio_tower *tower, const float *mel
  * one after another at mel, segment_frames[s] rows each (1 to 30 seconds' frames). Each
  * segment is encoded on its own, as corral_audio_tower_encode encodes a clip, and out holds
  * their embeddings one after another (one causal 1-D run). cancel (NULL: never) is asked
- * before each segment and each of the tower's blocks. */
+ * before each segment and, on the CPU, each of the tower's blocks (a GPU runs a segment's
+ * blocks in one submission). */
 bool corral_audio_tower_encode_segments(const corral_audio_tower *tower, const float *mel,
                                         const size_t *segment_frames, size_t n_segments,
                                         int n_threads, const corral_cancel *cancel,
