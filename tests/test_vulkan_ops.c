@@ -2010,6 +2010,33 @@ static void test_tanh(void **state)
     free(x);
 }
 
+/* laguna's gate on its attention's output: 7 tokens of 5 heads of 6 values, each head's
+ * values times softplus of its gate (gates over -30..30: linear above 20), then each value
+ * its own gate, as the CPU's delta_net_softplus gives them. */
+static void test_mul_softplus_groups(void **state)
+{
+    (void)state;
+    enum { N = 7 * 5 * 6, HEAD = 6 };
+    const size_t groups[] = {HEAD, 1};
+    for (size_t k = 0; k < 2; k++) {
+        size_t span = groups[k], n_gates = N / span;
+        float *x = random_floats(N), *gate = random_floats(n_gates), want[N], got[N];
+        for (size_t i = 0; i < n_gates; i++)
+            gate[i] *= 30.0f;
+        for (size_t i = 0; i < N; i++)
+            want[i] = x[i] * delta_net_softplus(gate[i / span]);
+        vk_buffer bx = device_buffer(x, sizeof want), bg = device_buffer(gate, n_gates * 4);
+        vk_commands c = begin();
+        vk_op_binary(&c, VK_MUL_SOFTPLUS_GROUPS, vk_whole(&bx), vk_whole(&bg), N,
+                     (uint32_t)span, 0.0f);
+        submit(&c);
+        read_back(&bx, got, sizeof got);
+        assert_close("x * softplus(gate)", got, want, N, 1e-5);
+        vk_buffer_free(dev, &bx), vk_buffer_free(dev, &bg);
+        free(x), free(gate);
+    }
+}
+
 /* ---- gemma3n's AltUp and sparse gates ---- */
 
 /* gemma3n's 4 streams of 5 tokens of 333 floats (not a whole number of workgroups) in blocks
@@ -2444,6 +2471,7 @@ int main(void)
         cmocka_unit_test(test_mul_sigmoid),
         cmocka_unit_test(test_gelu_erf),
         cmocka_unit_test(test_tanh),
+        cmocka_unit_test(test_mul_softplus_groups),
         cmocka_unit_test(test_altup_predict_and_correct),
         cmocka_unit_test(test_sparse_gate),
         cmocka_unit_test(test_match_magnitude),

@@ -74,6 +74,7 @@ typedef struct gpu_weight {
 typedef struct gpu_layer {
     gpu_weight attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
     gpu_weight bq, bk, bv, q_norm, k_norm;
+    gpu_weight attn_out_gate; /* laguna's softplus gate on the attention's output */
     gpu_weight q_norm_b, k_norm_b; /* whole q/k LayerNorms' biases (jina-bert-v2-code) */
     gpu_weight bo, up_b, down_b, attn_norm_b, ffn_norm_b, post_attn_norm, post_ffn_norm, sinks;
     gpu_weight attn_norm_2, attn_norm_2_b; /* falcon-40b's norm of the attention's input */
@@ -150,7 +151,8 @@ struct gpu_layers {
     vk_buffer mla_q_latent, mla_q, mla_kv, mla_gather, mla_absorbed, mla_out, mla_heads;
     /* Gated DeltaNet layers: the q/k/v projection and conv (channels a token), the gate z,
      * the decay's and strength's logits, then values (a token's value heads), and the heads'
-     * outputs; qwen35's gated attention: q's projection with its gates, the gates alone */
+     * outputs; qwen35's gated attention: q's projection with its gates, the gates alone
+     * (laguna's attention output gates too, a row per head or per element) */
     vk_buffer delta_qkv, delta_z, delta_alpha, delta_beta, delta_out, q_gate, attn_gate;
     /* cross-attention layers: the cells each sequence's image may fill in their caches (0:
      * no image came yet, and the passes leave the layers out, as the CPU does a batch that
@@ -213,11 +215,6 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
         return "more AltUp streams than the device takes";
     if (gemma3n && !weight_supported(&m->altup_unembd_proj))
         return "a weight type the device kernels lack, or a LoRA adapter";
-    if (m->arch->tensors & ARCH_ATTN_OUT_GATE)
-        return "a softplus gate on the attention's output (laguna)";
-    for (uint32_t il = 0; il < hp->n_layer; il++)
-        if (m->layers[il].n_head != hp->n_head)
-            return "query head counts that differ by layer";
     if (!mla && !gemma4 && !gemma3n && !qwen35 && !lfm2 && !mamba2 && !mllama && !jina &&
         ((block != layer_pre_norm && block != layer_sandwich_norm &&
           block != layer_normed_branches && block != layer_parallel &&
@@ -238,7 +235,7 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
         return "heads of an odd width";
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const layer_weights *l = &m->layers[il];
-        if (l->head_dim_k % 2 || l->head_dim_v % 2 || hp->n_head % l->n_head_kv)
+        if (l->head_dim_k % 2 || l->head_dim_v % 2 || l->n_head % l->n_head_kv)
             return "heads of an odd width";
     }
     /* the device's temperature is mistral3's: every layer, steps counted from pos itself */
@@ -453,7 +450,7 @@ static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint
                           &l->ffn_post_norm_1, &l->ffn_post_norm_2, &l->altup_router_norm,
                           &l->altup_router, &l->altup_predict_coef, &l->altup_correct_coef,
                           &l->altup_correct_scale, &l->laurel_l, &l->laurel_r,
-                          &l->laurel_post_norm};
+                          &l->laurel_post_norm, &l->attn_gate};
     vk_cache_shape ks = cache_shape(g, ctx, il, false), vs = cache_shape(g, ctx, il, true);
     uint64_t sum = 0;
     if (l->recurrent) {
@@ -673,7 +670,7 @@ static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
                             &l->ffn_post_norm_1, &l->ffn_post_norm_2, &l->altup_router_norm,
                             &l->altup_router, &l->altup_predict_coef, &l->altup_correct_coef,
                             &l->altup_correct_scale, &l->laurel_l, &l->laurel_r,
-                            &l->laurel_post_norm};
+                            &l->laurel_post_norm, &l->attn_gate};
     gpu_weight *to[] = {&gl->attn_norm, &gl->wq, &gl->wk, &gl->wv, &gl->wo, &gl->ffn_norm,
                         &gl->gate, &gl->up, &gl->down, &gl->bq, &gl->bk, &gl->bv,
                         &gl->q_norm, &gl->k_norm, &gl->q_norm_b, &gl->k_norm_b,
@@ -686,7 +683,7 @@ static bool upload_layer(gpu_layers *g, const corral_context *ctx, uint32_t il, 
                         &gl->ffn_pre_norm_2, &gl->ffn_post_norm_1, &gl->ffn_post_norm_2,
                         &gl->altup_router_norm, &gl->altup_router, &gl->altup_predict_coef,
                         &gl->altup_correct_coef, &gl->altup_correct_scale, &gl->laurel_l,
-                        &gl->laurel_r, &gl->laurel_post_norm};
+                        &gl->laurel_r, &gl->laurel_post_norm, &gl->attn_out_gate};
     for (size_t i = 0; i < sizeof from / sizeof from[0]; i++)
         if (!cross_projection(l, from[i]) && !upload(g, from[i], to[i], err))
             return false;
@@ -791,6 +788,13 @@ static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error
         ok = buffer(g, n_ones * f, false, &g->ones, err) &&
              vk_buffer_write(g->dev, &g->ones, 0, ones, n_ones * f, err);
         free(ones);
+    }
+    if (ok && (ctx->model->arch->tensors & ARCH_ATTN_OUT_GATE)) {
+        uint64_t gates = 0; /* the layers' widest gate */
+        for (uint32_t il = 0; il < hp->n_layer; il++)
+            if (ctx->model->layers[il].attn_gate.n_out > gates)
+                gates = ctx->model->layers[il].attn_gate.n_out;
+        ok = buffer(g, nb * gates * f, false, &g->attn_gate, err);
     }
     if (ok && hp->attn_temp_scale != 0.0f)
         ok = buffer(g, nb * f, true, &g->io_q_temp, err);
@@ -1008,7 +1012,7 @@ void gpu_layers_free(gpu_layers *g)
                             &l->ffn_post_norm_1, &l->ffn_post_norm_2, &l->altup_router_norm,
                             &l->altup_router, &l->altup_predict_coef, &l->altup_correct_coef,
                             &l->altup_correct_scale, &l->laurel_l, &l->laurel_r,
-                            &l->laurel_post_norm};
+                            &l->laurel_post_norm, &l->attn_out_gate};
         for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++)
             free_weight(dev, ws[k]);
         gpu_weight *ssm[] = {&l->ssm_qkv, &l->ssm_z, &l->ssm_alpha, &l->ssm_beta, &l->ssm_dt,
@@ -1230,10 +1234,12 @@ static void record_attention(gpu_layers *g, const corral_context *ctx, uint32_t 
     const layer_weights *l = &m->layers[il];
     gpu_layer *gl = &g->layers[il - g->first];
     vk_commands *c = &g->cmd;
-    uint32_t dk = l->head_dim_k, q_width = hp->n_head * dk, k_width = l->n_head_kv * dk;
+    uint32_t dk = l->head_dim_k, q_width = l->n_head * dk, k_width = l->n_head_kv * dk;
     bool own_kv = !l->kv_shared; /* else q alone: the keys and values are in the cache */
 
     matmul(g, &gl->wq, in, &g->q, n);
+    if (gl->attn_out_gate.buf.buffer) /* laguna's gate reads the attention's input too */
+        matmul(g, &gl->attn_out_gate, in, &g->attn_gate, n);
     if (own_kv)
         matmul(g, &gl->wk, in, &g->k, n);
     if (own_kv && gl->wv.buf.buffer)
@@ -1263,7 +1269,7 @@ static void record_attention(gpu_layers *g, const corral_context *ctx, uint32_t 
                       l->no_rope ? 0 : ctx->rope[l->rope_variant].n_rot,
                       m->arch->rope == ROPE_NEOX};
     if (!l->no_rope)
-        vk_op_rope(c, k_rope.cos_sin, vk_whole(&g->q), n, hp->n_head, dk, k_rope.n_rot,
+        vk_op_rope(c, k_rope.cos_sin, vk_whole(&g->q), n, l->n_head, dk, k_rope.n_rot,
                    k_rope.neox);
     if (hp->q_scale != 1.0f)
         vk_op_binary(c, VK_SCALE, vk_whole(&g->q), (vk_span){0}, n * q_width, 0, hp->q_scale);
@@ -1271,6 +1277,11 @@ static void record_attention(gpu_layers *g, const corral_context *ctx, uint32_t 
         vk_op_binary(c, VK_MUL_ROWS, vk_whole(&g->q), vk_whole(&g->io_q_temp), n * q_width,
                      q_width, 0.0f);
     store_and_attend(g, ctx, il, n, &k_rope);
+    if (gl->attn_out_gate.buf.buffer) { /* a gate per head, or per element */
+        uint32_t width = l->n_head * l->head_dim_v;
+        vk_op_binary(c, VK_MUL_SOFTPLUS_GROUPS, vk_whole(&g->attn), vk_whole(&g->attn_gate),
+                     n * width, width / gl->attn_out_gate.n_out, 0.0f);
+    }
     matmul(g, &gl->wo, &g->attn, &g->xn, n);
     add_bias(g, &gl->bo, &g->xn, n);
 }
@@ -1297,7 +1308,7 @@ static void store_and_attend(gpu_layers *g, const corral_context *ctx, uint32_t 
     }
     /* an encoder's sliding layer: n_swa / 2 positions either side, as forward.c's */
     uint32_t around = !hp->causal && l->sliding ? hp->n_swa / 2 + 1 : 0;
-    vk_attention_shape shape = {n, hp->n_head, l->n_head_kv, l->head_dim_k, l->head_dim_v,
+    vk_attention_shape shape = {n, l->n_head, l->n_head_kv, l->head_dim_k, l->head_dim_v,
                                 ks.n_cells, ks.f16, hp->kq_scale, hp->attn_softcap,
                                 ctx->kv[il].window, 2 * ctx->n_batch, around};
     if (gl->sinks.buf.buffer)

@@ -284,11 +284,12 @@ void vk_op_gelu_quick(vk_commands *c, vk_span table, vk_span x, vk_span up, uint
 
 /* The shader's op numbers (binary.comp; 7 is vk_op_clamp's). */
 enum vk_binary { VK_ADD, VK_MUL, VK_SCALE, VK_MUL_ROWS, VK_RELU_SQR, VK_MUL_SIGMOID,
-                 VK_GELU_ERF, VK_TANH = 8 };
+                 VK_GELU_ERF, VK_TANH = 8, VK_MUL_SOFTPLUS_GROUPS };
 /* In place over n floats: x += y, x *= y (y repeating every y_n floats), x *= scale,
  * x *= y[i / y_n] (a value per row of y_n floats), x = relu(x)² (y unread),
  * x *= sigmoid(y) (y repeating every y_n floats), x = gelu(x) by erf (y unread; erf
- * within 1.5e-7), or x = tanh(x) (y unread). */
+ * within 1.5e-7), x = tanh(x) (y unread), or x *= softplus(y[i / y_n]) (a gate per group of
+ * y_n floats). */
 void vk_op_binary(vk_commands *c, enum vk_binary op, vk_span x, vk_span y, uint32_t n,
                   uint32_t y_n, float scale);
 

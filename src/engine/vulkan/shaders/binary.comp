@@ -6,7 +6,9 @@
 // (qwen35's gate on its attention's output). op 6: x = gelu(x) through erf, y unread (mllama's
 // vision MLP), erf by Abramowitz and Stegun's 7.1.26, within 1.5e-7 of it. op 7: x =
 // max(min(x, hi), scale), y unread (gemma4v's clipped linears). op 8: x = tanh(x), y unread
-// (gemma3n's AltUp router).
+// (gemma3n's AltUp router). op 9: x *= softplus(y[i / y_n]), a gate per group of y_n elements
+// (laguna's on its attention's output: a head's values, or y_n = 1 each value; the CPU's
+// softplus, linear above 20).
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) buffer X { float x[]; };
 layout(std430, binding = 1) readonly buffer Y { float y[]; };
@@ -39,6 +41,10 @@ void main()
             x[i] = max(min(x[i], p.hi), p.scale);
         else if (p.op == 8u)
             x[i] = tanh(x[i]);
+        else if (p.op == 9u) {
+            float g = y[i / p.y_n];
+            x[i] *= g > 20.0 ? g : log(1.0 + exp(g));
+        }
         else
             x[i] *= p.scale;
     }
