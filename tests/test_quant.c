@@ -991,7 +991,7 @@ static void test_packed_matmul_equals_per_row_dots(void **state)
             assert_true(quant_packable(quant_ops_active(packed_types[i]), 512, QUANT_PACK_ROWS));
 }
 
-/* One F16 or BF16 FMA kernel set of the avx512 level (quant_legacy.h). */
+/* One F16 or BF16 kernel set of the avx512 level (quant_legacy.h). */
 typedef struct float_kernels {
     uint32_t type;
     quant_dot_fn dot;
@@ -1004,7 +1004,8 @@ typedef struct float_kernels {
  * quant_legacy_avx512.c, activations converted ahead in segments): rows past a group of 64,
  * tokens past a block of 24 and past a tile of 6, elements past a segment of 256 to a
  * partial chunk, packed and row-major, each result the bits of its dot. BF16 goes through
- * its FMA kernels directly, which a CPU with AVX512_BF16 does not dispatch to.
+ * its FMA kernels directly, which a CPU with AVX512_BF16 does not dispatch to, and on such a
+ * CPU through its vdpbf16ps kernels too (32-element steps, the last one partial).
  */
 static void test_float_prompt_matmul_equals_dots(void **state)
 {
@@ -1017,13 +1018,16 @@ static void test_float_prompt_matmul_equals_dots(void **state)
          quant_matmul_packed_f16_avx512},
         {TENSOR_TYPE_BF16, quant_dot_bf16_avx512, quant_matmul_bf16_avx512,
          quant_matmul_packed_bf16_avx512},
+        {TENSOR_TYPE_BF16, quant_dot_bf16_avx512_bf16, quant_matmul_bf16_avx512_bf16,
+         quant_matmul_packed_bf16_avx512_bf16},
     };
+    size_t n_kernels = sizeof kernels / sizeof kernels[0] - (cpu_has_avx512_bf16() ? 0 : 1);
     float *x = malloc(N * ROWS * sizeof(float)), *a = malloc(N * TOKENS * sizeof(float));
     uint16_t *w = malloc(N * ROWS * sizeof(uint16_t)), *packed = malloc(N * ROWS * sizeof(uint16_t));
     uint16_t *act = malloc(N * TOKENS * sizeof(uint16_t));
     float *y = malloc(TOKENS * LDY * sizeof(float));
     assert_true(x && a && w && packed && act && y);
-    for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
+    for (size_t k = 0; k < n_kernels; k++) {
         const quant_ops *ops = quant_ops_active(kernels[k].type);
         fill_random(x, N * ROWS, false);
         fill_random(a, N * TOKENS, false);
@@ -1045,8 +1049,8 @@ static void test_float_prompt_matmul_equals_dots(void **state)
                 for (size_t r = 0; r < LDY; r++) {
                     float want = r < rows ? kernels[k].dot(N, w + r * N, act + t * N) : -12345.0f;
                     if (float_bits(y[t * LDY + r]) != float_bits(want))
-                        fail_msg("%s %s: row %zu token %zu is %.9g, its dot %.9g",
-                                 tensor_type_name(kernels[k].type),
+                        fail_msg("%s kernels %zu %s: row %zu token %zu is %.9g, its dot %.9g",
+                                 tensor_type_name(kernels[k].type), k,
                                  layout ? "packed" : "row-major", r, t, y[t * LDY + r], want);
                 }
         }
