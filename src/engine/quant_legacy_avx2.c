@@ -184,9 +184,9 @@ float_matmul(enum x86_float_kind kind, bool interleaved, size_t n, const void *w
 /*
  * Prompts of F16 and BF16 rows: the activations converted to f32 once per group of rows
  * instead of once per tile. float_tile converts 4 weight and 2 activation vectors for every
- * 8 FMAs; a wide tile of WIDE_TILE_ROWS x WIDE_TILE_TOKENS converts only its 4 weight vectors
- * and reads the activations as f32 from the scratch (memory operands of the FMAs: 12
- * accumulators and 4 weight vectors fill the 16 registers), 12 FMAs for 4 conversions.
+ * 8 FMAs; a wide tile of WIDE_TILE_ROWS x WIDE_TILE_TOKENS converts only its 2 weight vectors
+ * and reads the activations as f32 from the scratch: 12 FMAs for 2 conversions and 8 loads
+ * (a 4 x 3 tile, its activations read by every FMA, took 16 loads and ran slower).
  *
  * A block of WIDE_BLOCK_TOKENS tokens goes through the matrix WIDE_GROUP_ROWS rows at a time,
  * and a group through the elements WIDE_SEGMENT at a time: the block's activations of one
@@ -199,8 +199,8 @@ float_matmul(enum x86_float_kind kind, bool interleaved, size_t n, const void *w
  * zero-padded weights times zeros past n, then x86_hsum_ps.
  */
 enum {
-    WIDE_TILE_ROWS = 4,
-    WIDE_TILE_TOKENS = 3,
+    WIDE_TILE_ROWS = 2,
+    WIDE_TILE_TOKENS = 6, /* 12 accumulators, 2 weight vectors and an activation: 15 of 16 */
     WIDE_BLOCK_TOKENS = 24,
     WIDE_GROUP_ROWS = 64,
     WIDE_SEGMENT = 256,
@@ -225,12 +225,13 @@ wide_chunk(enum x86_float_kind kind, const char *const w_at[WIDE_TILE_ROWS], siz
 #pragma GCC unroll 4
         for (size_t r = 0; r < n_rows; r++)
             wv[r] = load_float8(kind, w_at[r] + 8 * half * x86_float_bytes(kind));
-#pragma GCC unroll 3
-        for (size_t t = 0; t < n_tok; t++)
+#pragma GCC unroll 6
+        for (size_t t = 0; t < n_tok; t++) {
+            __m256 av = _mm256_load_ps(act + t * WIDE_SEGMENT + 8 * half);
 #pragma GCC unroll 4
             for (size_t r = 0; r < n_rows; r++)
-                acc[r][t] = _mm256_fmadd_ps(wv[r], _mm256_load_ps(act + t * WIDE_SEGMENT + 8 * half),
-                                            acc[r][t]);
+                acc[r][t] = _mm256_fmadd_ps(wv[r], av, acc[r][t]);
+        }
     }
 }
 
@@ -248,7 +249,7 @@ wide_tile(enum x86_float_kind kind, bool interleaved, size_t n, const char *w, s
     __m256 acc[WIDE_TILE_ROWS][WIDE_TILE_TOKENS];
 #pragma GCC unroll 4
     for (size_t r = 0; r < n_rows; r++)
-#pragma GCC unroll 3
+#pragma GCC unroll 6
         for (size_t t = 0; t < n_tok; t++)
             acc[r][t] = i0 == 0 ? _mm256_setzero_ps() : acc_rows[r][t0 + t];
     size_t elem = x86_float_bytes(kind), whole_end = len - len % FLOAT_CHUNK;
@@ -285,7 +286,7 @@ wide_tile(enum x86_float_kind kind, bool interleaved, size_t n, const char *w, s
     bool last = i0 + len == n;
 #pragma GCC unroll 4
     for (size_t r = 0; r < n_rows; r++)
-#pragma GCC unroll 3
+#pragma GCC unroll 6
         for (size_t t = 0; t < n_tok; t++) {
             if (last)
                 y[t * ldy + r] = x86_hsum_ps(acc[r][t]);
@@ -319,7 +320,9 @@ wide_convert_act(enum x86_float_kind kind, const char *act, size_t act_row_bytes
         wide_tile(kind, interleaved, n, w, w_row_bytes, r, rows, i0, len, s.act[t], toks,     \
                   s.acc + (r - g), t, y + (block + t) * ldy + r, ldy);                        \
         break;
-#define WIDE_CASES(rows) WIDE_CASE(rows, 1) WIDE_CASE(rows, 2) WIDE_CASE(rows, 3)
+#define WIDE_CASES(rows)                                                                      \
+    WIDE_CASE(rows, 1) WIDE_CASE(rows, 2) WIDE_CASE(rows, 3) WIDE_CASE(rows, 4)               \
+    WIDE_CASE(rows, 5) WIDE_CASE(rows, 6)
 
 /* float_matmul's product for F16 / BF16 with WIDE_MIN_TOKENS tokens or more (see above). */
 static inline __attribute__((always_inline)) void
@@ -343,8 +346,6 @@ wide_matmul(enum x86_float_kind kind, bool interleaved, size_t n, const void *w,
                         switch ((rows - 1) * WIDE_TILE_TOKENS + n_tok - 1) {
                             WIDE_CASES(1)
                             WIDE_CASES(2)
-                            WIDE_CASES(3)
-                            WIDE_CASES(4)
                         default: break;
                         }
                     }
