@@ -991,8 +991,10 @@ static void test_packed_matmul_equals_per_row_dots(void **state)
             assert_true(quant_packable(quant_ops_active(packed_types[i]), 512, QUANT_PACK_ROWS));
 }
 
-/* One F16 or BF16 FMA kernel set of the avx512 level (quant_legacy.h). */
+/* One F16 or BF16 kernel set of the avx2 or avx512 level (quant_legacy.h). */
 typedef struct float_kernels {
+    enum cpu_level level;
+    bool needs_avx512_bf16;
     uint32_t type;
     quant_dot_fn dot;
     quant_matmul_fn matmul;
@@ -1000,30 +1002,40 @@ typedef struct float_kernels {
 } float_kernels;
 
 /*
- * A prompt's F16 / BF16 products at avx512 (many tokens: the wide tiles of
- * quant_legacy_avx512.c, activations converted ahead in segments): rows past a group of 64,
- * tokens past a block of 24 and past a tile of 6, elements past a segment of 256 to a
- * partial chunk, packed and row-major, each result the bits of its dot. BF16 goes through
- * its FMA kernels directly, which a CPU with AVX512_BF16 does not dispatch to.
+ * A prompt's F16 / BF16 products at avx2 and avx512 (many tokens: the wide tiles of
+ * quant_legacy_avx2.c and quant_legacy_avx512.c, activations converted ahead in segments):
+ * rows past a group of 64, tokens past a block of 24 and past a tile, elements past a
+ * segment of 256 to a partial chunk, packed and row-major, each result the bits of its dot.
+ * BF16 at avx512 goes through its FMA kernels directly, which a CPU with AVX512_BF16 does
+ * not dispatch to, and on such a CPU through its vdpbf16ps kernels too (32-element steps,
+ * the last one partial).
  */
 static void test_float_prompt_matmul_equals_dots(void **state)
 {
     (void)state;
-    if (cpu_active_level() < CPU_LEVEL_AVX512)
-        return;
     enum { N = 600, ROWS = 80, ROW_MAJOR_ROWS = 71, TOKENS = 31, LDY = ROWS + 3 };
     const float_kernels kernels[] = {
-        {TENSOR_TYPE_F16, quant_dot_f16_avx512, quant_matmul_f16_avx512,
+        {CPU_LEVEL_AVX2, false, TENSOR_TYPE_F16, quant_dot_f16_avx2, quant_matmul_f16_avx2,
+         quant_matmul_packed_f16_avx2},
+        {CPU_LEVEL_AVX2, false, TENSOR_TYPE_BF16, quant_dot_bf16_avx2, quant_matmul_bf16_avx2,
+         quant_matmul_packed_bf16_avx2},
+        {CPU_LEVEL_AVX512, false, TENSOR_TYPE_F16, quant_dot_f16_avx512, quant_matmul_f16_avx512,
          quant_matmul_packed_f16_avx512},
-        {TENSOR_TYPE_BF16, quant_dot_bf16_avx512, quant_matmul_bf16_avx512,
-         quant_matmul_packed_bf16_avx512},
+        {CPU_LEVEL_AVX512, false, TENSOR_TYPE_BF16, quant_dot_bf16_avx512,
+         quant_matmul_bf16_avx512, quant_matmul_packed_bf16_avx512},
+        {CPU_LEVEL_AVX512, true, TENSOR_TYPE_BF16, quant_dot_bf16_avx512_bf16,
+         quant_matmul_bf16_avx512_bf16, quant_matmul_packed_bf16_avx512_bf16},
     };
+    size_t n_kernels = sizeof kernels / sizeof kernels[0];
     float *x = malloc(N * ROWS * sizeof(float)), *a = malloc(N * TOKENS * sizeof(float));
     uint16_t *w = malloc(N * ROWS * sizeof(uint16_t)), *packed = malloc(N * ROWS * sizeof(uint16_t));
     uint16_t *act = malloc(N * TOKENS * sizeof(uint16_t));
     float *y = malloc(TOKENS * LDY * sizeof(float));
     assert_true(x && a && w && packed && act && y);
-    for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
+    for (size_t k = 0; k < n_kernels; k++) {
+        if (cpu_active_level() < kernels[k].level ||
+            (kernels[k].needs_avx512_bf16 && !cpu_has_avx512_bf16()))
+            continue;
         const quant_ops *ops = quant_ops_active(kernels[k].type);
         fill_random(x, N * ROWS, false);
         fill_random(a, N * TOKENS, false);
@@ -1045,8 +1057,8 @@ static void test_float_prompt_matmul_equals_dots(void **state)
                 for (size_t r = 0; r < LDY; r++) {
                     float want = r < rows ? kernels[k].dot(N, w + r * N, act + t * N) : -12345.0f;
                     if (float_bits(y[t * LDY + r]) != float_bits(want))
-                        fail_msg("%s %s: row %zu token %zu is %.9g, its dot %.9g",
-                                 tensor_type_name(kernels[k].type),
+                        fail_msg("%s kernels %zu %s: row %zu token %zu is %.9g, its dot %.9g",
+                                 tensor_type_name(kernels[k].type), k,
                                  layout ? "packed" : "row-major", r, t, y[t * LDY + r], want);
                 }
         }

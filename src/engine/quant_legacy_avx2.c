@@ -181,6 +181,180 @@ float_matmul(enum x86_float_kind kind, bool interleaved, size_t n, const void *w
     }
 }
 
+/*
+ * Prompts of F16 and BF16 rows: the activations converted to f32 once per group of rows
+ * instead of once per tile. float_tile converts 4 weight and 2 activation vectors for every
+ * 8 FMAs; a wide tile of WIDE_TILE_ROWS x WIDE_TILE_TOKENS converts only its 2 weight vectors
+ * and reads the activations as f32 from the scratch: 12 FMAs for 2 conversions and 8 loads
+ * (a 4 x 3 tile, its activations read by every FMA, took 16 loads and ran slower).
+ *
+ * A block of WIDE_BLOCK_TOKENS tokens goes through the matrix WIDE_GROUP_ROWS rows at a time,
+ * and a group through the elements WIDE_SEGMENT at a time: the block's activations of one
+ * segment are converted into the scratch (zeros past n up to the next chunk), then every tile
+ * of the group takes its steps of the segment, its accumulators kept in the scratch between
+ * segments; each weight is read from memory once per block.
+ *
+ * The bits are float_tile's: each accumulator takes two FMAs per 16-element chunk in element
+ * order (f32 of an f16 or bf16 value is exact, wherever it is made), the last chunk as
+ * zero-padded weights times zeros past n, then x86_hsum_ps.
+ */
+enum {
+    WIDE_TILE_ROWS = 2,
+    WIDE_TILE_TOKENS = 6, /* 12 accumulators, 2 weight vectors and an activation: 15 of 16 */
+    WIDE_BLOCK_TOKENS = 24,
+    WIDE_GROUP_ROWS = 64,
+    WIDE_SEGMENT = 256,
+    /* fewer tokens take float_matmul, whose 4 x 2 tile converts as it goes */
+    WIDE_MIN_TOKENS = 4,
+};
+_Static_assert(WIDE_GROUP_ROWS % FLOAT_TILE_ROWS == 0 && WIDE_SEGMENT % FLOAT_CHUNK == 0,
+               "a group holds whole packed tiles, a segment whole chunks");
+
+typedef struct wide_scratch {
+    float act[WIDE_BLOCK_TOKENS][WIDE_SEGMENT];
+    __m256 acc[WIDE_GROUP_ROWS][WIDE_BLOCK_TOKENS];
+} wide_scratch;
+
+/* The two FMA steps of one 16-element chunk (weights of row r at w_at[r]) for a wide tile. */
+static inline __attribute__((always_inline)) void
+wide_chunk(enum x86_float_kind kind, const char *const w_at[WIDE_TILE_ROWS], size_t n_rows,
+           const float *act, size_t n_tok, __m256 acc[WIDE_TILE_ROWS][WIDE_TILE_TOKENS])
+{
+    for (size_t half = 0; half < 2; half++) {
+        __m256 wv[WIDE_TILE_ROWS];
+#pragma GCC unroll 4
+        for (size_t r = 0; r < n_rows; r++)
+            wv[r] = load_float8(kind, w_at[r] + 8 * half * x86_float_bytes(kind));
+#pragma GCC unroll 6
+        for (size_t t = 0; t < n_tok; t++) {
+            __m256 av = _mm256_load_ps(act + t * WIDE_SEGMENT + 8 * half);
+#pragma GCC unroll 4
+            for (size_t r = 0; r < n_rows; r++)
+                acc[r][t] = _mm256_fmadd_ps(wv[r], av, acc[r][t]);
+        }
+    }
+}
+
+/*
+ * Rows [r0, r0 + n_rows) of the weights times the n_tok tokens of act (rows WIDE_SEGMENT
+ * floats apart, the segment [i0, i0 + len) converted, zeros past n): the accumulators come
+ * from acc_rows[r][t0 + t] (zeros in the first segment) and go back there, or in the last
+ * segment their sums go to y[t * ldy + r].
+ */
+static inline __attribute__((always_inline)) void
+wide_tile(enum x86_float_kind kind, bool interleaved, size_t n, const char *w, size_t w_row_bytes,
+          size_t r0, size_t n_rows, size_t i0, size_t len, const float *act, size_t n_tok,
+          __m256 (*acc_rows)[WIDE_BLOCK_TOKENS], size_t t0, float *y, size_t ldy)
+{
+    __m256 acc[WIDE_TILE_ROWS][WIDE_TILE_TOKENS];
+#pragma GCC unroll 4
+    for (size_t r = 0; r < n_rows; r++)
+#pragma GCC unroll 6
+        for (size_t t = 0; t < n_tok; t++)
+            acc[r][t] = i0 == 0 ? _mm256_setzero_ps() : acc_rows[r][t0 + t];
+    size_t elem = x86_float_bytes(kind), whole_end = len - len % FLOAT_CHUNK;
+    /* whole chunks follow each other stride bytes apart in a row, in either layout */
+    size_t stride = (interleaved ? FLOAT_TILE_ROWS : 1) * FLOAT_CHUNK * elem;
+    const char *tile[WIDE_TILE_ROWS], *w_at[WIDE_TILE_ROWS];
+    size_t tile_row[WIDE_TILE_ROWS];
+#pragma GCC unroll 4
+    for (size_t r = 0; r < n_rows; r++) {
+        /* the packed tile that holds the row, and the row in it */
+        size_t row = r0 + r;
+        tile[r] = interleaved ? w + row / FLOAT_TILE_ROWS * FLOAT_TILE_ROWS * n * elem : w;
+        tile_row[r] = interleaved ? row % FLOAT_TILE_ROWS : row;
+        w_at[r] = x86_tile_row_at(kind, interleaved, tile[r], w_row_bytes, tile_row[r], i0,
+                                  FLOAT_CHUNK);
+    }
+    for (size_t i = 0; i < whole_end; i += FLOAT_CHUNK) {
+        wide_chunk(kind, w_at, n_rows, act + i, n_tok, acc);
+#pragma GCC unroll 4
+        for (size_t r = 0; r < n_rows; r++)
+            w_at[r] += stride;
+    }
+    if (whole_end < len) { /* the partial chunk at the end of a row, zero-padded */
+        float w_pad[WIDE_TILE_ROWS][FLOAT_CHUNK];
+        size_t chunk = len - whole_end;
+#pragma GCC unroll 4
+        for (size_t r = 0; r < n_rows; r++)
+            w_at[r] = padded_chunk(kind,
+                                   x86_tile_row_at(kind, interleaved, tile[r], w_row_bytes,
+                                                   tile_row[r], i0 + whole_end, chunk),
+                                   chunk, w_pad[r]);
+        wide_chunk(kind, w_at, n_rows, act + whole_end, n_tok, acc);
+    }
+    bool last = i0 + len == n;
+#pragma GCC unroll 4
+    for (size_t r = 0; r < n_rows; r++)
+#pragma GCC unroll 6
+        for (size_t t = 0; t < n_tok; t++) {
+            if (last)
+                y[t * ldy + r] = x86_hsum_ps(acc[r][t]);
+            else
+                acc_rows[r][t0 + t] = acc[r][t];
+        }
+}
+
+/* Elements [i0, i0 + len) of n_tok activation rows as f32 rows of the scratch, zeros after
+ * the last element up to the next chunk. */
+static inline __attribute__((always_inline)) void
+wide_convert_act(enum x86_float_kind kind, const char *act, size_t act_row_bytes, size_t n_tok,
+                 size_t i0, size_t len, float (*out)[WIDE_SEGMENT])
+{
+    size_t elem = x86_float_bytes(kind);
+    for (size_t t = 0; t < n_tok; t++)
+        for (size_t i = 0; i < len; i += FLOAT_CHUNK) {
+            size_t chunk = len - i < FLOAT_CHUNK ? len - i : FLOAT_CHUNK;
+            float pad[FLOAT_CHUNK];
+            const char *at = act + t * act_row_bytes + (i0 + i) * elem;
+            if (chunk < FLOAT_CHUNK)
+                at = padded_chunk(kind, at, chunk, pad);
+            _mm256_store_ps(out[t] + i, load_float8(kind, at));
+            _mm256_store_ps(out[t] + i + 8, load_float8(kind, at + 8 * elem));
+        }
+}
+
+/* A wide tile with its sizes as constants in each call, so that its loops unroll. */
+#define WIDE_CASE(rows, toks)                                                                 \
+    case (rows - 1) * WIDE_TILE_TOKENS + toks - 1:                                            \
+        wide_tile(kind, interleaved, n, w, w_row_bytes, r, rows, i0, len, s.act[t], toks,     \
+                  s.acc + (r - g), t, y + (block + t) * ldy + r, ldy);                        \
+        break;
+#define WIDE_CASES(rows)                                                                      \
+    WIDE_CASE(rows, 1) WIDE_CASE(rows, 2) WIDE_CASE(rows, 3) WIDE_CASE(rows, 4)               \
+    WIDE_CASE(rows, 5) WIDE_CASE(rows, 6)
+
+/* float_matmul's product for F16 / BF16 with WIDE_MIN_TOKENS tokens or more (see above). */
+static inline __attribute__((always_inline)) void
+wide_matmul(enum x86_float_kind kind, bool interleaved, size_t n, const void *w,
+            size_t w_row_bytes, size_t n_rows, const void *activations, size_t act_row_bytes,
+            size_t n_tokens, float *y, size_t ldy)
+{
+    wide_scratch s;
+    for (size_t block = 0; block < n_tokens; block += WIDE_BLOCK_TOKENS) {
+        size_t n_block = n_tokens - block < WIDE_BLOCK_TOKENS ? n_tokens - block : WIDE_BLOCK_TOKENS;
+        const char *act = (const char *)activations + block * act_row_bytes;
+        for (size_t g = 0; g < n_rows; g += WIDE_GROUP_ROWS) {
+            size_t g_end = n_rows - g < WIDE_GROUP_ROWS ? n_rows : g + WIDE_GROUP_ROWS;
+            for (size_t i0 = 0; i0 < n; i0 += WIDE_SEGMENT) {
+                size_t len = n - i0 < WIDE_SEGMENT ? n - i0 : WIDE_SEGMENT;
+                wide_convert_act(kind, act, act_row_bytes, n_block, i0, len, s.act);
+                for (size_t t = 0, n_tok; t < n_block; t += n_tok) {
+                    n_tok = n_block - t < WIDE_TILE_TOKENS ? n_block - t : WIDE_TILE_TOKENS;
+                    for (size_t r = g, rows; r < g_end; r += rows) {
+                        rows = g_end - r < WIDE_TILE_ROWS ? g_end - r : WIDE_TILE_ROWS;
+                        switch ((rows - 1) * WIDE_TILE_TOKENS + n_tok - 1) {
+                            WIDE_CASES(1)
+                            WIDE_CASES(2)
+                        default: break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /* A float kind's dot (the tile of one row and one token), tile kernel and packed kernel. */
 #define DEFINE_FLOAT_KERNELS(type, kind)                                                     \
     float quant_dot_##type##_avx2(size_t n, const void *w, const void *a)                     \
@@ -193,8 +367,12 @@ float_matmul(enum x86_float_kind kind, bool interleaved, size_t n, const void *w
                                     size_t n_rows, const void *act, size_t act_row_bytes,     \
                                     size_t n_tokens, float *y, size_t ldy)                    \
     {                                                                                         \
-        float_matmul(kind, false, n, w, w_row_bytes, n_rows, act, act_row_bytes, n_tokens, y, \
-                     ldy);                                                                    \
+        if (kind != X86_F32 && n_tokens >= WIDE_MIN_TOKENS)                                   \
+            wide_matmul(kind, false, n, w, w_row_bytes, n_rows, act, act_row_bytes, n_tokens, \
+                        y, ldy);                                                              \
+        else                                                                                  \
+            float_matmul(kind, false, n, w, w_row_bytes, n_rows, act, act_row_bytes,          \
+                         n_tokens, y, ldy);                                                   \
     }                                                                                         \
     void quant_matmul_packed_##type##_avx2(size_t n, const void *packed, size_t n_groups,     \
                                            const void *act, size_t act_row_bytes,             \
@@ -202,8 +380,12 @@ float_matmul(enum x86_float_kind kind, bool interleaved, size_t n, const void *w
                                            size_t ldy)                                        \
     {                                                                                         \
         (void)sums;                                                                           \
-        float_matmul(kind, true, n, packed, 0, n_groups * QUANT_PACK_ROWS, act, act_row_bytes, \
-                     n_tokens, y, ldy);                                                       \
+        if (kind != X86_F32 && n_tokens >= WIDE_MIN_TOKENS)                                   \
+            wide_matmul(kind, true, n, packed, 0, n_groups * QUANT_PACK_ROWS, act,            \
+                        act_row_bytes, n_tokens, y, ldy);                                     \
+        else                                                                                  \
+            float_matmul(kind, true, n, packed, 0, n_groups * QUANT_PACK_ROWS, act,           \
+                         act_row_bytes, n_tokens, y, ldy);                                    \
     }
 
 DEFINE_FLOAT_KERNELS(f32, X86_F32)

@@ -300,7 +300,7 @@ ALWAYS_INLINE void tile_matmul(bool dp, enum x86_float_kind kind, bool interleav
 }
 
 /*
- * Prompts of F16 and BF16 rows (by FMA): the activations converted to f32 once per group of
+ * Prompts of F16 and BF16 rows by FMA: the activations converted to f32 once per group of
  * rows instead of once per tile. On Intel a 512-bit vcvtph2ps takes two uops on the two ports
  * of the FMAs it feeds (the BF16 widening, a vpmovzxwd and a shift, the same), so float_tile's
  * 4 x 5 tile, converting 4 weight and 5 activation vectors a step for 20 FMAs, leaves the
@@ -334,8 +334,14 @@ enum {
 _Static_assert(WIDE_GROUP_ROWS % FLOAT_TILE_ROWS == 0 && WIDE_SEGMENT % 16 == 0,
                "a group holds whole packed tiles, a segment whole chunks");
 
+_Static_assert(WIDE_SEGMENT % 32 == 0, "a segment holds whole vdpbf16ps steps");
+
+/* The activations of a segment: f32 for the FMA tiles, bf16 as they come for vdpbf16ps. */
 typedef struct wide_scratch {
-    float act[WIDE_BLOCK_TOKENS][WIDE_SEGMENT];
+    union {
+        float f32[WIDE_BLOCK_TOKENS][WIDE_SEGMENT];
+        uint16_t bf16[WIDE_BLOCK_TOKENS][WIDE_SEGMENT];
+    } act;
     __m512 acc[WIDE_GROUP_ROWS][WIDE_BLOCK_TOKENS];
 } wide_scratch;
 
@@ -416,18 +422,114 @@ ALWAYS_INLINE void wide_convert_act(enum x86_float_kind kind, const char *act,
         }
 }
 
+/*
+ * BF16 prompts with vdpbf16ps: the same blocks, groups, segments and tiles, the activations
+ * copied into the scratch as they are (bf16, zeros past n up to the next 32), each step 32
+ * elements. A 4 x 6 tile issues 24 vdpbf16ps for 4 weight and 6 activation loads and no
+ * conversion at all, where bf16_dp_tile's 4 x 5 tile reloads its activations for every
+ * group of 4 rows. The bits are bf16_dp_tile's: each accumulator takes one vdpbf16ps per 32
+ * elements in element order, on the same pairs (weights read by load_bf16_pairs, zeros past
+ * n in both operands), then _mm512_reduce_add_ps.
+ */
+
+/* Row r's pairs at [i, i + 32) when all 32 lie below n (load_bf16_pairs without the tail). */
+ALWAYS_INLINE __m512i load_bf16_pairs_whole(bool interleaved, const char *w, size_t w_row_bytes,
+                                            size_t r, size_t i)
+{
+    if (!interleaved)
+        return _mm512_loadu_si512(x86_tile_row_at(X86_BF16, false, w, w_row_bytes, r, i, 32));
+    __m256i low = _mm256_loadu_si256(
+        (const __m256i *)x86_tile_row_at(X86_BF16, true, w, 0, r, i, 16));
+    __m256i high = _mm256_loadu_si256(
+        (const __m256i *)x86_tile_row_at(X86_BF16, true, w, 0, r, i + 16, 16));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(low), high, 1);
+}
+
+/* wide_tile with vdpbf16ps on a segment of bf16 activations (see above). */
+ALWAYS_INLINE void wide_dp_tile(bool interleaved, size_t n, const char *w, size_t w_row_bytes,
+                                size_t r0, size_t n_rows, size_t i0, size_t len,
+                                const uint16_t *act, size_t n_tok, bool prefetch,
+                                __m512 (*acc_rows)[WIDE_BLOCK_TOKENS], size_t t0, float *y,
+                                size_t ldy)
+{
+    __m512 acc[WIDE_TILE_ROWS][WIDE_TILE_TOKENS];
+#pragma GCC unroll 4
+    for (size_t r = 0; r < n_rows; r++)
+#pragma GCC unroll 6
+        for (size_t t = 0; t < n_tok; t++)
+            acc[r][t] = i0 == 0 ? _mm512_setzero_ps() : acc_rows[r][t0 + t];
+    size_t elem = sizeof(uint16_t);
+    for (size_t i = 0; i < len; i += 32) {
+        bool whole = i0 + i + 32 <= n;
+        __m512i wv[WIDE_TILE_ROWS];
+#pragma GCC unroll 4
+        for (size_t r = 0; r < n_rows; r++) {
+            /* the packed tile that holds the row, and the row in it */
+            size_t row = r0 + r;
+            const char *tile =
+                interleaved ? w + row / FLOAT_TILE_ROWS * FLOAT_TILE_ROWS * n * elem : w;
+            size_t tile_row = interleaved ? row % FLOAT_TILE_ROWS : row;
+            if (prefetch && (!interleaved || tile_row == 0))
+                x86_prefetch_ahead(x86_tile_row_at(X86_BF16, interleaved, tile, w_row_bytes,
+                                                   tile_row, i0 + i, 16),
+                                   (interleaved ? FLOAT_TILE_ROWS : 1) * 32 * elem,
+                                   (interleaved ? FLOAT_TILE_ROWS : 1) * WIDE_SEGMENT * elem);
+            wv[r] = whole ? load_bf16_pairs_whole(interleaved, tile, w_row_bytes, tile_row, i0 + i)
+                          : load_bf16_pairs(interleaved, tile, w_row_bytes, tile_row, i0 + i, n);
+        }
+#pragma GCC unroll 6
+        for (size_t t = 0; t < n_tok; t++) {
+            __m512i av = _mm512_load_si512(act + t * WIDE_SEGMENT + i);
+#pragma GCC unroll 4
+            for (size_t r = 0; r < n_rows; r++)
+                acc[r][t] = dpbf16(acc[r][t], wv[r], av);
+        }
+    }
+    bool last = i0 + len == n;
+#pragma GCC unroll 4
+    for (size_t r = 0; r < n_rows; r++)
+#pragma GCC unroll 6
+        for (size_t t = 0; t < n_tok; t++) {
+            if (last)
+                y[t * ldy + r] = _mm512_reduce_add_ps(acc[r][t]);
+            else
+                acc_rows[r][t0 + t] = acc[r][t];
+        }
+}
+
+/* Elements [i0, i0 + len) of n_tok bf16 activation rows into the scratch, zeros after the
+ * last element up to the next 32. */
+ALWAYS_INLINE void wide_copy_bf16_act(const char *act, size_t act_row_bytes, size_t n_tok,
+                                      size_t i0, size_t len, uint16_t (*out)[WIDE_SEGMENT])
+{
+    for (size_t t = 0; t < n_tok; t++) {
+        const uint16_t *row = (const uint16_t *)(act + t * act_row_bytes) + i0;
+        for (size_t i = 0; i < len; i += 32) {
+            __mmask32 keep = len - i < 32 ? (__mmask32)((1u << (len - i)) - 1) : 0xffffffffu;
+            _mm512_store_si512(out[t] + i, _mm512_maskz_loadu_epi16(keep, row + i));
+        }
+    }
+}
+
 /* A wide tile with its sizes as constants in each call, so that its loops unroll. */
 #define WIDE_CASE(rows, toks)                                                                 \
     case (rows - 1) * WIDE_TILE_TOKENS + toks - 1:                                            \
-        wide_tile(kind, interleaved, n, weights, w_row_bytes, r, rows, i0, len, s.act[t], toks, \
-                  t == 0, s.acc + (r - g), t, out + (block + t) * ldy + r, ldy);              \
+        if (dp)                                                                               \
+            wide_dp_tile(interleaved, n, weights, w_row_bytes, r, rows, i0, len,              \
+                         s.act.bf16[t], toks, t == 0, s.acc + (r - g), t,                     \
+                         out + (block + t) * ldy + r, ldy);                                   \
+        else                                                                                  \
+            wide_tile(kind, interleaved, n, weights, w_row_bytes, r, rows, i0, len,           \
+                      s.act.f32[t], toks, t == 0, s.acc + (r - g), t,                         \
+                      out + (block + t) * ldy + r, ldy);                                      \
         break;
 #define WIDE_CASES(rows)                                                                      \
     WIDE_CASE(rows, 1) WIDE_CASE(rows, 2) WIDE_CASE(rows, 3) WIDE_CASE(rows, 4)               \
     WIDE_CASE(rows, 5) WIDE_CASE(rows, 6)
 
-/* tile_matmul's product for F16 / BF16 with WIDE_MIN_TOKENS tokens or more (see above). */
-ALWAYS_INLINE void wide_matmul(enum x86_float_kind kind, bool interleaved, size_t n,
+/* tile_matmul's product for F16 / BF16 with WIDE_MIN_TOKENS tokens or more (see above), by
+ * FMA or by vdpbf16ps (dp, BF16 only). */
+ALWAYS_INLINE void wide_matmul(bool dp, enum x86_float_kind kind, bool interleaved, size_t n,
                                const void *weights, size_t w_row_bytes, size_t n_rows,
                                const void *activations, size_t act_row_bytes, size_t n_tokens,
                                float *out, size_t ldy)
@@ -440,7 +542,10 @@ ALWAYS_INLINE void wide_matmul(enum x86_float_kind kind, bool interleaved, size_
             size_t g_end = n_rows - g < WIDE_GROUP_ROWS ? n_rows : g + WIDE_GROUP_ROWS;
             for (size_t i0 = 0; i0 < n; i0 += WIDE_SEGMENT) {
                 size_t len = n - i0 < WIDE_SEGMENT ? n - i0 : WIDE_SEGMENT;
-                wide_convert_act(kind, act, act_row_bytes, n_block, i0, len, s.act);
+                if (dp)
+                    wide_copy_bf16_act(act, act_row_bytes, n_block, i0, len, s.act.bf16);
+                else
+                    wide_convert_act(kind, act, act_row_bytes, n_block, i0, len, s.act.f32);
                 for (size_t t = 0, n_tok; t < n_block; t += n_tok) {
                     n_tok = n_block - t < WIDE_TILE_TOKENS ? n_block - t : WIDE_TILE_TOKENS;
                     for (size_t r = g, rows; r < g_end; r += rows) {
@@ -472,8 +577,8 @@ ALWAYS_INLINE void wide_matmul(enum x86_float_kind kind, bool interleaved, size_
                                       size_t n_tokens, float *y, size_t ldy)                  \
     {                                                                                         \
         if (kind != X86_F32 && n_tokens >= WIDE_MIN_TOKENS)                                   \
-            wide_matmul(kind, false, n, w, w_row_bytes, n_rows, act, act_row_bytes, n_tokens, \
-                        y, ldy);                                                              \
+            wide_matmul(false, kind, false, n, w, w_row_bytes, n_rows, act, act_row_bytes,    \
+                        n_tokens, y, ldy);                                                    \
         else                                                                                  \
             tile_matmul(false, kind, false, n, w, w_row_bytes, n_rows, act, act_row_bytes,   \
                         n_tokens, y, ldy);                                                    \
@@ -485,7 +590,7 @@ ALWAYS_INLINE void wide_matmul(enum x86_float_kind kind, bool interleaved, size_
     {                                                                                         \
         (void)sums;                                                                           \
         if (kind != X86_F32 && n_tokens >= WIDE_MIN_TOKENS)                                   \
-            wide_matmul(kind, true, n, packed, 0, n_groups * QUANT_PACK_ROWS, act,            \
+            wide_matmul(false, kind, true, n, packed, 0, n_groups * QUANT_PACK_ROWS, act,     \
                         act_row_bytes, n_tokens, y, ldy);                                     \
         else                                                                                  \
             tile_matmul(false, kind, true, n, packed, 0, n_groups * QUANT_PACK_ROWS, act,     \
@@ -507,8 +612,12 @@ void quant_matmul_bf16_avx512_bf16(size_t n, const void *w, size_t w_row_bytes, 
                                    const void *act, size_t act_row_bytes, size_t n_tokens,
                                    float *y, size_t ldy)
 {
-    tile_matmul(true, X86_BF16, false, n, w, w_row_bytes, n_rows, act, act_row_bytes, n_tokens,
-                y, ldy);
+    if (n_tokens >= WIDE_MIN_TOKENS)
+        wide_matmul(true, X86_BF16, false, n, w, w_row_bytes, n_rows, act, act_row_bytes,
+                    n_tokens, y, ldy);
+    else
+        tile_matmul(true, X86_BF16, false, n, w, w_row_bytes, n_rows, act, act_row_bytes,
+                    n_tokens, y, ldy);
 }
 
 void quant_matmul_packed_bf16_avx512_bf16(size_t n, const void *packed, size_t n_groups,
@@ -517,8 +626,12 @@ void quant_matmul_packed_bf16_avx512_bf16(size_t n, const void *packed, size_t n
                                           size_t ldy)
 {
     (void)sums;
-    tile_matmul(true, X86_BF16, true, n, packed, 0, n_groups * QUANT_PACK_ROWS, act, act_row_bytes,
-                n_tokens, y, ldy);
+    if (n_tokens >= WIDE_MIN_TOKENS)
+        wide_matmul(true, X86_BF16, true, n, packed, 0, n_groups * QUANT_PACK_ROWS, act,
+                    act_row_bytes, n_tokens, y, ldy);
+    else
+        tile_matmul(true, X86_BF16, true, n, packed, 0, n_groups * QUANT_PACK_ROWS, act,
+                    act_row_bytes, n_tokens, y, ldy);
 }
 
 /* ---- 32-element block types, two blocks per register ---------------------------------- */
