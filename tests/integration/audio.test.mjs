@@ -194,11 +194,13 @@ if (audioGguf) {
   test('an audio model takes a clip from input_audio and from images into its prompt, a token per 40 ms', async () => {
     // the prompt is the BOS token and the clip: its two marks and its tokens
     const heard = async (samples) => openai.chat.completions.create({ model: 'listener', max_tokens: 4,
-      messages: [{ role: 'user', content: [{ type: 'input_audio',
+      temperature: 0, messages: [{ role: 'user', content: [{ type: 'input_audio',
         input_audio: { data: silence(samples).toString('base64'), format: 'wav' } }] }] });
     const short = await heard(1600);
     assert.equal(short.choices[0].message.role, 'assistant');
-    assert.ok(short.choices[0].message.content.length > 0);
+    // the tiny model's greedy tokens may all be ones that print nothing: that it answered is the point
+    assert.equal(typeof short.choices[0].message.content, 'string');
+    assert.ok(short.usage.completion_tokens > 0);
     // 0.5 s more is 12 or 13 more tokens (two halving subsamplings of 10 ms frames)
     const more = (await heard(1600 + 8000)).usage.prompt_tokens - short.usage.prompt_tokens;
     assert.ok(more >= 12 && more <= 13, `0.5 s more audio made ${more} more prompt tokens`);
