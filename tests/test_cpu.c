@@ -1,8 +1,9 @@
 /*
  * CPU identification: the CPUID signatures of AMD cores map to the right generation for the
  * software-prefetch choices (cpu_signature_is_zen4_or_later, cpu_prefetch_bytes_for), extended
- * family and model included; the prefetch choice follows CORRAL_PREFETCH when it is set; and
- * a packed matrix call's rows count as resident in L2 up to three quarters of it.
+ * family and model included; the prefetch choice follows CORRAL_PREFETCH when it is set;
+ * a packed matrix call's rows count as resident in L2 up to three quarters of it; and BF16 rows
+ * take vdpbf16ps by vendor at avx512 and wherever level avx512-vdpbf16ps is asked for.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,8 +11,13 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include "cpu.h"
 
@@ -81,6 +87,51 @@ static void test_l2_residency(void **state)
     assert_true(cpu_outgrows_l2(l2));
 }
 
+/* Whether CPUID leaf 0 names Intel, read here apart from cpu.c. */
+static bool vendor_is_intel(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned int eax, ebx, ecx, edx;
+    if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx))
+        return false;
+    return ebx == 0x756e6547 && edx == 0x49656e69 && ecx == 0x6c65746e; /* "Genu" "ineI" "ntel" */
+#else
+    return false;
+#endif
+}
+
+static void test_bf16_kernels_by_vendor(void **state)
+{
+    (void)state;
+    assert_false(cpu_vendor_prefers_vdpbf16ps("GenuineIntel"));
+    assert_true(cpu_vendor_prefers_vdpbf16ps("AuthenticAMD"));
+    assert_true(cpu_vendor_prefers_vdpbf16ps("HygonGenuine"));
+    corral_error err = {{0}};
+    if (cpu_detected_level() < CPU_LEVEL_AVX512) {
+        assert_false(cpu_force_level("avx512-vdpbf16ps", &err));
+        assert_false(cpu_prefers_vdpbf16ps());
+        return;
+    }
+    assert_true(cpu_force_level("avx512", &err));
+    bool bf16 = cpu_has_avx512_bf16();
+    /* the FMA kernels on Intel, vdpbf16ps on any other CPU that has it */
+    assert_int_equal(cpu_prefers_vdpbf16ps(), bf16 && !vendor_is_intel());
+    assert_string_equal(cpu_active_level_name(), cpu_has_avx512_vnni() ? "avx512" : "avx512-novnni");
+    /* the forcing level runs wherever the instruction exists, and takes it there */
+    assert_int_equal(cpu_force_level("avx512-vdpbf16ps", &err), bf16);
+    if (bf16) {
+        assert_true(cpu_prefers_vdpbf16ps());
+        assert_string_equal(cpu_active_level_name(), "avx512-vdpbf16ps");
+    } else {
+        assert_non_null(strstr(err.message, "AVX512_BF16"));
+    }
+    /* the levels below never do */
+    assert_true(cpu_force_level("avx512-novnni", &err));
+    assert_false(cpu_prefers_vdpbf16ps());
+    assert_true(cpu_force_level("avx2", &err));
+    assert_false(cpu_prefers_vdpbf16ps());
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -88,6 +139,7 @@ int main(void)
         cmocka_unit_test(test_one_token_prefetch_distance),
         cmocka_unit_test(test_prefetch_follows_environment),
         cmocka_unit_test(test_l2_residency),
+        cmocka_unit_test(test_bf16_kernels_by_vendor),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

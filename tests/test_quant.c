@@ -174,9 +174,10 @@ static uint32_t float_bits(float v)
     return bits;
 }
 
+/* The active level's name, avx512's variants (avx512-novnni, avx512-vdpbf16ps) included */
 static const char *level_name(void)
 {
-    return cpu_level_name(cpu_active_level());
+    return cpu_active_level_name();
 }
 
 /* ---- ops presence --------------------------------------------------------------------- */
@@ -1006,8 +1007,8 @@ typedef struct float_kernels {
  * quant_legacy_avx2.c and quant_legacy_avx512.c, activations converted ahead in segments):
  * rows past a group of 64, tokens past a block of 24 and past a tile, elements past a
  * segment of 256 to a partial chunk, packed and row-major, each result the bits of its dot.
- * BF16 at avx512 goes through its FMA kernels directly, which a CPU with AVX512_BF16 does
- * not dispatch to, and on such a CPU through its vdpbf16ps kernels too (32-element steps,
+ * BF16 at avx512 goes through both its kernel sets directly, whichever this CPU dispatches
+ * to: the FMA ones, and where the CPU has AVX512_BF16 the vdpbf16ps ones (32-element steps,
  * the last one partial).
  */
 static void test_float_prompt_matmul_equals_dots(void **state)
@@ -1064,6 +1065,30 @@ static void test_float_prompt_matmul_equals_dots(void **state)
         }
     }
     free(x), free(a), free(w), free(packed), free(act), free(y);
+}
+
+/*
+ * BF16's dot and tiles come from one kernel set, vdpbf16ps or FMA as cpu_prefers_vdpbf16ps
+ * says, so that a prompt's results and a step's keep the same bits; level avx512-vdpbf16ps
+ * (CORRAL_CPU, as cpu_level_gate sets it) takes the vdpbf16ps set.
+ */
+static void test_bf16_kernels_switch_together(void **state)
+{
+    (void)state;
+    if (strcmp(level_name(), "avx512-vdpbf16ps") == 0)
+        assert_true(cpu_prefers_vdpbf16ps());
+    if (cpu_active_level() != CPU_LEVEL_AVX512)
+        skip();
+    const quant_ops *ops = quant_ops_active(TENSOR_TYPE_BF16);
+    if (cpu_prefers_vdpbf16ps()) {
+        assert_ptr_equal(ops->dot, quant_dot_bf16_avx512_bf16);
+        assert_ptr_equal(ops->matmul, quant_matmul_bf16_avx512_bf16);
+        assert_ptr_equal(ops->matmul_packed, quant_matmul_packed_bf16_avx512_bf16);
+    } else {
+        assert_ptr_equal(ops->dot, quant_dot_bf16_avx512);
+        assert_ptr_equal(ops->matmul, quant_matmul_bf16_avx512);
+        assert_ptr_equal(ops->matmul_packed, quant_matmul_packed_bf16_avx512);
+    }
 }
 
 /*
@@ -1525,6 +1550,7 @@ int main(void)
         cmocka_unit_test(test_packed_matmul_equals_per_row_dots),
         cmocka_unit_test(test_packed_matmul_extremes_equal_dots),
         cmocka_unit_test(test_float_prompt_matmul_equals_dots),
+        cmocka_unit_test(test_bf16_kernels_switch_together),
         cmocka_unit_test(test_q8_k_activations_at_active_level_match_portable),
         cmocka_unit_test(test_read_only_types_have_ops),
         cmocka_unit_test(test_read_only_blocks_and_dots_match_ggml),

@@ -16,9 +16,11 @@
 /* ---- CPU dispatch ---- */
 
 /* Lower the kernel level for this process: "scalar", "avx2", "avx512-novnni" (AVX-512 as a
- * CPU without VNNI runs it) or "avx512". */
+ * CPU without VNNI runs it), "avx512" or "avx512-vdpbf16ps" (AVX-512 with BF16 rows through
+ * vdpbf16ps, which Intel CPUs otherwise leave to FMAs; only where the CPU has AVX512_BF16). */
 bool corral_cpu_set_level(const char *name, corral_error *err);
-/* Name of the level kernels run at now (avx512-novnni when AVX-512 runs without VNNI), and
+/* Name of the level kernels run at now (avx512-novnni when AVX-512 runs without VNNI,
+ * avx512-vdpbf16ps when that level was asked for), and
  * of the highest the CPU supports. */
 const char *corral_cpu_level(void);
 const char *corral_cpu_detected_level(void);

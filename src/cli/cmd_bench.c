@@ -61,7 +61,8 @@ static void usage(FILE *out)
           "  -s N[,N...]       sequences generating together in each tg test (default 1)\n"
           "  -r N              repetitions per test, after one warm-up (default 5)\n"
           "  --kv TYPE         KV cache type: f16 (default), f32, q8_0, q4_0\n"
-          "  --cpu LEVEL       kernel level: scalar, avx2, avx512-novnni, avx512\n"
+          "  --cpu LEVEL       kernel level: scalar, avx2, avx512-novnni, avx512,\n"
+          "                    avx512-vdpbf16ps\n"
           "  --device DEV      cpu, or vulkan[:N] (every layer that fits on GPU N)\n"
           "  --gpu-layers N    the last N layers on the GPU (-1: all that fit)\n",
           out);

@@ -1,5 +1,5 @@
 /*
- * Runtime CPU feature detection (CPUID + XGETBV) and the active dispatch level.
+ * Runtime CPU feature and vendor detection (CPUID + XGETBV) and the active dispatch level.
  * The active level is read on every kernel-table lookup, so it is cached after the first call.
  */
 #include "cpu.h"
@@ -15,11 +15,31 @@
 #endif
 
 static int detected = -1;
-static bool avx512_vnni, avx512_bf16;
+static bool avx512_vnni, avx512_bf16, vendor_prefers_vdpbf16ps;
 static int active = -1;
 /* "avx512-novnni": the AVX-512 level as a CPU without VNNI (and so without the later BF16
  * instructions) runs it, so that its kernel tables are tested on CPUs that have them */
 static bool vnni_off;
+/* "avx512-vdpbf16ps": the AVX-512 level with BF16 rows through vdpbf16ps whatever the vendor,
+ * so that those kernels are tested on an Intel CPU, which does not take them by itself */
+static bool vdpbf16ps_forced;
+
+/* CPUID leaf 0's vendor string (12 characters, no terminator); false where there is none. */
+static bool read_vendor(char vendor[12])
+{
+#ifdef CORRAL_X86
+    unsigned int eax, ebx, ecx, edx;
+    if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx))
+        return false;
+    memcpy(vendor, &ebx, 4);
+    memcpy(vendor + 4, &edx, 4);
+    memcpy(vendor + 8, &ecx, 4);
+    return true;
+#else
+    (void)vendor;
+    return false;
+#endif
+}
 
 #ifdef CORRAL_X86
 static unsigned long long read_xcr0(void)
@@ -33,6 +53,8 @@ static unsigned long long read_xcr0(void)
 static void detect(void)
 {
     int level = CPU_LEVEL_SCALAR;
+    char vendor[12];
+    vendor_prefers_vdpbf16ps = read_vendor(vendor) && cpu_vendor_prefers_vdpbf16ps(vendor);
 #ifdef CORRAL_X86
     unsigned int eax, ebx, ecx, edx;
     if (__get_cpuid(1, &eax, &ebx, &ecx, &edx)) {
@@ -79,6 +101,20 @@ bool cpu_has_avx512_bf16(void)
     return cpu_detected_level() == CPU_LEVEL_AVX512 && avx512_bf16 && !vnni_off;
 }
 
+bool cpu_vendor_prefers_vdpbf16ps(const char vendor[12])
+{
+    /* Intel cores issue vdpbf16ps at a small fraction of their FMA rate, so its two products
+     * a lane per instruction lose to widening the weights to F32 for the FMAs; AMD's Zen 4 and
+     * 5 issue it as fast as an FMA, where it doubles the products. */
+    return memcmp(vendor, "GenuineIntel", 12) != 0;
+}
+
+bool cpu_prefers_vdpbf16ps(void)
+{
+    return cpu_active_level() == CPU_LEVEL_AVX512 && cpu_has_avx512_bf16() &&
+           (vendor_prefers_vdpbf16ps || vdpbf16ps_forced);
+}
+
 const char *cpu_level_name(enum cpu_level level)
 {
     static const char *const names[CPU_LEVEL_COUNT] = {"scalar", "avx2", "avx512"};
@@ -86,10 +122,11 @@ const char *cpu_level_name(enum cpu_level level)
 }
 
 static const char NO_VNNI_NAME[] = "avx512-novnni";
+static const char VDPBF16PS_NAME[] = "avx512-vdpbf16ps";
 
 static int level_from_name(const char *name)
 {
-    if (strcmp(name, NO_VNNI_NAME) == 0)
+    if (strcmp(name, NO_VNNI_NAME) == 0 || strcmp(name, VDPBF16PS_NAME) == 0)
         return CPU_LEVEL_AVX512;
     for (int level = 0; level < CPU_LEVEL_COUNT; level++)
         if (strcmp(name, cpu_level_name((enum cpu_level)level)) == 0)
@@ -97,12 +134,36 @@ static int level_from_name(const char *name)
     return -1;
 }
 
+/* Whether this CPU has the instructions a level name asks for beyond its level. */
+static bool runs_name_extras(const char *name)
+{
+    return strcmp(name, VDPBF16PS_NAME) != 0 || avx512_bf16;
+}
+
+/* Sets the kernel choices a level name makes beyond its level. */
+static void choose_name_extras(const char *name)
+{
+    vnni_off = strcmp(name, NO_VNNI_NAME) == 0;
+    vdpbf16ps_forced = strcmp(name, VDPBF16PS_NAME) == 0;
+}
+
+const char *cpu_active_level_name(void)
+{
+    enum cpu_level level = cpu_active_level();
+    if (level == CPU_LEVEL_AVX512 && !cpu_has_avx512_vnni())
+        return NO_VNNI_NAME;
+    if (level == CPU_LEVEL_AVX512 && vdpbf16ps_forced)
+        return VDPBF16PS_NAME;
+    return cpu_level_name(level);
+}
+
 bool cpu_force_level(const char *name, corral_error *err)
 {
     int level = level_from_name(name);
     if (level < 0) {
         corral_error_set(err,
-                         "unknown CPU level '%s' (expected scalar, avx2, avx512 or avx512-novnni)",
+                         "unknown CPU level '%s' (expected scalar, avx2, avx512-novnni, avx512 or "
+                         "avx512-vdpbf16ps)",
                          name);
         return false;
     }
@@ -111,8 +172,12 @@ bool cpu_force_level(const char *name, corral_error *err)
                          cpu_level_name(cpu_detected_level()));
         return false;
     }
+    if (!runs_name_extras(name)) {
+        corral_error_set(err, "this CPU cannot run level '%s' (it lacks AVX512_BF16)", name);
+        return false;
+    }
     active = level;
-    vnni_off = strcmp(name, NO_VNNI_NAME) == 0;
+    choose_name_extras(name);
     return true;
 }
 
@@ -124,9 +189,9 @@ enum cpu_level cpu_active_level(void)
         if (env && *env) {
             int wanted = level_from_name(env);
             /* An unknown or too-high request keeps the detected level; the CLI reports it. */
-            if (wanted >= 0 && wanted <= level) {
+            if (wanted >= 0 && wanted <= level && runs_name_extras(env)) {
                 level = wanted;
-                vnni_off = strcmp(env, NO_VNNI_NAME) == 0;
+                choose_name_extras(env);
             }
         }
         active = level;
@@ -151,15 +216,12 @@ bool cpu_signature_is_zen4_or_later(unsigned int signature)
 static bool amd_signature(unsigned int *signature)
 {
 #ifdef CORRAL_X86
-    unsigned int eax, ebx, ecx, edx;
-    if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx))
-        return false;
     char vendor[12];
-    memcpy(vendor, &ebx, 4);
-    memcpy(vendor + 4, &edx, 4);
-    memcpy(vendor + 8, &ecx, 4);
+    if (!read_vendor(vendor))
+        return false;
     if (memcmp(vendor, "AuthenticAMD", 12) != 0 && memcmp(vendor, "HygonGenuine", 12) != 0)
         return false;
+    unsigned int eax, ebx, ecx, edx;
     if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx))
         return false;
     *signature = eax;

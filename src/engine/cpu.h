@@ -3,7 +3,8 @@
  * The level is detected once from CPUID (never from build flags) and can be lowered, not
  * raised, by CORRAL_CPU=scalar|avx2|avx512 or cpu_force_level (the --cpu option);
  * avx512-novnni is the AVX-512 level with VNNI (and BF16) turned off, as a CPU without them
- * runs it.
+ * runs it, and avx512-vdpbf16ps the AVX-512 level with BF16 rows through vdpbf16ps on any CPU
+ * that has AVX512_BF16, Intel's included (cpu_prefers_vdpbf16ps).
  */
 #ifndef CORRAL_ENGINE_CPU_H
 #define CORRAL_ENGINE_CPU_H
@@ -34,12 +35,28 @@ bool cpu_has_avx512_vnni(void);
 bool cpu_has_avx512_bf16(void);
 
 /*
- * Lower the active level to the named one ("scalar", "avx2", "avx512", "avx512-novnni").
- * Fails for an unknown name or a level this CPU cannot run.
+ * Whether BF16 rows go through the vdpbf16ps kernels (dot and tiles alike, so that a prompt's
+ * results and a step's keep the same bits) rather than the FMA ones on weights widened to F32:
+ * at the avx512 level where cpu_has_avx512_bf16 and cpu_vendor_prefers_vdpbf16ps, and at
+ * level avx512-vdpbf16ps.
+ */
+bool cpu_prefers_vdpbf16ps(void);
+
+/* That choice by the vendor string of CPUID leaf 0 (12 characters): every vendor's but
+ * Intel's ("GenuineIntel"). Public for its test. */
+bool cpu_vendor_prefers_vdpbf16ps(const char vendor[12]);
+
+/*
+ * Lower the active level to the named one ("scalar", "avx2", "avx512-novnni", "avx512",
+ * "avx512-vdpbf16ps"). Fails for an unknown name or a level this CPU cannot run.
  */
 bool cpu_force_level(const char *name, corral_error *err);
 
 const char *cpu_level_name(enum cpu_level level);
+
+/* The name of the kernels run now: the active level's, or the avx512 variant in force
+ * (avx512-novnni also where the CPU itself lacks VNNI). */
+const char *cpu_active_level_name(void);
 
 /*
  * Whether a packed 1-token kernel, which reads its weights as one sequential stream, should

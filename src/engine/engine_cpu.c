@@ -9,10 +9,7 @@ bool corral_cpu_set_level(const char *name, corral_error *err)
 
 const char *corral_cpu_level(void)
 {
-    enum cpu_level level = cpu_active_level();
-    if (level == CPU_LEVEL_AVX512 && !cpu_has_avx512_vnni())
-        return "avx512-novnni";
-    return cpu_level_name(level);
+    return cpu_active_level_name();
 }
 
 const char *corral_cpu_detected_level(void)

@@ -719,7 +719,7 @@ static const quant_ops avx512_vnni_ops[SLOT_COUNT] = LEVEL_TABLE(
     quant_dot_q4_1_avx512_vnni, quant_dot_q5_0_avx512_vnni, quant_dot_q5_1_avx512_vnni,
     quant_dot_q8_0_avx512_vnni, TILES_AVX512, PACKED_AVX512);
 
-/* BF16 where the CPU has AVX512_BF16: vdpbf16ps tiles (quant_legacy_avx512.c). */
+/* BF16 where cpu_prefers_vdpbf16ps: vdpbf16ps dot and tiles (quant_legacy_avx512.c). */
 static const quant_ops bf16_dp_ops = FLOAT_OPS(BF16, dequantize_bf16, quantize_bf16,
                                                quant_dot_bf16_avx512_bf16,
                                                quant_matmul_bf16_avx512_bf16,
@@ -749,7 +749,7 @@ const quant_ops *quant_legacy_ops(uint32_t type, enum cpu_level level)
         return NULL;
     switch (level) {
     case CPU_LEVEL_AVX512:
-        if (slot == SLOT_BF16 && cpu_has_avx512_bf16())
+        if (slot == SLOT_BF16 && cpu_prefers_vdpbf16ps())
             return &bf16_dp_ops;
         return cpu_has_avx512_vnni() ? &avx512_vnni_ops[slot] : &avx512_ops[slot];
     case CPU_LEVEL_AVX2:

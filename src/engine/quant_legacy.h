@@ -154,7 +154,8 @@ void quant_matmul_packed_f16_avx512(size_t n, const void *packed, size_t n_group
 void quant_matmul_packed_bf16_avx512(size_t n, const void *packed, size_t n_groups,
                                      const void *act, size_t act_row_bytes, const void *sums,
                                      size_t n_tokens, float *y, size_t ldy);
-/* BF16 with vdpbf16ps; only when cpu_has_avx512_bf16(). */
+/* BF16 with vdpbf16ps; only when cpu_has_avx512_bf16() (dispatched when
+ * cpu_prefers_vdpbf16ps()). */
 float quant_dot_bf16_avx512_bf16(size_t n, const void *w, const void *a);
 void quant_matmul_bf16_avx512_bf16(size_t n, const void *w, size_t w_row_bytes, size_t n_rows,
                                    const void *act, size_t act_row_bytes, size_t n_tokens,
