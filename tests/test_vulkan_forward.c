@@ -1103,7 +1103,8 @@ static void check_recurrent_reuse(const char *file, int gpu_layers)
     for (size_t i = 0; i < 5; i++)
         answer[i % 3] = (corral_token)((i * 11 + 2) % V), other[i] = (corral_token)((i * 53 + 7) % V);
     decode_both(file, cpu, gpu, prompt, 11, V, "the prompt");
-    assert_true(corral_seq_checkpoint(cpu, 0) && corral_seq_checkpoint(gpu, 0));
+    assert_true(corral_seq_checkpoint(cpu, 0, CORRAL_CHECKPOINT_PROMPT) &&
+                corral_seq_checkpoint(gpu, 0, CORRAL_CHECKPOINT_PROMPT));
     decode_both(file, cpu, gpu, answer, 3, V, "the answer");
     corral_seq_truncate(cpu, 0, 11);
     corral_seq_truncate(gpu, 0, 11);
