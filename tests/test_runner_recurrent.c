@@ -302,14 +302,14 @@ enum { N_CONFIGS = sizeof spec_configs / sizeof spec_configs[0] };
 
 /*
  * Speculative decoding changes no token of a recurrent model: every answer's tokens are plain
- * decoding's, although drafts were partly rejected (so that states went back to a step's
- * checkpoint and the accepted tokens were evaluated again in the next batch) as well as
- * accepted.
+ * decoding's, although drafts were rejected (so that states went back to a step's checkpoint
+ * and the tokens accepted since were evaluated again in the next batch) as well as accepted.
  */
 static void test_runner_recurrent_speculative_decoding_changes_no_token(void **state)
 {
     (void)state;
     static spec_run plain[N_SPEC], runs[N_CONFIGS][N_SPEC];
+    json_int_t all_accepted = 0, models_accepting = 0;
     for (size_t m = 0; m < sizeof recurrent_fixtures / sizeof recurrent_fixtures[0]; m++) {
         const recurrent_fixture *f = &recurrent_fixtures[m];
         start_with(f->model, "0", NULL, "4", "256");
@@ -349,13 +349,16 @@ static void test_runner_recurrent_speculative_decoding_changes_no_token(void **s
             json_decref(plain[i].a.last);
         }
         assert_true(generated >= N_SPEC * SPEC_TOKENS / 2);
-        /* drafts held and drafts failed: the steps went back to their checkpoints */
-        fprintf(stderr, "%s: %lld drafted, %lld accepted\n", f->model, (long long)drafted,
-                (long long)accepted);
-        if (accepted == 0 || answers_rejected == 0)
+        /* drafts failed, so the steps went back to their checkpoints and re-fed tokens */
+        if (drafted == 0 || answers_rejected == 0)
             fail_msg("%s: %lld drafted, %lld accepted, %lld answers with rejections", f->model,
                      (long long)drafted, (long long)accepted, (long long)answers_rejected);
+        all_accepted += accepted;
+        models_accepting += accepted > 0;
     }
+    /* and drafts held (the random fixtures' answers repeat more or less): the re-fed tokens
+     * were accepted guesses too */
+    assert_true(all_accepted > 0 && models_accepting >= 5);
 }
 
 int main(void)

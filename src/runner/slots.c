@@ -609,7 +609,7 @@ static void *engine_main(void *arg)
                             : prompt_lookup_next_length(s->draft_length, s->step_drafted,
                                                         s->step_accepted, s->draft_cap);
             s->draft_pause = prompt_lookup_next_pause(&s->draft_backoff, length, s->step_drafted,
-                                                      s->step_accepted);
+                                                      s->step_accepted, pool->rollback);
             if (s->truncate_pending) /* now, so a finished slot's cells count true at once */
                 cut_sequence(pool, s);
         }
