@@ -87,6 +87,8 @@ static void complete(const char *prompt, int n, answer *a)
 
 /* A runner of the fixture arch/<model>.gguf with --draft draft and, unless NULL, the draft
  * model arch/<draft_model>.gguf, parallel slots and a context of ctx tokens. */
+static bool on_device; /* runners put every layer on the Vulkan device (--gpu-layers -1) */
+
 static void start_with(const char *model_name, const char *draft, const char *draft_model,
                        const char *parallel, const char *ctx)
 {
@@ -100,11 +102,20 @@ static void start_with(const char *model_name, const char *draft, const char *dr
     snprintf(model, sizeof model, "%s/arch/%s.gguf", fixtures, model_name);
     snprintf(draft_path, sizeof draft_path, "%s/arch/%s.gguf", fixtures,
              draft_model ? draft_model : "");
-    const char *const argv[] = {bin,         "runner",  "--model",  model,         "--socket",
-                                socket_path, "--ctx",   ctx,        "--parallel",  parallel,
-                                "--batch",   "32",      "--threads", "2",          "--draft",
-                                draft,       draft_model ? "--draft-model" : NULL, draft_path,
-                                NULL};
+    const char *argv[24] = {bin,         "runner",  "--model",  model,         "--socket",
+                            socket_path, "--ctx",   ctx,        "--parallel",  parallel,
+                            "--batch",   "32",      "--threads", "2",          "--draft",
+                            draft};
+    size_t argc = 16;
+    if (draft_model) {
+        argv[argc++] = "--draft-model";
+        argv[argc++] = draft_path;
+    }
+    if (on_device) {
+        argv[argc++] = "--gpu-layers";
+        argv[argc++] = "-1";
+    }
+    argv[argc] = NULL;
     assert_true(runner_fixture_start(argv, socket_path, &runner_pid));
 }
 
@@ -300,18 +311,16 @@ static const spec_config spec_configs[] = {
 };
 enum { N_CONFIGS = sizeof spec_configs / sizeof spec_configs[0] };
 
-/*
- * Speculative decoding changes no token of a recurrent model: every answer's tokens are plain
- * decoding's, although drafts were rejected (so that states went back to a step's checkpoint
- * and the tokens accepted since were evaluated again in the next batch) as well as accepted.
- */
-static void test_runner_recurrent_speculative_decoding_changes_no_token(void **state)
+/* Every answer of the speculative configurations is plain decoding's for each of the n
+ * fixtures, drafts were rejected on each (its states went back to a step's checkpoint and
+ * the tokens accepted since were evaluated again in the next batch); returns how many
+ * fixtures had drafts accepted too. */
+static json_int_t check_speculation(const recurrent_fixture *fixtures, size_t n)
 {
-    (void)state;
     static spec_run plain[N_SPEC], runs[N_CONFIGS][N_SPEC];
-    json_int_t all_accepted = 0, models_accepting = 0;
-    for (size_t m = 0; m < sizeof recurrent_fixtures / sizeof recurrent_fixtures[0]; m++) {
-        const recurrent_fixture *f = &recurrent_fixtures[m];
+    json_int_t models_accepting = 0;
+    for (size_t m = 0; m < n; m++) {
+        const recurrent_fixture *f = &fixtures[m];
         start_with(f->model, "0", NULL, "4", "256");
         spec_answers(0, true, plain);
         stop();
@@ -353,12 +362,42 @@ static void test_runner_recurrent_speculative_decoding_changes_no_token(void **s
         if (drafted == 0 || answers_rejected == 0)
             fail_msg("%s: %lld drafted, %lld accepted, %lld answers with rejections", f->model,
                      (long long)drafted, (long long)accepted, (long long)answers_rejected);
-        all_accepted += accepted;
         models_accepting += accepted > 0;
     }
-    /* and drafts held (the random fixtures' answers repeat more or less): the re-fed tokens
-     * were accepted guesses too */
-    assert_true(all_accepted > 0 && models_accepting >= 5);
+    return models_accepting;
+}
+
+/*
+ * Speculative decoding changes no token of a recurrent model: every answer's tokens are plain
+ * decoding's, although drafts were rejected (so that states went back to a step's checkpoint
+ * and the tokens accepted since were evaluated again in the next batch) as well as accepted
+ * (the random fixtures' answers repeat more or less: most hold some guesses).
+ */
+static void test_runner_recurrent_speculative_decoding_changes_no_token(void **state)
+{
+    (void)state;
+    size_t n = sizeof recurrent_fixtures / sizeof recurrent_fixtures[0];
+    assert_true(check_speculation(recurrent_fixtures, n) >= 5);
+}
+
+/*
+ * The same with every layer on the Vulkan device (test_runner_recurrent.vulkan, lavapipe
+ * where no GPU is), whose layers keep the states and both checkpoints: the answers of
+ * speculative runners are those of a plain runner on the device. Skipped unless asked for
+ * (CORRAL_TEST_DEVICE), as it would run on the CPU without a device.
+ */
+static void test_runner_recurrent_speculation_on_the_device(void **state)
+{
+    (void)state;
+    if (!getenv("CORRAL_TEST_DEVICE"))
+        skip();
+    static const recurrent_fixture on_gpu[] = {
+        {"qwen35", "qwen3"}, {"qwen3next", NULL}, {"lfm2", NULL}, {"granitehybrid", NULL},
+        {"nemotron-h", NULL},
+    };
+    on_device = true;
+    assert_true(check_speculation(on_gpu, sizeof on_gpu / sizeof on_gpu[0]) >= 3);
+    on_device = false;
 }
 
 int main(void)
@@ -369,6 +408,10 @@ int main(void)
         cmocka_unit_test(test_runner_recurrent_full_context_ends_the_answer),
         cmocka_unit_test(test_runner_recurrent_model_is_no_draft_model),
         cmocka_unit_test(test_runner_recurrent_speculative_decoding_changes_no_token),
+        cmocka_unit_test(test_runner_recurrent_speculation_on_the_device),
     };
+    const char *filter = getenv("CORRAL_TEST_FILTER");
+    if (filter)
+        cmocka_set_test_filter(filter);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
