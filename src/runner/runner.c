@@ -702,7 +702,8 @@ static void handle_health(connection *c)
     size_t idle = 0, cells_used = 0;
     for (size_t i = 0; i < pool->n_slots; i++) {
         idle += !pool->slots[i].busy;
-        cells_used += pool->slots[i].n_cache;
+        /* tokens a recurrent model's slot feeds again are not in the cache yet */
+        cells_used += pool->slots[i].n_cache - pool->slots[i].n_refeed;
     }
     pthread_mutex_unlock(&pool->lock);
     send_json(c->fd, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "status", "ok",
