@@ -233,6 +233,7 @@ int main(int argc, char **argv)
         cp.n_ctx = n_ctx;
         cp.n_batch = 512;
         cp.n_threads = (int)o.threads;
+        cp.step_checkpoints = true; /* a recurrent target's drafts go back to one */
         ctx = corral_context_create(model, &cp, &err);
     }
     if (ctx && o.draft) {

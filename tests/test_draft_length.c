@@ -136,6 +136,35 @@ static void test_length_by_measured_costs(void **state)
     }
 }
 
+/* A recurrent target pays for a refused guess with the rows it feeds again (the pending
+ * token and the guesses kept before it) and for every draft with a copy of its states: where
+ * each row costs 0.4 of a step its drafts are no longer than a dense target's, and shorter
+ * where a refusal after kept guesses is likely (0.8: 1 where a dense target takes 2; 0.96: 4
+ * where it takes 8); where rows are free the copy alone does not shorten them. */
+static void test_recurrent_target_counts_refed_rows(void **state)
+{
+    (void)state;
+    static const double chances[] = {0.5, 0.7, 0.8, 0.9, 0.96};
+    for (size_t i = 0; i < sizeof chances / sizeof chances[0]; i++) {
+        draft_costs dense = measured(&linear, 20), recurrent = dense;
+        draft_costs_record_checkpoint(&recurrent, 0.002);
+        draft_rate r1 = rate_of(chances[i]), r2 = rate_of(chances[i]);
+        size_t k_dense = draft_model_next_length(&r1, &dense, 1, 0, 0, 8);
+        size_t k_recurrent = draft_model_next_length(&r2, &recurrent, 1, 0, 0, 8);
+        assert_true(k_recurrent <= k_dense);
+        if (chances[i] == 0.8 || chances[i] == 0.96) {
+            assert_int_equal(k_dense, chances[i] == 0.8 ? 2 : 8);
+            assert_int_equal(k_recurrent, chances[i] == 0.8 ? 1 : 4);
+        }
+        draft_costs flat_dense = measured(&flat, 20), flat_recurrent = flat_dense;
+        draft_costs_record_checkpoint(&flat_recurrent, 0.002);
+        r1 = rate_of(chances[i]);
+        r2 = rate_of(chances[i]);
+        assert_int_equal(draft_model_next_length(&r2, &flat_recurrent, 1, 0, 0, 8),
+                         draft_model_next_length(&r1, &flat_dense, 1, 0, 0, 8));
+    }
+}
+
 /* Until both kinds of cost are measured and steady, the keep-chance rule's length. */
 static void test_without_steady_costs_the_rule(void **state)
 {
@@ -222,6 +251,7 @@ int main(void)
         cmocka_unit_test(test_recent_steps_count_most),
         cmocka_unit_test(test_length_by_measured_costs),
         cmocka_unit_test(test_without_steady_costs_the_rule),
+        cmocka_unit_test(test_recurrent_target_counts_refed_rows),
         cmocka_unit_test(test_positions_keep_chances),
         cmocka_unit_test(test_cost_estimates),
     };

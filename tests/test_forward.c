@@ -3067,8 +3067,8 @@ static void test_forward_recurrent_models_go_back_to_a_checkpoint(void **state)
         uint32_t n = (uint32_t)ref.n_input, at = n - 3;
         assert_true(n > 4);
         decode_or_fail(&r, ref.input, at, NULL);
-        assert_true(corral_seq_checkpoint(r.ctx, 0));
-        assert_false(corral_seq_checkpoint(r.ctx, 1)); /* no such sequence */
+        assert_true(corral_seq_checkpoint(r.ctx, 0, CORRAL_CHECKPOINT_PROMPT));
+        assert_false(corral_seq_checkpoint(r.ctx, 1, CORRAL_CHECKPOINT_PROMPT)); /* no such sequence */
         decode_or_fail(&r, ref.input + at, n - at, NULL);
         for (int round = 0; round < 2; round++) {
             assert_int_equal(corral_seq_reusable(r.ctx, 0, n - 1), at);
@@ -3088,6 +3088,87 @@ static void test_forward_recurrent_models_go_back_to_a_checkpoint(void **state)
         float diff = max_abs_diff(corral_get_logits(r.ctx, n - 1), ref.steps, V);
         if (diff > ARCH_TOLERANCE)
             fail_msg("%s after a cut below its checkpoint: logits differ by %g", name, diff);
+        free(ref.steps);
+        close_runner(&r);
+    }
+}
+
+/* Logits of the row must be these, bit for bit; what names the case in a failure. */
+static void expect_bitwise_logits(const float *got, const float *want, size_t V, const char *what)
+{
+    assert_non_null(got);
+    if (memcmp(got, want, V * sizeof *got) != 0)
+        fail_msg("%s: the logits differ by %g", what, max_abs_diff(got, want, V));
+}
+
+/*
+ * Speculative decoding's step checkpoint, on each recurrent model: a context with
+ * step_checkpoints keeps the states before a draft's batch (CORRAL_CHECKPOINT_STEP) beside the
+ * prompt's checkpoint; a draft partly rejected goes back there, and the accepted tokens fed
+ * again in the next batch, ahead of the next ones, give plain decoding's logits bit for bit.
+ * The prompt's checkpoint stays for a cut below the step's, and a context without step
+ * checkpoints refuses to take one.
+ */
+static void test_forward_recurrent_models_go_back_to_a_step_checkpoint(void **state)
+{
+    (void)state;
+    for (size_t m = 0; m < sizeof recurrent_models / sizeof recurrent_models[0]; m++) {
+        const char *name = recurrent_models[m];
+        char path[64], what[128];
+        snprintf(path, sizeof path, "arch/%s.gguf", name);
+        runner plain = open_runner(path, CORRAL_KV_F32, 256, 64, 1);
+        size_t V = plain.n_vocab;
+        arch_ref ref = read_arch_ref(name, V);
+        uint32_t n = (uint32_t)ref.n_input;
+        assert_true(n > 4);
+        assert_false(corral_seq_checkpoint(plain.ctx, 0, CORRAL_CHECKPOINT_STEP));
+        /* plain decoding: the prompt, then a token a step */
+        enum { STEPS = 6 };
+        corral_token g[STEPS];
+        float *steps = malloc(STEPS * V * sizeof *steps);
+        assert_non_null(steps);
+        decode_or_fail(&plain, ref.input, n, NULL);
+        greedy(&plain, corral_get_logits(plain.ctx, n - 1), g, STEPS, steps);
+        close_runner(&plain);
+
+        corral_context_params p = context_params(CORRAL_KV_F32, 256, 64, 1);
+        p.step_checkpoints = true;
+        runner r = open_runner_with(path, &p);
+        decode_or_fail(&r, ref.input, n - 2, NULL);
+        assert_true(corral_seq_checkpoint(r.ctx, 0, CORRAL_CHECKPOINT_PROMPT));
+        decode_or_fail(&r, ref.input + n - 2, 2, NULL);
+        snprintf(what, sizeof what, "%s, the prompt read in two batches", name);
+        expect_bitwise_logits(corral_get_logits(r.ctx, 1), steps, V, what);
+        /* a draft of g1 and two wrong guesses after the pending g0: g1 holds, the next not */
+        assert_true(corral_seq_checkpoint(r.ctx, 0, CORRAL_CHECKPOINT_STEP));
+        corral_token verify[4] = {g[0], g[1], (g[2] + 1) % (corral_token)V, g[3]};
+        bool all[4] = {true, true, true, true};
+        decode_or_fail(&r, verify, 4, all);
+        for (size_t i = 0; i < 2; i++) {
+            snprintf(what, sizeof what, "%s, verify row %zu", name, i);
+            expect_bitwise_logits(corral_get_logits(r.ctx, i), steps + (i + 1) * V, V, what);
+        }
+        assert_int_equal(corral_seq_reusable(r.ctx, 0, n + 2), n);
+        corral_seq_truncate(r.ctx, 0, n + 2);
+        assert_int_equal(corral_seq_length(r.ctx, 0), n);
+        /* the accepted g0 g1 again without logits, then g2 and a draft of g3 */
+        corral_token next[4] = {g[0], g[1], g[2], g[3]};
+        bool rows[4] = {false, false, true, true};
+        decode_or_fail(&r, next, 4, rows);
+        for (size_t i = 2; i < 4; i++) {
+            snprintf(what, sizeof what, "%s, after going back, row %zu", name, i);
+            expect_bitwise_logits(corral_get_logits(r.ctx, i), steps + (i + 1) * V, V, what);
+        }
+        /* the step checkpoint stays for the next rejection; the prompt's under it */
+        assert_int_equal(corral_seq_reusable(r.ctx, 0, n + 3), n);
+        assert_int_equal(corral_seq_reusable(r.ctx, 0, n - 1), n - 2);
+        corral_seq_truncate(r.ctx, 0, n - 1);
+        assert_int_equal(corral_seq_length(r.ctx, 0), n - 2);
+        assert_int_equal(corral_seq_reusable(r.ctx, 0, n - 2), n - 2);
+        decode_or_fail(&r, ref.input + n - 2, 2, NULL);
+        snprintf(what, sizeof what, "%s, back at the prompt's checkpoint", name);
+        expect_bitwise_logits(corral_get_logits(r.ctx, 1), steps, V, what);
+        free(steps);
         free(ref.steps);
         close_runner(&r);
     }
@@ -4511,6 +4592,7 @@ int main(void)
         cmocka_unit_test(test_forward_arch_qwen35_delta_net_and_gated_attention),
         cmocka_unit_test(test_forward_recurrent_models_in_batches_sequences_and_cuts),
         cmocka_unit_test(test_forward_recurrent_models_go_back_to_a_checkpoint),
+        cmocka_unit_test(test_forward_recurrent_models_go_back_to_a_step_checkpoint),
         cmocka_unit_test(test_forward_qwen35_sequence_is_kept_whole_or_cleared),
         cmocka_unit_test(test_forward_qwen35_prediction_layers_are_left_out),
         cmocka_unit_test(test_forward_prefixes_stay_reusable_without_sliding_layers),

@@ -177,15 +177,15 @@ static void test_estimate_counts_a_recurrent_models_states(void **state)
     assert_int_equal(plan.copied_bytes, 0);
     uint64_t kv = 1ull * 2 * (32 + 32) * 4 * 256 * 2;
     uint64_t states = 3ull * (3 * 128 + 4 * 16 * 16) * 4 * 2;
-    /* twice: the states and the runner's checkpoint of them */
+    /* three times: the states and the runner's prompt and step checkpoints of them */
     assert_int_equal(memory_estimate_model_bytes(path, 256, 2, CORRAL_KV_F32),
-                     plan.token_bytes + kv + 2 * states);
+                     plan.token_bytes + kv + 3 * states);
 }
 
 /* file's (under the fixtures, or an absolute path) plan copies nothing, and for 2 sequences
  * of 256 cells with an F32 cache its estimate is a token's reads plus kv bytes of keys and
- * values and twice states bytes of recurrent state (the runner keeps a checkpoint of each
- * sequence's); the plan, for the caller's own checks. */
+ * values and three times states bytes of recurrent state (the runner keeps a prompt and a step
+ * checkpoint of each sequence's); the plan, for the caller's own checks. */
 static corral_model_memory check_cache_and_states(const char *file, uint64_t kv, uint64_t states)
 {
     corral_error err;
@@ -194,7 +194,7 @@ static corral_model_memory check_cache_and_states(const char *file, uint64_t kv,
     corral_model_memory plan = plan_of(path);
     assert_int_equal(plan.copied_bytes, 0);
     assert_int_equal(memory_estimate_model_bytes(path, 256, 2, CORRAL_KV_F32),
-                     plan.token_bytes + kv + 2 * states); /* the states and their checkpoints */
+                     plan.token_bytes + kv + 3 * states); /* the states and their checkpoints */
     return plan;
 }
 

@@ -63,16 +63,29 @@ static void test_failing_drafts_pause(void **state)
 {
     (void)state;
     size_t backoff = 0;
-    assert_int_equal(prompt_lookup_next_pause(&backoff, 4, 4, 0), 0); /* halving first */
-    assert_int_equal(prompt_lookup_next_pause(&backoff, 1, 0, 0), 0); /* no draft: no news */
-    assert_int_equal(prompt_lookup_next_pause(&backoff, 1, 1, 0), 2);
-    assert_int_equal(prompt_lookup_next_pause(&backoff, 1, 1, 0), 4);
+    assert_int_equal(prompt_lookup_next_pause(&backoff, 4, 4, 0, false), 0); /* halving first */
+    assert_int_equal(prompt_lookup_next_pause(&backoff, 1, 0, 0, false), 0); /* no draft: no news */
+    assert_int_equal(prompt_lookup_next_pause(&backoff, 1, 1, 0, false), 2);
+    assert_int_equal(prompt_lookup_next_pause(&backoff, 1, 1, 0, false), 4);
     for (int i = 0; i < 8; i++)
-        prompt_lookup_next_pause(&backoff, 1, 1, 0);
-    assert_int_equal(prompt_lookup_next_pause(&backoff, 1, 1, 0), PROMPT_LOOKUP_MAX_PAUSE);
-    assert_int_equal(prompt_lookup_next_pause(&backoff, 1, 1, 1), 0);
+        prompt_lookup_next_pause(&backoff, 1, 1, 0, false);
+    assert_int_equal(prompt_lookup_next_pause(&backoff, 1, 1, 0, false), PROMPT_LOOKUP_MAX_PAUSE);
+    assert_int_equal(prompt_lookup_next_pause(&backoff, 1, 1, 1, false), 0);
     assert_int_equal(backoff, 0);
-    assert_int_equal(prompt_lookup_next_pause(&backoff, 1, 1, 0), 2);
+    assert_int_equal(prompt_lookup_next_pause(&backoff, 1, 1, 0, false), 2);
+}
+
+/* On a recurrent target, whose rejected drafts cost a state copy and a re-fed token, a draft
+ * with nothing accepted pauses at any length; one with a token accepted does not. */
+static void test_failing_drafts_of_a_recurrent_target_pause_at_once(void **state)
+{
+    (void)state;
+    size_t backoff = 0;
+    assert_int_equal(prompt_lookup_next_pause(&backoff, 4, 4, 1, true), 0);
+    assert_int_equal(prompt_lookup_next_pause(&backoff, 4, 4, 0, true), 2);
+    assert_int_equal(prompt_lookup_next_pause(&backoff, 2, 2, 0, true), 4);
+    assert_int_equal(prompt_lookup_next_pause(&backoff, 8, 8, 3, true), 0);
+    assert_int_equal(backoff, 0);
 }
 
 int main(void)
@@ -82,6 +95,7 @@ int main(void)
         cmocka_unit_test(test_no_draft_without_a_two_token_match),
         cmocka_unit_test(test_length_adapts_to_acceptance),
         cmocka_unit_test(test_failing_drafts_pause),
+        cmocka_unit_test(test_failing_drafts_of_a_recurrent_target_pause_at_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1083,9 +1083,30 @@ static void decode_both(const char *file, corral_context *cpu, corral_context *g
         fail_msg("%s: %s: logits differ by %g", file, what, (double)diff);
 }
 
+/* A context of two sequences that keeps step checkpoints (speculative decoding's). */
+static corral_context *step_checkpoint_context(const corral_model *m, int gpu_layers)
+{
+    corral_context_params p;
+    corral_context_params_init(&p);
+    p.n_ctx = 128;
+    p.n_batch = 64;
+    p.n_seq = 2;
+    p.n_threads = 1;
+    p.kv_type = CORRAL_KV_F32;
+    p.n_gpu_layers = gpu_layers;
+    p.step_checkpoints = true;
+    corral_error err = {{0}};
+    corral_context *ctx = corral_context_create(m, &p, &err);
+    if (!ctx)
+        fail_msg("context: %s", err.message);
+    return ctx;
+}
+
 /* A recurrent sequence's states on the device follow what the CPU does to its own: a
  * checkpoint after the prompt, an answer, the sequence cut back to the checkpoint and
- * continued otherwise (the checkpoint's states put back), cut below it (cleared) and
+ * continued otherwise (the checkpoint's states put back); a step checkpoint (speculative
+ * decoding's) beside it, a draft's tokens, a cut back to it (its states put back), another
+ * below it to the prompt's (the step's dropped); a cut below both (cleared) and the sequence
  * prompted anew; with gpu_layers on the device (-1: all), the others' states on the CPU. */
 static void check_recurrent_reuse(const char *file, int gpu_layers)
 {
@@ -1094,7 +1115,8 @@ static void check_recurrent_reuse(const char *file, int gpu_layers)
     if (!m)
         fail_msg("%s: %s", file, err.message);
     size_t V = corral_model_n_vocab(m);
-    corral_context *cpu = context(m, 0, 2), *gpu = context(m, gpu_layers, 2);
+    corral_context *cpu = step_checkpoint_context(m, 0);
+    corral_context *gpu = step_checkpoint_context(m, gpu_layers);
     assert_int_equal(corral_context_gpu_layers(gpu),
                      gpu_layers < 0 ? corral_model_n_layer(m) : (uint32_t)gpu_layers);
     corral_token prompt[11], answer[3], other[5];
@@ -1103,11 +1125,23 @@ static void check_recurrent_reuse(const char *file, int gpu_layers)
     for (size_t i = 0; i < 5; i++)
         answer[i % 3] = (corral_token)((i * 11 + 2) % V), other[i] = (corral_token)((i * 53 + 7) % V);
     decode_both(file, cpu, gpu, prompt, 11, V, "the prompt");
-    assert_true(corral_seq_checkpoint(cpu, 0) && corral_seq_checkpoint(gpu, 0));
+    assert_true(corral_seq_checkpoint(cpu, 0, CORRAL_CHECKPOINT_PROMPT) &&
+                corral_seq_checkpoint(gpu, 0, CORRAL_CHECKPOINT_PROMPT));
     decode_both(file, cpu, gpu, answer, 3, V, "the answer");
     corral_seq_truncate(cpu, 0, 11);
     corral_seq_truncate(gpu, 0, 11);
     decode_both(file, cpu, gpu, other, 5, V, "from the checkpoint");
+    assert_true(corral_seq_checkpoint(cpu, 0, CORRAL_CHECKPOINT_STEP) &&
+                corral_seq_checkpoint(gpu, 0, CORRAL_CHECKPOINT_STEP));
+    decode_both(file, cpu, gpu, answer, 3, V, "a draft");
+    corral_seq_truncate(cpu, 0, 17);
+    corral_seq_truncate(gpu, 0, 17);
+    assert_int_equal(corral_seq_length(gpu, 0), 16);
+    decode_both(file, cpu, gpu, prompt, 4, V, "from the step checkpoint");
+    corral_seq_truncate(cpu, 0, 15);
+    corral_seq_truncate(gpu, 0, 15);
+    assert_int_equal(corral_seq_length(gpu, 0), 11);
+    decode_both(file, cpu, gpu, answer, 3, V, "back below the step checkpoint");
     corral_seq_truncate(cpu, 0, 4);
     corral_seq_truncate(gpu, 0, 4);
     decode_both(file, cpu, gpu, other, 5, V, "after a cut below the checkpoint");

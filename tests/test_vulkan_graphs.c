@@ -313,7 +313,8 @@ static void test_recurrent_checkpoint_between_steps(void **state)
     (void)state;
     pair p = pair_create("arch/qwen35.gguf", 1e-3f, 1, 64, 64, CORRAL_KV_F32);
     corral_token id = prompt(&p, 0, 20, 4);
-    assert_true(corral_seq_checkpoint(p.cpu, 0) && corral_seq_checkpoint(p.gpu, 0));
+    assert_true(corral_seq_checkpoint(p.cpu, 0, CORRAL_CHECKPOINT_PROMPT) &&
+                corral_seq_checkpoint(p.gpu, 0, CORRAL_CHECKPOINT_PROMPT));
     generate(&p, 0, id, 6);
     uint64_t recorded = stats(p.gpu).recordings;
     corral_seq_truncate(p.cpu, 0, 20);

@@ -274,6 +274,10 @@ typedef struct corral_context_params {
     /* The context will decode images: the layers that take an image's features besides its
      * embeddings (qwen3vl's deepstack layers) stay on the CPU. */
     bool images;
+    /* A recurrent model's context keeps a second checkpoint per sequence,
+     * CORRAL_CHECKPOINT_STEP, for speculative decoding to cut its rejected rows back (the
+     * states' memory once more, on the CPU and the device alike); ignored elsewhere. */
+    bool step_checkpoints;
 } corral_context_params;
 
 /* n_ctx 4096, n_batch 512, one sequence, threads = physical cores, F16 cache, windows on,
@@ -338,26 +342,34 @@ const float *corral_get_logits(const corral_context *ctx, size_t i);
 uint32_t corral_seq_length(const corral_context *ctx, int32_t seq);
 /* Keep only the first n_keep tokens (reuse a common prefix; 0 clears). On sliding-window
  * layers the window before n_keep may already be gone: see corral_seq_reusable. A recurrent
- * model's sequence (corral_context_recurrent) cut part way goes back to its checkpoint when
- * that is at most n_keep tokens (corral_seq_checkpoint), else is cleared. */
+ * model's sequence (corral_context_recurrent) cut part way goes back to its longest
+ * checkpoint of at most n_keep tokens (corral_seq_checkpoint), dropping the longer ones, and
+ * is cleared when there is none. */
 void corral_seq_truncate(corral_context *ctx, int32_t seq, uint32_t n_keep);
 /* The longest prefix, at most n_keep, that truncation keeps exactly: n_keep (capped at the
  * length), or 0 when sliding-window layers no longer hold the window before it. A recurrent
- * model's sequence cut at all keeps its checkpoint's length when that is at most n_keep, else
- * 0 (the prompt is then evaluated again from the start). */
+ * model's sequence cut at all keeps its longest checkpoint's length of at most n_keep, else 0
+ * (the tokens after it are then evaluated again). */
 uint32_t corral_seq_reusable(const corral_context *ctx, int32_t seq, uint32_t n_keep);
 /* Whether the model keeps a recurrent state per sequence (qwen35's linear attention): the
  * state stands for all of a sequence's tokens, so a sequence can be continued, cleared or
- * put back to its checkpoint, but not cut back anywhere else (no rollback of speculative
- * drafts) nor shifted (fails). */
+ * put back to a checkpoint, but not cut back anywhere else nor shifted (fails). */
 bool corral_context_recurrent(const corral_context *ctx);
-/* Remember a recurrent sequence's state at its present length, so that a later cut back to
- * anywhere from there on keeps that many tokens instead of none: one checkpoint per sequence,
- * replaced by the next, dropped by a cut below it. It costs a copy of the state (the same
- * memory again, taken as the first checkpoint is written). Nothing to do for a context
- * without recurrent layers, whose caches cut back anywhere. false for a sequence that does not
- * exist. */
-bool corral_seq_checkpoint(corral_context *ctx, int32_t seq);
+/* A recurrent sequence's checkpoints: PROMPT, near a prompt's end, for the next request that
+ * repeats the prompt but not the answer; STEP, before a speculative draft is verified, for
+ * going back to the accepted tokens (only in a context created with step_checkpoints). */
+typedef enum corral_checkpoint {
+    CORRAL_CHECKPOINT_PROMPT,
+    CORRAL_CHECKPOINT_STEP,
+} corral_checkpoint;
+/* Remember a recurrent sequence's state at its present length in its checkpoint of that
+ * kind, so that a later cut back to anywhere from there on keeps that many tokens instead of
+ * fewer: one checkpoint of each kind per sequence, replaced by the next of its kind, dropped
+ * by a cut below it. It costs a copy of the state (the same memory again per kind, touched as
+ * the kind's first checkpoint is written). Nothing to do for a context without recurrent
+ * layers, whose caches cut back anywhere. false for a sequence that does not exist, or a
+ * STEP checkpoint in a recurrent context created without step_checkpoints. */
+bool corral_seq_checkpoint(corral_context *ctx, int32_t seq, corral_checkpoint kind);
 /* Drop n_discard tokens after the first n_keep and move the rest down (context shift). Fails
  * on a recurrent model's context. */
 bool corral_seq_shift(corral_context *ctx, int32_t seq, uint32_t n_keep, uint32_t n_discard,

@@ -456,6 +456,7 @@ corral_context *corral_context_create(const corral_model *m, const corral_contex
     ctx->model = m;
     ctx->n_ctx = p->n_ctx;
     ctx->n_seq = p->n_seq;
+    ctx->n_checkpoints = p->step_checkpoints ? 2 : 1;
     ctx->cpu_layers_min = p->images ? hp->n_deepstack : 0;
     ctx->image_rows = p->images ? cross_image_rows(m) : 0;
     ctx->gpu_reserve_bytes = p->gpu_reserve_bytes;
@@ -1099,11 +1100,8 @@ void corral_seq_truncate(corral_context *ctx, int32_t seq, uint32_t n_keep)
 {
     if (seq < 0 || (uint32_t)seq >= ctx->n_seq || n_keep >= ctx->seq_len[seq])
         return;
-    if (ctx->delta) { /* a recurrent state goes back to its checkpoint, or to nothing */
-        if (n_keep < ctx->delta->checkpoint_len[seq])
-            delta_net_seq_clear(ctx, (uint32_t)seq);
-        n_keep = delta_net_seq_restore(ctx, (uint32_t)seq);
-    }
+    if (ctx->delta) /* a recurrent state goes back to a checkpoint, or to nothing */
+        n_keep = delta_net_seq_restore(ctx, (uint32_t)seq, n_keep);
     ctx->seq_len[seq] = n_keep;
     cross_seq_truncate(ctx->cross, (uint32_t)seq, n_keep);
     /* sliding layers that no longer hold any kept position restart at the next one */
@@ -1111,12 +1109,16 @@ void corral_seq_truncate(corral_context *ctx, int32_t seq, uint32_t n_keep)
         ctx->swa_base[seq] = n_keep;
 }
 
-bool corral_seq_checkpoint(corral_context *ctx, int32_t seq)
+bool corral_seq_checkpoint(corral_context *ctx, int32_t seq, corral_checkpoint kind)
 {
-    if (seq < 0 || (uint32_t)seq >= ctx->n_seq)
+    if (seq < 0 || (uint32_t)seq >= ctx->n_seq || (uint32_t)kind >= DELTA_NET_CHECKPOINTS)
         return false;
-    if (ctx->delta && ctx->seq_len[seq] > 0)
-        delta_net_seq_checkpoint(ctx, (uint32_t)seq, ctx->seq_len[seq]);
+    if (!ctx->delta)
+        return true;
+    if ((uint32_t)kind >= ctx->delta->n_checkpoints)
+        return false;
+    if (ctx->seq_len[seq] > 0)
+        delta_net_seq_checkpoint(ctx, (uint32_t)seq, kind, ctx->seq_len[seq]);
     return true;
 }
 
@@ -1125,10 +1127,10 @@ uint32_t corral_seq_reusable(const corral_context *ctx, int32_t seq, uint32_t n_
     if (seq < 0 || (uint32_t)seq >= ctx->n_seq)
         return 0;
     n_keep = n_keep < ctx->seq_len[seq] ? n_keep : ctx->seq_len[seq];
-    if (ctx->delta) { /* a recurrent state goes on from its end, its checkpoint, or nothing */
-        uint32_t checkpoint = ctx->delta->checkpoint_len[seq];
-        return n_keep == ctx->seq_len[seq] ? n_keep : checkpoint <= n_keep ? checkpoint : 0;
-    }
+    if (ctx->delta) /* a recurrent state goes on from its end, a checkpoint, or nothing */
+        return n_keep == ctx->seq_len[seq]
+                   ? n_keep
+                   : delta_net_seq_checkpoint_len(ctx->delta, (uint32_t)seq, n_keep);
     uint32_t window = ctx->model->hp.n_swa;
     if (ctx->swa_cells == ctx->n_ctx || n_keep < window)
         return ctx->swa_base[seq] == 0 || n_keep == 0 ? n_keep : 0;

@@ -88,9 +88,13 @@ bool delta_net_context_init(corral_context *ctx, corral_error *err)
     d->state = alloc_floats(ctx->n_seq, per_seq_state, &ok);
     d->dirty = calloc(ctx->n_seq, sizeof *d->dirty);
     /* a sequence's checkpoint touches its pages only once one is taken */
-    d->checkpoint_conv = alloc_floats(ctx->n_seq, per_seq_conv, &ok);
-    d->checkpoint_state = alloc_floats(ctx->n_seq, per_seq_state, &ok);
-    d->checkpoint_len = calloc(ctx->n_seq, sizeof *d->checkpoint_len);
+    d->n_checkpoints = ctx->n_checkpoints;
+    for (uint32_t k = 0; k < d->n_checkpoints; k++) {
+        d->checkpoint_conv[k] = alloc_floats(ctx->n_seq, per_seq_conv, &ok);
+        d->checkpoint_state[k] = alloc_floats(ctx->n_seq, per_seq_state, &ok);
+        d->checkpoint_len[k] = calloc(ctx->n_seq, sizeof *d->checkpoint_len[k]);
+        ok = ok && d->checkpoint_len[k];
+    }
     d->kernels = alloc_floats((size_t)d->n_recurrent * d->channels, taps, &ok);
     d->out = alloc_floats(nb, value_width, &ok);
     if (hp->ssm_shortconv) { /* in_proj's b, c and x per token */
@@ -105,7 +109,7 @@ bool delta_net_context_init(corral_context *ctx, corral_error *err)
         d->decay = alloc_floats(nb, hp->ssm_v_heads, &ok);
         d->strength = alloc_floats(nb, hp->ssm_v_heads, &ok);
     }
-    if (!ok || !d->dirty || !d->checkpoint_len) {
+    if (!ok || !d->dirty) {
         corral_error_set(err, "cannot allocate the recurrent state for %u sequences", ctx->n_seq);
         return false;
     }
@@ -117,13 +121,17 @@ void delta_net_context_free(delta_net_context *d)
 {
     if (!d)
         return;
-    float *buffers[] = {d->conv_state, d->state, d->checkpoint_conv, d->checkpoint_state,
-                        d->kernels, d->qkv, d->z, d->out, d->decay, d->strength, d->proj};
+    float *buffers[] = {d->conv_state, d->state, d->kernels, d->qkv, d->z, d->out,
+                        d->decay, d->strength, d->proj};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
+    for (uint32_t k = 0; k < DELTA_NET_CHECKPOINTS; k++) {
+        free(d->checkpoint_conv[k]);
+        free(d->checkpoint_state[k]);
+        free(d->checkpoint_len[k]);
+    }
     free(d->slot);
     free(d->dirty);
-    free(d->checkpoint_len);
     free(d);
 }
 
@@ -144,8 +152,9 @@ void delta_net_seq_clear(corral_context *ctx, uint32_t seq)
     if (!d)
         return;
     if (ctx->gpu)
-        gpu_seq_states(ctx->gpu, ctx, seq, GPU_STATES_CLEAR);
-    d->checkpoint_len[seq] = 0;
+        gpu_seq_states(ctx->gpu, ctx, seq, GPU_STATES_CLEAR, CORRAL_CHECKPOINT_PROMPT);
+    for (uint32_t k = 0; k < d->n_checkpoints; k++)
+        d->checkpoint_len[k][seq] = 0;
     if (!d->dirty[seq])
         return;
     memset(d->conv_state + (size_t)seq * d->n_recurrent * d->conv_floats, 0,
@@ -155,28 +164,54 @@ void delta_net_seq_clear(corral_context *ctx, uint32_t seq)
     d->dirty[seq] = false;
 }
 
-void delta_net_seq_checkpoint(corral_context *ctx, uint32_t seq, uint32_t len)
+void delta_net_seq_checkpoint(corral_context *ctx, uint32_t seq, corral_checkpoint kind,
+                              uint32_t len)
 {
     delta_net_context *d = ctx->delta;
     if (ctx->gpu)
-        gpu_seq_states(ctx->gpu, ctx, seq, GPU_STATES_CHECKPOINT);
-    copy_seq_states(d, seq, d->checkpoint_conv, d->checkpoint_state, d->conv_state, d->state);
-    d->checkpoint_len[seq] = len;
+        gpu_seq_states(ctx->gpu, ctx, seq, GPU_STATES_CHECKPOINT, kind);
+    copy_seq_states(d, seq, d->checkpoint_conv[kind], d->checkpoint_state[kind], d->conv_state,
+                    d->state);
+    d->checkpoint_len[kind][seq] = len;
 }
 
-uint32_t delta_net_seq_restore(corral_context *ctx, uint32_t seq)
+/* The kind of sequence seq's longest checkpoint of at most n_keep tokens; n_checkpoints when
+ * there is none. */
+static uint32_t longest_checkpoint(const delta_net_context *d, uint32_t seq, uint32_t n_keep)
+{
+    uint32_t best = d->n_checkpoints;
+    for (uint32_t k = 0; k < d->n_checkpoints; k++) {
+        uint32_t len = d->checkpoint_len[k][seq];
+        if (len > 0 && len <= n_keep && (best == d->n_checkpoints ||
+                                         len > d->checkpoint_len[best][seq]))
+            best = k;
+    }
+    return best;
+}
+
+uint32_t delta_net_seq_checkpoint_len(const delta_net_context *d, uint32_t seq, uint32_t n_keep)
+{
+    uint32_t k = longest_checkpoint(d, seq, n_keep);
+    return k < d->n_checkpoints ? d->checkpoint_len[k][seq] : 0;
+}
+
+uint32_t delta_net_seq_restore(corral_context *ctx, uint32_t seq, uint32_t n_keep)
 {
     delta_net_context *d = ctx->delta;
-    uint32_t len = d->checkpoint_len[seq];
-    if (len == 0) {
+    uint32_t kind = longest_checkpoint(d, seq, n_keep);
+    if (kind == d->n_checkpoints) {
         delta_net_seq_clear(ctx, seq);
         return 0;
     }
+    for (uint32_t k = 0; k < d->n_checkpoints; k++)
+        if (d->checkpoint_len[k][seq] > n_keep)
+            d->checkpoint_len[k][seq] = 0;
     if (ctx->gpu)
-        gpu_seq_states(ctx->gpu, ctx, seq, GPU_STATES_RESTORE);
-    copy_seq_states(d, seq, d->conv_state, d->state, d->checkpoint_conv, d->checkpoint_state);
+        gpu_seq_states(ctx->gpu, ctx, seq, GPU_STATES_RESTORE, (corral_checkpoint)kind);
+    copy_seq_states(d, seq, d->conv_state, d->state, d->checkpoint_conv[kind],
+                    d->checkpoint_state[kind]);
     d->dirty[seq] = true;
-    return len;
+    return d->checkpoint_len[kind][seq];
 }
 
 float delta_net_silu(float x)

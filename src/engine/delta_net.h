@@ -5,9 +5,11 @@
  * head_dim matrix that every token decays and updates by the delta rule. The state holds
  * the whole sequence so far and cannot be cut back to an earlier position: a sequence is
  * continued or cleared, never truncated part way or shifted, except back to a checkpoint: a
- * copy of the states taken at one length (a chat's next turn repeats the last prompt, not
- * the answer's thinking). The context's part of it: the states and checkpoint of every
- * sequence and the batch's scratch. Mamba2 layers (mamba2.h) keep the same
+ * copy of the states taken at one length, of one of two kinds (corral_checkpoint): near a
+ * prompt's end (a chat's next turn repeats the last prompt, not the answer's thinking), and,
+ * where the context was asked for it, before a speculative draft's verification (the
+ * accepted tokens are then evaluated again from it). The context's part of it: the states
+ * and checkpoints of every sequence and the batch's scratch. Mamba2 layers (mamba2.h) keep the same
  * two states (a conv window and a matrix per head) in the same storage, sized by the model's
  * ssm_* sizes (model.h). Internal to the engine.
  */
@@ -20,6 +22,9 @@
 
 #include "corral/engine.h"
 
+/* The checkpoint kinds (corral_checkpoint) a context may keep. */
+#define DELTA_NET_CHECKPOINTS 2
+
 typedef struct delta_net_context {
     uint32_t n_recurrent;    /* recurrent layers */
     uint32_t *slot;          /* per layer: its index among the recurrent layers */
@@ -29,10 +34,12 @@ typedef struct delta_net_context {
     float *conv_state;       /* per sequence and recurrent layer */
     float *state;
     bool *dirty;             /* per sequence: its states may be other than zero */
-    /* per sequence, one checkpoint: both states as they were when the sequence held
-     * checkpoint_len[seq] tokens (0: none), laid out as conv_state and state */
-    float *checkpoint_conv, *checkpoint_state;
-    uint32_t *checkpoint_len;
+    /* per kind (corral_checkpoint) up to n_checkpoints and per sequence, a checkpoint: both
+     * states as they were when the sequence held checkpoint_len[kind][seq] tokens (0: none),
+     * laid out as conv_state and state */
+    uint32_t n_checkpoints;
+    float *checkpoint_conv[DELTA_NET_CHECKPOINTS], *checkpoint_state[DELTA_NET_CHECKPOINTS];
+    uint32_t *checkpoint_len[DELTA_NET_CHECKPOINTS];
     float *kernels;          /* per recurrent layer, per channel its taps, oldest first (F32) */
     /* the batch's scratch, per token. Gated DeltaNet: the projection then the conv's output
      * (channels), the gate z and the heads' outputs (value width), the decay and strength
@@ -45,15 +52,21 @@ typedef struct delta_net_context {
 bool delta_net_context_init(corral_context *ctx, corral_error *err);
 void delta_net_context_free(delta_net_context *delta);
 
-/* Zero a sequence's states: it holds no tokens. Its checkpoint goes too. */
+/* Zero a sequence's states: it holds no tokens. Its checkpoints go too. */
 void delta_net_seq_clear(corral_context *ctx, uint32_t seq);
 
-/* Copy sequence seq's states, which stand for its first len tokens, to its checkpoint. */
-void delta_net_seq_checkpoint(corral_context *ctx, uint32_t seq, uint32_t len);
+/* Copy sequence seq's states, which stand for its first len tokens, to its checkpoint of
+ * that kind (below n_checkpoints). */
+void delta_net_seq_checkpoint(corral_context *ctx, uint32_t seq, corral_checkpoint kind,
+                              uint32_t len);
 
-/* Put sequence seq's checkpoint back as its states; the checkpoint stays. Returns the tokens
- * it stands for (0: there was none, and the states are cleared). */
-uint32_t delta_net_seq_restore(corral_context *ctx, uint32_t seq);
+/* The length of sequence seq's longest checkpoint of at most n_keep tokens; 0: none. */
+uint32_t delta_net_seq_checkpoint_len(const delta_net_context *d, uint32_t seq, uint32_t n_keep);
+
+/* Put sequence seq's longest checkpoint of at most n_keep tokens back as its states, dropping
+ * the longer ones; that checkpoint stays. Returns the tokens it stands for (0: there was
+ * none, and the states are cleared). */
+uint32_t delta_net_seq_restore(corral_context *ctx, uint32_t seq, uint32_t n_keep);
 
 /* Sequence seq's conv window and state matrices of recurrent layer il. */
 static inline float *delta_net_conv_state(const delta_net_context *d, uint32_t seq, uint32_t il)

@@ -76,6 +76,9 @@ typedef struct thread_act {
 struct corral_context {
     const corral_model *model;
     uint32_t n_ctx, n_seq, n_batch;
+    /* a recurrent model's checkpoints per sequence (corral_checkpoint): 1, the prompt's; 2
+     * with the steps' (corral_context_params.step_checkpoints) */
+    uint32_t n_checkpoints;
     corral_kv_type kv_type;
     threadpool *pool;
     rope_params rope[MODEL_MAX_ROPE_VARIANTS];

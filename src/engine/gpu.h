@@ -18,7 +18,7 @@
 typedef struct gpu_layers gpu_layers;
 
 /* What happens to a sequence's recurrent states (delta_net.h): zeroed, copied to its
- * checkpoint, or put back from it. */
+ * checkpoint of a kind, or put back from it. */
 enum gpu_states { GPU_STATES_CLEAR, GPU_STATES_CHECKPOINT, GPU_STATES_RESTORE };
 
 /* What the layers' forward passes cost: passes submitted, and how many of them were
@@ -64,9 +64,11 @@ bool gpu_forward(gpu_layers *g, corral_context *ctx, size_t begin, bool *logits_
 bool gpu_seq_shift(gpu_layers *g, const corral_context *ctx, uint32_t seq, uint32_t from,
                    uint32_t len, uint32_t n_discard, corral_error *err);
 /* Sequence seq's recurrent states on the device's Gated DeltaNet layers as delta_net.h's
- * functions treat the CPU's: the work is recorded to run ahead of the next forward pass, in
- * its submission (nothing when the device holds no recurrent layer). */
-void gpu_seq_states(gpu_layers *g, const corral_context *ctx, uint32_t seq, enum gpu_states op);
+ * functions treat the CPU's, kind the checkpoint copied to or put back from (below
+ * ctx->n_checkpoints; unused by a clear): the work is recorded to run ahead of the next
+ * forward pass, in its submission (nothing when the device holds no recurrent layer). */
+void gpu_seq_states(gpu_layers *g, const corral_context *ctx, uint32_t seq, enum gpu_states op,
+                    corral_checkpoint kind);
 /* Sequence seq's image on the device's cross-attention layer il (cross_attn.h): its keys and
  * values, each n_rows rows of head_dim per KV head ([KV head][row][dim]), over the image the
  * sequence had there; the layers make room for n_rows rows a sequence when they hold fewer.
@@ -116,9 +118,9 @@ static inline bool gpu_cross_set_image(gpu_layers *g, const corral_context *ctx,
     return false;
 }
 static inline void gpu_seq_states(gpu_layers *g, const corral_context *ctx, uint32_t seq,
-                                  enum gpu_states op)
+                                  enum gpu_states op, corral_checkpoint kind)
 {
-    (void)g, (void)ctx, (void)seq, (void)op;
+    (void)g, (void)ctx, (void)seq, (void)op, (void)kind;
 }
 #endif
 

@@ -33,6 +33,11 @@ void draft_costs_record_draft_step(draft_costs *c, double seconds)
     record(&c->draft_step, seconds);
 }
 
+void draft_costs_record_checkpoint(draft_costs *c, double seconds)
+{
+    record(&c->checkpoint, seconds);
+}
+
 double draft_costs_verify(const draft_costs *c, size_t rows, bool *steady)
 {
     *steady = false;

@@ -30,12 +30,17 @@ typedef struct draft_timing {
 typedef struct draft_costs {
     draft_timing verify[DRAFT_COSTS_MAX_ROWS + 1]; /* by row count; [0] unused */
     draft_timing draft_step;
+    /* a recurrent target's: copying a sequence's states to its step checkpoint before a
+     * draft's batch (0: never measured, or a target that cuts back anywhere) */
+    draft_timing checkpoint;
 } draft_costs;
 
 /* A target batch of rows rows, every one with logits, took seconds. */
 void draft_costs_record_verify(draft_costs *c, size_t rows, double seconds);
 /* One draft model step (a batch of one guess per sequence) took seconds. */
 void draft_costs_record_draft_step(draft_costs *c, double seconds);
+/* One step checkpoint of a recurrent target's sequence took seconds. */
+void draft_costs_record_checkpoint(draft_costs *c, double seconds);
 
 /*
  * The estimated seconds of a verify batch of rows rows: its own smoothed time when measured;

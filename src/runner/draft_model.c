@@ -123,30 +123,53 @@ static size_t length_by_keep_chance(double a, size_t cap)
  * record shows, drawn toward a by one guess's weight (a where the position has no record).
  * Guesses are not independent: a draft that has held for a few tokens tends to hold on, so
  * the positions' own chances favour longer drafts than a^j would. */
+static double position_chance(const draft_rate *rate, double a, size_t i)
+{
+    if (i < DRAFT_RATE_POSITIONS && rate->tried[i] > 0)
+        return (rate->held[i] + a) / (rate->tried[i] + 1.0);
+    return a;
+}
+
 static double expected_tokens(const draft_rate *rate, double a, size_t k)
 {
     double tokens = 1.0, all_held = 1.0;
     for (size_t i = 0; i < k; i++) {
-        double p = a;
-        if (i < DRAFT_RATE_POSITIONS && rate->tried[i] > 0)
-            p = (rate->held[i] + a) / (rate->tried[i] + 1.0);
-        all_held *= p;
+        all_held *= position_chance(rate, a, i);
         tokens += all_held;
     }
     return tokens;
 }
 
+/* A recurrent target's rows evaluated again after a draft of k: when guess i + 1 is the first
+ * refused, the pending token and the i guesses kept before it; none when all k hold. */
+static double expected_refed_rows(const draft_rate *rate, double a, size_t k)
+{
+    double rows = 0.0, all_held = 1.0;
+    for (size_t i = 0; i < k; i++) {
+        double p = position_chance(rate, a, i);
+        rows += all_held * (1.0 - p) * (double)(i + 1);
+        all_held *= p;
+    }
+    return rows;
+}
+
 /* Tokens per second of a draft of k for each of n_seqs sequences drafting alike, by the
- * measured costs; 0 when they are unknown or too noisy to go by. */
+ * measured costs; 0 when they are unknown or too noisy to go by. A recurrent target (a
+ * measured step checkpoint) also pays for the checkpoint's copy and the rows a refusal
+ * feeds again in the next batch. */
 static double tokens_per_second(const draft_rate *rate, double a, const draft_costs *costs,
                                 size_t n_seqs, size_t k)
 {
     bool steady;
-    double verify = draft_costs_verify(costs, n_seqs * (k + 1), &steady);
+    double rows = (double)(k + 1), copy = costs->checkpoint.seconds;
+    if (copy > 0)
+        rows += expected_refed_rows(rate, a, k);
+    double verify = draft_costs_verify(costs, (size_t)lround((double)n_seqs * rows), &steady);
     const draft_timing *step = &costs->draft_step;
     if (verify <= 0 || !steady || step->seconds <= 0 || step->spread >= DRAFT_COSTS_MAX_SPREAD)
         return 0;
-    return expected_tokens(rate, a, k) / (verify + (double)k * step->seconds);
+    return expected_tokens(rate, a, k) /
+           (verify + (double)k * step->seconds + (double)n_seqs * copy);
 }
 
 size_t draft_model_next_length(draft_rate *rate, const draft_costs *costs, size_t n_seqs,

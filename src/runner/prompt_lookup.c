@@ -39,7 +39,8 @@ size_t prompt_lookup_next_length(size_t current, size_t drafted, size_t accepted
     return current;
 }
 
-size_t prompt_lookup_next_pause(size_t *backoff, size_t length, size_t drafted, size_t accepted)
+size_t prompt_lookup_next_pause(size_t *backoff, size_t length, size_t drafted, size_t accepted,
+                                bool rollback)
 {
     if (drafted == 0)
         return 0;
@@ -47,7 +48,7 @@ size_t prompt_lookup_next_pause(size_t *backoff, size_t length, size_t drafted, 
         *backoff = 0;
         return 0;
     }
-    if (length > 1)
+    if (length > 1 && !rollback)
         return 0;
     *backoff = *backoff == 0 ? 2 : *backoff * 2 < PROMPT_LOOKUP_MAX_PAUSE ? *backoff * 2
                                                                        : PROMPT_LOOKUP_MAX_PAUSE;

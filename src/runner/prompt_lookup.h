@@ -9,6 +9,7 @@
 #ifndef CORRAL_RUNNER_PROMPT_LOOKUP_H
 #define CORRAL_RUNNER_PROMPT_LOOKUP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "corral/engine.h"
@@ -39,8 +40,11 @@ size_t prompt_lookup_next_length(size_t current, size_t drafted, size_t accepted
  * rejected pauses drafting, 2 steps the first time and twice as long each time after, up to
  * PROMPT_LOOKUP_MAX_PAUSE; an accepted token ends the backing off. A draft that is never
  * right still costs its verification rows and, from a draft model, its guesses: paused, it
- * costs them once per pause.
+ * costs them once per pause. A recurrent target (rollback) pays more for it, a copy of the
+ * sequence's states before the step and the pending token evaluated again after it, so
+ * there a draft of any length with nothing accepted pauses.
  */
-size_t prompt_lookup_next_pause(size_t *backoff, size_t length, size_t drafted, size_t accepted);
+size_t prompt_lookup_next_pause(size_t *backoff, size_t length, size_t drafted, size_t accepted,
+                                bool rollback);
 
 #endif

@@ -702,7 +702,8 @@ static void handle_health(connection *c)
     size_t idle = 0, cells_used = 0;
     for (size_t i = 0; i < pool->n_slots; i++) {
         idle += !pool->slots[i].busy;
-        cells_used += pool->slots[i].n_cache;
+        /* tokens a recurrent model's slot feeds again are not in the cache yet */
+        cells_used += pool->slots[i].n_cache - pool->slots[i].n_refeed;
     }
     pthread_mutex_unlock(&pool->lock);
     send_json(c->fd, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "status", "ok",
@@ -961,6 +962,8 @@ int runner_main(int argc, char **argv)
     cp.kv_type = o.kv_type;
     cp.n_gpu_layers = o.gpu_layers;
     cp.images = vision != NULL;
+    /* a recurrent model that speculates keeps its states before each draft's batch */
+    cp.step_checkpoints = o.max_draft > 0 || o.draft_path != NULL;
     /* a tower that runs on a GPU goes there when the context's layers do: their fitting
      * leaves it room */
     uint64_t tower_bytes = 0, audio_bytes = 0;
@@ -994,16 +997,16 @@ int runner_main(int argc, char **argv)
         else
             log_printf(LOG_WARN, "the audio tower runs on the CPU: %s", audio_err.message);
     }
-    if (corral_context_recurrent(ctx)) {
-        /* a recurrent state cannot be cut back to a draft's accepted tokens or shifted */
-        log_printf(LOG_INFO, "%s keeps a recurrent state per sequence: no speculative decoding, "
-                   "no context shift (a full context ends the answer), and a cached prompt is "
-                   "reused when the new one continues all of it or from the state kept %d "
-                   "tokens before the last prompt's end",
-                   corral_model_arch(model), SLOT_CHECKPOINT_TAIL);
-        o.max_draft = 0;
-        o.draft_path = NULL;
-    }
+    if (corral_context_recurrent(ctx))
+        /* a recurrent state cannot be shifted, and is cut back only to a checkpoint */
+        log_printf(LOG_INFO, "%s keeps a recurrent state per sequence: no context shift (a full "
+                   "context ends the answer); a cached prompt is reused when the new one "
+                   "continues all of it or from the state kept %d tokens before the last "
+                   "prompt's end%s",
+                   corral_model_arch(model), SLOT_CHECKPOINT_TAIL,
+                   cp.step_checkpoints ? "; a partly rejected draft goes back to the state "
+                                         "kept before its step and re-feeds what was accepted"
+                                       : "");
     draft_model *draft = NULL;
     if (o.draft_path) {
         draft = draft_model_create(o.draft_path, corral_context_n_ctx(ctx), o.n_parallel,

@@ -13,6 +13,16 @@
  * is the speculative-sampling rule: the guess is kept with its probability, and a rejected
  * one is replaced by a draw from the rest of the distribution.) At the first difference the
  * rest of the draft is dropped and the sequence is cut back.
+ *
+ * A recurrent model's states (corral_context_recurrent) cannot be cut back part way, so
+ * before a batch that verifies a draft they are kept in the sequence's step checkpoint
+ * (CORRAL_CHECKPOINT_STEP). When the draft is partly rejected the states go back there, and
+ * the tokens accepted since (the pending token and the drafts kept) are evaluated again in
+ * the next step's batch, without logits, ahead of the new pending token and its draft: rows
+ * of a batch that runs anyway, not a pass of their own. A token's arithmetic does not depend
+ * on the rows beside it, so the states are again the ones plain decoding has. A draft fully
+ * accepted sends nothing back. Such a step's rows per slot are bounded (rollback_rows) so
+ * that every slot's re-fed tokens and pending token fit the next batch.
  */
 #include "slots.h"
 
@@ -62,9 +72,12 @@ static bool slot_append_text(slot *s, const char *text, size_t n)
     return true;
 }
 
-/* Finish the request: release held text unless a stop string ended it. */
+/* Finish the request: release held text unless a stop string ended it. Tokens waiting to be
+ * evaluated again are not: the cache ends where the context does. */
 static void slot_finish(slot *s, const char *reason)
 {
+    s->n_cache -= s->n_refeed;
+    s->n_refeed = 0;
     if (strcmp(reason, "stop") == 0 || strcmp(reason, "length") == 0) {
         size_t n;
         const char *tail = corral_detok_stream_finish(s->detok, &n);
@@ -92,11 +105,14 @@ typedef struct step_batch {
     int32_t *seq;
     bool *logits;
     size_t *owner;  /* slot index per batch token */
-    size_t *at;     /* for a draft token: the slot's n_cache that keeping it needs; else SIZE_MAX */
+    size_t *at;     /* for a draft token: the slot's n_cache that keeping it needs;
+                     * FED_AGAIN for a token evaluated again (slot.n_refeed); else SIZE_MAX */
     size_t n;
     size_t n_generating; /* slots that added their pending token */
     bool prompt;         /* holds prompt tokens (rows without logits) */
 } step_batch;
+
+#define FED_AGAIN (SIZE_MAX - 1)
 
 static void add_token(step_batch *b, size_t owner, int32_t seq, corral_token id, bool logits)
 {
@@ -108,14 +124,28 @@ static void add_token(step_batch *b, size_t owner, int32_t seq, corral_token id,
     b->n++;
 }
 
+/* The most rows a recurrent model's slot puts in a verify batch (its re-fed tokens, pending
+ * token and draft): a rejection re-feeds at most all but one of them next step, so every
+ * slot's re-fed and pending tokens fit a batch. */
+static size_t rollback_rows(const slot_pool *pool)
+{
+    return pool->n_batch / pool->n_slots;
+}
+
 /* How many tokens a generating slot may draft this step, batch room aside: its adapted
  * length, bounded by the context (make_room left at least 2 cells: the pending token's and
- * one more) and by num_predict (the draft's last token samples one more token). */
+ * one more), by num_predict (the draft's last token samples one more token) and, for a
+ * recurrent model, by rollback_rows. */
 static size_t draft_limit(const slot_pool *pool, const slot *s)
 {
     if (s->draft_pause > 0) /* its drafts kept failing (prompt_lookup_next_pause) */
         return 0;
     size_t k = s->draft_length;
+    if (pool->rollback) {
+        size_t rows = rollback_rows(pool), used = s->n_refeed + 1; /* and the pending token */
+        size_t room = rows > used ? rows - used : 0;
+        k = k < room ? k : room;
+    }
     size_t ctx_room = pool->n_ctx - s->n_cache - 2;
     k = k < ctx_room ? k : ctx_room;
     long left = s->num_predict - s->n_generated - 1;
@@ -139,6 +169,14 @@ static void add_draft(slot_pool *pool, step_batch *b, size_t owner)
         /* the history with the pending token last; cache has room past n_cache */
         s->cache[s->n_cache] = s->pending;
         n = prompt_lookup_draft(s->cache, s->n_cache + 1, draft, k);
+    }
+    /* a recurrent model's states as they are before the draft's batch, unless they are
+     * already its step checkpoint (tokens are re-fed from it) */
+    if (n > 0 && pool->rollback && s->n_refeed == 0) {
+        int64_t start = slot_now_ns();
+        if (!corral_seq_checkpoint(pool->ctx, s->seq, CORRAL_CHECKPOINT_STEP))
+            n = 0;
+        draft_costs_record_checkpoint(&pool->costs, (double)(slot_now_ns() - start) * 1e-9);
     }
     for (size_t j = 0; j < n; j++) {
         add_token(b, owner, s->seq, draft[j], true);
@@ -232,10 +270,18 @@ static void cut_sequence(slot_pool *pool, slot *s)
         keep = (uint32_t)prompt_images_safe_prefix(s->images, s->n_images, keep);
     corral_seq_truncate(pool->ctx, s->seq, keep);
     s->image_due = false; /* build_batch looks again */
-    if (s->busy && keep < s->n_cache && s->n_generated > 0) {
-        /* a draft never reaches back past the window (see corral_seq_reusable) */
+    if (s->busy && !s->done && keep < s->n_cache && s->n_generated > 0 &&
+        s->n_cache - keep < rollback_rows(pool) && pool->rollback) {
+        /* a recurrent model back at its step checkpoint: the accepted tokens go again */
+        s->n_refeed = s->n_cache - keep;
+        s->truncate_pending = false;
+        return;
+    }
+    if (s->busy && !s->done && keep < s->n_cache && s->n_generated > 0) {
+        /* a draft never reaches back past the window (see corral_seq_reusable) nor a
+         * recurrent model's step checkpoint */
         slot_fail(s, "cannot roll back the sequence");
-    } else if (s->busy && keep < s->n_cache) {
+    } else if (s->busy && !s->done && keep < s->n_cache) {
         s->n_prompt_eval += s->n_cache - keep;
         s->n_fed = keep;
     }
@@ -270,6 +316,10 @@ static void build_batch(slot_pool *pool, step_batch *b)
         if (s->has_pending) {
             make_room(pool, s);
             if (!s->done) {
+                for (size_t j = s->n_cache - s->n_refeed; j < s->n_cache; j++) {
+                    add_token(b, i, s->seq, s->cache[j], false);
+                    b->at[b->n - 1] = FED_AGAIN;
+                }
                 add_token(b, i, s->seq, s->pending, true);
                 b->n_generating++;
             }
@@ -291,7 +341,7 @@ static void build_batch(slot_pool *pool, step_batch *b)
          * n_fed), the state is kept, then the rest */
         if (s->checkpoint_at > 0 && s->checkpoint_at <= s->n_fed) {
             if (s->checkpoint_at == s->n_fed)
-                corral_seq_checkpoint(pool->ctx, s->seq);
+                corral_seq_checkpoint(pool->ctx, s->seq, CORRAL_CHECKPOINT_PROMPT);
             s->checkpoint_at = 0; /* taken, or the prefix kept reaches past it */
         }
         if (s->checkpoint_at > s->n_fed && s->checkpoint_at - s->n_fed < k)
@@ -526,6 +576,11 @@ static void *engine_main(void *arg)
                     slot_fail(s, err.message);
                 continue;
             }
+            if (b.at[i] == FED_AGAIN) { /* in the cache already */
+                if (s->n_refeed > 0)
+                    s->n_refeed--;
+                continue;
+            }
             if (b.at[i] != SIZE_MAX) {
                 /* a draft token: kept only if it is what plain decoding would feed here */
                 if (s->done || !s->has_pending || s->pending != b.tokens[i] ||
@@ -554,7 +609,7 @@ static void *engine_main(void *arg)
                             : prompt_lookup_next_length(s->draft_length, s->step_drafted,
                                                         s->step_accepted, s->draft_cap);
             s->draft_pause = prompt_lookup_next_pause(&s->draft_backoff, length, s->step_drafted,
-                                                      s->step_accepted);
+                                                      s->step_accepted, pool->rollback);
             if (s->truncate_pending) /* now, so a finished slot's cells count true at once */
                 cut_sequence(pool, s);
         }
@@ -585,6 +640,7 @@ bool slot_pool_create(slot_pool *pool, corral_model *model, corral_context *ctx,
     pool->n_slots = n_slots;
     pool->max_draft = max_draft < SLOT_MAX_DRAFT ? max_draft : SLOT_MAX_DRAFT;
     pool->draft = draft;
+    pool->rollback = corral_context_recurrent(ctx);
     if (draft && !(pool->draft_requests = calloc(n_slots, sizeof *pool->draft_requests))) {
         corral_error_set(err, "out of memory");
         return false;

@@ -72,6 +72,10 @@ typedef struct slot {
     corral_token *cache; /* tokens in this sequence's KV cache, in order */
     size_t n_cache;
     bool truncate_pending; /* cut the sequence to n_cache before its next step */
+    /* a recurrent model's: the last n_refeed tokens of cache, which the context no longer
+     * holds since a partly rejected draft sent its states back to the step's checkpoint;
+     * the next step evaluates them again, without logits, ahead of the pending token */
+    size_t n_refeed;
 
     /* the request */
     corral_token *prompt;
@@ -144,6 +148,9 @@ typedef struct slot_pool {
     draft_model *draft;       /* guesses instead of prompt lookup when set (not owned) */
     draft_request *draft_requests; /* one per slot, for each step's guesses */
     draft_costs costs;        /* what verify batches and draft steps took (engine thread) */
+    /* a recurrent model's context: a partly rejected draft goes back to the step's
+     * checkpoint and re-feeds what was accepted (slots.c) */
+    bool rollback;
     prompt_vision *vision;    /* the projector, NULL: the model takes no images (not owned) */
     grammar_cache *grammars;  /* recent requests' grammars, for the next with the same text */
     bool stopping;

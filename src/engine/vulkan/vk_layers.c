@@ -25,8 +25,9 @@
  * the attention, wv_b after) as expert products whose expert is the head. qwen35's hybrid
  * block (and Qwen3-Next's, its projections grouped by key head uploaded in qwen35's order)
  * runs its Gated DeltaNet layers (delta_net.c's recurrence, each layer's conv windows
- * and state matrices per sequence kept here with a checkpoint, which gpu_seq_states clears,
- * copies and restores as delta_net.c does the CPU's) and its gated attention; lfm2's its
+ * and state matrices per sequence kept here with their checkpoints, one or two kinds as the
+ * context keeps, which gpu_seq_states clears, copies and restores as delta_net.c does the
+ * CPU's) and its gated attention; lfm2's its
  * gated short convs (their windows kept the same way) beside its attention layers;
  * granitehybrid's and nemotron_h's Mamba2 layers (mamba2.c's conv, scan and group norm,
  * their windows and scan states kept the same way) beside their attention and FFN layers.
@@ -40,6 +41,7 @@
 #include <string.h>
 
 #include "cross_attn.h"
+#include "delta_net.h"
 #include "forward.h"
 #include "gpu.h"
 #include "util/log.h"
@@ -96,10 +98,11 @@ typedef struct gpu_layer {
      * projections, conv bias, group norm, and its heads' dt bias, A and D in one buffer (the
      * three, a float a head each); its conv's taps in F32 (a channel's taps, oldest first),
      * and per sequence its conv window and state matrices (none for LFM2), live and as
-     * checkpointed (delta_net.h's layout) */
+     * checkpointed, per checkpoint kind the context keeps (delta_net.h's layout) */
     gpu_weight ssm_qkv, ssm_z, ssm_alpha, ssm_beta, ssm_dt, ssm_a, ssm_norm, ssm_out, ssm_in;
     gpu_weight ssm_conv_b;
-    vk_buffer mamba2_heads, conv_kernels, conv_state, state, checkpoint_conv, checkpoint_state;
+    vk_buffer mamba2_heads, conv_kernels, conv_state, state;
+    vk_buffer checkpoint_conv[DELTA_NET_CHECKPOINTS], checkpoint_state[DELTA_NET_CHECKPOINTS];
 } gpu_layer;
 
 struct gpu_layers {
@@ -326,8 +329,8 @@ static vk_cache_shape cache_shape(const gpu_layers *g, const corral_context *ctx
 }
 
 /* A recurrent layer's buffers of its own, in bytes: its conv's taps and, for all the
- * context's sequences, its conv windows and its state matrices (each twice, with the
- * checkpoints), as delta_net.c sizes the CPU's: a conv of one tap keeps no window, and
+ * context's sequences, its conv windows and its state matrices (each again per checkpoint
+ * kind the context keeps), as delta_net.c sizes the CPU's: a conv of one tap keeps no window, and
  * LFM2's layers no matrices (ssm_state 0). The model's reader capped the sizes, so the
  * products stay small. */
 typedef struct delta_sizes {
@@ -471,8 +474,9 @@ static uint64_t layer_bytes(const corral_context *ctx, const gpu_layers *g, uint
             sum += weight_footprint(g, &part);
         }
         sum += vk_buffer_footprint(g->dev, d.kernels) +
-               2 * vk_buffer_footprint(g->dev, at_least_a_float(d.conv)) +
-               2 * vk_buffer_footprint(g->dev, at_least_a_float(d.state));
+               (1 + ctx->n_checkpoints) *
+                   (vk_buffer_footprint(g->dev, at_least_a_float(d.conv)) +
+                    vk_buffer_footprint(g->dev, at_least_a_float(d.state)));
     } else if (l->cross_attn) { /* its cache of images, made when the first comes */
         vk_cache_shape images = {l->n_head_kv, l->head_dim_k, ctx->image_rows, false};
         if (ctx->image_rows)
@@ -638,11 +642,12 @@ static bool upload_recurrent(gpu_layers *g, const corral_context *ctx, const lay
     bool ok = buffer(g, d.kernels, false, &gl->conv_kernels, err) &&
               vk_buffer_write(g->dev, &gl->conv_kernels, 0, kernels, d.kernels, err);
     free(kernels);
-    vk_buffer *states[] = {&gl->conv_state, &gl->state, &gl->checkpoint_conv,
-                           &gl->checkpoint_state};
+    vk_buffer *states[] = {&gl->conv_state, &gl->state, &gl->checkpoint_conv[0],
+                           &gl->checkpoint_state[0], &gl->checkpoint_conv[1],
+                           &gl->checkpoint_state[1]};
     uint64_t conv = at_least_a_float(d.conv), state = at_least_a_float(d.state);
-    uint64_t sizes[] = {conv, state, conv, state};
-    for (size_t i = 0; ok && i < 4; i++)
+    uint64_t sizes[] = {conv, state, conv, state, conv, state};
+    for (size_t i = 0; ok && i < 2 + 2 * (size_t)ctx->n_checkpoints; i++)
         ok = buffer(g, sizes[i], false, states[i], err);
     if (ok) {
         begin_call_work(g);
@@ -1020,8 +1025,8 @@ void gpu_layers_free(gpu_layers *g)
         for (size_t k = 0; k < sizeof ssm / sizeof ssm[0]; k++)
             free_weight(dev, ssm[k]);
         vk_buffer *own[] = {&l->k_cache, &l->v_cache, &l->conv_kernels, &l->conv_state,
-                            &l->state, &l->checkpoint_conv, &l->checkpoint_state,
-                            &l->mamba2_heads};
+                            &l->state, &l->checkpoint_conv[0], &l->checkpoint_state[0],
+                            &l->checkpoint_conv[1], &l->checkpoint_state[1], &l->mamba2_heads};
         for (size_t k = 0; k < sizeof own / sizeof own[0]; k++)
             if (own[k]->buffer)
                 vk_buffer_free(dev, own[k]);
@@ -2150,7 +2155,8 @@ static VkBufferCopy seq_part(const corral_context *ctx, uint64_t bytes, uint32_t
     return (VkBufferCopy){(VkDeviceSize)seq * each, (VkDeviceSize)seq * each, each};
 }
 
-void gpu_seq_states(gpu_layers *g, const corral_context *ctx, uint32_t seq, enum gpu_states op)
+void gpu_seq_states(gpu_layers *g, const corral_context *ctx, uint32_t seq, enum gpu_states op,
+                    corral_checkpoint kind)
 {
     delta_sizes d = delta_layer_sizes(ctx);
     bool any = false;
@@ -2159,7 +2165,7 @@ void gpu_seq_states(gpu_layers *g, const corral_context *ctx, uint32_t seq, enum
             continue;
         gpu_layer *gl = &g->layers[il - g->first];
         vk_buffer *live[] = {&gl->conv_state, &gl->state};
-        vk_buffer *kept[] = {&gl->checkpoint_conv, &gl->checkpoint_state};
+        vk_buffer *kept[] = {&gl->checkpoint_conv[kind], &gl->checkpoint_state[kind]};
         uint64_t bytes[] = {d.conv, d.state}; /* either may be none */
         if (!any)
             begin_call_work(g);

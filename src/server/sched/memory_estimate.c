@@ -70,12 +70,13 @@ static bool cross_attention_layer(const corral_model_file *f, const char *arch, 
  * be per layer, sliding layers (sliding_window_pattern) may have heads of key_length_swa /
  * value_length_swa, the last shared_kv_layers layers keep no cache of their own (gemma4) and
  * cross-attention layers none at all (mllama), which hold an image's keys and values instead;
- * plus a recurrent model's states and their checkpoints. UINT64_MAX: past 64 bits (the counts come from the file's
+ * plus a recurrent model's states and their two checkpoints. UINT64_MAX: past 64 bits (the counts come from the file's
  * metadata).
  */
-/* A sequence's recurrent states are held twice: as they are and as the runner's checkpoint of
- * them near the last prompt's end (corral_seq_checkpoint). */
-#define STATE_COPIES 2u
+/* A sequence's recurrent states are held three times: as they are, as the runner's checkpoint
+ * of them near the last prompt's end, and as its step checkpoint before each speculative
+ * draft's batch (corral_seq_checkpoint), which the runners take by default (PROMPT_LOOKUP). */
+#define STATE_COPIES 3u
 
 static uint64_t kv_cache_bytes(const corral_model_file *f, uint32_t num_ctx, uint32_t n_parallel,
                                corral_kv_type kv_type)
