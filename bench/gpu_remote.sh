@@ -13,8 +13,9 @@
 # timed (bench_vulkan_matmul; the IQ types' too), what recording a dispatch costs the host
 # (bench_vulkan_dispatch), then `corral bench` pp512/tg128 on the GPU and on the CPU for
 # the L1B shape at Q4_0, Q8_0 and Q4_K_M (made there, in parallel, while the tests run).
-# Part `arch`: every other test_vulkan_forward test but part `more`'s, the split experts and
-# test_vulkan_graphs. Part `more`: the tests whose fixtures would take `arch` past the limit
+# Part `arch`: every other test_vulkan_forward test but part `more`'s (llama4's prompts of
+# 8196 tokens past its first chunk among them, which lavapipe leaves out), the split experts
+# and test_vulkan_graphs. Part `more`: the tests whose fixtures would take `arch` past the limit
 # (gemma3n, gemma4's E and MoE files, mllama, jina-bert-v2's, the fitting estimates).
 # The tests themselves are those of `make test`; docs/GPU.md says what each checks.
 set -u
@@ -37,6 +38,7 @@ arch_files() {
     echo vision/gemma3-text.gguf
     echo vision/qwen25vl-text.gguf
     echo vision/gemma4v-text.gguf
+    echo vision/llama4-text.gguf
     echo stories260K.gguf
     echo lora/adapter-f16-qv.gguf
 }

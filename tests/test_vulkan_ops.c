@@ -1631,6 +1631,64 @@ static void test_moe_bias_combine_and_swiglu_oai(void **state)
     free(g), free(u), free(cpu), free(gpu);
 }
 
+/* llama4's experts that weight their input: each pair's input row its token's row times the
+ * pair's weight, in the pair's own row and through a permutation of slots (moe_group's), as
+ * moe.c makes them (one product each, to the bit); then the experts' rows summed unweighted
+ * from the first on, pair by pair and through the slots. */
+static void test_moe_weigh_inputs_and_unweighted_combine(void **state)
+{
+    (void)state;
+    enum { N = 71, TOKENS = 5, USED = 3, PAIRS = TOKENS * USED };
+    float *x = random_floats(TOKENS * N), *weights = random_floats(PAIRS);
+    float *rows = random_floats(PAIRS * N);
+    float want[PAIRS * N], want_slots[PAIRS * N], got[PAIRS * N];
+    float want_sum[TOKENS * N], got_sum[TOKENS * N];
+    uint32_t slot_of[PAIRS];
+    for (uint32_t p = 0; p < PAIRS; p++)
+        slot_of[p] = (p * 7 + 3) % PAIRS; /* 7 and 15 coprime: a permutation */
+    for (size_t p = 0; p < PAIRS; p++)
+        for (size_t i = 0; i < N; i++) {
+            float row = x[p / USED * N + i] * weights[p];
+            want[p * N + i] = row;
+            want_slots[slot_of[p] * N + i] = row;
+        }
+    for (size_t t = 0; t < TOKENS; t++)
+        for (size_t j = 0; j < USED; j++)
+            for (size_t i = 0; i < N; i++) {
+                float r = rows[(t * USED + j) * N + i];
+                want_sum[t * N + i] = j == 0 ? r : want_sum[t * N + i] + r;
+            }
+    float slotted[PAIRS * N]; /* the same rows in their pairs' slots */
+    for (uint32_t p = 0; p < PAIRS; p++)
+        memcpy(slotted + slot_of[p] * N, rows + p * N, N * sizeof *rows);
+    vk_buffer bx = device_buffer(x, TOKENS * N * 4), bw = device_buffer(weights, PAIRS * 4);
+    vk_buffer bslot = device_buffer(slot_of, sizeof slot_of);
+    vk_buffer bo = device_buffer(NULL, sizeof want), bos = device_buffer(NULL, sizeof want);
+    vk_buffer br = device_buffer(rows, sizeof got), brs = device_buffer(slotted, sizeof slotted);
+    vk_buffer bsum = device_buffer(NULL, sizeof want_sum), bsums = device_buffer(NULL, sizeof want_sum);
+    vk_commands c = begin();
+    vk_op_moe_weigh_inputs(&c, vk_whole(&bx), vk_whole(&bw), (vk_span){0}, vk_whole(&bo), N,
+                           USED, TOKENS);
+    vk_op_moe_weigh_inputs(&c, vk_whole(&bx), vk_whole(&bw), vk_whole(&bslot), vk_whole(&bos),
+                           N, USED, TOKENS);
+    vk_op_moe_combine(&c, vk_whole(&br), (vk_span){0}, vk_whole(&bsum), N, USED, TOKENS);
+    vk_op_moe_combine_slots(&c, vk_whole(&brs), (vk_span){0}, vk_whole(&bslot),
+                            vk_whole(&bsums), N, USED, TOKENS);
+    submit(&c);
+    read_back(&bo, got, sizeof got);
+    assert_close("pairs' weighted inputs", got, want, PAIRS * N, 0.0);
+    read_back(&bos, got, sizeof got);
+    assert_close("slots' weighted inputs", got, want_slots, PAIRS * N, 0.0);
+    read_back(&bsum, got_sum, sizeof got_sum);
+    assert_close("unweighted sum of experts", got_sum, want_sum, TOKENS * N, 0.0);
+    read_back(&bsums, got_sum, sizeof got_sum);
+    assert_close("unweighted sum of slotted experts", got_sum, want_sum, TOKENS * N, 0.0);
+    vk_buffer *bufs[] = {&bx, &bw, &bslot, &bo, &bos, &br, &brs, &bsum, &bsums};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        vk_buffer_free(dev, bufs[i]);
+    free(x), free(weights), free(rows);
+}
+
 /* ---- the cache and attention ---- */
 
 /* What an attention check's tokens see and how they score: with a window, the last
@@ -2462,6 +2520,7 @@ int main(void)
         cmocka_unit_test(test_matmul_expert_tiles_tiled),
         cmocka_unit_test(test_moe_tile_threshold),
         cmocka_unit_test(test_moe_bias_combine_and_swiglu_oai),
+        cmocka_unit_test(test_moe_weigh_inputs_and_unweighted_combine),
         cmocka_unit_test(test_attention_window_and_both_ways),
         cmocka_unit_test(test_attention_around_and_alibi),
         cmocka_unit_test(test_layernorm),

@@ -59,8 +59,10 @@ enum { MAX_PARTS = 64 };
 /* Words per token of io_tokens: its (sequence, cell) at 2t, and from 2 * n_batch on, the
  * last cell it sees (vk_attention_shape's last_at): its own, or a later one for an image's
  * tokens that see each other both ways and an encoder's input. The attention always reads
- * it, so that a recorded pass serves text and images alike. */
-enum { TOKEN_WORDS = 3 };
+ * it, so that a recorded pass serves text and images alike. From CHUNK_AT * n_batch on, the
+ * first cell a chunked layer's token sees (vk_op_attention_from's first_at): its chunk's
+ * first position's, or the cache's first where that is later, as forward.c's first_visible. */
+enum { CHUNK_AT = 3, TOKEN_WORDS = 4 };
 
 /* gemma3n's AltUp streams the device takes (the CPU's reader takes as many). */
 enum { MAX_ALTUP = 16 };
@@ -125,6 +127,9 @@ struct gpu_layers {
     bool compact;
     vk_buffer io_swa_tokens;
     uint32_t *swa_base;
+    /* the positions of a chunk of the chunked layers (llama4's: their window), 0 without
+     * them; the tokens carry their first cells (CHUNK_AT) */
+    uint32_t chunk;
     /* the micro-batch's activations (device-local) and its inputs and output (host-visible) */
     vk_buffer x, xn, q, k, v, attn, gate, up, quants, scales;
     /* the parallel block's normed input, which both branches read; gemma4's dense FFN
@@ -241,9 +246,6 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
         if (l->head_dim_k % 2 || l->head_dim_v % 2 || l->n_head % l->n_head_kv)
             return "heads of an odd width";
     }
-    /* the device's temperature is mistral3's: every layer, steps counted from pos itself */
-    if (hp->attn_temp_scale != 0.0f && hp->attn_temp_offset != 0.0f)
-        return "an attention temperature counted from another position";
     /* an expert product dispatches a group per (token, expert) pair */
     uint64_t rows = (uint64_t)ctx->n_batch * (hp->n_expert_used ? hp->n_expert_used : 1);
     if (rows > dev->max_groups[1])
@@ -255,15 +257,9 @@ static const char *unsupported(const corral_context *ctx, const vk_device *dev)
         /* the attention kernel reads either from one binding */
         if (l->attn_sinks.data && m->alibi_slopes)
             return "attention sinks beside ALiBi";
-        if (l->chunked)
-            return "chunked attention";
         /* the gate's standard deviation divides by its width less one */
         if (l->sparse_gate && l->ffn_gate.n_out < 2)
             return "a sparse FFN gate narrower than two values";
-        if (l->l2_qk)
-            return "L2-normed q and k";
-        if (hp->attn_temp_scale != 0.0f && l->no_attn_temp)
-            return "an attention temperature on some layers only";
         /* per-head q/k norms run as LayerNorms with a unit weight, then each head's weights */
         if (l->q_norm.n_out > 1 && !(m->arch->tensors & ARCH_LAYER_NORM))
             return "RMS q/k norms with a weight per head";
@@ -778,8 +774,11 @@ static bool alloc_scratch(gpu_layers *g, const corral_context *ctx, corral_error
         ok = buffer(g, nb * hp->n_embd * f, false, &g->branch, err);
     if (ok && dense_and_experts)
         ok = buffer(g, nb * hp->n_embd * f, false, &g->router_in, err);
+    bool l2_qk = false; /* llama4's unweighted q and k norms */
+    for (uint32_t il = 0; il < hp->n_layer; il++)
+        l2_qk = l2_qk || ctx->model->layers[il].l2_qk;
     if (ok && ((ctx->model->arch->tensors & ARCH_QK_NORM_HEADS) ||
-               ctx->model->arch == &arch_gemma4 || hp->n_altup || hp->ssm_mamba2)) {
+               ctx->model->arch == &arch_gemma4 || hp->n_altup || hp->ssm_mamba2 || l2_qk)) {
         /* a head's width, or a Mamba2 layer's group of channels, whichever is wider */
         uint64_t group = hp->ssm_mamba2 ? value_width / hp->ssm_k_heads : 0;
         uint64_t n_ones = hp->head_dim_k > group ? hp->head_dim_k : group;
@@ -924,6 +923,9 @@ gpu_layers *gpu_layers_create(const corral_context *ctx, int device, int n_layer
         g->part_bytes = strtoull(split, NULL, 10);
     g->f16 = ctx->kv_type == CORRAL_KV_F16;
     g->compact = ctx->swa_cells < ctx->n_ctx;
+    for (uint32_t il = 0; il < hp->n_layer; il++)
+        if (ctx->model->layers[il].chunked)
+            g->chunk = ctx->kv[il].window;
     if (!(g->swa_base = calloc(ctx->n_seq, sizeof *g->swa_base))) {
         corral_error_set(err, "out of memory");
         goto fail;
@@ -1276,9 +1278,21 @@ static void record_attention(gpu_layers *g, const corral_context *ctx, uint32_t 
     if (!l->no_rope)
         vk_op_rope(c, k_rope.cos_sin, vk_whole(&g->q), n, l->n_head, dk, k_rope.n_rot,
                    k_rope.neox);
+    if (l->l2_qk) {
+        /* llama4's chunked layers: each head of q and k RMS-normed without a weight after
+         * RoPE, so the keys are turned here and stored as they are */
+        if (!l->no_rope)
+            vk_op_rope(c, k_rope.cos_sin, vk_whole(&g->k), n, l->n_head_kv, dk, k_rope.n_rot,
+                       k_rope.neox);
+        k_rope.n_rot = 0;
+        vk_op_rmsnorm(c, vk_whole(&g->ones), vk_whole(&g->q), vk_whole(&g->q), dk,
+                      n * l->n_head, hp->norm_eps);
+        vk_op_rmsnorm(c, vk_whole(&g->ones), vk_whole(&g->k), vk_whole(&g->k), dk,
+                      n * l->n_head_kv, hp->norm_eps);
+    }
     if (hp->q_scale != 1.0f)
         vk_op_binary(c, VK_SCALE, vk_whole(&g->q), (vk_span){0}, n * q_width, 0, hp->q_scale);
-    if (hp->attn_temp_scale != 0.0f)
+    if (hp->attn_temp_scale != 0.0f && !l->no_attn_temp) /* llama4's: its NoPE layers only */
         vk_op_binary(c, VK_MUL_ROWS, vk_whole(&g->q), vk_whole(&g->io_q_temp), n * q_width,
                      q_width, 0.0f);
     store_and_attend(g, ctx, il, n, &k_rope);
@@ -1316,7 +1330,11 @@ static void store_and_attend(gpu_layers *g, const corral_context *ctx, uint32_t 
     vk_attention_shape shape = {n, l->n_head, l->n_head_kv, l->head_dim_k, l->head_dim_v,
                                 ks.n_cells, ks.f16, hp->kq_scale, hp->attn_softcap,
                                 ctx->kv[il].window, 2 * ctx->n_batch, around};
-    if (gl->sinks.buf.buffer)
+    if (l->chunked && g->chunk) /* llama4's: from the token's chunk's first cell */
+        vk_op_attention_from(c, tokens, vk_whole(&g->q), vk_whole(&cache->k_cache),
+                             vk_whole(&cache->v_cache), vk_whole(&g->attn), &shape,
+                             CHUNK_AT * ctx->n_batch);
+    else if (gl->sinks.buf.buffer)
         vk_op_attention_sinks(c, tokens, vk_whole(&g->q), vk_whole(&cache->k_cache),
                               vk_whole(&cache->v_cache), vk_whole(&gl->sinks.buf),
                               vk_whole(&g->attn), &shape);
@@ -2010,10 +2028,15 @@ bool gpu_forward(gpu_layers *g, corral_context *ctx, size_t begin, bool *logits_
         tokens[2 * t] = seq;
         tokens[2 * t + 1] = ctx->tok_pos[t]; /* full layers: a position is its cell */
         tokens[2 * ctx->n_batch + t] = last;
+        uint32_t pos = ctx->tok_pos[t], base = ctx->swa_base[seq];
+        uint32_t chunk_first = g->chunk ? pos - pos % g->chunk : 0;
+        chunk_first = chunk_first > base ? chunk_first : base;
+        tokens[CHUNK_AT * ctx->n_batch + t] = chunk_first;
         if (g->compact) { /* the sliding layers' cells begin at the sequence's swa_base */
             swa_tokens[2 * t] = seq;
-            swa_tokens[2 * t + 1] = ctx->tok_pos[t] - ctx->swa_base[seq];
-            swa_tokens[2 * ctx->n_batch + t] = last - ctx->swa_base[seq];
+            swa_tokens[2 * t + 1] = pos - base;
+            swa_tokens[2 * ctx->n_batch + t] = last - base;
+            swa_tokens[CHUNK_AT * ctx->n_batch + t] = chunk_first - base;
         }
         if (hp->attn_temp_scale != 0.0f)
             ((float *)g->io_q_temp.mapped)[t] = attention_temperature(hp, ctx->tok_pos[t]);

@@ -10,7 +10,9 @@
  * experts, Nemotron 3 Super's: on the input projected into the latent, their weighted sum
  * projected back up), and each token's outputs weighted (gemma4: times each expert's
  * own output scale, folded into the weight) and summed from its most probable expert on
- * (moe_combine.comp), the shared expert's output added after. A few tokens' pairs take a
+ * (moe_combine.comp), the shared expert's output added after; llama4's experts take each
+ * pair's input times its weight instead (moe_combine.comp's other way) and sum their outputs
+ * unweighted. A few tokens' pairs take a
  * workgroup each, their expert picked on the device by the pair's id (matmul.glsl's expert
  * products); a prompt's are first grouped by expert on the device (moe_group.comp), their
  * inputs gathered in that order, and each expert's rows read once for a tile of up to 8 of
@@ -98,8 +100,6 @@ const char *vk_moe_unsupported(const corral_model *m)
                "nomic-bert-moe's GELU)";
     if (hp->n_expert_used == 0 || hp->n_expert_used > hp->n_expert)
         return "no experts used";
-    if (hp->expert_weight_input)
-        return "experts that weight their input";
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const layer_weights *l = &m->layers[il];
         if (!l->ffn_gate_inp.data) {
@@ -564,10 +564,20 @@ void vk_moe_record(vk_moe *moe, vk_commands *c, const corral_context *ctx, uint3
     bool grouped = n_pairs >= GROUP_MIN_PAIRS_PER_EXPERT * hp->n_expert;
     vk_buffer *ids = grouped ? &moe->slot_ids : &moe->ids;
     uint32_t tile = vk_moe_tile(moe->dev, n_pairs, hp->n_expert);
-    if (grouped) {
+    uint32_t pairs_per_x = k; /* the pair by pair products read their token's row */
+    if (grouped)
         vk_op_moe_group(c, vk_whole(&moe->ids), vk_whole(&moe->slot_of),
                         vk_whole(&moe->slot_rows), vk_whole(&moe->slot_ids),
                         vk_whole(&moe->tiles), n_pairs, hp->n_expert, k, tile);
+    if (hp->expert_weight_input) {
+        /* llama4: each pair's (or slot's) own input, its token's row times its weight, in
+         * out (free until the down product) */
+        vk_op_moe_weigh_inputs(c, vk_whole(pair_in), vk_whole(&moe->weights),
+                               grouped ? vk_whole(&moe->slot_of) : (vk_span){0},
+                               vk_whole(&moe->out), W, k, n);
+        pair_in = &moe->out;
+        pairs_per_x = 1;
+    } else if (grouped) {
         /* each slot's input row gathered into out, free until the down product */
         vk_op_get_rows(c, TENSOR_TYPE_F32, vk_whole(pair_in), (size_t)W * sizeof(float),
                        vk_whole(&moe->slot_rows), vk_whole(&moe->out), W, n_pairs);
@@ -580,11 +590,13 @@ void vk_moe_record(vk_moe *moe, vk_commands *c, const corral_context *ctx, uint3
         expert_tiles_product(moe, c, &ml->gate, &moe->out, &moe->gate, n_pairs, hp->n_expert,
                              tile);
     else if (gated)
-        expert_product(moe, c, &ml->gate, pair_in, &moe->gate, n_pairs, k, hp->n_expert);
+        expert_product(moe, c, &ml->gate, pair_in, &moe->gate, n_pairs, pairs_per_x,
+                       hp->n_expert);
     if (grouped)
         expert_tiles_product(moe, c, &ml->up, &moe->out, up_rows, n_pairs, hp->n_expert, tile);
     else
-        expert_product(moe, c, &ml->up, pair_in, up_rows, n_pairs, k, hp->n_expert);
+        expert_product(moe, c, &ml->up, pair_in, up_rows, n_pairs, pairs_per_x,
+                       hp->n_expert);
     expert_bias(c, &ml->gate_bias, ids, &moe->gate, n_pairs);
     expert_bias(c, &ml->up_bias, ids, up_rows, n_pairs);
     if (!gated && m->arch->ffn == FFN_GELU)
@@ -606,7 +618,9 @@ void vk_moe_record(vk_moe *moe, vk_commands *c, const corral_context *ctx, uint3
     else
         expert_product(moe, c, &ml->down, &moe->gate, &moe->out, n_pairs, 1, hp->n_expert);
     expert_bias(c, &ml->down_bias, ids, &moe->out, n_pairs);
-    vk_op_moe_combine_slots(c, vk_whole(&moe->out), vk_whole(&moe->weights),
+    /* llama4's outputs unweighted: the inputs carried the weights */
+    vk_op_moe_combine_slots(c, vk_whole(&moe->out),
+                            hp->expert_weight_input ? (vk_span){0} : vk_whole(&moe->weights),
                             grouped ? vk_whole(&moe->slot_of) : (vk_span){0},
                             vk_whole(latent ? &moe->latent_sum : out), W, k, n);
     if (latent) /* the weighted sum projected back up to n_embd */

@@ -679,13 +679,29 @@ void vk_op_moe_combine(vk_commands *c, vk_span experts, vk_span weights, vk_span
     vk_op_moe_combine_slots(c, experts, weights, (vk_span){0}, out, n, n_used, n_tokens);
 }
 
+/* moe_combine.comp's modes */
+enum { MOE_COMBINE, MOE_COMBINE_UNWEIGHTED, MOE_WEIGH_INPUTS };
+
+static void moe_rows(vk_commands *c, uint32_t mode, vk_span rows, vk_span weights,
+                     vk_span slot_of, vk_span out, uint32_t count, uint32_t n, uint32_t n_used)
+{
+    struct { uint32_t count, n, n_used, slotted, mode; } p = {
+        count, n, n_used, slot_of.buffer != VK_NULL_HANDLE, mode};
+    vk_span spans[VK_BINDINGS] = {[0] = rows, [1] = weights, [2] = slot_of, [4] = out};
+    record(c, VK_PIPE_MOE_COMBINE, spans, &p, sizeof p, stride_groups(p.count, 256), 1, 1);
+}
+
 void vk_op_moe_combine_slots(vk_commands *c, vk_span experts, vk_span weights, vk_span slot_of,
                              vk_span out, uint32_t n, uint32_t n_used, uint32_t n_tokens)
 {
-    struct { uint32_t count, n, n_used, slotted; } p = {n * n_tokens, n, n_used,
-                                                        slot_of.buffer != VK_NULL_HANDLE};
-    vk_span spans[VK_BINDINGS] = {[0] = experts, [1] = weights, [2] = slot_of, [4] = out};
-    record(c, VK_PIPE_MOE_COMBINE, spans, &p, sizeof p, stride_groups(p.count, 256), 1, 1);
+    moe_rows(c, weights.buffer != VK_NULL_HANDLE ? MOE_COMBINE : MOE_COMBINE_UNWEIGHTED,
+             experts, weights, slot_of, out, n * n_tokens, n, n_used);
+}
+
+void vk_op_moe_weigh_inputs(vk_commands *c, vk_span x, vk_span weights, vk_span slot_of,
+                            vk_span out, uint32_t n, uint32_t n_used, uint32_t n_tokens)
+{
+    moe_rows(c, MOE_WEIGH_INPUTS, x, weights, slot_of, out, n * n_used * n_tokens, n, n_used);
 }
 
 /* Every conv is one shader: `channels` floats at `offset` of rows `stride` apart, a bias or

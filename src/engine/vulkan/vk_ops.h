@@ -261,13 +261,20 @@ void vk_op_moe_bias(vk_commands *c, vk_span bias, vk_span ids, vk_span y, uint32
                     uint32_t n_pairs);
 
 /* out[t] = sum over j of weights[t * n_used + j] * experts[t * n_used + j], rows of n
- * floats, from j = 0 on. */
+ * floats, from j = 0 on; without weights (no buffer), the rows' plain sum (llama4's experts,
+ * whose inputs carried the weights: vk_op_moe_weigh_inputs). */
 void vk_op_moe_combine(vk_commands *c, vk_span experts, vk_span weights, vk_span out,
                        uint32_t n, uint32_t n_used, uint32_t n_tokens);
 
 /* The same with pair p's row of experts at slot_of[p] (vk_op_moe_group's slots). */
 void vk_op_moe_combine_slots(vk_commands *c, vk_span experts, vk_span weights, vk_span slot_of,
                              vk_span out, uint32_t n, uint32_t n_used, uint32_t n_tokens);
+
+/* Each pair's own input for experts that weight their input (llama4): row p of out, or row
+ * slot_of[p] with slots (vk_op_moe_group's), = x[p / n_used] * weights[p], rows of n floats,
+ * for the n_tokens * n_used pairs. */
+void vk_op_moe_weigh_inputs(vk_commands *c, vk_span x, vk_span weights, vk_span slot_of,
+                            vk_span out, uint32_t n, uint32_t n_used, uint32_t n_tokens);
 
 /* Bytes of the GELU table vk_op_gelu reads: block_gelu_f16_table's 65536 fp16 values. */
 enum { VK_GELU_TABLE_BYTES = 65536 * 2 };
