@@ -232,11 +232,12 @@ static bool amd_signature(unsigned int *signature)
 #endif
 }
 
-/* Whether this CPU is an AMD of Zen 4 or later. */
-static bool amd_zen4_or_later(void)
+bool cpu_prefetch_single_stream_for(bool amd, unsigned int signature)
 {
-    unsigned int signature;
-    return amd_signature(&signature) && cpu_signature_is_zen4_or_later(signature);
+    unsigned int family = (signature >> 8) & 0xf;
+    if (family == 0xf)
+        family += (signature >> 20) & 0xff;
+    return !(amd && family == 0x19 && cpu_signature_is_zen4_or_later(signature));
 }
 
 bool cpu_prefetch_single_stream(void)
@@ -248,8 +249,11 @@ bool cpu_prefetch_single_stream(void)
         const char *env = getenv("CORRAL_PREFETCH");
         if (env && (strcmp(env, "0") == 0 || strcmp(env, "1") == 0))
             prefetch = env[0] == '1';
-        else
-            prefetch = !amd_zen4_or_later();
+        else {
+            unsigned int signature = 0;
+            bool amd = amd_signature(&signature);
+            prefetch = cpu_prefetch_single_stream_for(amd, signature);
+        }
         atomic_store_explicit(&cached, prefetch, memory_order_relaxed);
     }
     return prefetch;
