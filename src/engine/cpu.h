@@ -71,6 +71,16 @@ bool cpu_prefetch_single_stream(void);
 bool cpu_prefetch_single_stream_for(bool amd, unsigned int signature);
 
 /*
+ * The same choice for the packed 1-token F16 and BF16 streams at the AVX-512 level, which
+ * compute little per line: off on Zen 4 and on Zen 5 alike (their steps ran slower with the
+ * requests on Zen 5, unlike the quant streams), on elsewhere (on Intel the hardware
+ * prefetchers alone kept these reads well below the memory's rate). CORRAL_PREFETCH=0|1
+ * overrides it too.
+ */
+bool cpu_prefetch_float_stream(void);
+bool cpu_prefetch_float_stream_for(bool amd, unsigned int signature);
+
+/*
  * How far ahead (bytes) the packed AVX2 1-token kernels ask for their weights when they do:
  * 16 KiB on AMD before Zen 4, 8 KiB elsewhere. The distance is the same 8 KiB for every
  * tile of several tokens and at the AVX-512 level, where it was tuned (into L2, farther
