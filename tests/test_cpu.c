@@ -1,6 +1,8 @@
 /*
  * CPU identification: the CPUID signatures of AMD cores map to the right generation for the
- * software-prefetch choices (cpu_signature_is_zen4_or_later, cpu_prefetch_bytes_for), extended
+ * software-prefetch choices (cpu_signature_is_zen4_or_later, cpu_prefetch_bytes_for,
+ * cpu_prefetch_single_stream_for: off on Zen 4 alone; cpu_prefetch_float_stream_for: off on
+ * Zen 4 and later), extended
  * family and model included; the prefetch choice follows CORRAL_PREFETCH when it is set;
  * a packed matrix call's rows count as resident in L2 up to three quarters of it; and BF16 rows
  * take vdpbf16ps by vendor at avx512 and wherever level avx512-vdpbf16ps is asked for.
@@ -63,6 +65,26 @@ static void test_one_token_prefetch_distance(void **state)
     assert_int_equal(cpu_one_token_prefetch_bytes(), bytes);
 }
 
+static void test_single_stream_prefetch_choice(void **state)
+{
+    (void)state;
+    /* off on Zen 4 alone: on before it, on Zen 5, and on other vendors */
+    assert_true(cpu_prefetch_single_stream_for(true, 0x00a00f11));              /* Milan */
+    assert_true(cpu_prefetch_single_stream_for(true, signature(0x17, 0x31, 0))); /* Zen 2 */
+    assert_false(cpu_prefetch_single_stream_for(true, signature(0x19, 0x11, 1))); /* Genoa */
+    assert_false(cpu_prefetch_single_stream_for(true, signature(0x19, 0x61, 2))); /* Raphael */
+    assert_false(cpu_prefetch_single_stream_for(true, signature(0x19, 0xa0, 0))); /* Bergamo */
+    assert_true(cpu_prefetch_single_stream_for(true, signature(0x1a, 0x02, 0)));  /* Zen 5 */
+    assert_true(cpu_prefetch_single_stream_for(true, signature(0x1a, 0x44, 0)));  /* Granite Ridge */
+    /* an Intel signature that would read as Zen 4 were it an AMD's */
+    assert_true(cpu_prefetch_single_stream_for(false, signature(0x19, 0x11, 1)));
+    /* the F16 / BF16 streams: off on Zen 4 and Zen 5, on before them and on other vendors */
+    assert_true(cpu_prefetch_float_stream_for(true, 0x00a00f11));               /* Milan */
+    assert_false(cpu_prefetch_float_stream_for(true, signature(0x19, 0x11, 1))); /* Genoa */
+    assert_false(cpu_prefetch_float_stream_for(true, signature(0x1a, 0x02, 0))); /* Zen 5 */
+    assert_true(cpu_prefetch_float_stream_for(false, signature(0x19, 0x11, 1)));
+}
+
 static void test_prefetch_follows_environment(void **state)
 {
     (void)state;
@@ -72,6 +94,7 @@ static void test_prefetch_follows_environment(void **state)
         skip();
     assert_int_equal(cpu_prefetch_single_stream(), env[0] == '1');
     assert_int_equal(cpu_prefetch_single_stream(), env[0] == '1');
+    assert_int_equal(cpu_prefetch_float_stream(), env[0] == '1');
 }
 
 static void test_l2_residency(void **state)
@@ -137,6 +160,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_zen_generations),
         cmocka_unit_test(test_one_token_prefetch_distance),
+        cmocka_unit_test(test_single_stream_prefetch_choice),
         cmocka_unit_test(test_prefetch_follows_environment),
         cmocka_unit_test(test_l2_residency),
         cmocka_unit_test(test_bf16_kernels_by_vendor),

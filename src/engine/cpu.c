@@ -232,27 +232,48 @@ static bool amd_signature(unsigned int *signature)
 #endif
 }
 
-/* Whether this CPU is an AMD of Zen 4 or later. */
-static bool amd_zen4_or_later(void)
+bool cpu_prefetch_single_stream_for(bool amd, unsigned int signature)
 {
-    unsigned int signature;
-    return amd_signature(&signature) && cpu_signature_is_zen4_or_later(signature);
+    unsigned int family = (signature >> 8) & 0xf;
+    if (family == 0xf)
+        family += (signature >> 20) & 0xff;
+    return !(amd && family == 0x19 && cpu_signature_is_zen4_or_later(signature));
 }
 
-bool cpu_prefetch_single_stream(void)
+bool cpu_prefetch_float_stream_for(bool amd, unsigned int signature)
 {
-    /* kernels on every pool thread ask; each computes the same answer, so a relaxed cache */
-    static _Atomic int cached = -1;
-    int prefetch = atomic_load_explicit(&cached, memory_order_relaxed);
+    return !(amd && cpu_signature_is_zen4_or_later(signature));
+}
+
+/* A choice read once: CORRAL_PREFETCH where set, else decide(vendor, signature). Kernels on
+ * every pool thread ask; each computes the same answer, so a relaxed cache. */
+static bool prefetch_choice(_Atomic int *cached, bool (*decide)(bool, unsigned int))
+{
+    int prefetch = atomic_load_explicit(cached, memory_order_relaxed);
     if (prefetch < 0) {
         const char *env = getenv("CORRAL_PREFETCH");
         if (env && (strcmp(env, "0") == 0 || strcmp(env, "1") == 0))
             prefetch = env[0] == '1';
-        else
-            prefetch = !amd_zen4_or_later();
-        atomic_store_explicit(&cached, prefetch, memory_order_relaxed);
+        else {
+            unsigned int signature = 0;
+            bool amd = amd_signature(&signature);
+            prefetch = decide(amd, signature);
+        }
+        atomic_store_explicit(cached, prefetch, memory_order_relaxed);
     }
     return prefetch;
+}
+
+bool cpu_prefetch_single_stream(void)
+{
+    static _Atomic int cached = -1;
+    return prefetch_choice(&cached, cpu_prefetch_single_stream_for);
+}
+
+bool cpu_prefetch_float_stream(void)
+{
+    static _Atomic int cached = -1;
+    return prefetch_choice(&cached, cpu_prefetch_float_stream_for);
 }
 
 size_t cpu_prefetch_bytes_for(bool amd, unsigned int signature)

@@ -60,13 +60,25 @@ const char *cpu_active_level_name(void);
 
 /*
  * Whether a packed 1-token kernel, which reads its weights as one sequential stream, should
- * also request the lines ahead in software. Yes on Intel and on AMD before Zen 4, where the
- * hardware prefetchers alone keep too few lines in flight while the core computes; no on
- * Zen 4 and later, whose hardware prefetchers stream such a run faster alone (the software
- * requests only compete with them). CORRAL_PREFETCH=0|1 overrides, to measure either way on
- * any CPU.
+ * also request the lines ahead in software. Yes on Intel, on AMD before Zen 4 and on Zen 5,
+ * where the hardware prefetchers alone keep too few lines in flight while the core computes
+ * (on Zen 5 the K-quant and IQ4_XS streams from memory read far slower without); no on
+ * Zen 4 (family 0x19), whose hardware prefetchers stream such a run faster alone (the
+ * software requests only compete with them). CORRAL_PREFETCH=0|1 overrides, to measure
+ * either way on any CPU. The _for form decides for a vendor and CPUID leaf 1 signature.
  */
 bool cpu_prefetch_single_stream(void);
+bool cpu_prefetch_single_stream_for(bool amd, unsigned int signature);
+
+/*
+ * The same choice for the packed 1-token F16 and BF16 streams at the AVX-512 level, which
+ * compute little per line: off on Zen 4 and on Zen 5 alike (their steps ran slower with the
+ * requests on Zen 5, unlike the quant streams), on elsewhere (on Intel the hardware
+ * prefetchers alone kept these reads well below the memory's rate). CORRAL_PREFETCH=0|1
+ * overrides it too.
+ */
+bool cpu_prefetch_float_stream(void);
+bool cpu_prefetch_float_stream_for(bool amd, unsigned int signature);
 
 /*
  * How far ahead (bytes) the packed AVX2 1-token kernels ask for their weights when they do:

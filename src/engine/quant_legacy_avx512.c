@@ -248,14 +248,14 @@ ALWAYS_INLINE void bf16_dp_tile(bool interleaved, bool prefetch, size_t n, const
  * tokens requests its weights ahead (float_tile_prefetch): it computes long enough per line
  * that the hardware prefetchers alone leave the stream waiting (an F16 batch of 5 rows took
  * the time of its arithmetic plus that of its reads). A 1-token packed stream asks too where
- * cpu_prefetch_single_stream says, as the packed quant kernels do: on Intel the hardware
- * prefetchers alone kept an F16 or BF16 row group's read well below the memory's rate. */
+ * cpu_prefetch_float_stream says (on Intel the hardware prefetchers alone kept an F16 or
+ * BF16 row group's read well below the memory's rate). */
 ALWAYS_INLINE void any_tile(bool dp, enum x86_float_kind kind, bool interleaved, bool alone,
                             size_t n, const char *w, size_t w_row_bytes, size_t n_rows,
                             const char *act, size_t act_row_bytes, size_t n_tok, float *y,
                             size_t ldy)
 {
-    bool prefetch = interleaved && (n_tok > 1 || cpu_prefetch_single_stream());
+    bool prefetch = interleaved && (n_tok > 1 || cpu_prefetch_float_stream());
     if (dp)
         bf16_dp_tile(interleaved, prefetch, n, w, w_row_bytes, n_rows, act, act_row_bytes, n_tok,
                      y, ldy);
