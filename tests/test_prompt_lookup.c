@@ -85,7 +85,7 @@ static double bandwidth_bound(size_t rows) /* a quantized one: 8 rows for about 
 }
 
 /* Costs measured once for every row count up to 17 (0.01 s a row's unit); a recurrent
- * target's also a step checkpoint's copy (0.035 of a row, as measured on a qwen35 shape). */
+ * target's also a step checkpoint's copy, 0.035 of a row. */
 static draft_costs measured(double (*verify)(size_t), bool recurrent)
 {
     draft_costs c = {0};
