@@ -50,11 +50,11 @@ size_t prompt_lookup_next_length(draft_rate *rate, const draft_costs *costs, siz
  * next length (`next`, 0 when drafting does not pay), and the next pause in *backoff (0
  * before the first): a next length of 0 or a draft of one token (the least length) rejected
  * pauses drafting, 2 steps the first time and twice as long each time after, up to
- * PROMPT_LOOKUP_MAX_PAUSE; an accepted token ends the backing off. A draft that is never
- * right still costs its verification rows and, from a draft model, its guesses: paused, it
- * costs them once per pause. A recurrent target (rollback) pays more for it, a copy of the
- * sequence's states before the step and the pending token evaluated again after it, so
- * there a draft of any length with nothing accepted pauses.
+ * PROMPT_LOOKUP_MAX_PAUSE; an accepted token with a next length above 0 ends the backing off.
+ * A draft that is never right still costs its verification rows and, from a draft model, its
+ * guesses: paused, it costs them once per pause. A recurrent target (rollback) pays more for
+ * it, a copy of the sequence's states before the step and the pending token evaluated again
+ * after it, so there a draft of any length with nothing accepted pauses.
  */
 size_t prompt_lookup_next_pause(size_t *backoff, size_t length, size_t next, size_t drafted,
                                 size_t accepted, bool rollback);
