@@ -212,6 +212,32 @@ static void test_positions_keep_chances(void **state)
     assert_int_equal(draft_model_next_length(&r, &lin, 1, 0, 0, 8), 3);
 }
 
+/* Prompt lookup's guesses cost nothing to make, and 0 (a plain step) is a choice: where each
+ * row costs 0.4 of one more, drafts whose guesses hold a third of the time do not pay (0);
+ * where rows are free, any draft does and the length is the cap; on the F32 curve 4 (5 rows
+ * the cheapest batch) at a low chance, 8 at a high one. */
+static void test_free_guesses_by_costs(void **state)
+{
+    (void)state;
+    static const struct {
+        const cost_curve *curve;
+        double a;
+        size_t usual, lo, hi;
+    } table[] = {
+        {&linear, 0.33, 4, 0, 0}, {&linear, 0.5, 4, 1, 1}, {&linear, 0.9, 1, 3, 5},
+        {&flat, 0.33, 1, 8, 8},   {&flat, 0.9, 4, 8, 8},   {&flat, 0.96, 2, 8, 8},
+        {&f32, 0.33, 8, 4, 4},    {&f32, 0.9, 1, 8, 8},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        draft_costs c = measured(table[i].curve, 9);
+        draft_rate rate = rate_of(table[i].a);
+        size_t k = draft_length_by_costs(&rate, &c, NULL, 1, table[i].usual, 0, 8);
+        if (k < table[i].lo || k > table[i].hi)
+            fail_msg("%s, a = %.2f: length %zu, expected %zu-%zu", table[i].curve->name,
+                     table[i].a, k, table[i].lo, table[i].hi);
+    }
+}
+
 static void test_cost_estimates(void **state)
 {
     (void)state;
@@ -253,6 +279,7 @@ int main(void)
         cmocka_unit_test(test_without_steady_costs_the_rule),
         cmocka_unit_test(test_recurrent_target_counts_refed_rows),
         cmocka_unit_test(test_positions_keep_chances),
+        cmocka_unit_test(test_free_guesses_by_costs),
         cmocka_unit_test(test_cost_estimates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

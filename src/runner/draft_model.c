@@ -6,7 +6,6 @@
  */
 #include "draft_model.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -118,92 +117,15 @@ static size_t length_by_keep_chance(double a, size_t cap)
     return k;
 }
 
-/* The tokens a step with a draft of k yields: 1 + sum over j <= k of the chance that guesses
- * 1..j all hold. Guess i holds, once those before it have, with the chance its position's
- * record shows, drawn toward a by one guess's weight (a where the position has no record).
- * Guesses are not independent: a draft that has held for a few tokens tends to hold on, so
- * the positions' own chances favour longer drafts than a^j would. */
-static double position_chance(const draft_rate *rate, double a, size_t i)
-{
-    if (i < DRAFT_RATE_POSITIONS && rate->tried[i] > 0)
-        return (rate->held[i] + a) / (rate->tried[i] + 1.0);
-    return a;
-}
-
-static double expected_tokens(const draft_rate *rate, double a, size_t k)
-{
-    double tokens = 1.0, all_held = 1.0;
-    for (size_t i = 0; i < k; i++) {
-        all_held *= position_chance(rate, a, i);
-        tokens += all_held;
-    }
-    return tokens;
-}
-
-/* A recurrent target's rows evaluated again after a draft of k: when guess i + 1 is the first
- * refused, the pending token and the i guesses kept before it; none when all k hold. */
-static double expected_refed_rows(const draft_rate *rate, double a, size_t k)
-{
-    double rows = 0.0, all_held = 1.0;
-    for (size_t i = 0; i < k; i++) {
-        double p = position_chance(rate, a, i);
-        rows += all_held * (1.0 - p) * (double)(i + 1);
-        all_held *= p;
-    }
-    return rows;
-}
-
-/* Tokens per second of a draft of k for each of n_seqs sequences drafting alike, by the
- * measured costs; 0 when they are unknown or too noisy to go by. A recurrent target (a
- * measured step checkpoint) also pays for the checkpoint's copy and the rows a refusal
- * feeds again in the next batch. */
-static double tokens_per_second(const draft_rate *rate, double a, const draft_costs *costs,
-                                size_t n_seqs, size_t k)
-{
-    bool steady;
-    double rows = (double)(k + 1), copy = costs->checkpoint.seconds;
-    if (copy > 0)
-        rows += expected_refed_rows(rate, a, k);
-    double verify = draft_costs_verify(costs, (size_t)lround((double)n_seqs * rows), &steady);
-    const draft_timing *step = &costs->draft_step;
-    if (verify <= 0 || !steady || step->seconds <= 0 || step->spread >= DRAFT_COSTS_MAX_SPREAD)
-        return 0;
-    return expected_tokens(rate, a, k) /
-           (verify + (double)k * step->seconds + (double)n_seqs * copy);
-}
-
 size_t draft_model_next_length(draft_rate *rate, const draft_costs *costs, size_t n_seqs,
                                size_t drafted, size_t accepted, size_t cap)
 {
-    if (drafted > 0) {
-        rate->kept = rate->kept * DRAFT_RATE_DECAY + (double)accepted;
-        rate->refused = rate->refused * DRAFT_RATE_DECAY + (accepted < drafted ? 1.0 : 0.0);
-        /* guess i was tried when every one before it held */
-        for (size_t i = 0; i < DRAFT_RATE_POSITIONS; i++) {
-            rate->tried[i] = rate->tried[i] * DRAFT_RATE_DECAY + (i <= accepted && i < drafted);
-            rate->held[i] = rate->held[i] * DRAFT_RATE_DECAY + (i < accepted);
-        }
-    }
+    draft_rate_record(rate, drafted, accepted);
     if (cap == 0)
         return 0;
-    /* one kept and one refused guess as a prior: a fresh sequence estimates 1/2 (never 1) */
-    double a = (rate->kept + 1.0) / (rate->kept + rate->refused + 2.0);
-    size_t by_chance = length_by_keep_chance(a, cap);
-    if (!costs || n_seqs == 0 || ++rate->choices % DRAFT_PROBE_EVERY == 0)
-        return by_chance;
-    double base = tokens_per_second(rate, a, costs, n_seqs, by_chance);
-    if (base <= 0)
-        return by_chance;
-    size_t best = by_chance;
-    double best_rate = base * (1.0 + DRAFT_COST_MARGIN);
-    for (size_t k = 1; k <= cap; k++) {
-        double r = tokens_per_second(rate, a, costs, n_seqs, k);
-        if (r > best_rate) {
-            best = k;
-            best_rate = r;
-        }
-    }
-    return best;
+    size_t by_chance = length_by_keep_chance(draft_rate_keep_chance(rate), cap);
+    return draft_length_by_costs(rate, costs, costs ? &costs->draft_step : NULL, n_seqs,
+                                 by_chance, 1, cap);
 }
 
 static corral_token argmax(const float *logits, uint32_t n)

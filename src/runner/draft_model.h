@@ -14,6 +14,7 @@
 
 #include "corral/engine.h"
 #include "draft_costs.h"
+#include "draft_length.h"
 
 typedef struct draft_model draft_model;
 
@@ -40,28 +41,9 @@ draft_model *draft_model_create(const char *path, uint32_t n_ctx, uint32_t n_seq
 void draft_model_free(draft_model *d);
 const corral_model *draft_model_model(const draft_model *d);
 
-/* Guess positions whose own keep chances a record follows. */
-#define DRAFT_RATE_POSITIONS 16
-
-/* How a sequence's guesses have fared: guesses kept and refused, and per position i (the
- * (i + 1)-th guess of a draft) how often it was tried (every guess before it held) and held,
- * older steps weighing less (each step scales every count by DRAFT_RATE_DECAY before adding
- * its own); choices counts the lengths chosen. */
-typedef struct draft_rate {
-    double kept, refused;
-    double tried[DRAFT_RATE_POSITIONS], held[DRAFT_RATE_POSITIONS];
-    unsigned choices;
-} draft_rate;
-
-#define DRAFT_RATE_DECAY 0.8
 /* Without costs to go by: a k-th guess while the estimated chance that all k are kept is at
  * least this. */
 #define DRAFT_KEEP_CHANCE 0.45
-/* The costs must promise this much more than the keep-chance length to be followed. */
-#define DRAFT_COST_MARGIN 0.03
-/* Every this many choices the keep-chance length is taken regardless, so its batch's time
- * stays measured while the costs favour another. */
-#define DRAFT_PROBE_EVERY 16
 
 /*
  * After a step that verified `drafted` guesses and kept the first `accepted` (a refusal when
@@ -73,7 +55,8 @@ typedef struct draft_rate {
  * k draft model steps. How that batch's cost grows with its rows depends on the target: an
  * F32 one on a CPU verifies 5 rows for little more than one, an F16 one past 3 rows is bound
  * by its arithmetic, and a draft step costs 0.1-0.4 of a target step. So the length is the k
- * with the most tokens per second by costs measured as the runner goes (draft_costs.h). With
+ * with the most tokens per second by costs measured as the runner goes (draft_costs.h,
+ * draft_length_by_costs, a draft step's time per guess). With
  * n_seqs sequences generating in one batch, each is taken to draft as long: the batch then
  * has n_seqs (k + 1) rows, and its time and the draft steps' are shared alike.
  *

@@ -602,14 +602,18 @@ static void *engine_main(void *arg)
             if (!s->step_drafted)
                 continue;
             size_t length = s->draft_length;
-            s->draft_length =
+            size_t next =
                 pool->draft ? draft_model_next_length(&s->draft_record, &pool->costs,
                                                       b.n_generating, s->step_drafted,
                                                       s->step_accepted, s->draft_cap)
-                            : prompt_lookup_next_length(s->draft_length, s->step_drafted,
-                                                        s->step_accepted, s->draft_cap);
-            s->draft_pause = prompt_lookup_next_pause(&s->draft_backoff, length, s->step_drafted,
-                                                      s->step_accepted, pool->rollback);
+                            : prompt_lookup_next_length(&s->draft_record, &pool->costs,
+                                                        b.n_generating, s->draft_length,
+                                                        s->step_drafted, s->step_accepted,
+                                                        s->draft_cap);
+            s->draft_pause = prompt_lookup_next_pause(&s->draft_backoff, length, next,
+                                                      s->step_drafted, s->step_accepted,
+                                                      pool->rollback);
+            s->draft_length = next > 0 ? next : 1; /* after the pause, a draft of one probes */
             if (s->truncate_pending) /* now, so a finished slot's cells count true at once */
                 cut_sequence(pool, s);
         }

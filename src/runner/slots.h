@@ -108,7 +108,7 @@ typedef struct slot {
     size_t draft_length;   /* how many tokens the next draft may have */
     size_t draft_pause, draft_backoff; /* steps left without a draft; the next pause */
     size_t draft_cap;      /* ... at most */
-    draft_rate draft_record; /* a draft model's record, which sets draft_length */
+    draft_rate draft_record; /* how its drafts fared, which sets draft_length */
     corral_token proposed[SLOT_MAX_DRAFT]; /* the draft model's guess for this step */
     size_t n_proposed;
     size_t n_drafted, n_draft_accepted;
