@@ -31,6 +31,20 @@
 #include "server/sched/memory_estimate.h"
 #include "server/sched/runner_process.h"
 
+/* AddressSanitizer's own memory shows in RssAnon beside the engine's: a shadow byte for every 8
+ * of heap, and its allocator's redzones and per-size-class regions. There the estimate cannot
+ * be held to the process's memory, so a sanitized build checks only that the copies were made. */
+#if defined(__SANITIZE_ADDRESS__)
+#define ADDRESS_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ADDRESS_SANITIZED 1
+#endif
+#endif
+#ifndef ADDRESS_SANITIZED
+#define ADDRESS_SANITIZED 0
+#endif
+
 static uint64_t rss_anon(void)
 {
     FILE *f = fopen("/proc/self/status", "r");
@@ -95,8 +109,10 @@ static void test_estimate_counts_the_copies_loading_makes(void **state)
                   (unsigned long long)plan.copied_bytes, (unsigned long long)estimate,
                   (unsigned long long)added);
     assert_true(plan.copied_bytes <= added);
+#if !ADDRESS_SANITIZED
     assert_true((double)estimate >= 0.8 * (double)added);
     assert_true((double)estimate <= 1.2 * (double)added);
+#endif
     corral_context_free(ctx);
     corral_model_free(model);
     unlink(path);
