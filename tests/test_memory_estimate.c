@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "address_sanitized.h"
 #include "corral/engine.h"
 #include "file_fixture.h"
 #include "gptoss_fixture.h"
@@ -30,20 +31,6 @@
 #include "runner/prompt_images.h"
 #include "server/sched/memory_estimate.h"
 #include "server/sched/runner_process.h"
-
-/* AddressSanitizer's own memory shows in RssAnon beside the engine's: a shadow byte for every 8
- * of heap, and its allocator's redzones and per-size-class regions. There the estimate cannot
- * be held to the process's memory, so a sanitized build checks only that the copies were made. */
-#if defined(__SANITIZE_ADDRESS__)
-#define ADDRESS_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define ADDRESS_SANITIZED 1
-#endif
-#endif
-#ifndef ADDRESS_SANITIZED
-#define ADDRESS_SANITIZED 0
-#endif
 
 static uint64_t rss_anon(void)
 {
