@@ -11,7 +11,9 @@
  * other tokens' texts or split characters, control tokens without text and deep chains of
  * prefixes. Drives follow a text (the longest token at each point) or draw allowed tokens at
  * random. A restarted grammar gives a new one's masks, with its walks' work kept. A string
- * opened within a token takes the loop walk kept below the opening's node.
+ * opened within a token takes the loop walk kept below the opening's node. The trie's own
+ * order (its positions' texts sorted, each node's children in byte order) is checked on
+ * all three vocabularies.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -31,6 +33,7 @@
 #include "grammar.h"
 #include "server/core/format_grammar.h"
 #include "short_fixture.h"
+#include "token_trie.h"
 
 static char *fixture_path(const char *name)
 {
@@ -301,7 +304,8 @@ static void test_broad_first_steps_32k(void **state)
  * A SentencePiece vocabulary whose ids run against the sorted order of their texts (the
  * trie numbers tokens by text): byte tokens repeating other tokens' texts ("x", the quote)
  * or splitting a character (é), control tokens without text, texts with a quote, a
- * backslash or a newline inside, and chains of prefixes, written to path and opened.
+ * backslash or a newline inside, and chains of prefixes (some past 8 bytes sharing their
+ * first 8), written to path and opened.
  */
 static corral_vocab *open_small_vocab(char *path)
 {
@@ -316,6 +320,9 @@ static corral_vocab *open_small_vocab(char *path)
          * ending within a character */
         "a\xc0\x80", "\xc1\xbf", "\xe0\x80\x80x", "b\xe0\xa4\xb9", ("\xe0\xa4\xb9" "ab"),
         "\xf0\x9f\x98\x80\"", "\xe0\xa4", "c\xf4\x90\x80\x80", "d\xed\xa0\x80",
+        /* texts past 8 bytes that share their first 8 (the sort's keys) with each other and
+         * with "abcdefgh" */
+        "abcdefghij", "abcdefgh\"", "abcdefghi",
     };
     enum { N = sizeof texts / sizeof *texts };
     gguf_str strs[N];
@@ -529,6 +536,83 @@ static void test_string_opened_within_a_token_128k(void **state)
     corral_vocab_free(vocab);
 }
 
+/*
+ * The trie's order, which its walks rely on (a subtree's tokens one range of positions, a
+ * node's children in byte order): every token with text once, the positions' texts sorted (a
+ * prefix first, equal texts by id), each node's children in rising byte order and each
+ * node's text the first bytes of its tokens'. On the small vocabulary and both real ones.
+ */
+static void check_trie_order(const corral_vocab *vocab)
+{
+    const token_trie *t = token_trie_of(vocab);
+    assert_non_null(t);
+    size_t n_vocab = corral_vocab_n_tokens(vocab), with_text = 0;
+    char piece[TOKEN_TRIE_MAX_BYTES];
+    for (size_t id = 0; id < n_vocab; id++) {
+        size_t len = corral_token_to_piece(vocab, (corral_token)id, piece, sizeof piece, false);
+        with_text += len > 0 && len <= sizeof piece && !corral_vocab_is_eog(vocab, (corral_token)id);
+    }
+    assert_int_equal(t->n_ids, with_text);
+    char prev[TOKEN_TRIE_MAX_BYTES];
+    size_t prev_len = 0;
+    for (uint32_t k = 0; k < t->n_ids; k++) {
+        size_t len = corral_token_to_piece(vocab, t->ids[k], piece, sizeof piece, false);
+        if (k > 0) {
+            size_t n = len < prev_len ? len : prev_len;
+            int c = memcmp(prev, piece, n);
+            if (c > 0 || (c == 0 && prev_len > len) ||
+                (c == 0 && prev_len == len && t->ids[k - 1] >= t->ids[k]))
+                fail_msg("positions %u and %u (tokens %d, %d) out of order", k - 1, k,
+                         t->ids[k - 1], t->ids[k]);
+        }
+        memcpy(prev, piece, len);
+        prev_len = len;
+    }
+    /* each node's text, rebuilt from the root, against its first token's */
+    uint32_t *parent = malloc((t->n_nodes + 1) * sizeof *parent);
+    assert_non_null(parent);
+    parent[0] = 0;
+    for (uint32_t i = 0; i < t->n_nodes; i++) {
+        uint32_t first = t->nodes[i].children, end = t->nodes[i + 1].children;
+        for (uint32_t c = first; c < end; c++) {
+            parent[c] = i;
+            if (c > first && token_trie_byte(&t->nodes[c]) <= token_trie_byte(&t->nodes[c - 1]))
+                fail_msg("node %u: children %u and %u out of byte order", i, c - 1, c);
+        }
+    }
+    for (uint32_t i = 1; i < t->n_nodes; i++) {
+        size_t depth = 0;
+        for (uint32_t at = i; at != 0; at = parent[at])
+            depth++;
+        assert_true(depth <= sizeof piece);
+        size_t len = corral_token_to_piece(vocab, t->ids[t->nodes[i].tokens], piece,
+                                           sizeof piece, false);
+        assert_true(len >= depth);
+        size_t d = depth;
+        for (uint32_t at = i; at != 0; at = parent[at])
+            if ((uint8_t)piece[--d] != token_trie_byte(&t->nodes[at]))
+                fail_msg("node %u: its text is not its first token's (%d)", i,
+                         t->ids[t->nodes[i].tokens]);
+    }
+    free(parent);
+}
+
+static void test_trie_order(void **state)
+{
+    (void)state;
+    char path[64];
+    corral_vocab *vocab = open_small_vocab(path);
+    check_trie_order(vocab);
+    corral_vocab_free(vocab);
+    unlink(path);
+    static const char *const names[] = {"vocab-llama-spm.gguf", "vocab-llama3-bpe.gguf"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        vocab = open_vocab(names[i]);
+        check_trie_order(vocab);
+        corral_vocab_free(vocab);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -541,6 +625,7 @@ int main(void)
         cmocka_unit_test(test_broad_first_steps_32k),
         cmocka_unit_test(test_small_vocab_orders),
         cmocka_unit_test(test_repeated_stacks_reuse_the_mask),
+        cmocka_unit_test(test_trie_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,22 +11,67 @@
 #include "vocab.h"
 
 typedef struct piece {
+    uint64_t key; /* the text's first 8 bytes, big-endian, zero-padded: sorts as the text */
     corral_token id;
     uint16_t len;
     size_t offset;       /* into the shared pool, while it may still move */
     const uint8_t *text; /* into the pool, once it is complete */
 } piece;
 
+/* The tokens' order: by text (a prefix first), then by id. */
 static int compare_pieces(const void *pa, const void *pb)
 {
     const piece *a = pa, *b = pb;
+    if (a->key != b->key)
+        return a->key < b->key ? -1 : 1;
+    /* equal keys: the first min(len, 8) bytes are equal */
     size_t n = a->len < b->len ? a->len : b->len;
-    int c = memcmp(a->text, b->text, n);
+    int c = n > 8 ? memcmp(a->text + 8, b->text + 8, n - 8) : 0;
     if (c != 0)
         return c;
     if (a->len != b->len)
         return a->len < b->len ? -1 : 1;
     return (a->id > b->id) - (a->id < b->id);
+}
+
+/*
+ * Sorts the pieces (compare_pieces' order). A comparison sort of a 128k vocabulary's texts
+ * spent most of the trie's build in memcmp; the keys are sorted by radix instead (a byte a
+ * pass, least significant first, stable), and only the runs that share a key, few and
+ * short, by comparison. false when out of memory.
+ */
+static bool sort_pieces(piece *pieces, size_t n)
+{
+    piece *spare = malloc((n ? n : 1) * sizeof *spare);
+    if (!spare)
+        return false;
+    piece *from = pieces, *to = spare;
+    for (unsigned shift = 0; shift < 64; shift += 8) {
+        size_t count[257] = {0};
+        for (size_t i = 0; i < n; i++)
+            count[((from[i].key >> shift) & 0xFF) + 1]++;
+        if (n == 0 || count[((from[0].key >> shift) & 0xFF) + 1] == n)
+            continue; /* every key has this byte: the pass would not move anything */
+        for (unsigned b = 0; b < 256; b++)
+            count[b + 1] += count[b];
+        for (size_t i = 0; i < n; i++)
+            to[count[(from[i].key >> shift) & 0xFF]++] = from[i];
+        piece *swap = from;
+        from = to;
+        to = swap;
+    }
+    if (from != pieces)
+        memcpy(pieces, from, n * sizeof *pieces);
+    free(spare);
+    for (size_t i = 0; i < n;) {
+        size_t run = i + 1;
+        while (run < n && pieces[run].key == pieces[i].key)
+            run++;
+        if (run - i > 1)
+            qsort(pieces + i, run - i, sizeof *pieces, compare_pieces);
+        i = run;
+    }
+    return true;
 }
 
 unsigned token_trie_class(uint32_t cp)
@@ -191,7 +236,7 @@ static token_trie *build(const corral_vocab *vocab)
             pool = grown;
         }
         memcpy(pool + pool_used, text, len);
-        pieces[n_pieces++] = (piece){(corral_token)id, (uint16_t)len, pool_used, NULL};
+        pieces[n_pieces++] = (piece){0, (corral_token)id, (uint16_t)len, pool_used, NULL};
         pool_used += len;
         total_bytes += len;
     }
@@ -200,9 +245,16 @@ static token_trie *build(const corral_vocab *vocab)
     if (ok && total_bytes > UINT32_MAX - 2)
         ok = false;
     if (ok) {
-        for (size_t i = 0; i < n_pieces; i++)
+        for (size_t i = 0; i < n_pieces; i++) {
             pieces[i].text = pool + pieces[i].offset;
-        qsort(pieces, n_pieces, sizeof *pieces, compare_pieces);
+            uint64_t key = 0;
+            for (size_t k = 0; k < 8; k++)
+                key = key << 8 | (k < pieces[i].len ? pieces[i].text[k] : 0);
+            pieces[i].key = key;
+        }
+        ok = sort_pieces(pieces, n_pieces);
+    }
+    if (ok) {
         t->nodes = malloc((total_bytes + 2) * sizeof *t->nodes);
         t->ids = malloc((n_pieces ? n_pieces : 1) * sizeof *t->ids);
         ok = t->nodes && t->ids;
