@@ -319,13 +319,50 @@ static corral_token token_of(const corral_vocab *vocab, const char *text)
 {
     size_t n = corral_vocab_n_tokens(vocab);
     for (size_t id = 0; id < n; id++) {
-        char piece[16];
+        char piece[64];
         size_t k = corral_token_to_piece(vocab, (corral_token)id, piece, sizeof piece, false);
         if (k == strlen(text) && memcmp(piece, text, k) == 0)
             return (corral_token)id;
     }
     fail_msg("no token '%s'", text);
     return -1;
+}
+
+/*
+ * Alternatives that take the same characters: after each letter every one of them is a
+ * stack, so a search that tries the stacks one by one branches eight ways a letter, and a
+ * long token refused near its end (the capital of "cancellationToken") would cost 8^12
+ * paths. grammar_allows follows the token through all the stacks at once, equal ones
+ * merged: the answers come at once, and the mask agrees with them on every token.
+ */
+static void test_overlapping_alternatives_bpe(void **state)
+{
+    (void)state;
+    corral_error err;
+    corral_vocab *vocab = corral_vocab_open(fixture_path("vocab-llama3-bpe.gguf"), &err);
+    assert_non_null(vocab);
+    corral_grammar *g = parse("root ::= ([a-z] | [a-z] | [a-y] | [b-z] | [a-x] | [c-z] | [a-w] |"
+                              " [d-z])+ \"!\"\n",
+                              vocab);
+    corral_token refused = token_of(vocab, "cancellationToken");
+    corral_token fits = token_of(vocab, "cancel");
+    assert_false(grammar_allows(g, refused));
+    assert_true(grammar_allows(g, fits));
+    grammar_accept(g, fits);
+    assert_false(grammar_allows(g, refused));
+    assert_true(grammar_allows(g, token_of(vocab, "!")));
+    size_t n_vocab = corral_vocab_n_tokens(vocab);
+    float *logits = malloc(n_vocab * sizeof *logits);
+    assert_non_null(logits);
+    for (size_t i = 0; i < n_vocab; i++)
+        logits[i] = 0.0f;
+    assert_true(grammar_mask(g, logits));
+    for (size_t i = 0; i < n_vocab; i++)
+        if ((logits[i] == 0.0f) != grammar_allows(g, (corral_token)i))
+            fail_msg("token %zu: the mask and grammar_allows differ", i);
+    free(logits);
+    corral_grammar_free(g);
+    corral_vocab_free(vocab);
 }
 
 /*
@@ -549,6 +586,7 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_sampling_spm),
         cmocka_unit_test(test_split_characters_bpe),
+        cmocka_unit_test(test_overlapping_alternatives_bpe),
         cmocka_unit_test(test_masked_distribution),
         cmocka_unit_test(test_listed_draw_is_the_masked_draw),
     };

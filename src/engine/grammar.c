@@ -60,6 +60,7 @@ enum {
     MAX_EXPAND_DEPTH = 4096, /* each optional element skipped is a level */
     MAX_STACK = 1024,
     MAX_STACKS = 4096,
+    SEARCH_BUDGET_PER_STEP = 8, /* grammar_allows' search: steps per stack and code point */
     MAX_EXPANSIONS = 1 << 16, /* per stack set: rules of many equal alternatives multiply */
 };
 
@@ -479,12 +480,18 @@ typedef struct candidates {
 } candidates;
 
 static candidates reject_all(const corral_grammar *g, const stack_set *stacks,
-                             const candidate *cands, size_t n, bool *failed);
+                             const candidate *cands, size_t n, size_t *budget, bool *failed);
 
-/* Those of cands that stack cannot take, each as it was given. */
+/* Those of cands that stack cannot take, each as it was given. With a budget (not NULL),
+ * each call spends one of it, and none left fails the search. */
 static candidates reject_for_stack(const corral_grammar *g, const stack *s,
-                                   const candidate *cands, size_t n, bool *failed)
+                                   const candidate *cands, size_t n, size_t *budget,
+                                   bool *failed)
 {
+    if (budget && (*budget == 0 || --*budget == 0)) {
+        *failed = true;
+        return (candidates){0};
+    }
     candidates rejects = {malloc((n ? n : 1) * sizeof *rejects.v), 0};
     candidate *next = malloc((n ? n : 1) * sizeof *next);
     if (!rejects.v || !next) {
@@ -527,7 +534,7 @@ static candidates reject_for_stack(const corral_grammar *g, const stack *s,
             free(e);
             *failed = *failed || after_stacks.failed;
         }
-        candidates deeper = reject_all(g, &after_stacks, next, n_next, failed);
+        candidates deeper = reject_all(g, &after_stacks, next, n_next, budget, failed);
         for (size_t i = 0; i < deeper.n; i++) {
             candidate c = deeper.v[i];
             c.cps--; /* as given to this level */
@@ -541,9 +548,9 @@ static candidates reject_for_stack(const corral_grammar *g, const stack *s,
     return rejects;
 }
 
-/* Those of cands that no stack of stacks can take. */
+/* Those of cands that no stack of stacks can take (budget: as reject_for_stack's). */
 static candidates reject_all(const corral_grammar *g, const stack_set *stacks,
-                             const candidate *cands, size_t n, bool *failed)
+                             const candidate *cands, size_t n, size_t *budget, bool *failed)
 {
     candidates rejects = {malloc((n ? n : 1) * sizeof *rejects.v), n};
     if (!rejects.v) {
@@ -553,7 +560,8 @@ static candidates reject_all(const corral_grammar *g, const stack_set *stacks,
     if (n)
         memcpy(rejects.v, cands, n * sizeof *rejects.v);
     for (size_t i = 0; i < stacks->n && rejects.n > 0 && !*failed; i++) {
-        candidates fewer = reject_for_stack(g, &stacks->v[i], rejects.v, rejects.n, failed);
+        candidates fewer =
+            reject_for_stack(g, &stacks->v[i], rejects.v, rejects.n, budget, failed);
         free(rejects.v);
         rejects = fewer;
     }
@@ -604,10 +612,41 @@ bool grammar_allows(corral_grammar *g, corral_token id)
     }
     if (!first_fits)
         return false;
+    /* First a search stack by stack, which takes an allowed token down the first path that
+     * fits it (a string's character: one stack of several), within a budget of steps as long
+     * as the token times the stacks: where alternatives overlap (`([a-z] | [a-z] | [a-z])+`,
+     * a schema's anyOf of strings) it branches wherever several stacks take a character, and
+     * a refused token would cost that branching to the power of its length (seconds for one
+     * token of 17 letters with four such alternatives). */
+    size_t budget = SEARCH_BUDGET_PER_STEP * (g->stacks.n + 1) * (c.n_cps + 1);
     bool failed = false;
-    candidates rejects = reject_all(g, &g->stacks, &c, 1, &failed);
-    bool allowed = !failed && rejects.n == 0;
+    candidates rejects = reject_all(g, &g->stacks, &c, 1, &budget, &failed);
     free(rejects.v);
+    if (!failed)
+        return rejects.n == 0;
+    if (budget != 0)
+        return false; /* out of memory, or a limit on the stacks */
+    /* Past the budget: the token's code points through all the stacks at once, equal stacks
+     * merged after each (the matcher's own step, accept_code_point), as long as the token
+     * times the stacks whatever they share. */
+    stack_set sets[2] = {{0}, {0}};
+    const stack_set *at = &g->stacks;
+    bool allowed = true;
+    for (size_t i = 0; i < c.n_cps && allowed; i++) {
+        stack_set *next = &sets[i % 2];
+        stack_set_clear(next);
+        accept_code_point(g, at, c.cps[i], next);
+        allowed = !next->failed && next->n > 0;
+        at = next;
+    }
+    if (allowed && c.partial_remain != 0) {
+        allowed = false;
+        for (size_t i = 0; i < at->n && !allowed; i++)
+            allowed = at->v[i].n > 0 &&
+                      match_partial_char(at->v[i].e[at->v[i].n - 1], c.partial, c.partial_remain);
+    }
+    stack_set_free(&sets[0]);
+    stack_set_free(&sets[1]);
     return allowed;
 }
 
@@ -635,7 +674,7 @@ bool grammar_allows_all(corral_grammar *g, uint8_t *allowed)
     }
     candidates rejects = {0};
     if (!failed)
-        rejects = reject_all(g, &g->stacks, cands, n_cands, &failed);
+        rejects = reject_all(g, &g->stacks, cands, n_cands, NULL, &failed);
     for (size_t i = 0; i < n_cands && !failed; i++)
         allowed[cands[i].id] = 1;
     for (size_t i = 0; i < rejects.n && !failed; i++)
