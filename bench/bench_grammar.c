@@ -21,6 +21,8 @@
  * much as the answer's steps over such rows, the grammar column "none".
  * Usage: bench_grammar [ROUNDS [FIXTURES_DIR]]
  *        bench_grammar --gbnf   (print the grammar, for `corral infer --grammar`)
+ *        bench_grammar --hostile [FIXTURES_DIR]   (grammars whose matching blows up:
+ *            the drawn token's check over the 128k vocabulary, and one mask)
  */
 #include <jansson.h>
 #include <math.h>
@@ -330,8 +332,78 @@ static int bench_vocab(const char *dir, const char *file, const char *gbnf, int 
     return status;
 }
 
+/* The sampler's check of one drawn token (grammar_allows) over every token of the 128k
+ * vocabulary, and one mask, from a grammar's start: grammars whose alternatives take the same
+ * characters, which a matcher searching stack by stack takes exponential time on, and a loop
+ * over many one-character alternatives, whose stacks multiply. */
+static int bench_hostile(const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/vocab-llama3-bpe.gguf", dir);
+    corral_error err = {{0}};
+    corral_vocab *vocab = corral_vocab_open(path, &err);
+    if (!vocab) {
+        fprintf(stderr, "%s: %s\n", path, err.message);
+        return 1;
+    }
+    size_t n_vocab = corral_vocab_n_tokens(vocab);
+    float *logits = malloc(n_vocab * sizeof *logits);
+    static const size_t alternatives[] = {1, 4, 8, 100, 250};
+    printf("%-34s %12s %14s %10s %9s\n", "grammar", "checks_ms", "worst_check_ms", "mask_ms",
+           "allowed");
+    int status = logits ? 0 : 1;
+    for (size_t k = 0; k < sizeof alternatives / sizeof *alternatives && status == 0; k++) {
+        size_t m = alternatives[k];
+        bool rules = m > 8; /* many alternatives as rules of one class each */
+        size_t cap = 64 + 32 * m;
+        char *gbnf = malloc(cap);
+        if (!gbnf) {
+            status = 1;
+            break;
+        }
+        size_t at = (size_t)snprintf(gbnf, cap, "root ::= (");
+        for (size_t i = 0; i < m; i++)
+            at += rules ? (size_t)snprintf(gbnf + at, cap - at, "%sr%zu", i ? " | " : "", i)
+                        : (size_t)snprintf(gbnf + at, cap - at, "%s[a-z]", i ? " | " : "");
+        at += (size_t)snprintf(gbnf + at, cap - at, ")+ \"!\"\n");
+        for (size_t i = 0; rules && i < m; i++)
+            at += (size_t)snprintf(gbnf + at, cap - at, "r%zu ::= [a-z]\n", i);
+        corral_grammar *g = corral_grammar_create(gbnf, vocab, &err);
+        free(gbnf);
+        if (!g) {
+            fprintf(stderr, "grammar: %s\n", err.message);
+            status = 1;
+            break;
+        }
+        double t0 = now_seconds(), worst = 0;
+        size_t allowed = 0;
+        for (size_t id = 0; id < n_vocab; id++) {
+            double s0 = now_seconds();
+            allowed += grammar_allows(g, (corral_token)id);
+            double took = now_seconds() - s0;
+            worst = took > worst ? took : worst;
+        }
+        double checks = now_seconds() - t0;
+        for (size_t id = 0; id < n_vocab; id++)
+            logits[id] = 0.0f;
+        double m0 = now_seconds();
+        grammar_mask(g, logits);
+        double mask = now_seconds() - m0;
+        char name[64];
+        snprintf(name, sizeof name, rules ? "(%zu one-class rules)+" : "(%zu x [a-z])+", m);
+        printf("%-34s %12.1f %14.3f %10.3f %9zu\n", name, checks * 1e3, worst * 1e3, mask * 1e3,
+               allowed);
+        corral_grammar_free(g);
+    }
+    free(logits);
+    corral_vocab_free(vocab);
+    return status;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "--hostile") == 0)
+        return bench_hostile(argc > 2 ? argv[2] : CORRAL_FIXTURES_DIR);
     bool print_gbnf = argc > 1 && strcmp(argv[1], "--gbnf") == 0;
     int rounds = argc > 1 && !print_gbnf ? atoi(argv[1]) : 5;
     const char *dir = argc > 2 ? argv[2] : CORRAL_FIXTURES_DIR;

@@ -59,7 +59,7 @@ enum {
     MAX_RULES = 65536,
     MAX_EXPAND_DEPTH = 4096, /* each optional element skipped is a level */
     MAX_STACK = 1024,
-    MAX_STACKS = 4096,
+    MAX_STACKS = 4096, /* a power of two: stack_set grows to it by doubling */
     SEARCH_BUDGET_PER_STEP = 8, /* grammar_allows' search: steps per stack and code point */
     MAX_EXPANSIONS = 1 << 16, /* per stack set: rules of many equal alternatives multiply */
 };
@@ -98,6 +98,10 @@ typedef struct stack {
 typedef struct stack_set {
     stack *v;
     size_t n, cap;
+    /* v's indices + 1 by the stacks' hash (open addressing, 0 empty; 2 * cap slots): a set
+     * of many stacks each expanding to many (a loop over many alternatives) would otherwise
+     * compare every stack added with every one it holds */
+    uint32_t *index;
     size_t expansions; /* expand calls made to fill it */
     bool failed;       /* out of memory, or a limit reached */
 } stack_set;
@@ -106,6 +110,8 @@ static void stack_set_clear(stack_set *set)
 {
     for (size_t i = 0; i < set->n; i++)
         free(set->v[i].e);
+    if (set->index)
+        memset(set->index, 0, 2 * set->cap * sizeof *set->index);
     set->n = 0;
     set->expansions = 0;
     set->failed = false;
@@ -115,6 +121,7 @@ static void stack_set_free(stack_set *set)
 {
     stack_set_clear(set);
     free(set->v);
+    free(set->index);
     *set = (stack_set){0};
 }
 
@@ -123,25 +130,49 @@ static bool stack_equal(const stack *a, const elem *const *e, size_t n)
     return a->n == n && (n == 0 || memcmp(a->e, e, n * sizeof *e) == 0);
 }
 
+static size_t stack_hash(const elem *const *e, size_t n)
+{
+    uint64_t h = 0x9e3779b97f4a7c15u ^ n;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (uint64_t)(uintptr_t)e[i]) * 0xff51afd7ed558ccdu;
+    return (size_t)(h ^ h >> 32);
+}
+
+/* The slot of e[0..n) in set's index: the one holding it, or the empty one where it goes. */
+static uint32_t *stack_set_slot(const stack_set *set, const elem *const *e, size_t n)
+{
+    size_t mask = 2 * set->cap - 1, at = stack_hash(e, n) & mask;
+    while (set->index[at] != 0 && !stack_equal(&set->v[set->index[at] - 1], e, n))
+        at = (at + 1) & mask;
+    return &set->index[at];
+}
+
 /* Add a copy of e[0..n) unless the set has it. */
 static void stack_set_add(stack_set *set, const elem *const *e, size_t n)
 {
-    for (size_t i = 0; i < set->n; i++)
-        if (stack_equal(&set->v[i], e, n))
-            return;
-    if (set->n == MAX_STACKS) {
-        set->failed = true;
+    uint32_t *slot = set->index ? stack_set_slot(set, e, n) : NULL;
+    if (slot && *slot != 0)
         return;
-    }
     if (set->n == set->cap) {
-        size_t cap = set->cap ? 2 * set->cap : 8;
-        stack *grown = realloc(set->v, cap * sizeof *grown);
-        if (!grown) {
+        if (set->n == MAX_STACKS) {
             set->failed = true;
             return;
         }
-        set->v = grown;
+        size_t cap = set->cap ? 2 * set->cap : 8; /* powers of two, MAX_STACKS among them */
+        stack *grown = realloc(set->v, cap * sizeof *grown);
+        if (grown)
+            set->v = grown;
+        uint32_t *index = grown ? calloc(2 * cap, sizeof *index) : NULL;
+        if (!index) {
+            set->failed = true;
+            return;
+        }
         set->cap = cap;
+        free(set->index);
+        set->index = index;
+        for (size_t i = 0; i < set->n; i++)
+            *stack_set_slot(set, set->v[i].e, set->v[i].n) = (uint32_t)i + 1;
+        slot = stack_set_slot(set, e, n);
     }
     const elem **copy = malloc((n ? n : 1) * sizeof *copy);
     if (!copy) {
@@ -151,6 +182,7 @@ static void stack_set_add(stack_set *set, const elem *const *e, size_t n)
     if (n)
         memcpy(copy, e, n * sizeof *copy);
     set->v[set->n++] = (stack){copy, n};
+    *slot = (uint32_t)set->n;
 }
 
 /*
@@ -398,27 +430,35 @@ static bool match_partial_prefix(const elem *pos, uint32_t value, int remain)
     return true;
 }
 
-/* The stacks after matching cp from each of in's stacks. */
+/* The stacks after matching cp from each of in's stacks. Stacks that differ only in their
+ * top often come to the same stack once it is matched (a loop over alternatives of one
+ * character each: every alternative ends where the loop goes on), so those are gathered
+ * first, equal ones once, and each expanded once. */
 static void accept_code_point(const corral_grammar *g, const stack_set *in, uint32_t cp,
                               stack_set *out)
 {
-    for (size_t i = 0; i < in->n && !out->failed; i++) {
+    stack_set matched = {0};
+    for (size_t i = 0; i < in->n && !matched.failed; i++) {
         const stack *s = &in->v[i];
         const elem *after;
         if (s->n == 0 || !match_char(s->e[s->n - 1], cp, &after))
             continue;
         const elem **next = malloc(s->n * sizeof *next);
         if (!next) {
-            out->failed = true;
-            return;
+            matched.failed = true;
+            break;
         }
         memcpy(next, s->e, (s->n - 1) * sizeof *next);
         size_t n = s->n - 1;
         if (!is_end_of_sequence(after))
             next[n++] = after;
-        expand(g, next, n, out, 0);
+        stack_set_add(&matched, next, n);
         free(next);
     }
+    out->failed = out->failed || matched.failed;
+    for (size_t i = 0; i < matched.n && !out->failed; i++)
+        expand(g, matched.v[i].e, matched.v[i].n, out, 0);
+    stack_set_free(&matched);
 }
 
 /* ---- UTF-8 with a carried partial code point ---- */
@@ -483,7 +523,8 @@ static candidates reject_all(const corral_grammar *g, const stack_set *stacks,
                              const candidate *cands, size_t n, size_t *budget, bool *failed);
 
 /* Those of cands that stack cannot take, each as it was given. With a budget (not NULL),
- * each call spends one of it, and none left fails the search. */
+ * each call spends one of it and one for each stack it goes on with, and none left fails
+ * the search. */
 static candidates reject_for_stack(const corral_grammar *g, const stack *s,
                                    const candidate *cands, size_t n, size_t *budget,
                                    bool *failed)
@@ -533,6 +574,14 @@ static candidates reject_for_stack(const corral_grammar *g, const stack *s,
             expand(g, e, m, &after_stacks, 0);
             free(e);
             *failed = *failed || after_stacks.failed;
+            if (budget && !*failed) { /* the stacks it made count too */
+                if (*budget <= after_stacks.n) {
+                    *budget = 0;
+                    *failed = true;
+                } else {
+                    *budget -= after_stacks.n;
+                }
+            }
         }
         candidates deeper = reject_all(g, &after_stacks, next, n_next, budget, failed);
         for (size_t i = 0; i < deeper.n; i++) {
