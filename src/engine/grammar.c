@@ -60,6 +60,7 @@ enum {
     MAX_EXPAND_DEPTH = 4096, /* each optional element skipped is a level */
     MAX_STACK = 1024,
     MAX_STACKS = 4096, /* a power of two: stack_set grows to it by doubling */
+    STACK_SET_SCAN = 16,  /* a stack set up to this many stacks is searched without its index */
     SEARCH_BUDGET_PER_STEP = 8, /* grammar_allows' search: steps per stack and code point */
     MAX_EXPANSIONS = 1 << 16, /* per stack set: rules of many equal alternatives multiply */
 };
@@ -98,9 +99,9 @@ typedef struct stack {
 typedef struct stack_set {
     stack *v;
     size_t n, cap;
-    /* v's indices + 1 by the stacks' hash (open addressing, 0 empty; 2 * cap slots): a set
-     * of many stacks each expanding to many (a loop over many alternatives) would otherwise
-     * compare every stack added with every one it holds */
+    /* v's indices + 1 by the stacks' hash (open addressing, 0 empty; 2 * cap slots), once
+     * cap is past STACK_SET_SCAN: a set of many stacks each expanding to many (a loop over
+     * many alternatives) would otherwise compare every stack added with every one it holds */
     uint32_t *index;
     size_t expansions; /* expand calls made to fill it */
     bool failed;       /* out of memory, or a limit reached */
@@ -150,9 +151,16 @@ static uint32_t *stack_set_slot(const stack_set *set, const elem *const *e, size
 /* Add a copy of e[0..n) unless the set has it. */
 static void stack_set_add(stack_set *set, const elem *const *e, size_t n)
 {
-    uint32_t *slot = set->index ? stack_set_slot(set, e, n) : NULL;
-    if (slot && *slot != 0)
-        return;
+    uint32_t *slot = NULL;
+    if (set->index) {
+        slot = stack_set_slot(set, e, n);
+        if (*slot != 0)
+            return;
+    } else {
+        for (size_t i = 0; i < set->n; i++)
+            if (stack_equal(&set->v[i], e, n))
+                return;
+    }
     if (set->n == set->cap) {
         if (set->n == MAX_STACKS) {
             set->failed = true;
@@ -160,19 +168,25 @@ static void stack_set_add(stack_set *set, const elem *const *e, size_t n)
         }
         size_t cap = set->cap ? 2 * set->cap : 8; /* powers of two, MAX_STACKS among them */
         stack *grown = realloc(set->v, cap * sizeof *grown);
-        if (grown)
-            set->v = grown;
-        uint32_t *index = grown ? calloc(2 * cap, sizeof *index) : NULL;
-        if (!index) {
+        if (!grown) {
             set->failed = true;
             return;
         }
+        set->v = grown;
+        /* a few stacks are found faster by a scan than the index is made */
+        if (cap > STACK_SET_SCAN) {
+            uint32_t *index = calloc(2 * cap, sizeof *index);
+            if (!index) {
+                set->failed = true;
+                return;
+            }
+            free(set->index);
+            set->index = index;
+        }
         set->cap = cap;
-        free(set->index);
-        set->index = index;
-        for (size_t i = 0; i < set->n; i++)
+        for (size_t i = 0; set->index && i < set->n; i++)
             *stack_set_slot(set, set->v[i].e, set->v[i].n) = (uint32_t)i + 1;
-        slot = stack_set_slot(set, e, n);
+        slot = set->index ? stack_set_slot(set, e, n) : NULL;
     }
     const elem **copy = malloc((n ? n : 1) * sizeof *copy);
     if (!copy) {
@@ -182,7 +196,8 @@ static void stack_set_add(stack_set *set, const elem *const *e, size_t n)
     if (n)
         memcpy(copy, e, n * sizeof *copy);
     set->v[set->n++] = (stack){copy, n};
-    *slot = (uint32_t)set->n;
+    if (slot)
+        *slot = (uint32_t)set->n;
 }
 
 /*
