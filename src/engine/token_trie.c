@@ -343,10 +343,30 @@ static bool loop_exit(token_trie_loop *l, uint32_t *cap, token_trie_exit e)
     return true;
 }
 
-static int compare_exits(const void *pa, const void *pb)
+/* The exits by node, by radix (a byte of the node a pass, stable): a comparison sort of a
+ * string's 1,500 exits at 128k took as long as the walk that found them. False when out of
+ * memory. */
+static bool sort_exits(token_trie_loop *l)
 {
-    const token_trie_exit *a = pa, *b = pb;
-    return (a->node > b->node) - (a->node < b->node);
+    token_trie_exit *spare = malloc((l->n_exits ? l->n_exits : 1) * sizeof *spare);
+    if (!spare)
+        return false;
+    token_trie_exit *from = l->exits, *to = spare;
+    for (unsigned shift = 0; shift < 32; shift += 8) {
+        uint32_t count[257] = {0};
+        for (uint32_t i = 0; i < l->n_exits; i++)
+            count[((from[i].node >> shift) & 0xFF) + 1]++;
+        for (unsigned b = 0; b < 256; b++)
+            count[b + 1] += count[b];
+        for (uint32_t i = 0; i < l->n_exits; i++)
+            to[count[(from[i].node >> shift) & 0xFF]++] = from[i];
+        token_trie_exit *swap = from;
+        from = to;
+        to = swap;
+    }
+    /* four passes: the sorted exits are back in l->exits */
+    free(spare);
+    return true;
 }
 
 /* The walk of token_trie_loop (token_trie.h): depth first below node (end: its tokens'),
@@ -407,18 +427,29 @@ static token_trie_loop *loop_walk(const token_trie *t, uint32_t from, uint32_t e
         d++;
     }
     /* by node: the walks from the exits then read the nodes in the order they are laid out */
-    qsort(l->exits, l->n_exits, sizeof *l->exits, compare_exits);
-    if (from != 0)
-        return l; /* a node's walk is taken by position */
-    if (!(l->id_bits = calloc((size_t)t->n_vocab / 64 + 1, sizeof *l->id_bits))) {
+    if (!sort_exits(l)) {
         loop_free(l);
         return NULL;
     }
-    for (uint32_t w = 0; w <= t->n_ids / 64; w++)
-        for (uint64_t b = l->bits[w]; b; b &= b - 1) {
-            uint32_t id = (uint32_t)t->ids[64 * w + (uint32_t)__builtin_ctzll(b)];
-            l->id_bits[id >> 6] |= 1ull << (id & 63);
+    if (from != 0)
+        return l; /* a node's walk is taken by position */
+    size_t id_words = (size_t)t->n_vocab / 64 + 1;
+    if (!(l->id_bits = malloc(id_words * sizeof *l->id_bits))) {
+        loop_free(l);
+        return NULL;
+    }
+    /* a string's loop takes most tokens: every token the trie holds, less those at the
+     * positions it does not take (each token is at one position) */
+    memcpy(l->id_bits, t->present, id_words * sizeof *l->id_bits);
+    for (uint32_t w = 0; w <= t->n_ids / 64; w++) {
+        uint64_t untaken = ~l->bits[w];
+        if (w == t->n_ids / 64)
+            untaken &= t->n_ids % 64 ? (1ull << (t->n_ids % 64)) - 1 : 0;
+        for (; untaken; untaken &= untaken - 1) {
+            uint32_t id = (uint32_t)t->ids[64 * w + (uint32_t)__builtin_ctzll(untaken)];
+            l->id_bits[id >> 6] &= ~(1ull << (id & 63));
         }
+    }
     return l;
 }
 
