@@ -225,17 +225,25 @@ static void drive_free(corral_sampler *sampler, size_t n_steps, float *logits, s
     }
 }
 
-static int bench_vocab(const char *dir, const char *file, const char *gbnf, int rounds,
-                       bool again)
+/* The fixture vocabulary dir/file, or NULL with the reason printed. */
+static corral_vocab *open_vocab(const char *dir, const char *file)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, file);
     corral_error err = {{0}};
     corral_vocab *vocab = corral_vocab_open(path, &err);
-    if (!vocab) {
+    if (!vocab)
         fprintf(stderr, "%s: %s\n", path, err.message);
+    return vocab;
+}
+
+static int bench_vocab(const char *dir, const char *file, const char *gbnf, int rounds,
+                       bool again)
+{
+    corral_vocab *vocab = open_vocab(dir, file);
+    if (!vocab)
         return 1;
-    }
+    corral_error err = {{0}};
     size_t n_vocab = corral_vocab_n_tokens(vocab);
     corral_token ids[1024];
     size_t n_ids = tokenize_longest(vocab, answer, ids, sizeof ids / sizeof *ids);
@@ -338,14 +346,10 @@ static int bench_vocab(const char *dir, const char *file, const char *gbnf, int 
  * over many one-character alternatives, whose stacks multiply. */
 static int bench_hostile(const char *dir)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/vocab-llama3-bpe.gguf", dir);
-    corral_error err = {{0}};
-    corral_vocab *vocab = corral_vocab_open(path, &err);
-    if (!vocab) {
-        fprintf(stderr, "%s: %s\n", path, err.message);
+    corral_vocab *vocab = open_vocab(dir, "vocab-llama3-bpe.gguf");
+    if (!vocab)
         return 1;
-    }
+    corral_error err = {{0}};
     size_t n_vocab = corral_vocab_n_tokens(vocab);
     float *logits = malloc(n_vocab * sizeof *logits);
     static const size_t alternatives[] = {1, 4, 8, 100, 250};

@@ -476,6 +476,25 @@ static void accept_code_point(const corral_grammar *g, const stack_set *in, uint
     stack_set_free(&matched);
 }
 
+/* The stacks after cps[0..n) (n > 0) from in's, in *out: false when a code point fits no
+ * stack, or memory or a limit ran out (then *out holds no meaning but is still freed). */
+static bool accept_code_points(const corral_grammar *g, const stack_set *in,
+                               const uint32_t *cps, size_t n, stack_set *out)
+{
+    stack_set spare = {0};
+    const stack_set *at = in;
+    bool ok = true;
+    for (size_t i = 0; i < n && ok; i++) {
+        stack_set *next = (n - i) % 2 ? out : &spare; /* the last step's lands in out */
+        stack_set_clear(next);
+        accept_code_point(g, at, cps[i], next);
+        ok = !next->failed && next->n > 0;
+        at = next;
+    }
+    stack_set_free(&spare);
+    return ok;
+}
+
 /* ---- UTF-8 with a carried partial code point ---- */
 
 typedef struct utf8_state {
@@ -693,24 +712,16 @@ bool grammar_allows(corral_grammar *g, corral_token id)
     /* Past the budget: the token's code points through all the stacks at once, equal stacks
      * merged after each (the matcher's own step, accept_code_point), as long as the token
      * times the stacks whatever they share. */
-    stack_set sets[2] = {{0}, {0}};
-    const stack_set *at = &g->stacks;
-    bool allowed = true;
-    for (size_t i = 0; i < c.n_cps && allowed; i++) {
-        stack_set *next = &sets[i % 2];
-        stack_set_clear(next);
-        accept_code_point(g, at, c.cps[i], next);
-        allowed = !next->failed && next->n > 0;
-        at = next;
-    }
+    stack_set after = {0};
+    const stack_set *at = c.n_cps > 0 ? &after : &g->stacks;
+    bool allowed = c.n_cps == 0 || accept_code_points(g, &g->stacks, c.cps, c.n_cps, &after);
     if (allowed && c.partial_remain != 0) {
         allowed = false;
         for (size_t i = 0; i < at->n && !allowed; i++)
             allowed = at->v[i].n > 0 &&
                       match_partial_char(at->v[i].e[at->v[i].n - 1], c.partial, c.partial_remain);
     }
-    stack_set_free(&sets[0]);
-    stack_set_free(&sets[1]);
+    stack_set_free(&after);
     return allowed;
 }
 
@@ -2124,10 +2135,9 @@ static bool advance_text(const corral_grammar *g, stack_set *stacks, utf8_state 
         return false;
     size_t n = decode_utf8(text, len, state, cps);
     bool ok = state->remain >= 0;
-    for (size_t i = 0; i < n && ok; i++) {
+    if (ok && n > 0) {
         stack_set next = {0};
-        accept_code_point(g, stacks, cps[i], &next);
-        ok = !next.failed && next.n > 0;
+        ok = accept_code_points(g, stacks, cps, n, &next);
         stack_set_free(stacks);
         *stacks = next;
     }
