@@ -44,6 +44,7 @@ typedef struct runner_options {
     int n_threads;
     corral_kv_type kv_type;
     uint32_t max_draft; /* longest prompt-lookup draft (0: no prompt lookup) */
+    bool draft_by_acceptance; /* --draft-by acceptance: lengths not from measured costs */
     const char *draft_path; /* a draft model for speculative decoding, or NULL */
     int gpu_layers; /* --gpu-layers: layers on a GPU (num_gpu); -1 all that fit, 0 none */
     const char *mmproj_path; /* a vision projector for images in prompts, or NULL */
@@ -863,6 +864,10 @@ static bool parse_args(int argc, char **argv, runner_options *o)
             o->loras[o->n_loras++] = value;
         else if (strcmp(flag, "--kv") == 0 && corral_kv_type_parse(value, &o->kv_type))
             continue;
+        else if (strcmp(flag, "--draft-by") == 0 && strcmp(value, "costs") == 0)
+            o->draft_by_acceptance = false;
+        else if (strcmp(flag, "--draft-by") == 0 && strcmp(value, "acceptance") == 0)
+            o->draft_by_acceptance = true;
         else if (strcmp(flag, "--draft") == 0 && strcmp(value, "0") == 0)
             o->max_draft = 0;
         else if (strcmp(flag, "--draft") == 0 && parse_u32(value, &n) && n <= SLOT_MAX_DRAFT)
@@ -888,7 +893,7 @@ static bool parse_args(int argc, char **argv, runner_options *o)
         fprintf(stderr, "Usage: corral runner --model PATH --socket PATH [--lora PATH]... "
                         "[--ctx N] [--batch N] [--parallel N] [--threads N] "
                         "[--kv f16|f32|q8_0|q4_0] [--draft 0-%d] [--draft-model PATH] "
-                        "[--gpu-layers N] [--mmproj PATH]\n",
+                        "[--draft-by costs|acceptance] [--gpu-layers N] [--mmproj PATH]\n",
                 SLOT_MAX_DRAFT);
         return false;
     }
@@ -1026,8 +1031,10 @@ int runner_main(int argc, char **argv)
                                     draft, &err);
     if (!pool_ok)
         log_printf(LOG_ERROR, "%s", err.message);
-    else
+    else {
         pool.vision = vision;
+        pool.draft_by_acceptance = o.draft_by_acceptance;
+    }
     int fd = pool_ok ? listen_unix(o.socket_path) : -1;
     if (fd >= 0) {
         serve(fd, &pool, server_pid);

@@ -602,11 +602,12 @@ static void *engine_main(void *arg)
             if (!s->step_drafted)
                 continue;
             size_t length = s->draft_length;
+            const draft_costs *costs = pool->draft_by_acceptance ? NULL : &pool->costs;
             size_t next =
-                pool->draft ? draft_model_next_length(&s->draft_record, &pool->costs,
+                pool->draft ? draft_model_next_length(&s->draft_record, costs,
                                                       b.n_generating, s->step_drafted,
                                                       s->step_accepted, s->draft_cap)
-                            : prompt_lookup_next_length(&s->draft_record, &pool->costs,
+                            : prompt_lookup_next_length(&s->draft_record, costs,
                                                         b.n_generating, s->draft_length,
                                                         s->step_drafted, s->step_accepted,
                                                         s->draft_cap);

@@ -148,6 +148,9 @@ typedef struct slot_pool {
     draft_model *draft;       /* guesses instead of prompt lookup when set (not owned) */
     draft_request *draft_requests; /* one per slot, for each step's guesses */
     draft_costs costs;        /* what verify batches and draft steps took (engine thread) */
+    /* draft lengths follow the acceptance alone, not the measured costs: the same lengths on
+     * every machine (runner --draft-by acceptance) */
+    bool draft_by_acceptance;
     /* a recurrent model's context: a partly rejected draft goes back to the step's
      * checkpoint and re-feeds what was accepted (slots.c) */
     bool rollback;

@@ -194,6 +194,9 @@ echo "ok   a client that leaves frees its slot for the waiting request"
 queue_depth() {
     curl -s "$base/metrics" | awk '$1 == "corral_queue_depth" {print $2}'
 }
+# the redirection below truncates in the background job: empty the file first, or the loop
+# may see the last stream's text, start the next request first, and queue the long one instead
+: > "$work/long"
 curl -s -N "$base/api/generate" -d "$long" > "$work/long" &
 long_client=$!
 for _ in $(seq 400); do [ -s "$work/long" ] && break; sleep 0.05; done
