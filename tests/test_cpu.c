@@ -65,6 +65,20 @@ static void test_one_token_prefetch_distance(void **state)
     assert_int_equal(cpu_one_token_prefetch_bytes(), bytes);
 }
 
+static void test_k_quant_prefetch_distance(void **state)
+{
+    (void)state;
+    /* 4 KiB ahead on Zen 5 and later AMD cores, 8 KiB before them and on other vendors */
+    assert_int_equal(cpu_k_quant_prefetch_bytes_for(true, signature(0x1a, 0x02, 0)), 4096);
+    assert_int_equal(cpu_k_quant_prefetch_bytes_for(true, signature(0x1a, 0x44, 0)), 4096);
+    assert_int_equal(cpu_k_quant_prefetch_bytes_for(true, signature(0x19, 0x11, 1)), 8192);
+    assert_int_equal(cpu_k_quant_prefetch_bytes_for(true, 0x00a00f11), 8192); /* Milan */
+    assert_int_equal(cpu_k_quant_prefetch_bytes_for(false, signature(0x1a, 0x02, 0)), 8192);
+    size_t bytes = cpu_k_quant_prefetch_bytes();
+    assert_true(bytes == 4096 || bytes == 8192);
+    assert_int_equal(cpu_k_quant_prefetch_bytes(), bytes);
+}
+
 static void test_single_stream_prefetch_choice(void **state)
 {
     (void)state;
@@ -160,6 +174,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_zen_generations),
         cmocka_unit_test(test_one_token_prefetch_distance),
+        cmocka_unit_test(test_k_quant_prefetch_distance),
         cmocka_unit_test(test_single_stream_prefetch_choice),
         cmocka_unit_test(test_prefetch_follows_environment),
         cmocka_unit_test(test_l2_residency),

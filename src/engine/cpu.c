@@ -294,6 +294,27 @@ size_t cpu_one_token_prefetch_bytes(void)
     return bytes;
 }
 
+size_t cpu_k_quant_prefetch_bytes_for(bool amd, unsigned int signature)
+{
+    unsigned int family = (signature >> 8) & 0xf;
+    if (family == 0xf)
+        family += (signature >> 20) & 0xff;
+    return amd && family >= 0x1a ? 4096 : 8192;
+}
+
+size_t cpu_k_quant_prefetch_bytes(void)
+{
+    static _Atomic size_t cached = 0;
+    size_t bytes = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (bytes == 0) {
+        unsigned int signature = 0;
+        bool amd = amd_signature(&signature);
+        bytes = cpu_k_quant_prefetch_bytes_for(amd, signature);
+        atomic_store_explicit(&cached, bytes, memory_order_relaxed);
+    }
+    return bytes;
+}
+
 size_t cpu_l2_bytes(void)
 {
     long bytes = sysconf(_SC_LEVEL2_CACHE_SIZE);

@@ -248,7 +248,7 @@ static inline __m512i k4_high_sum(__m512i sum, bool five_bits)
  */
 static inline __attribute__((always_inline)) __m512i
 isum_k4_one(const uint8_t *group, bool five_bits, const __m512i sc[2], const int8_t *qs,
-            bool prefetch)
+            size_t prefetch)
 {
     size_t block_bytes = five_bits ? sizeof(block_q5_k) : sizeof(block_q4_k);
     __m512i isum = _mm512_setzero_si512();
@@ -256,8 +256,7 @@ isum_k4_one(const uint8_t *group, bool five_bits, const __m512i sc[2], const int
         const int8_t *qy = qs + 64 * c;
         /* a quarter of the block's lines ahead per chunk: one burst per block stalled loads */
         if (prefetch)
-            x86_prefetch_ahead(group + c * 4 * block_bytes, 4 * block_bytes,
-                               X86_PREFETCH_BYTES);
+            x86_prefetch_ahead(group + c * 4 * block_bytes, 4 * block_bytes, prefetch);
         /* two partial sums per sub-block so that consecutive vpdpbusd do not wait */
         __m512i lo[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
         __m512i hi[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
@@ -295,14 +294,13 @@ static inline __m512i pair_sums_i16(__m512i lo, int lo_shift, __m512i hi, int hi
  */
 static inline __attribute__((always_inline)) void
 isum_k4_tile(const uint8_t *group, bool five_bits, const __m512i sc[2],
-             const block_q8_k *const *y, size_t b, size_t n_tok, bool prefetch, __m512i *isum)
+             const block_q8_k *const *y, size_t b, size_t n_tok, size_t prefetch, __m512i *isum)
 {
     size_t block_bytes = five_bits ? sizeof(block_q5_k) : sizeof(block_q4_k);
     for (int c = 0; c < 4; c++) {
         /* a quarter of the block's lines ahead per chunk, as isum_k4_one asks */
         if (prefetch)
-            x86_prefetch_ahead(group + c * 4 * block_bytes, 4 * block_bytes,
-                               X86_PREFETCH_BYTES);
+            x86_prefetch_ahead(group + c * 4 * block_bytes, 4 * block_bytes, prefetch);
         __m512i lo[8], hi[8];
         for (int v = 0; v < 8; v++)
             lo[v] = k4_quants(group, five_bits, c, v, false, &hi[v]);
@@ -376,7 +374,7 @@ k4_touch_activations(const block_q8_k *y, const uint8_t *sub_sums, size_t o)
 
 static inline __attribute__((always_inline)) void
 group_k4(size_t n_blocks, const uint8_t *group, bool five_bits, const quant_k_tile *tile,
-         size_t n_tok, bool prefetch, __m512 *acc)
+         size_t n_tok, size_t prefetch, __m512 *acc)
 {
     const block_q8_k *const *y = tile->y;
     /* vpshufb indices of a row's mins 2j and 2j + 1 (bytes 2 * (j % 2) and the next of its
@@ -420,14 +418,14 @@ group_k4(size_t n_blocks, const uint8_t *group, bool five_bits, const quant_k_ti
 
 static inline __attribute__((always_inline)) void
 group_q4_k(size_t n_blocks, const uint8_t *group, const quant_k_tile *tile, size_t n_tok,
-           bool prefetch, __m512 *acc)
+           size_t prefetch, __m512 *acc)
 {
     group_k4(n_blocks, group, false, tile, n_tok, prefetch, acc);
 }
 
 static inline __attribute__((always_inline)) void
 group_q5_k(size_t n_blocks, const uint8_t *group, const quant_k_tile *tile, size_t n_tok,
-           bool prefetch, __m512 *acc)
+           size_t prefetch, __m512 *acc)
 {
     group_k4(n_blocks, group, true, tile, n_tok, prefetch, acc);
 }
@@ -567,7 +565,7 @@ static inline __m512i scale_pair_i16(__m512i words, int p)
  * equals the tiled order.
  */
 static inline __attribute__((always_inline)) __m512i
-isum_q6_k_one(const uint8_t *group, const __m512i sw[4], const int8_t *qs, bool prefetch)
+isum_q6_k_one(const uint8_t *group, const __m512i sw[4], const int8_t *qs, size_t prefetch)
 {
     __m512i isum = _mm512_setzero_si512();
     for (int h = 0; h < 2; h++) {
@@ -583,7 +581,7 @@ isum_q6_k_one(const uint8_t *group, const __m512i sw[4], const int8_t *qs, bool 
             /* a sixteenth of the block's lines ahead per step, as in isum_q4_k_one */
             if (prefetch)
                 x86_prefetch_ahead(group + (8 * h + v) * sizeof(block_q6_k), sizeof(block_q6_k),
-                                   X86_PREFETCH_BYTES);
+                                   prefetch);
             const uint8_t *triple = group + Q6K_TRIPLE_AT(h, v);
             __m512i q[4];
             q6_quarters(_mm512_loadu_si512(triple), _mm512_loadu_si512(triple + 64),
@@ -608,7 +606,7 @@ isum_q6_k_one(const uint8_t *group, const __m512i sw[4], const int8_t *qs, bool 
  */
 static inline __attribute__((always_inline)) void
 isum_q6_k_tile(const uint8_t *group, const __m512i sw[4], const block_q8_k *const *y, size_t b,
-               size_t n_tok, bool prefetch, __m512i *isum)
+               size_t n_tok, size_t prefetch, __m512i *isum)
 {
     for (int h = 0; h < 2; h++)
         for (int quarter = 0; quarter < 2; quarter++) {
@@ -620,7 +618,7 @@ isum_q6_k_tile(const uint8_t *group, const __m512i sw[4], const block_q8_k *cons
                 /* a sixteenth of the block's lines ahead per step, as isum_q6_k_one asks */
                 if (prefetch)
                     x86_prefetch_ahead(group + (8 * h + v) * sizeof(block_q6_k),
-                                       sizeof(block_q6_k), X86_PREFETCH_BYTES);
+                                       sizeof(block_q6_k), prefetch);
                 const uint8_t *triple = group + Q6K_TRIPLE_AT(h, v);
                 __m512i q[4];
                 q6_quarters(_mm512_loadu_si512(triple), _mm512_loadu_si512(triple + 64),
@@ -696,7 +694,7 @@ static inline int q3_sum_shift(int k)
  */
 static inline __attribute__((always_inline)) void
 isum_q3_k(const uint8_t *group, const __m512i sw[4], const block_q8_k *const *y, size_t b,
-          size_t n_tok, bool prefetch, __m512i *isum)
+          size_t n_tok, size_t prefetch, __m512i *isum)
 {
     const int per_pass = n_tok <= 2 ? 8 : 4;
     for (int p = 0; p < 2; p++)
@@ -712,7 +710,7 @@ isum_q3_k(const uint8_t *group, const __m512i sw[4], const block_q8_k *const *y,
                  * the first of a tile's two passes) */
                 if (prefetch && first == 0)
                     x86_prefetch_ahead(group + (4 * p + v) * 2 * sizeof(block_q3_k),
-                                       2 * sizeof(block_q3_k), X86_PREFETCH_BYTES);
+                                       2 * sizeof(block_q3_k), prefetch);
                 __m512i q[8];
                 q3_quarters(group + Q3K_TRIPLE_AT(p, v), q);
                 for (size_t t = 0; t < n_tok; t++) {
@@ -742,7 +740,7 @@ isum_q3_k(const uint8_t *group, const __m512i sw[4], const block_q8_k *const *y,
  */
 static inline __attribute__((always_inline)) void
 group_offset_k(size_t n_blocks, const uint8_t *group, bool three_bits, const block_q8_k *const *y,
-               size_t n_tok, bool prefetch, __m512 *acc)
+               size_t n_tok, size_t prefetch, __m512 *acc)
 {
     size_t block_bytes = PACK_ROWS * (three_bits ? sizeof(block_q3_k) : sizeof(block_q6_k));
     for (size_t b = 0; b < n_blocks; b++, group += block_bytes) {
@@ -767,14 +765,14 @@ group_offset_k(size_t n_blocks, const uint8_t *group, bool three_bits, const blo
 
 static inline __attribute__((always_inline)) void
 group_q3_k(size_t n_blocks, const uint8_t *group, const quant_k_tile *tile, size_t n_tok,
-           bool prefetch, __m512 *acc)
+           size_t prefetch, __m512 *acc)
 {
     group_offset_k(n_blocks, group, true, tile->y, n_tok, prefetch, acc);
 }
 
 static inline __attribute__((always_inline)) void
 group_q6_k(size_t n_blocks, const uint8_t *group, const quant_k_tile *tile, size_t n_tok,
-           bool prefetch, __m512 *acc)
+           size_t prefetch, __m512 *acc)
 {
     group_offset_k(n_blocks, group, false, tile->y, n_tok, prefetch, acc);
 }
@@ -790,7 +788,7 @@ group_q6_k(size_t n_blocks, const uint8_t *group, const quant_k_tile *tile, size
  */
 static inline __attribute__((always_inline)) void
 isum_q2_k(const uint8_t *group, const __m512i sc[4], const block_q8_k *const *y, size_t b,
-          size_t n_tok, bool prefetch, __m512i *isum)
+          size_t n_tok, size_t prefetch, __m512i *isum)
 {
 #pragma GCC unroll 2
     for (int h = 0; h < 2; h++)
@@ -806,7 +804,7 @@ isum_q2_k(const uint8_t *group, const __m512i sc[4], const block_q8_k *const *y,
                 /* a sixteenth of the block's lines ahead per word, as in isum_q6_k_one */
                 if (prefetch)
                     x86_prefetch_ahead(group + word * sizeof(block_q2_k), sizeof(block_q2_k),
-                                       X86_PREFETCH_BYTES);
+                                       prefetch);
                 __m512i bytes = _mm512_loadu_si512(group + Q2K_QS_AT + 64 * word);
                 __m512i q[4];
                 for (int k = 0; k < 4; k++)
@@ -832,7 +830,7 @@ _Static_assert(Q2K_DMIN_AT == 32, "Q2_K's d and dmin where Q4_K has them");
 
 static inline __attribute__((always_inline)) void
 group_q2_k(size_t n_blocks, const uint8_t *group, const quant_k_tile *tile, size_t n_tok,
-           bool prefetch, __m512 *acc)
+           size_t prefetch, __m512 *acc)
 {
     const block_q8_k *const *y = tile->y;
     const __m512i low4 = _mm512_set1_epi8(0x0f);
@@ -865,7 +863,8 @@ group_q2_k(size_t n_blocks, const uint8_t *group, const quant_k_tile *tile, size
 /* Q8_K blocks carry their f32 scale and bsums; Q4_K and Q5_K also read their rows' sub-block
  * sums (quant_k_sub_block_sums). The tile width is a compile-time constant in each call, so
  * the token loops unroll; which tiles prefetch, PACKED_TILE_SWITCH says (as in
- * quant_legacy_avx512.c). */
+ * quant_legacy_avx512.c). The group functions take how far ahead to ask (bytes, 0: not at
+ * all): tiles X86_PREFETCH_BYTES, one token cpu_k_quant_prefetch_bytes. */
 #define DEFINE_PACKED_MATMUL(name, group_fn, block_type, prefetch_one, wide)                  \
     void name(size_t n, const void *packed, size_t n_groups, const void *act,                 \
               size_t act_row_bytes, const void *sums, size_t n_tokens, float *y, size_t ldy)  \
@@ -873,7 +872,7 @@ group_q2_k(size_t n_blocks, const uint8_t *group, const quant_k_tile *tile, size
         size_t n_blocks = n / QK_K;                                                           \
         size_t group_bytes = PACK_ROWS * n_blocks * sizeof(block_type);                       \
         size_t widest = (wide) ? WIDE_TOKENS : TILE_TOKENS;                                   \
-        bool prefetch_single = (prefetch_one);                                                \
+        size_t one_token = (prefetch_one) ? cpu_k_quant_prefetch_bytes() : 0;                 \
         bool refetch = n_tokens > TILE_TOKENS && cpu_outgrows_l2(n_groups * group_bytes);     \
         for (size_t t = 0, n_tok; t < n_tokens; t += n_tok) {                                 \
             n_tok = n_tokens - t < widest ? n_tokens - t : widest;                            \
@@ -884,10 +883,11 @@ group_q2_k(size_t n_blocks, const uint8_t *group, const quant_k_tile *tile, size
             for (size_t g = 0; g < n_groups; g++) {                                           \
                 const uint8_t *group = (const uint8_t *)packed + g * group_bytes;             \
                 float *out = y + t * ldy + g * PACK_ROWS;                                     \
+                size_t ahead = t == 0 || refetch ? X86_PREFETCH_BYTES : 0;                    \
                 if ((wide) && n_tok == WIDE_TOKENS)                                           \
-                    PACKED_TILE_CALL(group_fn, WIDE_TOKENS, t == 0 || refetch);              \
+                    PACKED_TILE_CALL(group_fn, WIDE_TOKENS, ahead);                           \
                 else                                                                          \
-                    PACKED_TILE_SWITCH(group_fn, n_tok, t == 0 || refetch, prefetch_single);  \
+                    PACKED_TILE_SWITCH(group_fn, n_tok, ahead, one_token);                    \
             }                                                                                 \
         }                                                                                     \
     }

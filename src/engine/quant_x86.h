@@ -247,8 +247,9 @@ static inline __m512i x86_dpwssd_word(__m512i acc, __m512i q, const void *p)
  * says whether this one asks for their lines in software: the first, which streams them from
  * memory, and later ones only where the call's rows outgrow L2 (cpu_outgrows_l2), for in L2
  * such a request is a load spent for nothing, which compute-bound prompt tiles pay for. One
- * token asks only where prefetch_one says as well. The including file defines
- * PACKED_TILE_CALL(group_fn, n_tok, prefetch) for its block types.
+ * token asks only where prefetch_one says as well, and passes prefetch_one itself: a flag, or
+ * where the kernels take a distance (bytes ahead, 0: none), a 1-token distance of its own.
+ * The including file defines PACKED_TILE_CALL(group_fn, n_tok, prefetch) for its block types.
  */
 #define PACKED_TILE_SWITCH(group_fn, n_tok, prefetch_tile, prefetch_one)                     \
     switch (n_tok) {                                                                         \
@@ -257,9 +258,9 @@ static inline __m512i x86_dpwssd_word(__m512i acc, __m512i q, const void *p)
     case 2: PACKED_TILE_CALL(group_fn, 2, prefetch_tile); break;                             \
     default:                                                                                 \
         if ((prefetch_tile) && (prefetch_one))                                               \
-            PACKED_TILE_CALL(group_fn, 1, true);                                             \
+            PACKED_TILE_CALL(group_fn, 1, (prefetch_one));                                   \
         else                                                                                 \
-            PACKED_TILE_CALL(group_fn, 1, false);                                            \
+            PACKED_TILE_CALL(group_fn, 1, 0);                                                \
         break;                                                                               \
     }
 
