@@ -77,6 +77,12 @@ static void test_k_quant_prefetch_distance(void **state)
     size_t bytes = cpu_k_quant_prefetch_bytes();
     assert_true(bytes == 4096 || bytes == 8192);
     assert_int_equal(cpu_k_quant_prefetch_bytes(), bytes);
+    /* and into L1 there alone */
+    assert_true(cpu_k_quant_prefetch_l1_for(true, signature(0x1a, 0x02, 0)));
+    assert_false(cpu_k_quant_prefetch_l1_for(true, signature(0x19, 0x11, 1)));
+    assert_false(cpu_k_quant_prefetch_l1_for(true, 0x00a00f11));
+    assert_false(cpu_k_quant_prefetch_l1_for(false, signature(0x1a, 0x02, 0)));
+    assert_true(cpu_k_quant_prefetch_l1() == (bytes == 4096));
 }
 
 static void test_single_stream_prefetch_choice(void **state)

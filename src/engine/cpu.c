@@ -315,6 +315,24 @@ size_t cpu_k_quant_prefetch_bytes(void)
     return bytes;
 }
 
+bool cpu_k_quant_prefetch_l1_for(bool amd, unsigned int signature)
+{
+    return cpu_k_quant_prefetch_bytes_for(amd, signature) == 4096; /* Zen 5 and later */
+}
+
+bool cpu_k_quant_prefetch_l1(void)
+{
+    static _Atomic int cached = -1;
+    int l1 = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (l1 < 0) {
+        unsigned int signature = 0;
+        bool amd = amd_signature(&signature);
+        l1 = cpu_k_quant_prefetch_l1_for(amd, signature);
+        atomic_store_explicit(&cached, l1, memory_order_relaxed);
+    }
+    return l1;
+}
+
 size_t cpu_l2_bytes(void)
 {
     long bytes = sysconf(_SC_LEVEL2_CACHE_SIZE);

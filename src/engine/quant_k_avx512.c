@@ -235,6 +235,20 @@ static inline __m512i k4_quants(const uint8_t *group, bool five_bits, int c, int
     return x86_add_fifth_bit(_mm512_and_si512(bytes, low4), qh, 2 * c);
 }
 
+/* Bit 0 of the kernels' prefetch distance (bytes ahead, a multiple of 64 otherwise): ask
+ * into L1 rather than L2 (cpu_k_quant_prefetch_l1). A call passes it as a constant, so each
+ * form inlines with its own instruction. */
+enum { K_PREFETCH_L1 = 1 };
+
+static inline __attribute__((always_inline)) void k_prefetch_ahead(const uint8_t *p, size_t bytes,
+                                                                   size_t prefetch)
+{
+    if (prefetch & K_PREFETCH_L1)
+        x86_prefetch_ahead_l1(p, bytes, prefetch & ~(size_t)K_PREFETCH_L1);
+    else
+        x86_prefetch_ahead(p, bytes, prefetch);
+}
+
 /* The sum of q * qy over a high sub-block from the sum over k4_quants' bytes. */
 static inline __m512i k4_high_sum(__m512i sum, bool five_bits)
 {
@@ -256,7 +270,7 @@ isum_k4_one(const uint8_t *group, bool five_bits, const __m512i sc[2], const int
         const int8_t *qy = qs + 64 * c;
         /* a quarter of the block's lines ahead per chunk: one burst per block stalled loads */
         if (prefetch)
-            x86_prefetch_ahead(group + c * 4 * block_bytes, 4 * block_bytes, prefetch);
+            k_prefetch_ahead(group + c * 4 * block_bytes, 4 * block_bytes, prefetch);
         /* two partial sums per sub-block so that consecutive vpdpbusd do not wait */
         __m512i lo[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
         __m512i hi[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
@@ -300,7 +314,7 @@ isum_k4_tile(const uint8_t *group, bool five_bits, const __m512i sc[2],
     for (int c = 0; c < 4; c++) {
         /* a quarter of the block's lines ahead per chunk, as isum_k4_one asks */
         if (prefetch)
-            x86_prefetch_ahead(group + c * 4 * block_bytes, 4 * block_bytes, prefetch);
+            k_prefetch_ahead(group + c * 4 * block_bytes, 4 * block_bytes, prefetch);
         __m512i lo[8], hi[8];
         for (int v = 0; v < 8; v++)
             lo[v] = k4_quants(group, five_bits, c, v, false, &hi[v]);
@@ -580,7 +594,7 @@ isum_q6_k_one(const uint8_t *group, const __m512i sw[4], const int8_t *qs, size_
         for (int v = 0; v < 8; v++) {
             /* a sixteenth of the block's lines ahead per step, as in isum_q4_k_one */
             if (prefetch)
-                x86_prefetch_ahead(group + (8 * h + v) * sizeof(block_q6_k), sizeof(block_q6_k),
+                k_prefetch_ahead(group + (8 * h + v) * sizeof(block_q6_k), sizeof(block_q6_k),
                                    prefetch);
             const uint8_t *triple = group + Q6K_TRIPLE_AT(h, v);
             __m512i q[4];
@@ -617,7 +631,7 @@ isum_q6_k_tile(const uint8_t *group, const __m512i sw[4], const block_q8_k *cons
             for (int v = 4 * quarter; v < 4 * quarter + 4; v++) {
                 /* a sixteenth of the block's lines ahead per step, as isum_q6_k_one asks */
                 if (prefetch)
-                    x86_prefetch_ahead(group + (8 * h + v) * sizeof(block_q6_k),
+                    k_prefetch_ahead(group + (8 * h + v) * sizeof(block_q6_k),
                                        sizeof(block_q6_k), prefetch);
                 const uint8_t *triple = group + Q6K_TRIPLE_AT(h, v);
                 __m512i q[4];
@@ -709,7 +723,7 @@ isum_q3_k(const uint8_t *group, const __m512i sw[4], const block_q8_k *const *y,
                 /* an eighth of the block's lines ahead per triple, as in isum_q6_k_one (on
                  * the first of a tile's two passes) */
                 if (prefetch && first == 0)
-                    x86_prefetch_ahead(group + (4 * p + v) * 2 * sizeof(block_q3_k),
+                    k_prefetch_ahead(group + (4 * p + v) * 2 * sizeof(block_q3_k),
                                        2 * sizeof(block_q3_k), prefetch);
                 __m512i q[8];
                 q3_quarters(group + Q3K_TRIPLE_AT(p, v), q);
@@ -803,7 +817,7 @@ isum_q2_k(const uint8_t *group, const __m512i sc[4], const block_q8_k *const *y,
                 int word = 8 * h + 4 * p + v;
                 /* a sixteenth of the block's lines ahead per word, as in isum_q6_k_one */
                 if (prefetch)
-                    x86_prefetch_ahead(group + word * sizeof(block_q2_k), sizeof(block_q2_k),
+                    k_prefetch_ahead(group + word * sizeof(block_q2_k), sizeof(block_q2_k),
                                        prefetch);
                 __m512i bytes = _mm512_loadu_si512(group + Q2K_QS_AT + 64 * word);
                 __m512i q[4];
@@ -864,7 +878,8 @@ group_q2_k(size_t n_blocks, const uint8_t *group, const quant_k_tile *tile, size
  * sums (quant_k_sub_block_sums). The tile width is a compile-time constant in each call, so
  * the token loops unroll; which tiles prefetch, PACKED_TILE_SWITCH says (as in
  * quant_legacy_avx512.c). The group functions take how far ahead to ask (bytes, 0: not at
- * all): tiles X86_PREFETCH_BYTES, one token cpu_k_quant_prefetch_bytes. */
+ * all; K_PREFETCH_L1 set: into L1): tiles X86_PREFETCH_BYTES into L2, one token
+ * cpu_k_quant_prefetch_bytes into the cache cpu_k_quant_prefetch_l1 says. */
 #define DEFINE_PACKED_MATMUL(name, group_fn, block_type, prefetch_one, wide)                  \
     void name(size_t n, const void *packed, size_t n_groups, const void *act,                 \
               size_t act_row_bytes, const void *sums, size_t n_tokens, float *y, size_t ldy)  \
@@ -873,6 +888,8 @@ group_q2_k(size_t n_blocks, const uint8_t *group, const quant_k_tile *tile, size
         size_t group_bytes = PACK_ROWS * n_blocks * sizeof(block_type);                       \
         size_t widest = (wide) ? WIDE_TOKENS : TILE_TOKENS;                                   \
         size_t one_token = (prefetch_one) ? cpu_k_quant_prefetch_bytes() : 0;                 \
+        if (one_token && cpu_k_quant_prefetch_l1())                                           \
+            one_token |= K_PREFETCH_L1;                                                       \
         bool refetch = n_tokens > TILE_TOKENS && cpu_outgrows_l2(n_groups * group_bytes);     \
         for (size_t t = 0, n_tok; t < n_tokens; t += n_tok) {                                 \
             n_tok = n_tokens - t < widest ? n_tokens - t : widest;                            \
@@ -886,8 +903,11 @@ group_q2_k(size_t n_blocks, const uint8_t *group, const quant_k_tile *tile, size
                 size_t ahead = t == 0 || refetch ? X86_PREFETCH_BYTES : 0;                    \
                 if ((wide) && n_tok == WIDE_TOKENS)                                           \
                     PACKED_TILE_CALL(group_fn, WIDE_TOKENS, ahead);                           \
+                else if (n_tok == 1 && ahead && (one_token & K_PREFETCH_L1))                  \
+                    PACKED_TILE_CALL(group_fn, 1, one_token | K_PREFETCH_L1);                 \
                 else                                                                          \
-                    PACKED_TILE_SWITCH(group_fn, n_tok, ahead, one_token);                    \
+                    PACKED_TILE_SWITCH(group_fn, n_tok, ahead,                                \
+                                       one_token & ~(size_t)K_PREFETCH_L1);                   \
             }                                                                                 \
         }                                                                                     \
     }

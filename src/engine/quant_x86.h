@@ -186,6 +186,15 @@ static inline void x86_prefetch_ahead(const void *p, size_t bytes, size_t distan
         __builtin_prefetch((const void *)(ahead + offset), 0, 1);
 }
 
+/* x86_prefetch_ahead into L1 (prefetcht0): Zen 5's 1-token K-quant streams read faster so
+ * (cpu_k_quant_prefetch_l1). */
+static inline void x86_prefetch_ahead_l1(const void *p, size_t bytes, size_t distance)
+{
+    uintptr_t ahead = (uintptr_t)p + distance;
+    for (size_t offset = 0; offset < bytes; offset += 64)
+        __builtin_prefetch((const void *)(ahead + offset), 0, 3);
+}
+
 /*
  * Slice `slice` of `n_slices` of x86_prefetch_ahead(block, bytes, distance), nothing when
  * distance is 0: a kernel whose block spans many lines asks for them a few at a time, one
