@@ -232,12 +232,16 @@ static bool amd_signature(unsigned int *signature)
 #endif
 }
 
-bool cpu_prefetch_single_stream_for(bool amd, unsigned int signature)
+/* A CPUID leaf 1 signature's family, the extended family added where the base is 0xf. */
+static unsigned int cpu_family(unsigned int signature)
 {
     unsigned int family = (signature >> 8) & 0xf;
-    if (family == 0xf)
-        family += (signature >> 20) & 0xff;
-    return !(amd && family == 0x19 && cpu_signature_is_zen4_or_later(signature));
+    return family == 0xf ? family + ((signature >> 20) & 0xff) : family;
+}
+
+bool cpu_prefetch_single_stream_for(bool amd, unsigned int signature)
+{
+    return !(amd && cpu_family(signature) == 0x19 && cpu_signature_is_zen4_or_later(signature));
 }
 
 bool cpu_prefetch_float_stream_for(bool amd, unsigned int signature)
@@ -281,56 +285,48 @@ size_t cpu_prefetch_bytes_for(bool amd, unsigned int signature)
     return amd && !cpu_signature_is_zen4_or_later(signature) ? 16384 : 8192;
 }
 
-size_t cpu_one_token_prefetch_bytes(void)
+/* A distance read once: decide(vendor, signature). Kernels on every pool thread ask; each
+ * computes the same answer, so a relaxed cache. */
+static size_t distance_choice(_Atomic size_t *cached, size_t (*decide)(bool, unsigned int))
 {
-    static _Atomic size_t cached = 0;
-    size_t bytes = atomic_load_explicit(&cached, memory_order_relaxed);
+    size_t bytes = atomic_load_explicit(cached, memory_order_relaxed);
     if (bytes == 0) {
         unsigned int signature = 0;
         bool amd = amd_signature(&signature);
-        bytes = cpu_prefetch_bytes_for(amd, signature);
-        atomic_store_explicit(&cached, bytes, memory_order_relaxed);
+        bytes = decide(amd, signature);
+        atomic_store_explicit(cached, bytes, memory_order_relaxed);
     }
     return bytes;
 }
 
+size_t cpu_one_token_prefetch_bytes(void)
+{
+    static _Atomic size_t cached = 0;
+    return distance_choice(&cached, cpu_prefetch_bytes_for);
+}
+
+/* Zen 5 and later AMD cores' 1-token K-quant distance; into L1 where it is the choice */
+enum { ZEN5_K_QUANT_PREFETCH_BYTES = 4096 };
+
 size_t cpu_k_quant_prefetch_bytes_for(bool amd, unsigned int signature)
 {
-    unsigned int family = (signature >> 8) & 0xf;
-    if (family == 0xf)
-        family += (signature >> 20) & 0xff;
-    return amd && family >= 0x1a ? 4096 : 8192;
+    return amd && cpu_family(signature) >= 0x1a ? ZEN5_K_QUANT_PREFETCH_BYTES : 8192;
 }
 
 size_t cpu_k_quant_prefetch_bytes(void)
 {
     static _Atomic size_t cached = 0;
-    size_t bytes = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (bytes == 0) {
-        unsigned int signature = 0;
-        bool amd = amd_signature(&signature);
-        bytes = cpu_k_quant_prefetch_bytes_for(amd, signature);
-        atomic_store_explicit(&cached, bytes, memory_order_relaxed);
-    }
-    return bytes;
+    return distance_choice(&cached, cpu_k_quant_prefetch_bytes_for);
 }
 
 bool cpu_k_quant_prefetch_l1_for(bool amd, unsigned int signature)
 {
-    return cpu_k_quant_prefetch_bytes_for(amd, signature) == 4096; /* Zen 5 and later */
+    return cpu_k_quant_prefetch_bytes_for(amd, signature) == ZEN5_K_QUANT_PREFETCH_BYTES;
 }
 
 bool cpu_k_quant_prefetch_l1(void)
 {
-    static _Atomic int cached = -1;
-    int l1 = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (l1 < 0) {
-        unsigned int signature = 0;
-        bool amd = amd_signature(&signature);
-        l1 = cpu_k_quant_prefetch_l1_for(amd, signature);
-        atomic_store_explicit(&cached, l1, memory_order_relaxed);
-    }
-    return l1;
+    return cpu_k_quant_prefetch_bytes() == ZEN5_K_QUANT_PREFETCH_BYTES;
 }
 
 size_t cpu_l2_bytes(void)
